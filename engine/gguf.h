@@ -1,0 +1,113 @@
+/* gguf — a bounds-checked GGUF v2/v3 reader over mmap.
+ *
+ * gguf_open maps the file read-only and validates the whole header, every
+ * key/value and every tensor info before anything is allocated from counts
+ * read in the file: each count, length, shape and offset is checked against
+ * the bytes that remain (ROBUSTNESS.md 1-12). A bad file yields one error in
+ * struct inf_error naming the problem and the byte offset. After a successful
+ * open every pointer handed out stays valid until gguf_close and points into
+ * the mapping. Strings from the file are NOT NUL-terminated: use (ptr, len).
+ *
+ * Threads: a struct gguf_file is immutable after open; any thread may read it.
+ */
+#ifndef INFERD_GGUF_H
+#define INFERD_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define GGUF_MAX_DIMS 4
+#define GGUF_MAX_NAME 64 /* tensor names are < 64 bytes, as in ggml */
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+enum gguf_vtype {
+    GGUF_T_UINT8 = 0,
+    GGUF_T_INT8 = 1,
+    GGUF_T_UINT16 = 2,
+    GGUF_T_INT16 = 3,
+    GGUF_T_UINT32 = 4,
+    GGUF_T_INT32 = 5,
+    GGUF_T_FLOAT32 = 6,
+    GGUF_T_BOOL = 7,
+    GGUF_T_STRING = 8,
+    GGUF_T_ARRAY = 9,
+    GGUF_T_UINT64 = 10,
+    GGUF_T_INT64 = 11,
+    GGUF_T_FLOAT64 = 12,
+    GGUF_T_COUNT
+};
+
+struct gguf_str {
+    const char *ptr; /* into the mapping, not NUL-terminated */
+    uint64_t len;
+};
+
+struct gguf_kv {
+    struct gguf_str key;
+    uint32_t type;       /* enum gguf_vtype */
+    uint32_t arr_type;   /* element type when type == GGUF_T_ARRAY */
+    uint64_t n;          /* element count for arrays, 1 otherwise */
+    const uint8_t *data; /* raw little-endian value bytes (may be unaligned) */
+    uint64_t offset;     /* file offset of the value, for error messages */
+};
+
+struct gguf_tensor {
+    char name[GGUF_MAX_NAME]; /* NUL-terminated copy */
+    uint32_t n_dims;
+    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] is the row length; unused dims are 1 */
+    uint32_t type;             /* enum quant_type (ggml type id) */
+    uint64_t offset;           /* relative to the data section */
+    uint64_t n_elems;
+    uint64_t n_bytes;
+    const void *data; /* into the mapping */
+};
+
+struct gguf_file;
+
+/* Open and validate. On error *out is NULL, err says what and where, nothing leaks. */
+int gguf_open(const char *path, struct gguf_file **out, struct inf_error *err);
+/* Same over a caller-owned buffer (fuzzing, tests); buf must outlive the file. */
+int gguf_open_mem(const void *buf, size_t len, struct gguf_file **out, struct inf_error *err);
+void gguf_close(struct gguf_file *f); /* accepts NULL */
+
+uint32_t gguf_version(const struct gguf_file *f);
+uint64_t gguf_file_size(const struct gguf_file *f);
+uint64_t gguf_alignment(const struct gguf_file *f);
+uint64_t gguf_data_offset(const struct gguf_file *f);
+const void *gguf_base(const struct gguf_file *f); /* start of the mapping */
+
+int64_t gguf_n_kv(const struct gguf_file *f);
+const struct gguf_kv *gguf_kv_at(const struct gguf_file *f, int64_t i);
+const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
+
+/* Typed getters: 0, INF_ENOTFOUND when the key is missing, INF_ETYPE when the
+ * key holds another type. gguf_get_int accepts any integer type and reports
+ * INF_ERANGE when the value does not fit int64_t. */
+int gguf_get_int(const struct gguf_file *f, const char *key, int64_t *out);
+int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out);
+int gguf_get_f32(const struct gguf_file *f, const char *key, float *out);
+int gguf_get_bool(const struct gguf_file *f, const char *key, int *out);
+int gguf_get_str(const struct gguf_file *f, const char *key, struct gguf_str *out);
+/* Array: element type and count. */
+int gguf_get_arr(const struct gguf_file *f, const char *key, uint32_t *elem_type, uint64_t *n);
+
+/* Element access for an array kv (kv->type == GGUF_T_ARRAY). Numeric getters
+ * convert from the stored element type; they return INF_ETYPE when the array
+ * holds strings, INF_ERANGE for i >= n. */
+int gguf_arr_int(const struct gguf_kv *kv, uint64_t i, int64_t *out);
+int gguf_arr_f32(const struct gguf_kv *kv, uint64_t i, float *out);
+/* All strings of a string array, in order, into out[0..kv->n-1]. */
+int gguf_arr_strs(const struct gguf_kv *kv, struct gguf_str *out);
+
+int64_t gguf_n_tensors(const struct gguf_file *f);
+const struct gguf_tensor *gguf_tensor_at(const struct gguf_file *f, int64_t i);
+const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
+
+/* Name of a value type ("u32", "str", "arr", ...) for messages. */
+const char *gguf_vtype_name(uint32_t t);
+/* 1 when the str equals the NUL-terminated s. */
+int gguf_str_eq(struct gguf_str a, const char *s);
+
+#endif

@@ -1,0 +1,143 @@
+/* quant — ggml's tensor types, bit for bit: block structs, sizes, dequantization,
+ * activation quantization and dot products (plain C reference + AVX2 paths).
+ *
+ * This is a leaf header: engine/cuda may include it for the block structs.
+ * The dot product of a weight row of type T with activations follows llama.cpp's
+ * CPU scheme so results match it: activations are first quantized to
+ * quant_vec_dot_type(T) (Q8_0 for Q4_0/Q8_0, Q8_K for the K-quants, F16 for F16,
+ * BF16 for BF16, F32 for F32), then quant_vec_dot(T) combines the two rows.
+ * All functions are pure and thread-safe.
+ */
+#ifndef INFERD_QUANT_H
+#define INFERD_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Values are ggml's (GGUF tensor type ids). Only the types marked "supported"
+ * compute; the others are known so GGUF files that hold them can be described. */
+enum quant_type {
+    QT_F32 = 0,   /* supported */
+    QT_F16 = 1,   /* supported */
+    QT_Q4_0 = 2,  /* supported */
+    QT_Q4_1 = 3,
+    QT_Q5_0 = 6,
+    QT_Q5_1 = 7,
+    QT_Q8_0 = 8,  /* supported */
+    QT_Q8_1 = 9,
+    QT_Q2_K = 10,
+    QT_Q3_K = 11,
+    QT_Q4_K = 12, /* supported */
+    QT_Q5_K = 13, /* supported */
+    QT_Q6_K = 14, /* supported */
+    QT_Q8_K = 15, /* activations only */
+    QT_IQ2_XXS = 16,
+    QT_IQ2_XS = 17,
+    QT_IQ3_XXS = 18,
+    QT_IQ1_S = 19,
+    QT_IQ4_NL = 20,
+    QT_IQ3_S = 21,
+    QT_IQ2_S = 22,
+    QT_IQ4_XS = 23,
+    QT_I8 = 24,
+    QT_I16 = 25,
+    QT_I32 = 26,
+    QT_I64 = 27,
+    QT_F64 = 28,
+    QT_IQ1_M = 29,
+    QT_BF16 = 30, /* supported */
+    QT_TQ1_0 = 34,
+    QT_TQ2_0 = 35,
+    QT_MXFP4 = 39,
+    QT_COUNT = 40,
+};
+
+#define QK4_0 32
+#define QK8_0 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef uint16_t quant_f16; /* IEEE half, stored as bits */
+typedef uint16_t quant_bf16;
+
+struct block_q4_0 {
+    quant_f16 d;
+    uint8_t qs[QK4_0 / 2];
+};
+struct block_q8_0 {
+    quant_f16 d;
+    int8_t qs[QK8_0];
+};
+struct block_q4_K {
+    quant_f16 d;
+    quant_f16 dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qs[QK_K / 2];
+};
+struct block_q5_K {
+    quant_f16 d;
+    quant_f16 dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+};
+struct block_q6_K {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    quant_f16 d;
+};
+struct block_q8_K {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+};
+
+_Static_assert(sizeof(struct block_q4_0) == 18, "ggml layout");
+_Static_assert(sizeof(struct block_q8_0) == 34, "ggml layout");
+_Static_assert(sizeof(struct block_q4_K) == 144, "ggml layout");
+_Static_assert(sizeof(struct block_q5_K) == 176, "ggml layout");
+_Static_assert(sizeof(struct block_q6_K) == 210, "ggml layout");
+_Static_assert(sizeof(struct block_q8_K) == 292, "ggml layout");
+
+/* Name ("q4_K", "f16", ...) or NULL for an id ggml does not define. */
+const char *quant_type_name(int type);
+/* Elements per block and bytes per block; 0 for an unknown id. */
+int quant_block_elems(int type);
+size_t quant_block_bytes(int type);
+/* 1 when the CPU engine can compute with this weight type. */
+int quant_type_supported(int type);
+/* Bytes of a row of n elements (n must be a multiple of the block size). */
+size_t quant_row_bytes(int type, int64_t n);
+
+float quant_f16_to_f32(quant_f16 h);
+quant_f16 quant_f32_to_f16(float f);
+float quant_bf16_to_f32(quant_bf16 h);
+quant_bf16 quant_f32_to_bf16(float f);
+
+/* Weight row -> floats. n is a multiple of the block size. */
+void quant_dequant_row(int type, const void *src, float *dst, int64_t n);
+
+/* Type the activations are converted to before a dot with a weight of `type`. */
+int quant_vec_dot_type(int type);
+/* floats -> a row of vec_dot_type (Q8_0, Q8_K, F16, BF16 or F32 copy). */
+void quant_quantize_row(int vec_dot_type, const float *x, void *dst, int64_t n);
+/* Dot of one weight row of `type` with one activation row already converted
+ * to quant_vec_dot_type(type). Uses the fastest path the CPU supports (AVX2
+ * when built in and the CPU has it); the result of the fast path may differ
+ * from quant_vec_dot_ref only by float rounding. */
+float quant_vec_dot(int type, int64_t n, const void *w, const void *x);
+/* Plain C reference, the specification the fast paths are tested against. */
+float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x);
+
+/* Quantize floats into a weight row of `type` (reference quantizers; used by
+ * tests and by `inferd mkmodel`). Supported for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K,
+ * F16, BF16, F32. Returns 0 or INF_EUNSUPPORTED. */
+int quant_quantize_weights(int type, const float *x, void *dst, int64_t n);
+
+/* 1 when the AVX2 paths are compiled in and this CPU runs them. */
+int quant_have_avx2(void);
+/* Force the reference paths (tests): 1 = reference only, 0 = best available. */
+void quant_force_ref(int on);
+
+#endif

@@ -1,0 +1,133 @@
+/* sched — continuous batching over the batched forward pass.
+ *
+ * The loop thread submits requests and drains their events; one engine thread
+ * (started by sched_start) runs the step loop: admit waiting requests while KV
+ * blocks allow (engine/kv), build one batch of one decode token per running
+ * sequence plus prompt chunks of admitted ones under a per-step token budget,
+ * run graph_forward, sample, push events, and call the request's notify
+ * callback (the daemon turns that into uv_async_send).
+ *
+ * Threads: sched_submit/poll/cancel/release/stats may be called from any one
+ * non-engine thread (the loop thread); the notify callback and the watchdog
+ * callback run on the engine thread and must only signal (never block).
+ */
+#ifndef INFERD_SCHED_H
+#define INFERD_SCHED_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "sample.h"
+
+struct model;
+struct graph;
+
+#define SCHED_MAX_TOP 20 /* most top logprobs per token (API's logprobs cap) */
+
+struct sched_config {
+    int32_t max_seqs;    /* sequences running at once */
+    int32_t queue_len;   /* requests waiting for admission before 429 */
+    int32_t n_ctx;       /* per sequence: prompt + max_tokens must fit */
+    int32_t kv_tokens;   /* KV cache size in tokens (rounded up to blocks) */
+    int32_t block_size;  /* tokens per KV block */
+    int32_t step_tokens; /* token budget per step (prefill chunk + decodes) */
+    int prefix_cache;    /* 1: reuse cached KV blocks of identical prompt prefixes */
+};
+
+void sched_config_default(struct sched_config *c);
+
+struct sched_request {
+    const int32_t *prompt; /* copied at submit */
+    int32_t n_prompt;
+    int32_t n_choices;     /* n: choices share the prompt's KV blocks */
+    int32_t max_tokens;
+    int32_t min_tokens;    /* EOS/stop ids are ignored before this many tokens */
+    int ignore_eos;
+    const int32_t *stop_ids; /* extra token ids that end a choice; copied */
+    int32_t n_stop_ids;
+    struct sample_params sampling; /* bias array copied; choice i uses seed + i */
+    int32_t logprobs;      /* -1: none; 0..SCHED_MAX_TOP: chosen token's logprob + top N */
+    int prompt_logprobs;   /* 1: SCHED_EV_PROMPT events for prompt tokens 1.. (echo) */
+};
+
+enum sched_ev_kind {
+    SCHED_EV_ADMITTED = 1, /* left the queue (KV reserved); for queue-wait metrics */
+    SCHED_EV_PROMPT,       /* logprob of prompt token (prompt_logprobs) */
+    SCHED_EV_TOKEN,        /* a generated token of choice `choice` */
+    SCHED_EV_DONE,         /* choice finished; finish says why */
+    SCHED_EV_ERROR,        /* the request failed; error says why; no more events */
+};
+
+enum sched_finish {
+    SCHED_FINISH_NONE = 0,
+    SCHED_FINISH_LENGTH,   /* max_tokens or n_ctx reached */
+    SCHED_FINISH_STOP,     /* EOS / EOG / stop id */
+    SCHED_FINISH_CANCELED,
+};
+
+struct sched_event {
+    int kind;
+    int32_t choice;
+    int32_t pos;      /* SCHED_EV_PROMPT: index in the prompt */
+    int32_t token;
+    float logprob;    /* when logprobs >= 0 (or prompt event) */
+    int32_t n_top;
+    int32_t top_ids[SCHED_MAX_TOP];
+    float top_lps[SCHED_MAX_TOP];
+    int finish;       /* enum sched_finish, for SCHED_EV_DONE */
+    int error;        /* INF_E*, for SCHED_EV_ERROR */
+};
+
+struct sched_stats {
+    int32_t running;
+    int32_t waiting;
+    int32_t kv_blocks_total;
+    int32_t kv_blocks_used;
+    int32_t kv_blocks_free;
+    uint64_t prefix_hit_tokens;  /* prompt tokens served from cached blocks */
+    uint64_t prefix_hits;        /* requests that reused at least one block */
+    uint64_t prompt_tokens;      /* computed (prefilled) prompt tokens */
+    uint64_t generated_tokens;
+    uint64_t steps;
+    double step_seconds_sum;
+};
+
+typedef void (*sched_notify_fn)(void *ud);
+
+struct sched;
+struct sched_handle;
+
+/* The scheduler drives g (whose model is m); it does not own them. */
+int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
+              struct sched **out, struct inf_error *err);
+/* Start the engine thread. watchdog (may be NULL) is called from the engine
+ * loop at least once per step and once per idle wait (idle waits last at most
+ * one second), so a stuck step stops the calls. */
+int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud);
+/* Stop: cancel_all=1 cancels everything; 0 waits until running and queued
+ * requests finish. Joins the engine thread. New submits get INF_ESHUTDOWN. */
+void sched_stop(struct sched *s, int cancel_all);
+void sched_free(struct sched *s); /* accepts NULL; stops first */
+
+/* Queue a request. Returns 0 and a handle, or:
+ *   INF_EFULL      the queue is full (HTTP 429, Retry-After),
+ *   INF_ERANGE     it can never fit (prompt + max_tokens > n_ctx or > the whole
+ *                  cache; err says the counts) (HTTP 400),
+ *   INF_EINVAL     bad fields (token id out of range, ...) (HTTP 400),
+ *   INF_ESHUTDOWN  stopping (HTTP 503).
+ * notify(ud) runs on the engine thread whenever new events are ready. */
+int sched_submit(struct sched *s, const struct sched_request *r, sched_notify_fn notify,
+                 void *ud, struct sched_handle **out, struct inf_error *err);
+/* Pop up to max events in order; returns how many. */
+int sched_poll(struct sched_handle *h, struct sched_event *ev, int max);
+/* Cancel (client gone, stop string found): the request leaves the batch at
+ * the next step and its KV blocks are freed. Events already queued remain. */
+void sched_cancel(struct sched_handle *h);
+/* Cancel one choice only (its stop string matched). */
+void sched_cancel_choice(struct sched_handle *h, int32_t choice);
+/* The caller will not touch h again (implies cancel if unfinished). */
+void sched_release(struct sched_handle *h);
+
+void sched_get_stats(struct sched *s, struct sched_stats *st);
+
+#endif
