@@ -18,7 +18,8 @@ static const struct {
     {"generate", cmd_generate, "complete a prompt on the CPU engine"},
     {"score", cmd_score, "teacher-forced top-N logprobs of a token sequence (JSON)"},
     {"mkmodel", cmd_mkmodel, "write a random-weight GGUF in a real model's shape"},
-    {"bench", cmd_bench, "prefill/decode throughput and batched serving throughput"},
+    {"bench", cmd_bench, "prefill/decode throughput of the CPU engine (pp/tg)"},
+    {"bench-serve", cmd_bench_serve, "aggregate tokens/s of the scheduler vs concurrency"},
 };
 
 static void main_usage(FILE *out)
