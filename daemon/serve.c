@@ -1,10 +1,403 @@
-/* serve — PLACEHOLDER until the daemon lands. */
+/* serve — `inferd serve`: the daemon's life from argv to exit status.
+ *
+ * Order: config (file, env, flags) -> HTTP up at once (/health says 503
+ * "loading") -> the model loads on a libuv worker thread while the loop keeps
+ * serving (EXTEND_TIMEOUT_USEC= every few seconds so systemd waits) -> graph,
+ * scheduler, engine thread -> one prewarm request -> READY=1, /health 200.
+ *
+ * Signals are uv_signal handles: the loop acts, no code runs in a handler.
+ * SIGHUP rebuilds the whole config from the same sources and keeps the old
+ * one if that fails; only the keys that need no model reload change.
+ * SIGTERM/SIGINT: STOPPING=1, stop accepting, let running requests finish up
+ * to drain_timeout_s (then cancel them), stop the engine, exit 0. A second
+ * signal cuts the drain short.
+ *
+ * WATCHDOG=1 comes from the engine loop (sched_start's watchdog callback), so
+ * a stuck engine step stops the pings and systemd restarts us; while the
+ * model loads (no engine loop yet) the loop thread sends them.
+ * Thread: the loop thread, except serve_load_work (a libuv worker) and
+ * serve_watchdog (the engine thread).
+ */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "api/api.h"
+#include "daemon/config.h"
+#include "daemon/sdnotify.h"
+#include "engine/backend.h"
+#include "engine/cpu.h"
+#include "engine/graph.h"
+#include "engine/log.h"
+#include "engine/model.h"
+#include "engine/sched.h"
 #include "tools/cmds.h"
+
+struct serve {
+    int argc;
+    char **argv;
+    struct cfg cfg;
+    const char *config_path;
+    uv_loop_t loop;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t load_timer;
+    uv_timer_t stop_timer;
+    uv_work_t load_work;
+    struct api *api;
+
+    /* built by the load worker */
+    struct backend *be;
+    struct model *model;
+    struct graph *graph;
+    struct sched *sched;
+    int32_t n_ctx;
+    int load_rc;
+    struct inf_error load_err;
+    double load_seconds;
+
+    int loading;
+    int stopping;
+    int exit_code;
+    int closed;
+};
+
+static double serve_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void serve_api_config(const struct cfg *c, struct api_config *a)
+{
+    memset(a, 0, sizeof(*a));
+    snprintf(a->host, sizeof(a->host), "%s", c->host);
+    a->port = c->port;
+    if (c->model_id[0]) {
+        snprintf(a->model_id, sizeof(a->model_id), "%s", c->model_id);
+    } else {
+        /* the file name without directory and .gguf */
+        const char *b = strrchr(c->model, '/');
+        b = b ? b + 1 : c->model;
+        size_t n = strlen(b);
+        if (n > 5 && !strcmp(b + n - 5, ".gguf"))
+            n -= 5;
+        if (n >= sizeof(a->model_id))
+            n = sizeof(a->model_id) - 1;
+        memcpy(a->model_id, b, n);
+        a->model_id[n] = '\0';
+    }
+    snprintf(a->api_key, sizeof(a->api_key), "%s", c->api_key);
+    a->max_body_bytes = c->max_body_bytes;
+    a->max_header_bytes = c->max_header_bytes;
+    a->max_connections = c->max_connections;
+    a->max_connections_per_ip = c->max_connections_per_ip;
+    a->idle_timeout_s = c->idle_timeout_s;
+    a->read_timeout_s = c->read_timeout_s;
+    a->ping_interval_s = c->ping_interval_s;
+    a->retry_after_s = c->retry_after_s;
+    a->max_tokens = c->max_tokens;
+    a->default_max_tokens = c->default_max_tokens;
+    a->max_n = c->max_n;
+    a->max_prompts = c->max_prompts;
+    a->max_stop = c->max_stop;
+    a->max_stop_len = c->max_stop_len;
+    a->max_logprobs = c->max_logprobs;
+    a->max_logit_bias = c->max_logit_bias;
+}
+
+/* ---- engine thread ---------------------------------------------------- */
+
+static void serve_watchdog(void *ud)
+{
+    (void)ud;
+    sdn_watchdog(); /* rate-limited to WATCHDOG_USEC/2, never blocks */
+}
+
+/* ---- loading (worker thread) ------------------------------------------- */
+
+static void serve_load_work(uv_work_t *w)
+{
+    struct serve *S = w->data;
+    double t0 = serve_now();
+    struct inf_error *err = &S->load_err;
+
+    S->be = cpu_backend_new(S->cfg.threads);
+    if (!S->be) {
+        S->load_rc = inf_error_set(err, INF_ENOMEM, "cpu_backend_new(%d) failed",
+                                   S->cfg.threads);
+        return;
+    }
+    S->load_rc = model_load(S->cfg.model, S->be, &S->model, err);
+    if (S->load_rc)
+        return;
+    const struct model_hparams *hp = model_hparams(S->model);
+    int32_t n_ctx = S->cfg.n_ctx;
+    if (n_ctx <= 0)
+        n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    S->n_ctx = n_ctx;
+
+    struct sched_config sc;
+    sched_config_default(&sc);
+    sc.max_seqs = S->cfg.max_seqs;
+    sc.queue_len = S->cfg.queue_len;
+    sc.n_ctx = n_ctx;
+    sc.block_size = S->cfg.block_size;
+    sc.step_tokens = S->cfg.step_tokens;
+    sc.prefix_cache = S->cfg.prefix_cache;
+    int64_t kv = S->cfg.kv_tokens ? S->cfg.kv_tokens : (int64_t)n_ctx * S->cfg.max_seqs;
+    if (kv > (1 << 28))
+        kv = 1 << 28;
+    sc.kv_tokens = (int32_t)kv;
+
+    struct graph_params gp;
+    memset(&gp, 0, sizeof(gp));
+    gp.block_size = sc.block_size;
+    gp.n_blocks = (sc.kv_tokens + sc.block_size - 1) / sc.block_size;
+    /* a step holds at most step_tokens (prefill chunk + decodes), and at
+     * least one decode token per running sequence */
+    gp.max_tokens = sc.step_tokens > sc.max_seqs ? sc.step_tokens : sc.max_seqs;
+    /* logits: one per sequence per step, or every row (echo + logprobs) */
+    gp.max_logits = gp.max_tokens;
+    S->load_rc = graph_new(S->model, &gp, &S->graph, err);
+    if (S->load_rc)
+        return;
+    S->load_rc = sched_new(S->model, S->graph, &sc, &S->sched, err);
+    if (S->load_rc)
+        return;
+    S->load_seconds = serve_now() - t0;
+}
+
+static void serve_close_handles(struct serve *S)
+{
+    if (S->closed)
+        return;
+    S->closed = 1;
+    uv_close((uv_handle_t *)&S->sig_term, NULL);
+    uv_close((uv_handle_t *)&S->sig_int, NULL);
+    uv_close((uv_handle_t *)&S->sig_hup, NULL);
+    uv_close((uv_handle_t *)&S->load_timer, NULL);
+    uv_close((uv_handle_t *)&S->stop_timer, NULL);
+}
+
+/* Everything has drained (or there was nothing to drain): stop the engine,
+ * let the loop run out. Runs from a timer, never from inside MHD. */
+static void serve_teardown(uv_timer_t *t)
+{
+    struct serve *S = t->data;
+    log_info("drained; stopping the engine");
+    if (S->sched)
+        sched_stop(S->sched, 1);
+    if (S->api) {
+        api_free(S->api);
+        S->api = NULL;
+    }
+    serve_close_handles(S);
+}
+
+/* api_shutdown's callback: it may run deep inside an MHD callback, so the
+ * teardown (which stops MHD) is deferred to the next loop iteration. */
+static void serve_drained(void *ud)
+{
+    struct serve *S = ud;
+    uv_timer_start(&S->stop_timer, serve_teardown, 0, 0);
+}
+
+static void serve_stop(struct serve *S, const char *why)
+{
+    if (S->stopping) {
+        log_warn("%s again: cutting the drain short", why);
+        if (S->api)
+            api_shutdown(S->api, 0, serve_drained, S);
+        return;
+    }
+    S->stopping = 1;
+    log_info("%s: stopping (drain up to %d s)", why, S->cfg.drain_timeout_s);
+    sdn_send("STOPPING=1\nSTATUS=draining");
+    if (S->loading) /* the worker cannot be interrupted; it finishes first */
+        return;
+    if (S->api)
+        api_shutdown(S->api, (uint64_t)S->cfg.drain_timeout_s * 1000u, serve_drained, S);
+    else
+        serve_close_handles(S);
+}
+
+static void serve_prewarmed(void *ud, int rc)
+{
+    struct serve *S = ud;
+    uv_timer_stop(&S->load_timer);
+    if (rc) {
+        log_error("prewarm failed: %s", inf_strerror(rc));
+        S->exit_code = CMD_FAIL;
+        serve_stop(S, "prewarm failure");
+        return;
+    }
+    log_info("ready: model=%s n_ctx=%d max_seqs=%d port=%d load_s=%.2f", S->cfg.model,
+             (int)S->n_ctx, S->cfg.max_seqs, api_port(S->api), S->load_seconds);
+    sdn_send("READY=1\nSTATUS=serving on %s:%d", S->cfg.host, api_port(S->api));
+}
+
+static void serve_load_done(uv_work_t *w, int status)
+{
+    struct serve *S = w->data;
+    S->loading = 0;
+    if (status == 0 && S->load_rc == 0 && S->sched) {
+        int rc = sched_start(S->sched, serve_watchdog, S);
+        if (rc)
+            S->load_rc = inf_error_set(&S->load_err, rc, "sched_start failed: %s",
+                                       inf_strerror(rc));
+    }
+    if (status || S->load_rc) {
+        log_error("loading \"%s\" failed: %s", S->cfg.model,
+                  S->load_err.msg[0] ? S->load_err.msg : inf_strerror(S->load_rc));
+        sdn_send("STATUS=model load failed: %s", S->load_err.msg);
+        S->exit_code = CMD_FAIL;
+        uv_timer_stop(&S->load_timer);
+        S->stopping = 1;
+        if (S->api)
+            api_shutdown(S->api, 0, serve_drained, S);
+        else
+            serve_close_handles(S);
+        return;
+    }
+    log_info("model loaded in %.2f s (n_ctx %d)", S->load_seconds, (int)S->n_ctx);
+    api_set_engine(S->api, S->model, S->sched, S->n_ctx);
+    if (S->stopping) { /* SIGTERM during the load */
+        uv_timer_stop(&S->load_timer);
+        api_shutdown(S->api, 0, serve_drained, S);
+        return;
+    }
+    sdn_send("STATUS=prewarming");
+    if (!S->cfg.prewarm || api_prewarm(S->api, serve_prewarmed, S)) {
+        api_set_ready(S->api);
+        serve_prewarmed(S, 0);
+    }
+}
+
+static void serve_load_tick(uv_timer_t *t)
+{
+    (void)t;
+    /* a long load must not look like a hang to systemd */
+    sdn_send("EXTEND_TIMEOUT_USEC=%llu", 30ull * 1000000ull);
+    sdn_watchdog();
+}
+
+/* ---- signals ------------------------------------------------------------ */
+
+static void serve_on_signal(uv_signal_t *h, int signum)
+{
+    struct serve *S = h->data;
+    if (signum == SIGHUP) {
+        struct cfg next;
+        struct inf_error err = {0};
+        const char *cp;
+        int help;
+        if (cfg_build(&next, S->argc, S->argv, &cp, &help, &err)) {
+            log_error("reload: %s; keeping the current configuration", err.msg);
+            return;
+        }
+        char ignored[512];
+        int changed = cfg_reload(&S->cfg, &next, ignored, sizeof(ignored));
+        log_set_level(S->cfg.log_level);
+        struct api_config ac;
+        serve_api_config(&S->cfg, &ac);
+        if (S->api)
+            api_reconfigure(S->api, &ac);
+        log_info("reload: %d settings changed%s%s%s", changed,
+                 ignored[0] ? " (need a restart, unchanged: " : "", ignored,
+                 ignored[0] ? ")" : "");
+        sdn_send("STATUS=configuration reloaded");
+        return;
+    }
+    serve_stop(S, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* ---- entry -------------------------------------------------------------- */
+
 int cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "inferd serve: not implemented yet\n");
-    return CMD_FAIL;
+    struct serve *S = calloc(1, sizeof(*S));
+    if (!S)
+        return CMD_FAIL;
+    S->argc = argc;
+    S->argv = argv;
+    struct inf_error err = {0};
+    int help = 0;
+    int rc = cfg_build(&S->cfg, argc, argv, &S->config_path, &help, &err);
+    if (help) {
+        cfg_usage(stdout);
+        free(S);
+        return CMD_OK;
+    }
+    if (rc) {
+        fprintf(stderr, "inferd serve: %s\n", err.msg);
+        if (rc == INF_ENOTFOUND)
+            fprintf(stderr, "(inferd serve --help lists the options)\n");
+        free(S);
+        return rc == INF_ENOTFOUND ? CMD_USAGE : CMD_FAIL;
+    }
+    log_set_level(S->cfg.log_level);
+    if (isatty(STDERR_FILENO))
+        log_set_timestamps(1);
+    signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error code, not a kill */
+    sdn_init();
+
+    uv_loop_init(&S->loop);
+    struct api_config ac;
+    serve_api_config(&S->cfg, &ac);
+    rc = api_new(&S->loop, &ac, &S->api, &err);
+    if (rc) {
+        log_error("%s", err.msg);
+        sdn_send("STATUS=cannot listen: %s", err.msg);
+        uv_loop_close(&S->loop);
+        sdn_close();
+        free(S);
+        return CMD_FAIL;
+    }
+    log_info("listening on %s:%d (model id \"%s\"%s)", S->cfg.host, api_port(S->api),
+             ac.model_id, ac.api_key[0] ? ", API key required" : "");
+
+    uv_signal_init(&S->loop, &S->sig_term);
+    uv_signal_init(&S->loop, &S->sig_int);
+    uv_signal_init(&S->loop, &S->sig_hup);
+    S->sig_term.data = S->sig_int.data = S->sig_hup.data = S;
+    uv_signal_start(&S->sig_term, serve_on_signal, SIGTERM);
+    uv_signal_start(&S->sig_int, serve_on_signal, SIGINT);
+    uv_signal_start(&S->sig_hup, serve_on_signal, SIGHUP);
+
+    uv_timer_init(&S->loop, &S->load_timer);
+    uv_timer_init(&S->loop, &S->stop_timer);
+    S->load_timer.data = S->stop_timer.data = S;
+    uv_timer_start(&S->load_timer, serve_load_tick, 0, 5000);
+    sdn_send("STATUS=loading %s", S->cfg.model);
+
+    S->loading = 1;
+    S->load_work.data = S;
+    rc = uv_queue_work(&S->loop, &S->load_work, serve_load_work, serve_load_done);
+    if (rc) {
+        log_error("uv_queue_work() failed (%s)", uv_strerror(rc));
+        S->loading = 0;
+        S->exit_code = CMD_FAIL;
+        api_shutdown(S->api, 0, serve_drained, S);
+    }
+
+    uv_run(&S->loop, UV_RUN_DEFAULT);
+
+    sched_free(S->sched);
+    graph_free(S->graph);
+    model_free(S->model);
+    backend_free(S->be);
+    if (uv_loop_close(&S->loop) == UV_EBUSY)
+        log_warn("event loop closed with handles still open");
+    sdn_close();
+    int code = S->exit_code;
+    log_info("exit %d", code);
+    free(S);
+    return code;
 }

@@ -21,6 +21,13 @@
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NAME 64 /* tensor names are < 64 bytes, as in ggml */
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* general.alignment must be a u32 power of two no larger than this; bigger
+ * values only serve to make a reader skip (or allocate) absurd paddings. */
+#define GGUF_MAX_ALIGNMENT (1u << 20)
+/* Caps on the header counts (after the "fits in the bytes left" check); real
+ * models have a few thousand tensors and a few dozen keys. */
+#define GGUF_MAX_KV (1u << 20)
+#define GGUF_MAX_TENSORS (1u << 20)
 
 enum gguf_vtype {
     GGUF_T_UINT8 = 0,
@@ -44,6 +51,13 @@ struct gguf_str {
     uint64_t len;
 };
 
+/* data points at the raw little-endian value bytes (may be unaligned):
+ *  - scalar: the value itself (size from gguf_vtype_size);
+ *  - string: the u64 length followed by the bytes (use gguf_get_str / gguf_kv_str);
+ *  - array: the first element, i.e. just after the u32 element type and u64
+ *    count; string elements are each a u64 length followed by the bytes.
+ * size is the byte count at data (so a kv can be copied verbatim: gguf_write.h).
+ * offset is the file offset of data; key_offset the file offset of the key. */
 struct gguf_kv {
     struct gguf_str key;
     uint32_t type;       /* enum gguf_vtype */
@@ -51,6 +65,8 @@ struct gguf_kv {
     uint64_t n;          /* element count for arrays, 1 otherwise */
     const uint8_t *data; /* raw little-endian value bytes (may be unaligned) */
     uint64_t offset;     /* file offset of the value, for error messages */
+    uint64_t size;       /* bytes at data */
+    uint64_t key_offset; /* file offset of the key's length field */
 };
 
 struct gguf_tensor {
@@ -61,7 +77,8 @@ struct gguf_tensor {
     uint64_t offset;           /* relative to the data section */
     uint64_t n_elems;
     uint64_t n_bytes;
-    const void *data; /* into the mapping */
+    const void *data;     /* into the mapping */
+    uint64_t info_offset; /* file offset of this tensor's info (for messages) */
 };
 
 struct gguf_file;
@@ -84,7 +101,10 @@ const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
 
 /* Typed getters: 0, INF_ENOTFOUND when the key is missing, INF_ETYPE when the
  * key holds another type. gguf_get_int accepts any integer type and reports
- * INF_ERANGE when the value does not fit int64_t. */
+ * INF_ERANGE when the value does not fit int64_t. gguf_get_u32 likewise
+ * accepts any integer type (files disagree on u32 vs i32 for ids and counts)
+ * and reports INF_ERANGE when the value does not fit uint32_t. gguf_get_f32
+ * accepts f32 and f64 (converted), not integers; gguf_get_bool only bool. */
 int gguf_get_int(const struct gguf_file *f, const char *key, int64_t *out);
 int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out);
 int gguf_get_f32(const struct gguf_file *f, const char *key, float *out);
@@ -95,7 +115,9 @@ int gguf_get_arr(const struct gguf_file *f, const char *key, uint32_t *elem_type
 
 /* Element access for an array kv (kv->type == GGUF_T_ARRAY). Numeric getters
  * convert from the stored element type; they return INF_ETYPE when the array
- * holds strings, INF_ERANGE for i >= n. */
+ * holds strings, INF_ERANGE for i >= n. gguf_arr_int takes integer elements
+ * only (INF_ETYPE for float and bool arrays; INF_ERANGE for a u64 above
+ * INT64_MAX); gguf_arr_f32 takes integers and floats. */
 int gguf_arr_int(const struct gguf_kv *kv, uint64_t i, int64_t *out);
 int gguf_arr_f32(const struct gguf_kv *kv, uint64_t i, float *out);
 /* All strings of a string array, in order, into out[0..kv->n-1]. */
@@ -105,8 +127,13 @@ int64_t gguf_n_tensors(const struct gguf_file *f);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf_file *f, int64_t i);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
 
-/* Name of a value type ("u32", "str", "arr", ...) for messages. */
+/* Value of a string kv (type GGUF_T_STRING): 0 or INF_ETYPE. */
+int gguf_kv_str(const struct gguf_kv *kv, struct gguf_str *out);
+
+/* Name of a value type ("u32", "str", "arr", ...) for messages; "?" if unknown. */
 const char *gguf_vtype_name(uint32_t t);
+/* Bytes of one scalar of type t; 0 for str/arr/unknown (variable size). */
+size_t gguf_vtype_size(uint32_t t);
 /* 1 when the str equals the NUL-terminated s. */
 int gguf_str_eq(struct gguf_str a, const char *s);
 

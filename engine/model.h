@@ -16,6 +16,7 @@
 struct gguf_file;
 struct tok;
 struct backend;
+struct backend_weight;
 
 enum model_arch { MODEL_ARCH_LLAMA = 1, MODEL_ARCH_QWEN2 = 2, MODEL_ARCH_QWEN3 = 3 };
 
@@ -43,14 +44,50 @@ struct model_hparams {
     int tied_output;         /* output.weight absent: token_embd used */
 };
 
+/* The weights of one block, as the backend sees them. Shapes are GGUF's
+ * [ne0, ne1] (ne0 = row length): with q_dim = n_head * head_dim and
+ * kv_dim = n_head_kv * head_dim. */
+struct model_layer {
+    struct backend_weight *attn_norm;  /* F32 [n_embd] */
+    struct backend_weight *wq;         /* [n_embd, q_dim] */
+    struct backend_weight *wk;         /* [n_embd, kv_dim] */
+    struct backend_weight *wv;         /* [n_embd, kv_dim] */
+    struct backend_weight *wo;         /* [q_dim, n_embd] */
+    struct backend_weight *bq, *bk, *bv; /* F32 biases (qwen2; optional for llama), or NULL */
+    struct backend_weight *q_norm;     /* F32 [head_dim] (qwen3), or NULL */
+    struct backend_weight *k_norm;     /* F32 [head_dim] (qwen3), or NULL */
+    struct backend_weight *ffn_norm;   /* F32 [n_embd] */
+    struct backend_weight *ffn_gate;   /* [n_embd, n_ff] */
+    struct backend_weight *ffn_up;     /* [n_embd, n_ff] */
+    struct backend_weight *ffn_down;   /* [n_ff, n_embd] */
+};
+
+struct model_weights {
+    struct backend_weight *tok_embd;    /* [n_embd, n_vocab] */
+    struct backend_weight *output_norm; /* F32 [n_embd] */
+    struct backend_weight *output;      /* [n_embd, n_vocab]; == tok_embd when tied */
+    const float *rope_factors;          /* backend memory [head_dim/2], or NULL:
+                                           llama3 scaling (rope_freqs.weight or keys) */
+    int32_t n_layer;
+    const struct model_layer *layers;   /* [n_layer] */
+};
+
 struct model;
 
+/* Load the model at path onto backend be (which must outlive the model).
+ * On error *out is NULL and err names the problem (for a bad hyperparameter
+ * or tensor: which key or tensor, and what was expected). */
 int model_load(const char *path, struct backend *be, struct model **out, struct inf_error *err);
+/* The same over an open GGUF file, which the model takes over (closed on
+ * error too); path only names the model in messages (may be NULL). */
+int model_load_gguf(struct gguf_file *f, const char *path, struct backend *be,
+                    struct model **out, struct inf_error *err);
 void model_free(struct model *m); /* accepts NULL */
 
 const struct model_hparams *model_hparams(const struct model *m);
 const struct tok *model_tok(const struct model *m);
 const struct gguf_file *model_gguf(const struct model *m);
 struct backend *model_backend(const struct model *m);
+const struct model_weights *model_weights(const struct model *m);
 
 #endif

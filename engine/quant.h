@@ -120,7 +120,11 @@ void quant_dequant_row(int type, const void *src, float *dst, int64_t n);
 
 /* Type the activations are converted to before a dot with a weight of `type`. */
 int quant_vec_dot_type(int type);
-/* floats -> a row of vec_dot_type (Q8_0, Q8_K, F16, BF16 or F32 copy). */
+/* floats -> a row of vec_dot_type (Q8_0, Q8_K, F16, BF16 or F32 copy).
+ * Q8_0: d = amax/127 (f16), q = round-half-even(x * 127/amax), as llama.cpp's
+ * AVX2 quantizer does. Q8_K: ggml's scheme (the first element of largest
+ * magnitude maps to -127, float d, bsums per 16). F16/BF16 round to nearest
+ * even. Every path writes the same bytes (quant_quantize_row_ref). */
 void quant_quantize_row(int vec_dot_type, const float *x, void *dst, int64_t n);
 /* Dot of one weight row of `type` with one activation row already converted
  * to quant_vec_dot_type(type). Uses the fastest path the CPU supports (AVX2
@@ -130,9 +134,32 @@ float quant_vec_dot(int type, int64_t n, const void *w, const void *x);
 /* Plain C reference, the specification the fast paths are tested against. */
 float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x);
 
+/* Reference activation quantization: the bytes quant_quantize_row must give on
+ * every path (tests compare them bit for bit). */
+void quant_quantize_row_ref(int vec_dot_type, const float *x, void *dst, int64_t n);
+
+/* The dot of quant_vec_dot for one type, resolved once (the best path this CPU
+ * runs, or the reference when forced): lets a matmul loop skip the dispatch.
+ * NULL for a type the engine does not compute with. */
+typedef float (*quant_vec_dot_fn)(int64_t n, const void *w, const void *x);
+quant_vec_dot_fn quant_vec_dot_func(int type);
+
+/* One weight row against nx activation rows (row r at x + r*x_stride bytes,
+ * each already converted to quant_vec_dot_type(type)): out[r]. Each out[r]
+ * is bit-identical to quant_vec_dot(type, n, w, x_r) -- batch invariance --
+ * but each weight block is loaded and decoded once per group of up to 4
+ * rows: a 4x cut in weight traffic for prefill when the matrix does not fit
+ * in cache (on cache-resident weights it runs at the per-dot speed of
+ * quant_vec_dot). Float types fall back to one quant_vec_dot per row. */
+void quant_vec_dots(int type, int64_t n, const void *w, const void *x, size_t x_stride, int nx,
+                    float *out);
+
 /* Quantize floats into a weight row of `type` (reference quantizers; used by
  * tests and by `inferd mkmodel`). Supported for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K,
- * F16, BF16, F32. Returns 0 or INF_EUNSUPPORTED. */
+ * F16, BF16, F32. Q4_0 is ggml's scheme; Q8_0 rounds against the stored f16
+ * scale; the K-quants fit each sub-block's scale/min by least squares, then
+ * quantize the scales and requantize against the stored values. Returns 0,
+ * INF_EUNSUPPORTED, or INF_EINVAL when n is not a whole number of blocks. */
 int quant_quantize_weights(int type, const float *x, void *dst, int64_t n);
 
 /* 1 when the AVX2 paths are compiled in and this CPU runs them. */

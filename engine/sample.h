@@ -15,7 +15,8 @@
 
 struct sample_bias {
     int32_t token;
-    float bias; /* added to the logit; -100 effectively bans, +100 forces */
+    float bias; /* added to the logit; <= -100 bans the token (OpenAI's
+                 * meaning), +100 in practice forces it */
 };
 
 struct sample_params {
@@ -31,6 +32,7 @@ struct sample_params {
     int32_t n_bias;
 };
 
+/* temperature 1, every filter and penalty off, seed 0, no bias. */
 void sample_params_default(struct sample_params *p);
 
 struct sampler;
@@ -43,8 +45,14 @@ void sampler_accept(struct sampler *s, int32_t token, int is_prompt);
 /* Pick the next token from logits[n_vocab] (not modified). */
 int32_t sampler_sample(struct sampler *s, const float *logits);
 
+/* The logits after logit bias and penalties (the first two steps of
+ * sampler_sample) into out[n_vocab]: for tests and debugging. */
+void sampler_penalized_logits(struct sampler *s, const float *logits, float *out);
+
 /* Log-softmax of the raw logits: the logprob of `token` and the top n (by
- * logit, ties by lower id) written to top_ids/top_lps. n may be 0. */
+ * logit, ties by lower id) written to top_ids/top_lps. n may be 0; at most
+ * n_vocab entries are written. NaN logits count as -inf; a token out of range
+ * or at -inf gets -INFINITY. */
 float sample_logprobs(const float *logits, int32_t n_vocab, int32_t token, int n,
                       int32_t *top_ids, float *top_lps);
 

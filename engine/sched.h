@@ -10,6 +10,35 @@
  * Threads: sched_submit/poll/cancel/release/stats may be called from any one
  * non-engine thread (the loop thread); the notify callback and the watchdog
  * callback run on the engine thread and must only signal (never block).
+ *
+ * Policies (sched.c has the details):
+ * - Admission reserves, per request, every KV block it can ever need:
+ *   full_prompt_blocks + n * (ceil((prompt + max_tokens) / block_size)
+ *   - full_prompt_blocks) minus the prompt blocks found in the prefix cache.
+ *   Running sequences therefore never run out of blocks and nothing is ever
+ *   preempted; a request that could not fit even in an empty cache gets
+ *   INF_ERANGE at submit.
+ * - Admission is strictly FIFO: when the head of the queue does not fit
+ *   (blocks or max_seqs), nothing behind it is admitted, so a long prompt is
+ *   never overtaken forever by short ones.
+ * - Each step: one decode token per running sequence first, then prompt
+ *   chunks of admitted requests in admission order until step_tokens is used
+ *   (at least step_tokens/4 prompt tokens per step, so prefill always
+ *   progresses). The graph guarantees that chunking and batch composition do
+ *   not change a row's logits, so outputs do not depend on the load.
+ * - n > 1: the prompt is prefilled once on choice 0's table, then the other
+ *   choices fork it; the shared partial last block is copied on first write.
+ * - Prefix cache: every full block (prompt or generated) is registered under
+ *   its chained token hash; a new request reuses the longest cached chain of
+ *   its full prompt blocks, except the block holding its last prompt token
+ *   (whose logits must be computed). Not used with prompt_logprobs (those
+ *   need every prompt row's logits).
+ * - Events of a step become visible to sched_poll at the end of the step,
+ *   after the step's stats: a client that has seen a request end also sees
+ *   its KV blocks back in sched_get_stats.
+ * - A choice that ends on EOG or a stop id does not emit that token; before
+ *   min_tokens those ids are masked out of sampling (logprobs still come from
+ *   the raw logits).
  */
 #ifndef INFERD_SCHED_H
 #define INFERD_SCHED_H
@@ -25,16 +54,28 @@ struct graph;
 #define SCHED_MAX_TOP 20 /* most top logprobs per token (API's logprobs cap) */
 
 struct sched_config {
-    int32_t max_seqs;    /* sequences running at once */
+    int32_t max_seqs;    /* sequences running at once (each choice is one) */
     int32_t queue_len;   /* requests waiting for admission before 429 */
-    int32_t n_ctx;       /* per sequence: prompt + max_tokens must fit */
-    int32_t kv_tokens;   /* KV cache size in tokens (rounded up to blocks) */
-    int32_t block_size;  /* tokens per KV block */
+    int32_t n_ctx;       /* per sequence: prompt + max_tokens must fit;
+                            0 = the model's n_ctx_train; never more than
+                            n_ctx_train or the cache (sched_get_stats says) */
+    int32_t kv_tokens;   /* KV cache size in tokens (rounded up to blocks);
+                            0 = all the graph has */
+    int32_t block_size;  /* tokens per KV block; 0 = the graph's; otherwise
+                            it must equal the graph's */
     int32_t step_tokens; /* token budget per step (prefill chunk + decodes) */
     int prefix_cache;    /* 1: reuse cached KV blocks of identical prompt prefixes */
 };
 
+/* max_seqs 32, queue_len 64, n_ctx 0, kv_tokens 16384, block_size 16,
+ * step_tokens 512, prefix_cache 1. */
 void sched_config_default(struct sched_config *c);
+
+struct graph_params;
+/* The graph_params (for graph_new) that serve config c: max_tokens =
+ * max(step_tokens, max_seqs), max_logits = min(max_tokens, max_seqs + 64),
+ * n_blocks = ceil(kv_tokens / block_size). */
+void sched_graph_params(const struct sched_config *c, struct graph_params *gp);
 
 struct sched_request {
     const int32_t *prompt; /* copied at submit */
@@ -79,8 +120,8 @@ struct sched_event {
 };
 
 struct sched_stats {
-    int32_t running;
-    int32_t waiting;
+    int32_t running;             /* running sequences (choices not finished) */
+    int32_t waiting;             /* requests in the admission queue */
     int32_t kv_blocks_total;
     int32_t kv_blocks_used;
     int32_t kv_blocks_free;
@@ -90,6 +131,9 @@ struct sched_stats {
     uint64_t generated_tokens;
     uint64_t steps;
     double step_seconds_sum;
+    int32_t kv_blocks_cached;    /* of the free ones: holding a reusable prefix */
+    int32_t n_ctx;               /* the resolved per-sequence limit */
+    uint64_t requests_done;      /* requests that ended (any reason) */
 };
 
 typedef void (*sched_notify_fn)(void *ud);
@@ -97,7 +141,10 @@ typedef void (*sched_notify_fn)(void *ud);
 struct sched;
 struct sched_handle;
 
-/* The scheduler drives g (whose model is m); it does not own them. */
+/* The scheduler drives g (whose model is m); it does not own them. The
+ * graph's limits win: max_seqs and step_tokens are clamped to what one
+ * graph_forward accepts. INF_EINVAL (err says why) for a config that does
+ * not match the graph. */
 int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
               struct sched **out, struct inf_error *err);
 /* Start the engine thread. watchdog (may be NULL) is called from the engine
@@ -115,7 +162,9 @@ void sched_free(struct sched *s); /* accepts NULL; stops first */
  *                  cache; err says the counts) (HTTP 400),
  *   INF_EINVAL     bad fields (token id out of range, ...) (HTTP 400),
  *   INF_ESHUTDOWN  stopping (HTTP 503).
- * notify(ud) runs on the engine thread whenever new events are ready. */
+ * notify(ud) runs on the engine thread after a step that gave h events,
+ * with h's lock held and never after sched_release(h) returned: it must only
+ * signal (e.g. uv_async_send), never call sched_* on h. */
 int sched_submit(struct sched *s, const struct sched_request *r, sched_notify_fn notify,
                  void *ud, struct sched_handle **out, struct inf_error *err);
 /* Pop up to max events in order; returns how many. */

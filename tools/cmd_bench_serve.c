@@ -1,10 +1,394 @@
-/* cmd_bench_serve — PLACEHOLDER until its owner lands it. */
+/* cmd_bench_serve — the scheduler's throughput and latency versus
+ * concurrency, without HTTP.
+ *
+ *   inferd bench-serve --model M [--concurrency 1,4,16,64] [--max-tokens 64]
+ *                      [--prompt-tokens 32] [--threads 2] [--rounds 2]
+ *                      [--step-tokens 512] [--block-size 16]
+ *
+ * For each concurrency C a fresh graph + scheduler (max_seqs = C) serves a
+ * closed loop of C clients: each client submits a request (a distinct random
+ * prompt, so no prefix-cache hits; ignore_eos, so every request generates
+ * max_tokens), and when it ends submits the next, until C * rounds requests
+ * are done. Time stamps are taken by this thread as it polls the events, as
+ * a client would see them. Reported per C: aggregate generated tokens/s over
+ * the wall time, mean time to first token, mean inter-token latency, and
+ * the engine's step count. A one-request warm-up runs first.
+ *
+ * The backend is the CPU one for now; the CUDA backend plugs in here (same
+ * scheduler, same numbers) when it exists.
+ * Thread: the main thread is the client; the scheduler runs its own thread.
+ */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/cpu.h"
+#include "engine/graph.h"
+#include "engine/log.h"
+#include "engine/model.h"
+#include "engine/sched.h"
+#include "engine/tok.h"
 #include "tools/cmds.h"
+
+#define BS_MAX_CONC 16
+
+struct bs_client {
+    struct sched_handle *h;
+    int32_t *prompt;
+    double t_submit, t_last;
+    int32_t n_tok;
+    int done;
+};
+
+struct bs_run {
+    double wall, ttft_sum, itl_sum;
+    int64_t n_ttft, n_itl, tokens, requests, errors;
+    uint64_t steps;
+    double step_s;
+};
+
+static pthread_mutex_t bs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bs_cv = PTHREAD_COND_INITIALIZER;
+static int bs_flag;
+
+static void bs_notify(void *ud)
+{
+    (void)ud;
+    pthread_mutex_lock(&bs_mu);
+    bs_flag = 1;
+    pthread_cond_signal(&bs_cv);
+    pthread_mutex_unlock(&bs_mu);
+}
+
+static double bs_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void bs_wait(void)
+{
+    struct timespec ts;
+
+    pthread_mutex_lock(&bs_mu);
+    if (!bs_flag) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&bs_cv, &bs_mu, &ts);
+    }
+    bs_flag = 0;
+    pthread_mutex_unlock(&bs_mu);
+}
+
+static uint64_t bs_rng = 0x2545f4914f6cdd1dull;
+static int32_t bs_rand(int32_t lo, int32_t hi)
+{
+    bs_rng ^= bs_rng << 13;
+    bs_rng ^= bs_rng >> 7;
+    bs_rng ^= bs_rng << 17;
+    return lo + (int32_t)(bs_rng % (uint64_t)(hi - lo));
+}
+
+static void bs_make_prompt(int32_t *p, int32_t n, int32_t n_vocab, int32_t bos)
+{
+    /* ordinary vocabulary ids (past the control tokens at the start) */
+    int32_t lo = n_vocab > 1000 ? 1000 : 3, hi = n_vocab > 20000 ? 20000 : n_vocab;
+
+    for (int32_t i = 0; i < n; i++)
+        p[i] = bs_rand(lo, hi);
+    if (bos >= 0)
+        p[0] = bos;
+}
+
+static int bs_submit(struct sched *s, struct bs_client *c, int32_t n_prompt, int32_t max_tokens,
+                     int32_t n_vocab, int32_t bos)
+{
+    struct sched_request r;
+    struct inf_error err = {0};
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    bs_make_prompt(c->prompt, n_prompt, n_vocab, bos);
+    r.prompt = c->prompt;
+    r.n_prompt = n_prompt;
+    r.n_choices = 1;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = 1;
+    r.logprobs = -1;
+    sample_params_default(&r.sampling);
+    r.sampling.temperature = 0.0f;
+    c->t_submit = bs_now();
+    c->t_last = 0;
+    c->n_tok = 0;
+    c->done = 0;
+    rc = sched_submit(s, &r, bs_notify, c, &c->h, &err);
+    if (rc != 0)
+        fprintf(stderr, "inferd bench-serve: submit failed: %s\n", err.msg);
+    return rc;
+}
+
+/* One closed-loop run at concurrency conc. */
+static int bs_run_one(struct model *m, int32_t conc, int32_t n_req, int32_t n_prompt,
+                      int32_t max_tokens, int32_t step_tokens, int32_t block_size,
+                      struct bs_run *out)
+{
+    const struct model_hparams *hp = model_hparams(m);
+    struct sched_config cfg;
+    struct graph_params gp;
+    struct graph *g = NULL;
+    struct sched *s = NULL;
+    struct inf_error err = {0};
+    struct bs_client *cl = calloc((size_t)conc, sizeof(*cl));
+    int32_t submitted = 0, finished = 0, per = n_prompt + max_tokens;
+    int32_t bos = tok_bos(model_tok(m));
+    struct sched_stats st;
+    double t0;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!cl)
+        return CMD_FAIL;
+    sched_config_default(&cfg);
+    cfg.max_seqs = conc;
+    cfg.queue_len = conc;
+    cfg.step_tokens = step_tokens;
+    cfg.block_size = block_size;
+    cfg.n_ctx = per;
+    cfg.kv_tokens = conc * ((per + block_size - 1) / block_size + 1) * block_size;
+    sched_graph_params(&cfg, &gp);
+    if (per > hp->n_ctx_train) {
+        fprintf(stderr, "inferd bench-serve: prompt + max tokens (%d) > n_ctx_train (%d)\n", per,
+                hp->n_ctx_train);
+        free(cl);
+        return CMD_USAGE;
+    }
+    if (graph_new(m, &gp, &g, &err) != 0 || sched_new(m, g, &cfg, &s, &err) != 0 ||
+        sched_start(s, NULL, NULL) != 0) {
+        fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
+        rc = CMD_FAIL;
+        goto out;
+    }
+    for (int32_t i = 0; i < conc; i++) {
+        cl[i].prompt = malloc((size_t)n_prompt * sizeof(int32_t));
+        if (!cl[i].prompt) {
+            rc = CMD_FAIL;
+            goto out;
+        }
+    }
+    t0 = bs_now();
+    for (int32_t i = 0; i < conc && submitted < n_req; i++, submitted++)
+        if (bs_submit(s, &cl[i], n_prompt, max_tokens, hp->n_vocab, bos) != 0) {
+            rc = CMD_FAIL;
+            goto out;
+        }
+    while (finished < n_req) {
+        bs_wait();
+        for (int32_t i = 0; i < conc; i++) {
+            struct bs_client *c = &cl[i];
+            struct sched_event ev[32];
+            int n;
+
+            if (!c->h)
+                continue;
+            while ((n = sched_poll(c->h, ev, 32)) > 0) {
+                double t = bs_now();
+
+                for (int k = 0; k < n; k++) {
+                    if (ev[k].kind == SCHED_EV_TOKEN) {
+                        if (c->n_tok == 0) {
+                            out->ttft_sum += t - c->t_submit;
+                            out->n_ttft++;
+                        } else {
+                            out->itl_sum += t - c->t_last;
+                            out->n_itl++;
+                        }
+                        c->t_last = t;
+                        c->n_tok++;
+                        out->tokens++;
+                    } else if (ev[k].kind == SCHED_EV_DONE) {
+                        c->done = 1;
+                    } else if (ev[k].kind == SCHED_EV_ERROR) {
+                        c->done = 1;
+                        out->errors++;
+                    }
+                }
+            }
+            if (c->done) {
+                sched_release(c->h);
+                c->h = NULL;
+                finished++;
+                if (submitted < n_req) {
+                    if (bs_submit(s, c, n_prompt, max_tokens, hp->n_vocab, bos) != 0) {
+                        rc = CMD_FAIL;
+                        goto out;
+                    }
+                    submitted++;
+                }
+            }
+        }
+    }
+    out->wall = bs_now() - t0;
+    out->requests = finished;
+    sched_get_stats(s, &st);
+    out->steps = st.steps;
+    out->step_s = st.step_seconds_sum;
+out:
+    for (int32_t i = 0; i < conc; i++) {
+        if (cl[i].h)
+            sched_release(cl[i].h);
+        free(cl[i].prompt);
+    }
+    free(cl);
+    sched_free(s);
+    graph_free(g);
+    return rc;
+}
+
+static void bs_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: inferd bench-serve --model M [--concurrency 1,4,16,64] [--max-tokens 64]\n"
+            "                          [--prompt-tokens 32] [--threads 2] [--rounds 2]\n"
+            "                          [--step-tokens 512] [--block-size 16]\n"
+            "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
+            "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
+            "aggregate generated tokens/s, mean time to first token and inter-token latency.\n");
+}
+
+static int bs_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
 int cmd_bench_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "inferd bench_serve: not implemented yet\n");
-    return CMD_FAIL;
+    const char *model_path = NULL, *conc_s = "1,4,16,64";
+    int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
+    int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
+    struct backend *be;
+    struct model *m = NULL;
+    struct inf_error err = {0};
+    int rc = CMD_OK;
+
+    for (int i = 1; i < argc; i += 2) { /* every flag takes one value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int32_t *ip = NULL, lo = 1, hi = 1 << 20;
+
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            bs_usage(stdout);
+            return CMD_OK;
+        }
+        if (!v) {
+            fprintf(stderr, "inferd bench-serve: unknown flag or missing value: %s\n", a);
+            bs_usage(stderr);
+            return CMD_USAGE;
+        }
+        if (!strcmp(a, "--model") || !strcmp(a, "-m"))
+            model_path = v;
+        else if (!strcmp(a, "--concurrency"))
+            conc_s = v;
+        else if (!strcmp(a, "--max-tokens"))
+            ip = &max_tokens;
+        else if (!strcmp(a, "--prompt-tokens"))
+            ip = &n_prompt;
+        else if (!strcmp(a, "--threads"))
+            ip = &threads, hi = 256;
+        else if (!strcmp(a, "--rounds"))
+            ip = &rounds, hi = 1000;
+        else if (!strcmp(a, "--step-tokens"))
+            ip = &step_tokens;
+        else if (!strcmp(a, "--block-size"))
+            ip = &block_size, hi = 1024;
+        else {
+            fprintf(stderr, "inferd bench-serve: unknown flag: %s\n", a);
+            bs_usage(stderr);
+            return CMD_USAGE;
+        }
+        if (ip && bs_parse_int(v, lo, hi, ip) != 0) {
+            fprintf(stderr, "inferd bench-serve: bad value for %s: \"%s\"\n", a, v);
+            return CMD_USAGE;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "inferd bench-serve: --model is required\n");
+        bs_usage(stderr);
+        return CMD_USAGE;
+    }
+    for (const char *p = conc_s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+
+        if (end == p || v < 1 || v > 4096 || n_conc == BS_MAX_CONC || (*end && *end != ',')) {
+            fprintf(stderr, "inferd bench-serve: bad --concurrency list: \"%s\"\n", conc_s);
+            return CMD_USAGE;
+        }
+        conc[n_conc++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (n_conc == 0) {
+        fprintf(stderr, "inferd bench-serve: empty --concurrency list\n");
+        return CMD_USAGE;
+    }
+
+    be = cpu_backend_new(threads);
+    if (!be) {
+        fprintf(stderr, "inferd bench-serve: cannot create the CPU backend\n");
+        return CMD_FAIL;
+    }
+    if (model_load(model_path, be, &m, &err) != 0) {
+        fprintf(stderr, "inferd bench-serve: model_load() \"%s\" failed: %s\n", model_path,
+                err.msg);
+        backend_free(be);
+        return CMD_FAIL;
+    }
+    if (log__level < LOG_LVL_DEBUG)
+        log_set_level(LOG_LVL_WARN); /* the per-run sched_new lines are noise here */
+    printf("bench-serve: %s, cpu backend, %d threads, prompt %d tokens, %d generated per "
+           "request, step_tokens %d, %d rounds\n",
+           model_path, threads, n_prompt, max_tokens, step_tokens, rounds);
+    {
+        struct bs_run w;
+
+        rc = bs_run_one(m, 1, 1, n_prompt, max_tokens, step_tokens, block_size, &w);
+    }
+    if (rc == CMD_OK)
+        printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s\n", "concurrency", "requests",
+               "gen_tokens", "wall_s", "tok/s", "ttft_ms", "itl_ms", "steps", "step_ms");
+    for (int i = 0; i < n_conc && rc == CMD_OK; i++) {
+        struct bs_run r;
+
+        rc = bs_run_one(m, conc[i], conc[i] * rounds, n_prompt, max_tokens, step_tokens,
+                        block_size, &r);
+        if (rc != CMD_OK)
+            break;
+        printf("%11d %9lld %10lld %8.3f %10.1f %10.2f %9.2f %7llu %9.2f\n", conc[i],
+               (long long)r.requests, (long long)r.tokens, r.wall,
+               r.wall > 0 ? (double)r.tokens / r.wall : 0.0,
+               r.n_ttft ? r.ttft_sum / (double)r.n_ttft * 1e3 : 0.0,
+               r.n_itl ? r.itl_sum / (double)r.n_itl * 1e3 : 0.0, (unsigned long long)r.steps,
+               r.steps ? r.step_s / (double)r.steps * 1e3 : 0.0);
+        fflush(stdout);
+        if (r.errors) {
+            fprintf(stderr, "inferd bench-serve: %lld requests failed\n", (long long)r.errors);
+            rc = CMD_FAIL;
+        }
+    }
+    model_free(m);
+    backend_free(be);
+    return rc;
 }

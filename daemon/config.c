@@ -1,0 +1,364 @@
+/* config — parse etc/inferd.conf, the environment and CLI flags into a struct cfg.
+ *
+ * One table (cfg_keys) describes every key: its type, range, default, whether
+ * SIGHUP may change it, and the help line; the file parser, the flag parser,
+ * --help and cfg_reload are all driven by it, so a key cannot be known to one
+ * and missing from another. Thread: the loop thread.
+ */
+#include "daemon/config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/log.h"
+
+enum cfg_type { CFG_INT, CFG_I64, CFG_STR, CFG_BOOL, CFG_LEVEL };
+
+struct cfg_key {
+    const char *name;
+    int type;
+    size_t off;
+    size_t size;     /* CFG_STR: buffer size */
+    int64_t lo, hi;  /* CFG_INT / CFG_I64 range */
+    const char *def; /* default, as text (parsed by the same code as the file) */
+    int reload;      /* 1: SIGHUP may change it */
+    const char *help;
+};
+
+#define CFG_OFF(f) offsetof(struct cfg, f), sizeof(((struct cfg *)0)->f)
+
+static const struct cfg_key cfg_keys[] = {
+    {"model", CFG_STR, CFG_OFF(model), 0, 0, "", 0, "GGUF model file to serve (required)"},
+    {"model_id", CFG_STR, CFG_OFF(model_id), 0, 0, "", 0,
+     "model id clients send in \"model\" (empty: the file name without .gguf)"},
+    {"host", CFG_STR, CFG_OFF(host), 0, 0, "127.0.0.1", 0, "listen address (IPv4 or IPv6)"},
+    {"port", CFG_INT, CFG_OFF(port), 0, 65535, "8080", 0, "listen port (0: any free port, logged)"},
+    {"threads", CFG_INT, CFG_OFF(threads), 1, 256, "2", 0, "CPU engine threads"},
+    {"n_ctx", CFG_INT, CFG_OFF(n_ctx), 0, 1 << 20, "0", 0,
+     "context per sequence: prompt + max_tokens (0: the model's training context, at most 4096)"},
+    {"max_seqs", CFG_INT, CFG_OFF(max_seqs), 1, 4096, "16", 0, "sequences generating at once"},
+    {"queue_len", CFG_INT, CFG_OFF(queue_len), 1, 1 << 20, "64",
+     0, "requests waiting for admission before 429"},
+    {"kv_tokens", CFG_INT, CFG_OFF(kv_tokens), 0, 1 << 28, "0", 0,
+     "KV cache size in tokens (0: n_ctx * max_seqs)"},
+    {"block_size", CFG_INT, CFG_OFF(block_size), 1, 1024, "16", 0, "tokens per KV cache block"},
+    {"step_tokens", CFG_INT, CFG_OFF(step_tokens), 1, 1 << 20, "512", 0,
+     "token budget of one engine step (prefill chunk + decodes)"},
+    {"prefix_cache", CFG_BOOL, CFG_OFF(prefix_cache), 0, 1, "true", 0,
+     "reuse KV blocks of identical prompt prefixes"},
+    {"prewarm", CFG_BOOL, CFG_OFF(prewarm), 0, 1, "true", 0,
+     "run one tiny request through the engine before reporting ready"},
+    {"api_key", CFG_STR, CFG_OFF(api_key), 0, 0, "", 1,
+     "when set, every route but /health needs 'Authorization: Bearer <key>' "
+     "(INFERD_API_KEY overrides)"},
+    {"log_level", CFG_LEVEL, CFG_OFF(log_level), 0, 0, "info", 1, "error, warn, info or debug"},
+    {"max_body_bytes", CFG_I64, CFG_OFF(max_body_bytes), 1024, (int64_t)1 << 30, "4194304", 1,
+     "largest request body (413 above)"},
+    {"max_header_bytes", CFG_INT, CFG_OFF(max_header_bytes), 1024, 1 << 20, "16384", 1,
+     "largest request line + headers (431 above)"},
+    {"max_connections", CFG_INT, CFG_OFF(max_connections), 1, 1 << 20, "512", 1,
+     "open connections in total; more are refused at accept"},
+    {"max_connections_per_ip", CFG_INT, CFG_OFF(max_connections_per_ip), 1, 1 << 20, "64", 1,
+     "open connections from one client address"},
+    {"idle_timeout_s", CFG_INT, CFG_OFF(idle_timeout_s), 1, 86400, "60", 1,
+     "close a connection idle this long"},
+    {"read_timeout_s", CFG_INT, CFG_OFF(read_timeout_s), 1, 3600, "30", 1,
+     "deadline to receive a whole request (headers + body), against slow clients"},
+    {"drain_timeout_s", CFG_INT, CFG_OFF(drain_timeout_s), 0, 3600, "30", 1,
+     "on SIGTERM, wait this long for running requests before canceling them"},
+    {"ping_interval_s", CFG_INT, CFG_OFF(ping_interval_s), 1, 3600, "15", 1,
+     "SSE comment ': ping' on a stream idle this long"},
+    {"retry_after_s", CFG_INT, CFG_OFF(retry_after_s), 1, 3600, "1", 1,
+     "Retry-After of a 429 (queue full) or 503 (loading)"},
+    {"max_tokens", CFG_INT, CFG_OFF(max_tokens), 1, 1 << 20, "4096", 1,
+     "cap on a request's max_tokens (400 above)"},
+    {"default_max_tokens", CFG_INT, CFG_OFF(default_max_tokens), 1, 1 << 20, "16", 1,
+     "max_tokens when the request does not say"},
+    {"max_n", CFG_INT, CFG_OFF(max_n), 1, 128, "16", 1, "largest n (choices per prompt)"},
+    {"max_prompts", CFG_INT, CFG_OFF(max_prompts), 1, 1024, "16",
+     1, "most prompts in one request (prompt array)"},
+    {"max_stop", CFG_INT, CFG_OFF(max_stop), 0, 64, "4", 1, "most stop strings"},
+    {"max_stop_len", CFG_INT, CFG_OFF(max_stop_len), 1, 4096, "256", 1,
+     "longest stop string in bytes"},
+    {"max_logprobs", CFG_INT, CFG_OFF(max_logprobs), 0, 20, "20", 1, "largest logprobs"},
+    {"max_logit_bias", CFG_INT, CFG_OFF(max_logit_bias), 0, 1 << 20, "1024", 1,
+     "most logit_bias entries"},
+};
+
+#define CFG_NKEYS (sizeof(cfg_keys) / sizeof(cfg_keys[0]))
+
+static const struct cfg_key *cfg_find(const char *name)
+{
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        if (!strcmp(cfg_keys[i].name, name))
+            return &cfg_keys[i];
+    return NULL;
+}
+
+static int cfg_parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return INF_EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int cfg_set_key(struct cfg *c, const struct cfg_key *k, const char *value,
+                       struct inf_error *err)
+{
+    char *field = (char *)c + k->off;
+    int64_t v;
+    int lvl;
+
+    switch (k->type) {
+    case CFG_STR:
+        if (strlen(value) >= k->size)
+            return inf_error_set(err, INF_EINVAL, "%s: value longer than %zu bytes", k->name,
+                                 k->size - 1);
+        /* zero the tail too: cfg_reload compares whole buffers */
+        memset(field, 0, k->size);
+        memcpy(field, value, strlen(value));
+        return 0;
+    case CFG_BOOL:
+        if (!strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "1") ||
+            !strcmp(value, "on"))
+            *(int *)field = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "0") ||
+                 !strcmp(value, "off"))
+            *(int *)field = 0;
+        else
+            return inf_error_set(err, INF_EINVAL, "%s: \"%s\" is not a boolean (true/false)",
+                                 k->name, value);
+        return 0;
+    case CFG_LEVEL:
+        if (log_parse_level(value, &lvl))
+            return inf_error_set(err, INF_EINVAL,
+                                 "%s: \"%s\" is not one of error, warn, info, debug", k->name,
+                                 value);
+        *(int *)field = lvl;
+        return 0;
+    case CFG_INT:
+    case CFG_I64:
+        if (cfg_parse_i64(value, &v))
+            return inf_error_set(err, INF_EINVAL, "%s: \"%s\" is not an integer", k->name, value);
+        if (!(v >= k->lo && v <= k->hi))
+            return inf_error_set(err, INF_EINVAL, "%s: %lld is out of range [%lld, %lld]",
+                                 k->name, (long long)v, (long long)k->lo, (long long)k->hi);
+        if (k->type == CFG_INT)
+            *(int *)field = (int)v;
+        else
+            *(int64_t *)field = v;
+        return 0;
+    }
+    return inf_error_set(err, INF_EINTERNAL, "%s: bad key type", k->name);
+}
+
+void cfg_defaults(struct cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        int rc = cfg_set_key(c, &cfg_keys[i], cfg_keys[i].def, NULL);
+        (void)rc;
+    }
+}
+
+int cfg_set(struct cfg *c, const char *key, const char *value, struct inf_error *err)
+{
+    const struct cfg_key *k = cfg_find(key);
+    if (!k)
+        return inf_error_set(err, INF_ENOTFOUND, "unknown key \"%s\"", key);
+    return cfg_set_key(c, k, value, err);
+}
+
+static char *cfg_trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+        s[--n] = '\0';
+    return s;
+}
+
+int cfg_load_file(struct cfg *c, const char *path, struct inf_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return inf_error_set(err, INF_EIO, "open() \"%s\" failed (%d: %s)", path, errno,
+                             strerror(errno));
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+            rc = inf_error_set(err, INF_EINVAL, "%s:%d: line too long", path, lineno);
+            break;
+        }
+        char *s = cfg_trim(line);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = inf_error_set(err, INF_EINVAL, "%s:%d: expected 'key = value'", path, lineno);
+            break;
+        }
+        *eq = '\0';
+        char *key = cfg_trim(s);
+        char *val = cfg_trim(eq + 1);
+        size_t vl = strlen(val);
+        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+            val[vl - 1] = '\0';
+            val++;
+        }
+        struct inf_error e;
+        if (cfg_set(c, key, val, &e)) {
+            rc = inf_error_set(err, INF_EINVAL, "%s:%d: %s", path, lineno, e.msg);
+            break;
+        }
+    }
+    if (!rc && ferror(f))
+        rc = inf_error_set(err, INF_EIO, "read() \"%s\" failed", path);
+    fclose(f);
+    return rc;
+}
+
+/* "--n-ctx" -> "n_ctx" */
+static int cfg_flag_key(const char *flag, char *key, size_t cap)
+{
+    if (strncmp(flag, "--", 2))
+        return INF_EINVAL;
+    size_t n = strlen(flag + 2);
+    if (n == 0 || n >= cap)
+        return INF_EINVAL;
+    for (size_t i = 0; i <= n; i++)
+        key[i] = flag[2 + i] == '-' ? '_' : flag[2 + i];
+    return 0;
+}
+
+int cfg_build(struct cfg *c, int argc, char **argv, const char **config_path, int *help,
+              struct inf_error *err)
+{
+    cfg_defaults(c);
+    *config_path = NULL;
+    *help = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            *help = 1;
+            return 0;
+        }
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc)
+                return inf_error_set(err, INF_ENOTFOUND, "--config needs a file name");
+            *config_path = argv[++i];
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            *config_path = argv[i] + 9;
+        }
+    }
+    if (*config_path) {
+        int rc = cfg_load_file(c, *config_path, err);
+        if (rc)
+            return rc;
+    }
+    const char *env_key = getenv("INFERD_API_KEY");
+    if (env_key && *env_key) {
+        int rc = cfg_set(c, "api_key", env_key, err);
+        if (rc)
+            return rc;
+    }
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *val;
+        if (!strcmp(argv[i], "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--config=", 9))
+            continue;
+        const char *eq = strchr(argv[i], '=');
+        if (eq && !strncmp(argv[i], "--", 2)) {
+            size_t kl = (size_t)(eq - argv[i]);
+            char flag[64];
+            if (kl >= sizeof(flag))
+                return inf_error_set(err, INF_ENOTFOUND, "unknown option '%s'", argv[i]);
+            memcpy(flag, argv[i], kl);
+            flag[kl] = '\0';
+            if (cfg_flag_key(flag, key, sizeof(key)))
+                return inf_error_set(err, INF_ENOTFOUND, "unknown option '%s'", argv[i]);
+            val = eq + 1;
+        } else {
+            if (cfg_flag_key(argv[i], key, sizeof(key)) || !cfg_find(key))
+                return inf_error_set(err, INF_ENOTFOUND, "unknown option '%s'", argv[i]);
+            if (i + 1 >= argc)
+                return inf_error_set(err, INF_ENOTFOUND, "%s needs a value", argv[i]);
+            val = argv[++i];
+        }
+        if (!cfg_find(key))
+            return inf_error_set(err, INF_ENOTFOUND, "unknown option '--%s'", key);
+        int rc = cfg_set(c, key, val, err);
+        if (rc)
+            return rc;
+    }
+    return cfg_validate(c, err);
+}
+
+int cfg_validate(const struct cfg *c, struct inf_error *err)
+{
+    if (c->model[0] == '\0')
+        return inf_error_set(err, INF_EINVAL, "model: no model file given (--model or model =)");
+    if (c->default_max_tokens > c->max_tokens)
+        return inf_error_set(err, INF_EINVAL, "default_max_tokens (%d) exceeds max_tokens (%d)",
+                             c->default_max_tokens, c->max_tokens);
+    if (c->max_connections_per_ip > c->max_connections)
+        return inf_error_set(err, INF_EINVAL,
+                             "max_connections_per_ip (%d) exceeds max_connections (%d)",
+                             c->max_connections_per_ip, c->max_connections);
+    if (c->kv_tokens && c->n_ctx && c->kv_tokens < c->n_ctx)
+        return inf_error_set(err, INF_EINVAL,
+                             "kv_tokens (%d) is smaller than n_ctx (%d): no sequence could fit",
+                             c->kv_tokens, c->n_ctx);
+    return 0;
+}
+
+int cfg_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t ignored_cap)
+{
+    int changed = 0;
+    size_t used = 0;
+    if (ignored_cap)
+        ignored[0] = '\0';
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const struct cfg_key *k = &cfg_keys[i];
+        char *dst = (char *)cur + k->off;
+        const char *src = (const char *)next + k->off;
+        if (!memcmp(dst, src, k->size))
+            continue;
+        if (k->reload) {
+            memcpy(dst, src, k->size);
+            changed++;
+        } else if (ignored_cap) {
+            int w = snprintf(ignored + used, ignored_cap - used, "%s%s", used ? ", " : "",
+                             k->name);
+            if (w > 0 && (size_t)w < ignored_cap - used)
+                used += (size_t)w;
+        }
+    }
+    return changed;
+}
+
+void cfg_usage(FILE *out)
+{
+    fprintf(out, "usage: inferd serve [--config FILE] [--KEY VALUE ...]\n\n"
+                 "Every config-file key is also a flag (n_ctx -> --n-ctx). Flags override the\n"
+                 "file; INFERD_API_KEY overrides api_key from the file.\n"
+                 "SIGHUP reloads the keys marked (r); SIGTERM/SIGINT drain and exit 0.\n\n"
+                 "keys (default):\n");
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        fprintf(out, "  %-24s %s%s (default: \"%s\")\n", cfg_keys[i].name,
+                cfg_keys[i].reload ? "(r) " : "", cfg_keys[i].help, cfg_keys[i].def);
+}

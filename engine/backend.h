@@ -1,0 +1,159 @@
+/* backend — the op table the forward pass (engine/graph.c) is written against.
+ *
+ * The graph is written once, as a sequence of calls through struct backend_ops;
+ * the CPU backend (engine/cpu.c) fills the table today and a CUDA backend fills
+ * the same table later, so there is never a second graph.
+ *
+ * Memory: every float/int buffer an op touches is "backend memory", obtained
+ * from ops->alloc (CPU: host memory; CUDA: device memory). Host data reaches it
+ * through ops->upload and comes back through ops->download. Buffers are
+ * row-major matrices [rows][cols]; cols is given per op.
+ *
+ * Weights: a struct backend_weight describes one GGUF tensor (ne1 rows of ne0
+ * elements of a ggml type) and points at its bytes in the GGUF mapping; after
+ * ops->weight_register the backend's copy is in `data` (CPU: a view of the
+ * mapping, nothing copied; CUDA: uploaded once).
+ *
+ * Errors: ops do not return codes, so the graph reads like the model. A
+ * backend remembers its first failure and ops->sync reports it (CPU ops cannot
+ * fail once graph_new has reserved their scratch).
+ *
+ * Numerics every backend must keep (the scheduler relies on them):
+ *  - batch invariance: the result for one row never depends on the other rows
+ *    of the call (same arithmetic, same activation quantization, same
+ *    reduction order at every batch size);
+ *  - attention reads K/V only from the paged cache, after kv_store, so how a
+ *    sequence is split into batches does not change its results.
+ *
+ * Threads: a backend belongs to the engine thread; it may run its own workers
+ * inside an op.
+ */
+#ifndef INFERD_BACKEND_H
+#define INFERD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+
+/* A weight tensor: ne1 rows of ne0 elements of type `type` (enum quant_type).
+ * 1-D tensors (norm weights, biases, rope factors) have ne1 = 1. */
+struct backend_weight {
+    char name[64];
+    int type;
+    int64_t ne0;
+    int64_t ne1;
+    size_t row_bytes;
+    const void *host; /* bytes in the GGUF mapping; valid while the model lives */
+    void *data;       /* backend's copy, set by weight_register (CPU: == host) */
+};
+
+/* Rotary position embedding of one call. Angle of pair i (0 <= i < n_dims/2)
+ * at position p: theta = freq_scale * p * freq_base^(-2i/n_dims) / ff[i],
+ * where ff = freq_factors (NULL: all 1; Llama 3.1 "llama3" scaling). */
+struct backend_rope {
+    int32_t n_dims;  /* rotated dimensions per head (= head_dim) */
+    int neox;        /* 0: pairs (2i, 2i+1) (llama); 1: pairs (i, i + n_dims/2) (qwen2/3) */
+    float freq_base;
+    float freq_scale;
+    const float *freq_factors; /* backend memory [n_dims/2] or NULL */
+};
+
+/* Causal grouped-query attention over the paged cache. Row r of the call is a
+ * token at position pos[r] of the sequence whose block table is
+ * block_table + seq[r] * bt_stride; it attends to positions 0..pos[r] of that
+ * sequence, whose K/V rows are at slot table[p / block_size] * block_size +
+ * p % block_size of k_cache / v_cache ([slots][n_head_kv * head_dim]).
+ * Query head h uses KV head h / (n_head / n_head_kv). Scores scaled by
+ * `scale`, softmax with the running maximum subtracted. */
+struct backend_attn {
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int32_t block_size;
+    int32_t bt_stride;
+    float scale;
+};
+
+/* Sizes the graph will use, so a backend can allocate its scratch once. */
+struct backend_reserve {
+    int32_t max_rows;  /* rows of one op call */
+    int64_t max_ne0;   /* longest weight row (elements) */
+    int32_t max_ctx;   /* longest sequence attention may read */
+    int32_t n_head;    /* query heads */
+    int32_t head_dim;
+};
+
+struct backend_ops {
+    const char *name;
+    /* Element type of the K/V cache rows (enum quant_type; the CPU keeps F16
+     * like llama.cpp). The graph sizes the cache with it. */
+    int kv_type;
+    void (*destroy)(struct backend *be);
+
+    /* Scratch for the ops, sized by r; called by graph_new (may be called
+     * again with larger sizes). 0 or INF_ENOMEM. */
+    int (*reserve)(struct backend *be, const struct backend_reserve *r);
+
+    /* Memory. alloc returns zeroed backend memory (NULL on failure). */
+    void *(*alloc)(struct backend *be, size_t bytes);
+    void (*free)(struct backend *be, void *p); /* accepts NULL */
+    void (*upload)(struct backend *be, void *dst, const void *src_host, size_t bytes);
+    void (*download)(struct backend *be, void *dst_host, const void *src, size_t bytes);
+    void (*copy)(struct backend *be, void *dst, const void *src, size_t bytes);
+
+    /* Make w->data usable by the ops below. 0 or a negative INF_E* code. */
+    int (*weight_register)(struct backend *be, struct backend_weight *w);
+    void (*weight_release)(struct backend *be, struct backend_weight *w);
+
+    /* y[r] = dequant(row ids[r] of w), r < n  (y: [n][w->ne0]). */
+    void (*get_rows)(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+                     int32_t n, float *y);
+    /* y[r] = x[rows[r]], r < n  (row_len floats each; y must not alias x). */
+    void (*gather)(struct backend *be, const float *x, const int32_t *rows, int32_t n,
+                   int32_t row_len, float *y);
+    /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w  over n_rows rows of n floats;
+     * w is F32 [n] (NULL: no weight). y may equal x. */
+    void (*rms_norm)(struct backend *be, const float *x, const struct backend_weight *w,
+                     float *y, int32_t n_rows, int32_t n, float eps);
+    /* y[r][j] = dot(row j of w, x[r])  (x: [n_rows][w->ne0], y: [n_rows][w->ne1]). */
+    void (*mul_mat)(struct backend *be, const struct backend_weight *w, const float *x,
+                    float *y, int32_t n_rows);
+    /* y[r] += b  (b: F32 [n], y: [n_rows][n]). */
+    void (*add_bias)(struct backend *be, float *y, const struct backend_weight *b,
+                     int32_t n_rows);
+    /* Rotate x ([n_rows][n_head][r->n_dims]) in place; row r is at position pos[r]. */
+    void (*rope)(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
+                 const int32_t *pos, const struct backend_rope *r);
+    /* Row r of k and v ([n_rows][row_len], F32) to slot slots[r] of the
+     * caches ([slots][row_len] of kv_type), converted. */
+    void (*kv_store)(struct backend *be, void *k_cache, void *v_cache, const float *k,
+                     const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len);
+    /* out ([n_rows][n_head * head_dim]) = attention of q (same shape); see
+     * struct backend_attn. */
+    void (*attention)(struct backend *be, const float *q, const void *k_cache,
+                      const void *v_cache, float *out, int32_t n_rows, const int32_t *pos,
+                      const int32_t *seq, const int32_t *block_table,
+                      const struct backend_attn *a);
+    /* gate[i] = silu(gate[i]) * up[i], i < n  (SwiGLU), over rows of row_len. */
+    void (*silu_mul)(struct backend *be, float *gate, const float *up, int64_t n,
+                     int64_t row_len);
+    /* y[i] += x[i], i < n  (residual). */
+    void (*add)(struct backend *be, float *y, const float *x, int64_t n);
+
+    /* Wait for queued work; 0 or the first error since the last sync. */
+    int (*sync)(struct backend *be);
+};
+
+struct backend {
+    const struct backend_ops *ops;
+    void *ctx;
+};
+
+static inline void backend_free(struct backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+#endif

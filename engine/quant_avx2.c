@@ -1,0 +1,493 @@
+/* quant_avx2 — AVX2/FMA/F16C dot products and activation quantizers.
+ *
+ * Compiled with -mavx2 -mfma -mf16c (core_simd_src) and called by quant.c only
+ * when the CPU runs those instructions. Each dot computes the same exact int32
+ * sum per block as quant.c's reference, with _mm256_maddubs_epi16 (unsigned x
+ * signed bytes -> int16 pairs: never saturates here, the largest pair sum is
+ * 2*63*128 for Q6_K) and _mm256_madd_epi16 (-> int32); blocks are combined in
+ * float FMA lanes, so results differ from the reference only by float
+ * summation order. The quantizers reproduce the reference bytes exactly: the
+ * same float operations and round-half-even conversion (the MXCSR default).
+ *
+ * Loads are unaligned: rows live in the GGUF mapping at any block offset.
+ * Pure functions: any thread.
+ */
+#include "quant_avx2.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#ifdef INFERD_HAVE_AVX2
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax_ps(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float f16(quant_f16 h)
+{
+    return _cvtsh_ss(h);
+}
+
+/* Four int32x8 vectors (32 consecutive values) -> 32 int8 in order. The packs
+ * interleave 128-bit lanes; the final permute restores element order. */
+static inline __m256i pack_i32x4_i8(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    __m256i ab = _mm256_packs_epi32(a, b);
+    __m256i cd = _mm256_packs_epi32(c, d);
+    __m256i v = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Sum of each of 8 int32x8 vectors -> one int32x8 [sum(v0) .. sum(v7)]. */
+static inline __m256i hsum8_epi32(const __m256i v[8])
+{
+    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i h0123 = _mm256_hadd_epi32(h01, h23);
+    __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                            _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+/* ------------------------------------------------------------ quantizers */
+
+void quant_avx2_quantize_q8_0(const float *x, struct block_q8_0 *y, int64_t nb)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < nb; i++, x += QK8_0) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                                 _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
+        float amax = hmax_ps(m);
+        float d = amax / 127.f;
+        float id = amax != 0.f ? 127.f / amax : 0.f;
+        y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i q = pack_i32x4_i8(_mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)),
+                                  _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid)),
+                                  _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)),
+                                  _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid)));
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+    }
+}
+
+void quant_avx2_quantize_q8_K(const float *x, struct block_q8_K *y, int64_t nb)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K; k += 8)
+            m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+        float amax = hmax_ps(m);
+        if (amax == 0.f) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        /* the reference keeps the first element of largest magnitude */
+        __m256 va = _mm256_set1_ps(amax);
+        float max = 0.f;
+        for (int k = 0; k < QK_K; k += 8) {
+            __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
+            int bits = _mm256_movemask_ps(_mm256_cmp_ps(a, va, _CMP_EQ_OQ));
+            if (bits) {
+                max = x[k + __builtin_ctz((unsigned)bits)];
+                break;
+            }
+        }
+        float iscale = -127.f / max;
+        __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i v127 = _mm256_set1_epi32(127);
+        __m256i g[16];
+        for (int k = 0; k < QK_K / 32; k++) {
+            const float *xk = x + 32 * k;
+            __m256i q[4];
+            for (int l = 0; l < 4; l++)
+                q[l] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xk + 8 * l), vs)), v127);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), pack_i32x4_i8(q[0], q[1], q[2], q[3]));
+            g[2 * k] = _mm256_add_epi32(q[0], q[1]);     /* group of 16: 2k */
+            g[2 * k + 1] = _mm256_add_epi32(q[2], q[3]); /* group 2k+1 */
+        }
+        __m256i s0 = hsum8_epi32(g), s1 = hsum8_epi32(g + 8);
+        __m256i s = _mm256_permute4x64_epi64(_mm256_packs_epi32(s0, s1), 0xd8);
+        _mm256_storeu_si256((__m256i *)y[i].bsums, s);
+        y[i].d = 1.f / iscale;
+    }
+}
+
+void quant_avx2_quantize_f16(const float *x, quant_f16 *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++)
+        y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* ------------------------------------------------------------ float dots */
+
+float quant_avx2_dot_f32(int64_t n, const void *vw, const void *vx)
+{
+    const float *w = vw, *x = vx;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++)
+        s += w[i] * x[i];
+    return s;
+}
+
+static inline __m256 load_f16x8(const quant_f16 *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+float quant_avx2_dot_f16(int64_t n, const void *vw, const void *vx)
+{
+    const quant_f16 *w = vw, *x = vx;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(w + i + 8), load_f16x8(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(w + i + 16), load_f16x8(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(w + i + 24), load_f16x8(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++)
+        s += f16(w[i]) * f16(x[i]);
+    return s;
+}
+
+static inline __m256 load_bf16x8(const quant_bf16 *p)
+{
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+float quant_avx2_dot_bf16(int64_t n, const void *vw, const void *vx)
+{
+    const quant_bf16 *w = vw, *x = vx;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_bf16x8(w + i), load_bf16x8(x + i), a0);
+        a1 = _mm256_fmadd_ps(load_bf16x8(w + i + 8), load_bf16x8(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_bf16x8(w + i + 16), load_bf16x8(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_bf16x8(w + i + 24), load_bf16x8(x + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8)
+        a0 = _mm256_fmadd_ps(load_bf16x8(w + i), load_bf16x8(x + i), a0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) {
+        uint32_t a = (uint32_t)w[i] << 16, b = (uint32_t)x[i] << 16;
+        float fa, fb;
+        memcpy(&fa, &a, 4);
+        memcpy(&fb, &b, 4);
+        s += fa * fb;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------ block dots
+ *
+ * Each kernel takes one weight row and NX (1..4) activation rows, so a batch
+ * decodes each weight block once for up to four tokens. The arithmetic for
+ * one (weight, activation) pair is the same whatever NX is -- the same int32
+ * block sums and the same float operations in the same order -- so a token's
+ * result does not depend on the batch it came in (DESIGN.md gate 4). The
+ * single-row entry points are these kernels with NX = 1.
+ */
+#define AINLINE static inline __attribute__((always_inline))
+/* The per-row loops must unroll completely so acc[]/sumi[] live in registers
+ * (at -O2 GCC would keep them in memory). Both GCC and clang take this. */
+#define UNROLL _Pragma("GCC unroll 4")
+#define XROW(x, stride, r) ((const void *)((const uint8_t *)(x) + (size_t)(r) * (stride)))
+
+/* One 32-block (weight q as int8, scale dw) into each row's accumulator. */
+AINLINE void block32_nx(__m256i q, float dw, const struct block_q8_0 *const *x, int64_t i, int NX, __m256 *acc)
+{
+    __m256i aq = _mm256_sign_epi8(q, q); /* |q|, unsigned for maddubs */
+    UNROLL
+    for (int r = 0; r < NX; r++) {
+        /* the activation takes q's sign, so |q| * that = q * x */
+        __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[r][i].qs), q);
+        __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), _mm256_set1_epi16(1));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16(x[r][i].d)), _mm256_cvtepi32_ps(s), acc[r]);
+    }
+}
+
+/* 16 bytes of Q4_0 nibbles -> 32 int8 in [-8, 7]: low nibbles are elements
+ * 0-15, high nibbles 16-31. */
+static inline __m256i unpack_q4_0(const uint8_t *qs)
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+/* Q8_0 and Q4_0 (Q4 = 1) against Q8_0 activations. Even and odd blocks go to
+ * two accumulators so consecutive FMAs do not wait on each other. */
+AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out, const int Q4)
+{
+    const struct block_q8_0 *x[4];
+    __m256 acc0[4], acc1[4];
+    UNROLL
+    for (int r = 0; r < NX; r++) {
+        x[r] = XROW(vx, xs, r);
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    }
+    const struct block_q4_0 *w4 = vw;
+    const struct block_q8_0 *w8 = vw;
+    int64_t nb = n / QK8_0, i = 0;
+#define W(i) (Q4 ? unpack_q4_0(w4[i].qs) : _mm256_loadu_si256((const __m256i *)w8[i].qs))
+#define D(i) f16(Q4 ? w4[i].d : w8[i].d)
+    for (; i + 2 <= nb; i += 2) {
+        block32_nx(W(i), D(i), x, i, NX, acc0);
+        block32_nx(W(i + 1), D(i + 1), x, i + 1, NX, acc1);
+    }
+    if (i < nb)
+        block32_nx(W(i), D(i), x, i, NX, acc0);
+#undef W
+#undef D
+    UNROLL
+    for (int r = 0; r < NX; r++)
+        out[r] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+/* Broadcast int16 lane s of a vector holding 8 int16 per 128-bit lane to all
+ * 16 lanes (Q4_K/Q5_K: one scale per 32-element sub-block). */
+static const uint8_t k_bcast16[8][32] __attribute__((aligned(32))) = {
+#define B2(s) 2 * (s), 2 * (s) + 1
+#define B16(s) B2(s), B2(s), B2(s), B2(s), B2(s), B2(s), B2(s), B2(s)
+    {B16(0), B16(0)}, {B16(1), B16(1)}, {B16(2), B16(2)}, {B16(3), B16(3)},
+    {B16(4), B16(4)}, {B16(5), B16(5)}, {B16(6), B16(6)}, {B16(7), B16(7)},
+};
+
+/* Q6_K: a 32-element chunk c spans two 16-element sub-blocks; the low 128-bit
+ * lane (elements 0-15) takes int16 lane 2c', the high lane 2c'+1. */
+static const uint8_t k_pair16[4][32] __attribute__((aligned(32))) = {
+    {B16(0), B16(1)}, {B16(2), B16(3)}, {B16(4), B16(5)}, {B16(6), B16(7)},
+#undef B16
+#undef B2
+};
+
+/* Q4_K/Q5_K scale bytes -> 16 bytes: 8 scales, then 8 mins (see quant.c's
+ * k4_scale_min for the layout; here four bytes at a time). */
+static inline __m128i k4_unpack_scales(const uint8_t *q)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu;
+    uint32_t m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi);
+}
+
+/* The min term of Q4_K/Q5_K: sum_s min_s * (bsums[2s] + bsums[2s+1]) as 8
+ * int32 lanes (to be summed). */
+static inline __m256i k4_min_term(__m128i scm, const int16_t *bsums)
+{
+    const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, dup));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins);
+}
+
+/* Q4_K and Q5_K share everything but the fifth bit (HIGH = 1 for Q5_K).
+ * Per block: d*dx * sum_s sc_s * (q . x)_s  -  dmin*dx * sum_s m_s * xsum_s,
+ * both terms accumulated into the same float lanes. */
+AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out,
+                       const int HIGH)
+{
+    const struct block_q8_K *x[4];
+    __m256 acc[4];
+    UNROLL
+    for (int r = 0; r < NX; r++) {
+        x[r] = XROW(vx, xs, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    const size_t bsz = HIGH ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
+    int64_t nb = n / QK_K;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bsz;
+        /* d, dmin and scales sit at the same offsets in both structs */
+        const struct block_q4_K *b4k = (const void *)blk;
+        const uint8_t *q = HIGH ? ((const struct block_q5_K *)(const void *)blk)->qs : b4k->qs;
+        __m256i qh = HIGH ? _mm256_loadu_si256((const __m256i *)((const struct block_q5_K *)(const void *)blk)->qh)
+                          : _mm256_setzero_si256();
+        float dw = f16(b4k->d), mw = f16(b4k->dmin);
+        __m128i scm = k4_unpack_scales(b4k->scales);
+        __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+        __m256i sumi[4];
+        UNROLL
+        for (int r = 0; r < NX; r++)
+            sumi[r] = _mm256_setzero_si256();
+        for (int j = 0; j < QK_K / 64; j++, q += 32) {
+            __m256i q4 = _mm256_loadu_si256((const __m256i *)q);
+            __m256i lo = _mm256_and_si256(q4, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            if (HIGH) {
+                /* qh bit 2j / 2j+1 of byte l: the fifth bit of element l of
+                 * sub-block 2j / 2j+1; qh shifts right 2 per step, and only
+                 * bits 0-1 of each byte are read, so 16-bit shifts are safe */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), b4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
+            __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)k_bcast16[2 * j]));
+            __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_load_si256((const __m256i *)k_bcast16[2 * j + 1]));
+            UNROLL
+            for (int r = 0; r < NX; r++) {
+                const int8_t *a = x[r][i].qs + 64 * j;
+                __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
+                __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, s0),
+                                                                     _mm256_madd_epi16(p1, s1)));
+            }
+        }
+        UNROLL
+        for (int r = 0; r < NX; r++) {
+            __m256i mt = k4_min_term(scm, x[r][i].bsums);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-(x[r][i].d * mw)), _mm256_cvtepi32_ps(mt), acc[r]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NX; r++)
+        out[r] = hsum_ps(acc[r]);
+}
+
+/* Q6_K: q in [0, 63]; sum (q-32)*x = sum q*x - 32 * sum x, and the sums of x
+ * per 16 are the activations' bsums, so the offset is one madd per block. */
+AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out)
+{
+    const struct block_q6_K *w = vw;
+    const struct block_q8_K *x[4];
+    __m256 acc[4];
+    UNROLL
+    for (int r = 0; r < NX; r++) {
+        x[r] = XROW(vx, xs, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m2 = _mm256_set1_epi8(0x30);
+    int64_t nb = n / QK_K;
+    for (int64_t i = 0; i < nb; i++) {
+        float dw = f16(w[i].d);
+        __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        __m256i sumi[4];
+        UNROLL
+        for (int r = 0; r < NX; r++) {
+            __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)x[r][i].bsums));
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
+        const uint8_t *ql = w[i].ql, *qhp = w[i].qh;
+        for (int h = 0; h < 2; h++, ql += 64, qhp += 32) {
+            /* scales of this half (sub-blocks 8h..8h+7) in both lanes */
+            __m256i sch = h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
+            __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
+            __m256i la = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i lb = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            q[1] = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(qh, m2));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)k_pair16[c]));
+                UNROLL
+                for (int r = 0; r < NX; r++) {
+                    const int8_t *a = x[r][i].qs + 128 * h + 32 * c;
+                    __m256i p = _mm256_maddubs_epi16(q[c], _mm256_loadu_si256((const __m256i *)a));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, s));
+                }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < NX; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    UNROLL
+    for (int r = 0; r < NX; r++)
+        out[r] = hsum_ps(acc[r]);
+}
+
+static void dot_q5_K_nx(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out)
+{
+    switch (nx) {
+    case 1: dot_k4_nx(n, w, x, xs, 1, out, 1); break;
+    case 2: dot_k4_nx(n, w, x, xs, 2, out, 1); break;
+    case 3: dot_k4_nx(n, w, x, xs, 3, out, 1); break;
+    default: dot_k4_nx(n, w, x, xs, 4, out, 1); break;
+    }
+}
+
+/* Entry points: rows of activations in groups of up to four. */
+#define MULTI(name, kernel)                                                                    \
+    void quant_avx2_dots_##name(int64_t n, const void *w, const void *x, size_t xs, int nx,   \
+                                float *out)                                                   \
+    {                                                                                         \
+        for (; nx >= 4; nx -= 4, x = XROW(x, xs, 4), out += 4)                                \
+            kernel(n, w, x, xs, 4, out);                                                      \
+        switch (nx) {                                                                         \
+        case 3: kernel(n, w, x, xs, 3, out); break;                                           \
+        case 2: kernel(n, w, x, xs, 2, out); break;                                           \
+        case 1: kernel(n, w, x, xs, 1, out); break;                                           \
+        default: break;                                                                       \
+        }                                                                                     \
+    }                                                                                         \
+    float quant_avx2_dot_##name(int64_t n, const void *w, const void *x)                     \
+    {                                                                                         \
+        float r;                                                                              \
+        kernel(n, w, x, 0, 1, &r);                                                            \
+        return r;                                                                             \
+    }
+
+#define K4(n, w, x, xs, nx, out) dot_k4_nx(n, w, x, xs, nx, out, 0)
+#define Q80(n, w, x, xs, nx, out) dot_32_nx(n, w, x, xs, nx, out, 0)
+#define Q40(n, w, x, xs, nx, out) dot_32_nx(n, w, x, xs, nx, out, 1)
+MULTI(q8_0, Q80)
+MULTI(q4_0, Q40)
+MULTI(q4_K, K4)
+MULTI(q5_K, dot_q5_K_nx)
+MULTI(q6_K, dot_q6_K_nx)
+#undef K4
+#undef Q80
+#undef Q40
+
+#endif /* INFERD_HAVE_AVX2 */

@@ -1,0 +1,1227 @@
+/* sched — continuous batching: the engine thread's step loop (see sched.h
+ * for the policies).
+ *
+ * Data: a request (struct sched_handle) lives from sched_submit until both
+ * the engine and the client have let go of it (refs: engine + client). It
+ * holds copies of everything it was given, its event queue (mutex-guarded,
+ * amortized growth: no allocation per token once it has grown) and the
+ * atomic cancel flags. The engine owns everything else: the admission queue
+ * is shared with submitters under s->mu, but only the engine removes from
+ * it; the running list, the sequences (one per choice, drawn from a slot
+ * pool sized at sched_new), the KV bookkeeping (engine/kv) and the batch
+ * arrays are touched by the engine thread only.
+ *
+ * One step: (1) apply cancels, (2) admit from the queue head while blocks
+ * and sequence slots allow, (3) build one batch (decodes, then prompt
+ * chunks), (4) graph_forward, (5) sample and push events, (6) notify the
+ * requests that got events, drop the finished ones.
+ *
+ * Threads: see sched.h. Invariant: a handle's notify callback only runs
+ * under its mutex and never after sched_release (which takes the mutex), so
+ * a client may free its notify context right after sched_release.
+ */
+#include "engine/sched.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/graph.h"
+#include "engine/kv.h"
+#include "engine/log.h"
+#include "engine/model.h"
+#include "engine/tok.h"
+
+enum rq_state { RQ_QUEUED = 0, RQ_PREFILL, RQ_DECODE, RQ_FINISHED };
+
+/* One choice of a running request. */
+struct seq {
+    struct sched_handle *r;
+    int32_t choice;
+    struct kv_seq t;     /* block table (storage in the slot pool) */
+    int32_t *gen;        /* [n_ctx] generated tokens (slot pool) */
+    int32_t n_past;      /* positions whose K/V are in the cache */
+    int32_t n_gen;
+    int32_t last;        /* sampled, not yet fed: goes in at position n_past */
+    struct sampler *smp;
+    uint64_t chain;      /* hash of the last hashed full block */
+    int32_t n_hashed;    /* full blocks whose hash chain is known */
+    int done;
+};
+
+struct sched_handle {
+    /* immutable after submit */
+    int32_t *prompt;
+    int32_t n_prompt, n_choices, max_tokens, min_tokens;
+    int ignore_eos;
+    int32_t *stop_ids;
+    int32_t n_stop_ids;
+    struct sample_params sp; /* sp.bias points at bias below */
+    struct sample_bias *bias;
+    int32_t logprobs;
+    int prompt_logprobs;
+    sched_notify_fn notify;
+    void *ud;
+
+    /* shared with the client */
+    pthread_mutex_t mu;
+    /* events: [head, vis) visible to sched_poll, [vis, tail) pushed during
+     * the current step, published with the step's stats at its end */
+    struct sched_event *ev;
+    int32_t ev_head, ev_vis, ev_tail, ev_cap;
+    int released;           /* under mu */
+    atomic_int cancel;
+    atomic_uchar *cancel_choice; /* [n_choices] */
+    atomic_int refs;
+
+    /* engine thread */
+    float *mask_saved;     /* [n_eog + n_stop_ids] logits masked before min_tokens */
+    struct sched_handle *next; /* admission queue link (under s->mu) */
+    int state;
+    int32_t n_prefilled;   /* prompt positions in the cache (choice 0) */
+    int32_t chunk;         /* prompt tokens in this step's batch */
+    int32_t resv;          /* KV blocks still reserved for this request */
+    int32_t n_live;        /* choices not finished */
+    struct seq **seqs;     /* [n_choices] */
+    int touched;           /* got events this step */
+    int failed;            /* an ERROR event went out: nothing more */
+};
+
+/* What a logits row of the batch is for. */
+enum row_kind { ROW_PROMPT_LP = 1, ROW_FIRST, ROW_DECODE };
+struct row_use {
+    int kind;
+    struct sched_handle *r;
+    struct seq *q;   /* ROW_DECODE */
+    int32_t pos;     /* ROW_PROMPT_LP: the prompt position of the row */
+};
+
+struct sched {
+    struct model *m;
+    struct graph *g;
+    struct kv *kv;
+    const struct tok *tok;
+    int32_t n_vocab;
+    struct sched_config cfg; /* resolved */
+    int32_t max_tokens_fwd, max_logits, max_blocks_seq;
+
+    int32_t *eog;            /* end-of-generation ids */
+    int32_t n_eog;
+
+    /* slot pool */
+    struct seq *slots;
+    int32_t *slot_free;
+    int32_t n_slot_free;
+    int32_t *slot_blocks;    /* [max_seqs][max_blocks_seq] */
+    int32_t *slot_gen;       /* [max_seqs][n_ctx] */
+
+    /* running requests in admission order */
+    struct sched_handle **run;
+    int32_t n_run;
+    int32_t n_seq_live;
+
+    /* batch scratch, sized once */
+    int32_t *b_tok, *b_pos, *b_seq, *b_lrows;
+    const int32_t **b_bt;
+    struct row_use *b_use;
+    float *logits;           /* [max_logits][n_vocab] */
+    int32_t *tokbuf;         /* [block_size] */
+    struct sched_handle **touched, **dropped;
+    int32_t n_touched, n_dropped, touched_cap;
+
+    /* shared with submitters (under mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sched_handle *q_head, *q_tail;
+    int32_t n_queued;
+    int stopping, cancel_all, started, thread_done;
+    struct sched_stats stats;
+    pthread_t th;
+    void (*watchdog)(void *ud);
+    void *wd_ud;
+
+    uint64_t st_prefix_hit_tokens, st_prefix_hits, st_prompt_tokens, st_generated;
+    uint64_t st_steps, st_done;
+    double st_step_s;
+};
+
+void sched_config_default(struct sched_config *c)
+{
+    c->max_seqs = 32;
+    c->queue_len = 64;
+    c->n_ctx = 0;
+    c->kv_tokens = 16384;
+    c->block_size = 16;
+    c->step_tokens = 512;
+    c->prefix_cache = 1;
+}
+
+void sched_graph_params(const struct sched_config *c, struct graph_params *gp)
+{
+    int32_t bs = c->block_size > 0 ? c->block_size : 16;
+    int32_t ms = c->max_seqs > 0 ? c->max_seqs : 1;
+    int32_t st = c->step_tokens > 0 ? c->step_tokens : 512;
+    int64_t kvt = c->kv_tokens > 0 ? c->kv_tokens : 16384;
+
+    gp->max_tokens = st > ms ? st : ms;
+    gp->max_logits = ms + 64 < gp->max_tokens ? ms + 64 : gp->max_tokens;
+    gp->n_blocks = (int32_t)((kvt + bs - 1) / bs);
+    gp->block_size = bs;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests: lifetime and events ---- */
+
+static void handle_destroy(struct sched_handle *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    free(r->prompt);
+    free(r->stop_ids);
+    free(r->bias);
+    free(r->ev);
+    free(r->cancel_choice);
+    free(r->seqs);
+    free(r->mask_saved);
+    free(r);
+}
+
+static void handle_unref(struct sched_handle *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) == 1)
+        handle_destroy(r);
+}
+
+static void mark_touched(struct sched *s, struct sched_handle *r)
+{
+    if (!r->touched && s->n_touched < s->touched_cap) {
+        r->touched = 1;
+        s->touched[s->n_touched++] = r;
+    }
+}
+
+/* Append one event; grows by doubling (amortized), compacts when drained. */
+static int push_event(struct sched *s, struct sched_handle *r, const struct sched_event *e)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&r->mu);
+    if (r->ev_head == r->ev_tail)
+        r->ev_head = r->ev_vis = r->ev_tail = 0;
+    if (r->ev_tail == r->ev_cap && r->ev_head > 0) {
+        memmove(r->ev, r->ev + r->ev_head,
+                (size_t)(r->ev_tail - r->ev_head) * sizeof(*r->ev));
+        r->ev_vis -= r->ev_head;
+        r->ev_tail -= r->ev_head;
+        r->ev_head = 0;
+    }
+    if (r->ev_tail == r->ev_cap) {
+        int32_t cap = r->ev_cap ? r->ev_cap * 2 : 16;
+        struct sched_event *ev = realloc(r->ev, (size_t)cap * sizeof(*ev));
+
+        if (!ev) {
+            rc = INF_ENOMEM;
+            goto out;
+        }
+        r->ev = ev;
+        r->ev_cap = cap;
+    }
+    r->ev[r->ev_tail++] = *e;
+out:
+    pthread_mutex_unlock(&r->mu);
+    mark_touched(s, r);
+    return rc;
+}
+
+static void push_simple(struct sched *s, struct sched_handle *r, int kind, int32_t choice,
+                        int finish, int error)
+{
+    struct sched_event e;
+
+    e.kind = kind;
+    e.choice = choice;
+    e.pos = 0;
+    e.token = -1;
+    e.logprob = 0.0f;
+    e.n_top = 0;
+    e.finish = finish;
+    e.error = error;
+    (void)push_event(s, r, &e);
+}
+
+/* Make the step's events visible and wake the client. Runs after the step's
+ * stats are published, so a client that saw a request end also sees its
+ * blocks freed in sched_get_stats. */
+static void publish(struct sched_handle *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->ev_vis = r->ev_tail;
+    if (!r->released && r->notify)
+        r->notify(r->ud);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- finishing ---- */
+
+static void finish_request(struct sched *s, struct sched_handle *r)
+{
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = r->seqs ? r->seqs[c] : NULL;
+
+        if (!q)
+            continue;
+        kv_seq_release(s->kv, &q->t);
+        sampler_free(q->smp);
+        q->smp = NULL;
+        q->r = NULL;
+        s->slot_free[s->n_slot_free++] = (int32_t)(q - s->slots);
+        r->seqs[c] = NULL;
+    }
+    kv_unreserve(s->kv, &r->resv);
+    r->state = RQ_FINISHED;
+    s->st_done++;
+    s->dropped[s->n_dropped++] = r;
+}
+
+static void finish_choice(struct sched *s, struct seq *q, int finish)
+{
+    struct sched_handle *r = q->r;
+
+    if (q->done)
+        return;
+    q->done = 1;
+    if (!r->failed)
+        push_simple(s, r, SCHED_EV_DONE, q->choice, finish, 0);
+    kv_seq_release(s->kv, &q->t);
+    s->n_seq_live--;
+    if (--r->n_live == 0)
+        finish_request(s, r);
+}
+
+static void cancel_request(struct sched *s, struct sched_handle *r, int finish)
+{
+    for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++)
+        finish_choice(s, r->seqs[c], finish);
+}
+
+static void fail_request(struct sched *s, struct sched_handle *r, int code)
+{
+    if (r->state == RQ_FINISHED)
+        return;
+    log_error("sched: request failed (%s)", inf_strerror(code));
+    push_simple(s, r, SCHED_EV_ERROR, 0, 0, code);
+    r->failed = 1;
+    cancel_request(s, r, SCHED_FINISH_CANCELED);
+}
+
+/* ---- admission ---- */
+
+static int32_t blocks_needed(const struct sched *s, const struct sched_handle *r)
+{
+    int64_t bs = s->cfg.block_size, total = (int64_t)r->n_prompt + r->max_tokens;
+    int64_t fp = r->n_prompt / bs, per = (total + bs - 1) / bs - fp;
+    int64_t need = fp + (int64_t)r->n_choices * per;
+
+    return need > INT32_MAX ? INT32_MAX : (int32_t)need;
+}
+
+/* Try to admit r (the queue head). 1: admitted, 0: does not fit now. */
+static int admit(struct sched *s, struct sched_handle *r)
+{
+    int32_t bs = s->cfg.block_size, hits = 0, need;
+    struct seq *q0;
+
+    /* slots, not live choices: a request holds its slots until it ends */
+    if (s->n_slot_free < r->n_choices || s->n_run >= s->cfg.max_seqs)
+        return 0;
+    if (blocks_needed(s, r) > kv_available(s->kv) + (r->n_prompt - 1) / bs)
+        return 0; /* cannot fit even with every possible hit */
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = &s->slots[s->slot_free[--s->n_slot_free]];
+
+        memset(q, 0, sizeof(*q));
+        q->r = r;
+        q->choice = c;
+        kv_seq_init(&q->t, s->slot_blocks + (size_t)(q - s->slots) * (size_t)s->max_blocks_seq,
+                    s->max_blocks_seq);
+        q->gen = s->slot_gen + (size_t)(q - s->slots) * (size_t)s->cfg.n_ctx;
+        q->chain = KV_HASH_ROOT;
+        r->seqs[c] = q;
+    }
+    q0 = r->seqs[0];
+    if (s->cfg.prefix_cache && !r->prompt_logprobs) {
+        /* Longest cached chain of full prompt blocks, never the block of the
+         * last prompt token: its row's logits are needed. */
+        while (hits < (r->n_prompt - 1) / bs) {
+            const int32_t *tk = r->prompt + (size_t)hits * (size_t)bs;
+            uint64_t h = kv_hash_block(q0->chain, tk, bs);
+            int32_t b = kv_lookup(s->kv, h, q0->chain, tk);
+
+            if (b < 0)
+                break;
+            kv_ref(s->kv, b);
+            (void)kv_seq_append(&q0->t, b);
+            q0->chain = h;
+            hits++;
+        }
+    }
+    need = blocks_needed(s, r) - hits;
+    r->resv = 0;
+    if (kv_reserve(s->kv, need, &r->resv) != 0) {
+        kv_seq_release(s->kv, &q0->t); /* hits go back to the LRU */
+        for (int32_t c = r->n_choices - 1; c >= 0; c--) {
+            s->slot_free[s->n_slot_free++] = (int32_t)(r->seqs[c] - s->slots);
+            r->seqs[c] = NULL;
+        }
+        return 0;
+    }
+    q0->n_hashed = hits;
+    q0->n_past = hits * bs;
+    r->n_prefilled = hits * bs;
+    r->n_live = r->n_choices;
+    r->state = RQ_PREFILL;
+    s->n_seq_live += r->n_choices;
+    s->run[s->n_run++] = r;
+    if (hits > 0) {
+        s->st_prefix_hits++;
+        s->st_prefix_hit_tokens += (uint64_t)hits * (uint64_t)bs;
+    }
+    push_simple(s, r, SCHED_EV_ADMITTED, 0, 0, 0);
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct sample_params sp = r->sp;
+        struct seq *q = r->seqs[c];
+
+        sp.seed = r->sp.seed + (uint64_t)c;
+        q->smp = sampler_new(s->n_vocab, &sp);
+        if (!q->smp) {
+            fail_request(s, r, INF_ENOMEM);
+            return 1;
+        }
+        for (int32_t i = 0; i < r->n_prompt; i++)
+            sampler_accept(q->smp, r->prompt[i], 1);
+    }
+    return 1;
+}
+
+/* ---- prefix registration ---- */
+
+static int32_t seq_token_at(const struct seq *q, int32_t pos)
+{
+    const struct sched_handle *r = q->r;
+
+    return pos < r->n_prompt ? r->prompt[pos] : q->gen[pos - r->n_prompt];
+}
+
+/* Register the full blocks of q that are not hashed yet. */
+static void register_full_blocks(struct sched *s, struct seq *q)
+{
+    int32_t bs = s->cfg.block_size;
+
+    if (!s->cfg.prefix_cache)
+        return;
+    while ((q->n_hashed + 1) * bs <= q->n_past) {
+        int32_t base = q->n_hashed * bs;
+        uint64_t h;
+
+        for (int32_t i = 0; i < bs; i++)
+            s->tokbuf[i] = seq_token_at(q, base + i);
+        h = kv_hash_block(q->chain, s->tokbuf, bs);
+        /* EBUSY: the same prefix is cached in another block already */
+        (void)kv_register(s->kv, q->t.blocks[q->n_hashed], h, q->chain, s->tokbuf);
+        q->chain = h;
+        q->n_hashed++;
+    }
+}
+
+/* ---- sampling ---- */
+
+static int is_stop_id(const struct sched_handle *r, int32_t t)
+{
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Sample the next token of q from row L, push its event, decide whether the
+ * choice ends. L is restored before returning (other choices may use it). */
+static void sample_next(struct sched *s, struct seq *q, float *L)
+{
+    struct sched_handle *r = q->r;
+    int32_t t, n_mask = 0;
+    int stop;
+
+    if (q->n_gen < r->min_tokens) { /* mask end tokens until min_tokens */
+        for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++) {
+            r->mask_saved[n_mask++] = L[s->eog[i]];
+            L[s->eog[i]] = -INFINITY;
+        }
+        for (int32_t i = 0; i < r->n_stop_ids; i++) {
+            r->mask_saved[n_mask++] = L[r->stop_ids[i]];
+            L[r->stop_ids[i]] = -INFINITY;
+        }
+    }
+    t = sampler_sample(q->smp, L);
+    if (n_mask) { /* restore in the same order */
+        n_mask = 0;
+        for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++)
+            L[s->eog[i]] = r->mask_saved[n_mask++];
+        for (int32_t i = 0; i < r->n_stop_ids; i++)
+            L[r->stop_ids[i]] = r->mask_saved[n_mask++];
+    }
+    sampler_accept(q->smp, t, 0);
+    stop = q->n_gen >= r->min_tokens &&
+           ((!r->ignore_eos && s->tok && tok_is_eog(s->tok, t)) || is_stop_id(r, t));
+    if (stop) {
+        finish_choice(s, q, SCHED_FINISH_STOP);
+        return;
+    }
+    {
+        struct sched_event e;
+
+        e.kind = SCHED_EV_TOKEN;
+        e.choice = q->choice;
+        e.pos = q->n_past;
+        e.token = t;
+        e.n_top = 0;
+        e.finish = 0;
+        e.error = 0;
+        e.logprob = 0.0f;
+        if (r->logprobs >= 0) {
+            e.logprob = sample_logprobs(L, s->n_vocab, t, r->logprobs, e.top_ids, e.top_lps);
+            e.n_top = r->logprobs;
+        }
+        if (push_event(s, r, &e) != 0) {
+            fail_request(s, r, INF_ENOMEM);
+            return;
+        }
+    }
+    s->st_generated++;
+    q->gen[q->n_gen++] = t;
+    q->last = t;
+    if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
+        finish_choice(s, q, SCHED_FINISH_LENGTH);
+}
+
+/* ---- one step ---- */
+
+static void apply_cancels(struct sched *s, int cancel_all)
+{
+    for (int32_t i = 0; i < s->n_run; i++) {
+        struct sched_handle *r = s->run[i];
+
+        if (r->state == RQ_FINISHED)
+            continue;
+        if (cancel_all || atomic_load(&r->cancel)) {
+            cancel_request(s, r, SCHED_FINISH_CANCELED);
+            continue;
+        }
+        if (r->state == RQ_PREFILL) {
+            /* choice 0's table carries the shared prefill: single choices
+             * leave at the fork; only all of them at once end it now */
+            int32_t n = 0;
+
+            for (int32_t c = 0; c < r->n_choices; c++)
+                n += atomic_load(&r->cancel_choice[c]) != 0;
+            if (n == r->n_choices)
+                cancel_request(s, r, SCHED_FINISH_CANCELED);
+            continue;
+        }
+        for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++)
+            if (atomic_load(&r->cancel_choice[c]))
+                finish_choice(s, r->seqs[c], SCHED_FINISH_CANCELED);
+    }
+}
+
+/* Cancelled queued requests leave the queue; then admit from the head. */
+static void admit_from_queue(struct sched *s, int cancel_all)
+{
+    struct sched_handle *gone = NULL, **link;
+
+    pthread_mutex_lock(&s->mu);
+    link = &s->q_head;
+    s->q_tail = NULL;
+    while (*link) {
+        struct sched_handle *r = *link;
+
+        if (cancel_all || atomic_load(&r->cancel)) {
+            *link = r->next;
+            r->next = gone;
+            gone = r;
+            s->n_queued--;
+        } else {
+            s->q_tail = r;
+            link = &r->next;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    while (gone) {
+        struct sched_handle *r = gone;
+
+        gone = r->next;
+        for (int32_t c = 0; c < r->n_choices; c++)
+            push_simple(s, r, SCHED_EV_DONE, c, SCHED_FINISH_CANCELED, 0);
+        r->state = RQ_FINISHED;
+        s->st_done++;
+        s->dropped[s->n_dropped++] = r;
+    }
+    /* Only the engine removes from the queue and submit appends at the tail,
+     * so the head stays put while we admit it outside the lock. */
+    for (;;) {
+        struct sched_handle *r;
+
+        pthread_mutex_lock(&s->mu);
+        r = s->q_head;
+        pthread_mutex_unlock(&s->mu);
+        if (!r || !admit(s, r))
+            break;
+        pthread_mutex_lock(&s->mu);
+        s->q_head = r->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        s->n_queued--;
+        pthread_mutex_unlock(&s->mu);
+        r->next = NULL;
+    }
+}
+
+/* Make pos of q writable (allocating / copying a block); 0 or error. */
+static int prepare_pos(struct sched *s, struct seq *q, int32_t pos)
+{
+    int32_t cs, cd;
+    int rc = kv_seq_prepare_write(s->kv, &q->t, pos, &q->r->resv, &cs, &cd);
+
+    if (rc == 0 && cs >= 0)
+        rc = graph_kv_copy_block(s->g, cs, cd);
+    return rc;
+}
+
+static void step(struct sched *s, int cancel_all)
+{
+    double t0 = now_s();
+    int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill;
+    struct graph_batch b;
+    int rc;
+
+    apply_cancels(s, cancel_all);
+    admit_from_queue(s, cancel_all);
+
+    /* decode rows: one per running choice */
+    for (int32_t i = 0; i < s->n_run; i++) {
+        struct sched_handle *r = s->run[i];
+
+        r->chunk = 0;
+        if (r->state != RQ_DECODE)
+            continue;
+        for (int32_t c = 0; c < r->n_choices && r->state == RQ_DECODE; c++) {
+            struct seq *q = r->seqs[c];
+
+            if (q->done)
+                continue;
+            rc = prepare_pos(s, q, q->n_past);
+            if (rc != 0) {
+                fail_request(s, r, rc);
+                break;
+            }
+            s->b_tok[nt] = q->last;
+            s->b_pos[nt] = q->n_past;
+            s->b_seq[nt] = ns;
+            s->b_bt[ns++] = q->t.blocks;
+            s->b_lrows[nl] = nt;
+            s->b_use[nl++] = (struct row_use){ROW_DECODE, r, q, q->n_past};
+            nt++;
+        }
+        if (r->state != RQ_DECODE) { /* failed: take its rows back out */
+            while (nl > 0 && s->b_use[nl - 1].r == r) {
+                nl--;
+                nt--;
+                ns--;
+            }
+        }
+    }
+
+    /* prompt chunks in admission order */
+    budget = s->cfg.step_tokens - nt;
+    min_prefill = s->cfg.step_tokens / 4 > 0 ? s->cfg.step_tokens / 4 : 1;
+    if (budget < min_prefill)
+        budget = min_prefill;
+    if (budget > s->max_tokens_fwd - nt)
+        budget = s->max_tokens_fwd - nt;
+    for (int32_t i = 0; i < s->n_run && budget > 0; i++) {
+        struct sched_handle *r = s->run[i];
+        struct seq *q0;
+        int32_t chunk, seqi, start;
+
+        if (r->state != RQ_PREFILL)
+            continue;
+        q0 = r->seqs[0];
+        start = r->n_prefilled;
+        chunk = r->n_prompt - start;
+        if (chunk > budget)
+            chunk = budget;
+        if (r->prompt_logprobs) {
+            if (chunk > s->max_logits - nl)
+                chunk = s->max_logits - nl;
+        } else if (start + chunk == r->n_prompt && nl == s->max_logits) {
+            chunk--; /* no logits row left for the last prompt token */
+        }
+        if (chunk <= 0)
+            break;
+        seqi = ns;
+        s->b_bt[ns++] = q0->t.blocks;
+        rc = 0;
+        for (int32_t j = 0; j < chunk && rc == 0; j++) {
+            int32_t p = start + j;
+
+            rc = prepare_pos(s, q0, p);
+            s->b_tok[nt + j] = r->prompt[p];
+            s->b_pos[nt + j] = p;
+            s->b_seq[nt + j] = seqi;
+        }
+        if (rc != 0) {
+            ns--;
+            fail_request(s, r, rc);
+            continue;
+        }
+        for (int32_t j = 0; j < chunk; j++) {
+            int32_t p = start + j;
+
+            if (p == r->n_prompt - 1) {
+                s->b_lrows[nl] = nt + j;
+                s->b_use[nl++] = (struct row_use){ROW_FIRST, r, NULL, p};
+            } else if (r->prompt_logprobs) {
+                s->b_lrows[nl] = nt + j;
+                s->b_use[nl++] = (struct row_use){ROW_PROMPT_LP, r, NULL, p};
+            }
+        }
+        r->chunk = chunk;
+        nt += chunk;
+        budget -= chunk;
+    }
+
+    if (nt > 0) {
+        b.n_tokens = nt;
+        b.tokens = s->b_tok;
+        b.pos = s->b_pos;
+        b.seq = s->b_seq;
+        b.n_seqs = ns;
+        b.block_tables = s->b_bt;
+        b.n_logits = nl;
+        b.logit_rows = s->b_lrows;
+        b.logits = s->logits;
+        rc = graph_forward(s->g, &b);
+        if (rc != 0) {
+            log_error("sched: graph_forward failed (%s): %d tokens, %d sequences",
+                      inf_strerror(rc), nt, ns);
+            for (int32_t i = 0; i < s->n_run; i++) {
+                struct sched_handle *r = s->run[i];
+
+                if (r->state == RQ_DECODE || (r->state == RQ_PREFILL && r->chunk > 0))
+                    fail_request(s, r, rc);
+            }
+            nl = 0;
+        }
+
+        /* the K/V of the batch is in: advance positions */
+        for (int32_t i = 0; rc == 0 && i < s->n_run; i++) {
+            struct sched_handle *r = s->run[i];
+
+            if (r->state == RQ_DECODE) {
+                for (int32_t c = 0; c < r->n_choices; c++) {
+                    struct seq *q = r->seqs[c];
+
+                    if (!q->done) {
+                        q->n_past++;
+                        register_full_blocks(s, q);
+                    }
+                }
+            } else if (r->state == RQ_PREFILL && r->chunk > 0) {
+                struct seq *q0 = r->seqs[0];
+
+                r->n_prefilled += r->chunk;
+                q0->n_past = r->n_prefilled;
+                s->st_prompt_tokens += (uint64_t)r->chunk;
+                register_full_blocks(s, q0);
+                if (r->n_prefilled == r->n_prompt) { /* fork the other choices */
+                    for (int32_t c = 1; c < r->n_choices; c++) {
+                        struct seq *q = r->seqs[c];
+
+                        (void)kv_seq_fork(s->kv, &q->t, &q0->t);
+                        q->n_past = q0->n_past;
+                        q->chain = q0->chain;
+                        q->n_hashed = q0->n_hashed;
+                    }
+                    r->state = RQ_DECODE;
+                }
+            }
+        }
+
+        /* logits rows: prompt logprobs, first tokens, decode tokens */
+        for (int32_t k = 0; k < nl; k++) {
+            struct row_use *u = &s->b_use[k];
+            struct sched_handle *r = u->r;
+            float *L = s->logits + (size_t)k * (size_t)s->n_vocab;
+
+            if (r->state == RQ_FINISHED)
+                continue;
+            if (u->kind == ROW_PROMPT_LP) {
+                struct sched_event e;
+                int n = r->logprobs > 0 ? r->logprobs : 0;
+
+                e.kind = SCHED_EV_PROMPT;
+                e.choice = 0;
+                e.pos = u->pos + 1;
+                e.token = r->prompt[u->pos + 1];
+                e.logprob = sample_logprobs(L, s->n_vocab, e.token, n, e.top_ids, e.top_lps);
+                e.n_top = n;
+                e.finish = 0;
+                e.error = 0;
+                if (push_event(s, r, &e) != 0)
+                    fail_request(s, r, INF_ENOMEM);
+            } else if (u->kind == ROW_FIRST) {
+                for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
+                    if (r->seqs[c]->done)
+                        continue;
+                    if (atomic_load(&r->cancel_choice[c])) /* cancelled during prefill */
+                        finish_choice(s, r->seqs[c], SCHED_FINISH_CANCELED);
+                    else
+                        sample_next(s, r->seqs[c], L);
+                }
+            } else if (!u->q->done) {
+                sample_next(s, u->q, L);
+            }
+        }
+    }
+
+    {
+        int32_t w = 0;
+
+        for (int32_t i = 0; i < s->n_run; i++)
+            if (s->run[i]->state != RQ_FINISHED)
+                s->run[w++] = s->run[i];
+        s->n_run = w;
+    }
+    if (nt > 0) {
+        s->st_steps++;
+        s->st_step_s += now_s() - t0;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.running = s->n_seq_live;
+    s->stats.waiting = s->n_queued;
+    s->stats.kv_blocks_total = kv_n_blocks(s->kv);
+    s->stats.kv_blocks_free = kv_free_count(s->kv);
+    s->stats.kv_blocks_used = kv_n_blocks(s->kv) - kv_free_count(s->kv);
+    s->stats.kv_blocks_cached = kv_cached_count(s->kv);
+    s->stats.prefix_hit_tokens = s->st_prefix_hit_tokens;
+    s->stats.prefix_hits = s->st_prefix_hits;
+    s->stats.prompt_tokens = s->st_prompt_tokens;
+    s->stats.generated_tokens = s->st_generated;
+    s->stats.steps = s->st_steps;
+    s->stats.step_seconds_sum = s->st_step_s;
+    s->stats.requests_done = s->st_done;
+    pthread_mutex_unlock(&s->mu);
+
+    /* publish + notify, then let go of finished requests */
+    for (int32_t i = 0; i < s->n_touched; i++) {
+        s->touched[i]->touched = 0;
+        publish(s->touched[i]);
+    }
+    s->n_touched = 0;
+    for (int32_t i = 0; i < s->n_dropped; i++)
+        handle_unref(s->dropped[i]);
+    s->n_dropped = 0;
+}
+
+static void *engine_main(void *arg)
+{
+    struct sched *s = arg;
+
+    for (;;) {
+        int cancel_all;
+
+        pthread_mutex_lock(&s->mu);
+        while (s->n_run == 0 && !s->q_head && !s->stopping) {
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1; /* idle waits last at most one second (watchdog) */
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            if (s->watchdog) {
+                pthread_mutex_unlock(&s->mu);
+                s->watchdog(s->wd_ud);
+                pthread_mutex_lock(&s->mu);
+            }
+        }
+        if (s->n_run == 0 && !s->q_head && s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        cancel_all = s->cancel_all;
+        pthread_mutex_unlock(&s->mu);
+        if (s->watchdog)
+            s->watchdog(s->wd_ud);
+        step(s, cancel_all);
+    }
+    return NULL;
+}
+
+/* ---- public API ---- */
+
+void sched_free(struct sched *s)
+{
+    if (!s)
+        return;
+    sched_stop(s, 1);
+    /* never started: queued requests end here */
+    while (s->q_head) {
+        struct sched_handle *r = s->q_head;
+
+        s->q_head = r->next;
+        for (int32_t c = 0; c < r->n_choices; c++)
+            push_simple(s, r, SCHED_EV_DONE, c, SCHED_FINISH_CANCELED, 0);
+        publish(r);
+        handle_unref(r);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    kv_free(s->kv);
+    free(s->eog);
+    free(s->slots);
+    free(s->slot_free);
+    free(s->slot_blocks);
+    free(s->slot_gen);
+    free(s->run);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_lrows);
+    free(s->b_bt);
+    free(s->b_use);
+    free(s->logits);
+    free(s->tokbuf);
+    free(s->touched);
+    free(s->dropped);
+    free(s);
+}
+
+int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
+              struct sched **out, struct inf_error *err)
+{
+    const struct graph_params *gp = graph_params(g);
+    const struct model_hparams *hp = model_hparams(m);
+    struct sched *s;
+    int32_t bs, n_blocks, ms, cap_drop;
+    int rc;
+
+    *out = NULL;
+    if (!gp || gp->block_size < 1 || gp->n_blocks < 1 || gp->max_tokens < 1 ||
+        gp->max_logits < 1)
+        return inf_error_set(err, INF_EINVAL, "graph has no usable limits");
+    bs = gp->block_size;
+    if (c->block_size > 0 && c->block_size != bs)
+        return inf_error_set(err, INF_EINVAL, "block_size %d does not match the graph's %d",
+                             c->block_size, bs);
+    if (c->max_seqs < 1 || c->queue_len < 1 || c->step_tokens < 1 || c->n_ctx < 0 ||
+        c->kv_tokens < 0)
+        return inf_error_set(err, INF_EINVAL,
+                             "bad scheduler config (max_seqs %d, queue_len %d, step_tokens %d)",
+                             c->max_seqs, c->queue_len, c->step_tokens);
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return inf_error_set(err, INF_ENOMEM, "out of memory");
+    s->m = m;
+    s->g = g;
+    s->tok = model_tok(m);
+    s->n_vocab = hp->n_vocab;
+    s->cfg = *c;
+    s->cfg.block_size = bs;
+    n_blocks = gp->n_blocks;
+    if (c->kv_tokens > 0 && (c->kv_tokens + bs - 1) / bs < n_blocks)
+        n_blocks = (c->kv_tokens + bs - 1) / bs;
+    s->cfg.kv_tokens = n_blocks * bs;
+    if (s->cfg.n_ctx == 0)
+        s->cfg.n_ctx = hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    if (hp->n_ctx_train > 0 && s->cfg.n_ctx > hp->n_ctx_train) {
+        /* the graph refuses positions past the training context */
+        log_warn("sched: n_ctx %d capped at the model's n_ctx_train %d", s->cfg.n_ctx,
+                 hp->n_ctx_train);
+        s->cfg.n_ctx = hp->n_ctx_train;
+    }
+    if (s->cfg.n_ctx > n_blocks * bs)
+        s->cfg.n_ctx = n_blocks * bs;
+    ms = c->max_seqs;
+    if (ms > gp->max_tokens)
+        ms = gp->max_tokens;
+    if (ms > gp->max_logits)
+        ms = gp->max_logits;
+    s->cfg.max_seqs = ms;
+    if (s->cfg.step_tokens > gp->max_tokens)
+        s->cfg.step_tokens = gp->max_tokens;
+    s->max_tokens_fwd = gp->max_tokens;
+    s->max_logits = gp->max_logits;
+    s->max_blocks_seq = (s->cfg.n_ctx + bs - 1) / bs;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+
+    rc = kv_new(n_blocks, bs, &s->kv);
+    if (rc != 0) {
+        sched_free(s);
+        return inf_error_set(err, rc, "kv cache of %d blocks: %s", n_blocks, inf_strerror(rc));
+    }
+    /* end-of-generation ids, found once */
+    s->eog = malloc(16 * sizeof(int32_t));
+    for (int32_t t = 0, cap = 16; s->eog && s->tok && t < s->n_vocab; t++) {
+        if (!tok_is_eog(s->tok, t))
+            continue;
+        if (s->n_eog == cap) {
+            int32_t *e = realloc(s->eog, (size_t)cap * 2 * sizeof(int32_t));
+
+            if (!e)
+                break;
+            s->eog = e;
+            cap *= 2;
+        }
+        s->eog[s->n_eog++] = t;
+    }
+    cap_drop = ms + c->queue_len + 4;
+    s->slots = calloc((size_t)ms, sizeof(*s->slots));
+    s->slot_free = malloc((size_t)ms * sizeof(int32_t));
+    s->slot_blocks = malloc((size_t)ms * (size_t)s->max_blocks_seq * sizeof(int32_t));
+    s->slot_gen = malloc((size_t)ms * (size_t)s->cfg.n_ctx * sizeof(int32_t));
+    s->run = malloc((size_t)ms * sizeof(*s->run));
+    s->b_tok = malloc((size_t)gp->max_tokens * sizeof(int32_t));
+    s->b_pos = malloc((size_t)gp->max_tokens * sizeof(int32_t));
+    s->b_seq = malloc((size_t)gp->max_tokens * sizeof(int32_t));
+    s->b_bt = malloc((size_t)(ms + 1) * sizeof(*s->b_bt));
+    s->b_lrows = malloc((size_t)gp->max_logits * sizeof(int32_t));
+    s->b_use = malloc((size_t)gp->max_logits * sizeof(*s->b_use));
+    s->logits = malloc((size_t)gp->max_logits * (size_t)s->n_vocab * sizeof(float));
+    s->tokbuf = malloc((size_t)bs * sizeof(int32_t));
+    s->touched = malloc((size_t)cap_drop * sizeof(*s->touched));
+    s->dropped = malloc((size_t)cap_drop * sizeof(*s->dropped));
+    s->touched_cap = cap_drop;
+    if (!s->eog || !s->slots || !s->slot_free || !s->slot_blocks || !s->slot_gen || !s->run ||
+        !s->b_tok || !s->b_pos || !s->b_seq || !s->b_bt || !s->b_lrows || !s->b_use ||
+        !s->logits || !s->tokbuf || !s->touched || !s->dropped) {
+        sched_free(s);
+        return inf_error_set(err, INF_ENOMEM, "out of memory for the scheduler");
+    }
+    for (int32_t i = 0; i < ms; i++)
+        s->slot_free[i] = ms - 1 - i;
+    s->n_slot_free = ms;
+    s->stats.kv_blocks_total = n_blocks;
+    s->stats.kv_blocks_free = n_blocks;
+    s->stats.n_ctx = s->cfg.n_ctx;
+    log_info("sched: max_seqs=%d queue_len=%d n_ctx=%d kv_blocks=%d block_size=%d "
+             "step_tokens=%d prefix_cache=%d eog_ids=%d",
+             ms, s->cfg.queue_len, s->cfg.n_ctx, n_blocks, bs, s->cfg.step_tokens,
+             s->cfg.prefix_cache, s->n_eog);
+    *out = s;
+    return 0;
+}
+
+int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud)
+{
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->started || s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return INF_EBUSY;
+    }
+    s->watchdog = watchdog;
+    s->wd_ud = ud;
+    rc = pthread_create(&s->th, NULL, engine_main, s);
+    if (rc == 0)
+        s->started = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0)
+        return INF_ENOMEM;
+#ifdef __GLIBC__
+    pthread_setname_np(s->th, "inferd-engine");
+#endif
+    return 0;
+}
+
+void sched_stop(struct sched *s, int cancel_all)
+{
+    int join;
+
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    if (cancel_all)
+        s->cancel_all = 1;
+    join = s->started && !s->thread_done;
+    s->thread_done = s->started;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (join)
+        pthread_join(s->th, NULL);
+}
+
+int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_fn notify,
+                 void *ud, struct sched_handle **out, struct inf_error *err)
+{
+    struct sched_handle *r;
+    int64_t total;
+
+    *out = NULL;
+    if (!rq->prompt || rq->n_prompt < 1)
+        return inf_error_set(err, INF_EINVAL, "empty prompt");
+    for (int32_t i = 0; i < rq->n_prompt; i++)
+        if (rq->prompt[i] < 0 || rq->prompt[i] >= s->n_vocab)
+            return inf_error_set(err, INF_EINVAL, "prompt token %d at %d is out of range [0, %d)",
+                                 rq->prompt[i], i, s->n_vocab);
+    if (rq->n_choices < 1)
+        return inf_error_set(err, INF_EINVAL, "n must be >= 1");
+    if (rq->max_tokens < 1 || rq->min_tokens < 0)
+        return inf_error_set(err, INF_EINVAL, "max_tokens must be >= 1 and min_tokens >= 0");
+    if (rq->logprobs < -1 || rq->logprobs > SCHED_MAX_TOP)
+        return inf_error_set(err, INF_EINVAL, "logprobs must be in 0..%d", SCHED_MAX_TOP);
+    if (rq->n_stop_ids < 0 || (rq->n_stop_ids > 0 && !rq->stop_ids) ||
+        rq->sampling.n_bias < 0 || (rq->sampling.n_bias > 0 && !rq->sampling.bias))
+        return inf_error_set(err, INF_EINVAL, "bad stop id or bias list");
+    for (int32_t i = 0; i < rq->n_stop_ids; i++)
+        if (rq->stop_ids[i] < 0 || rq->stop_ids[i] >= s->n_vocab)
+            return inf_error_set(err, INF_EINVAL, "stop token %d is out of range",
+                                 rq->stop_ids[i]);
+    for (int32_t i = 0; i < rq->sampling.n_bias; i++)
+        if (rq->sampling.bias[i].token < 0 || rq->sampling.bias[i].token >= s->n_vocab)
+            return inf_error_set(err, INF_EINVAL, "logit_bias token %d is out of range",
+                                 rq->sampling.bias[i].token);
+    total = (int64_t)rq->n_prompt + rq->max_tokens;
+    if (total > s->cfg.n_ctx)
+        return inf_error_set(err, INF_ERANGE,
+                             "prompt (%d tokens) + max_tokens (%d) = %lld exceeds n_ctx (%d)",
+                             rq->n_prompt, rq->max_tokens, (long long)total, s->cfg.n_ctx);
+    if (rq->n_choices > s->cfg.max_seqs)
+        return inf_error_set(err, INF_ERANGE, "n (%d) exceeds the sequences that run at once (%d)",
+                             rq->n_choices, s->cfg.max_seqs);
+
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return inf_error_set(err, INF_ENOMEM, "out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    r->n_prompt = rq->n_prompt;
+    r->n_choices = rq->n_choices;
+    r->max_tokens = rq->max_tokens;
+    r->min_tokens = rq->min_tokens;
+    r->ignore_eos = rq->ignore_eos;
+    r->n_stop_ids = rq->n_stop_ids;
+    r->sp = rq->sampling;
+    r->logprobs = rq->logprobs;
+    r->prompt_logprobs = rq->prompt_logprobs;
+    r->notify = notify;
+    r->ud = ud;
+    atomic_init(&r->cancel, 0);
+    atomic_init(&r->refs, 2);
+    r->prompt = malloc((size_t)rq->n_prompt * sizeof(int32_t));
+    r->stop_ids = malloc(((size_t)rq->n_stop_ids + 1) * sizeof(int32_t));
+    r->bias = malloc(((size_t)rq->sampling.n_bias + 1) * sizeof(*r->bias));
+    r->cancel_choice = calloc((size_t)rq->n_choices, sizeof(*r->cancel_choice));
+    r->seqs = calloc((size_t)rq->n_choices, sizeof(*r->seqs));
+    r->ev_cap = 4 + 2 * rq->n_choices;
+    r->ev = malloc((size_t)r->ev_cap * sizeof(*r->ev));
+    r->mask_saved = malloc(((size_t)s->n_eog + (size_t)rq->n_stop_ids + 1) * sizeof(float));
+    if (!r->prompt || !r->stop_ids || !r->bias || !r->cancel_choice || !r->seqs || !r->ev ||
+        !r->mask_saved) {
+        handle_destroy(r);
+        return inf_error_set(err, INF_ENOMEM, "out of memory");
+    }
+    memcpy(r->prompt, rq->prompt, (size_t)rq->n_prompt * sizeof(int32_t));
+    if (rq->n_stop_ids)
+        memcpy(r->stop_ids, rq->stop_ids, (size_t)rq->n_stop_ids * sizeof(int32_t));
+    if (rq->sampling.n_bias)
+        memcpy(r->bias, rq->sampling.bias, (size_t)rq->sampling.n_bias * sizeof(*r->bias));
+    r->sp.bias = r->bias;
+    for (int32_t c = 0; c < rq->n_choices; c++)
+        atomic_init(&r->cancel_choice[c], 0);
+
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        handle_destroy(r);
+        return inf_error_set(err, INF_ESHUTDOWN, "shutting down");
+    }
+    if (blocks_needed(s, r) > kv_n_blocks(s->kv)) {
+        int32_t need = blocks_needed(s, r);
+
+        pthread_mutex_unlock(&s->mu);
+        handle_destroy(r);
+        return inf_error_set(err, INF_ERANGE,
+                             "request needs %d KV blocks, the whole cache has %d", need,
+                             s->stats.kv_blocks_total);
+    }
+    if (s->n_queued >= s->cfg.queue_len) {
+        pthread_mutex_unlock(&s->mu);
+        handle_destroy(r);
+        return inf_error_set(err, INF_EFULL, "queue full (%d waiting)", s->cfg.queue_len);
+    }
+    r->state = RQ_QUEUED;
+    if (s->q_tail)
+        s->q_tail->next = r;
+    else
+        s->q_head = r;
+    s->q_tail = r;
+    s->n_queued++;
+    s->stats.waiting = s->n_queued;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return 0;
+}
+
+int sched_poll(struct sched_handle *h, struct sched_event *ev, int max)
+{
+    int n;
+
+    pthread_mutex_lock(&h->mu);
+    n = h->ev_vis - h->ev_head;
+    if (n > max)
+        n = max;
+    if (n > 0) {
+        memcpy(ev, h->ev + h->ev_head, (size_t)n * sizeof(*ev));
+        h->ev_head += n;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return n < 0 ? 0 : n;
+}
+
+void sched_cancel(struct sched_handle *h)
+{
+    atomic_store(&h->cancel, 1);
+}
+
+void sched_cancel_choice(struct sched_handle *h, int32_t choice)
+{
+    if (choice >= 0 && choice < h->n_choices)
+        atomic_store(&h->cancel_choice[choice], 1);
+}
+
+void sched_release(struct sched_handle *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->released = 1;
+    pthread_mutex_unlock(&h->mu);
+    atomic_store(&h->cancel, 1);
+    handle_unref(h);
+}
+
+void sched_get_stats(struct sched *s, struct sched_stats *st)
+{
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    st->waiting = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""test_completions -- /v1/completions and the other endpoints, as curl would use them.
+
+Checks the response shapes of API.md, streaming (SSE framing, [DONE], usage
+chunk), that the output equals `inferd generate` for the same settings and
+seed, n / echo / logprobs / stop / logit_bias / seed semantics, token-id
+prompts, /tokenize, /detokenize, /v1/models, /metrics.
+usage: test_completions.py <inferd binary>
+"""
+import json
+import subprocess
+import sys
+import threading
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+import daemon as D  # noqa: E402
+from daemon import check
+
+MODEL = "stories260K"
+PROMPT = "Once upon a time"
+
+_d = None
+
+
+def dmn(exe):
+    global _d
+    if _d is None:
+        _d = D.Daemon(exe, args=["--n-ctx", "512"])
+    return _d
+
+
+def cmpl(d, **kw):
+    req = {"model": MODEL, "prompt": PROMPT}
+    req.update(kw)
+    st, hd, b = d.post("/v1/completions", req)
+    check(st == 200, "status %d: %r" % (st, b[:400]))
+    check(hd["content-type"].startswith("text/event-stream" if kw.get("stream") else "application/json"),
+          hd["content-type"])
+    if kw.get("stream"):
+        return D.sse_events(b)
+    return json.loads(b)
+
+
+def generate(exe, *args):
+    out = subprocess.run([exe, "generate", "--model", D.model_path(), "--json"] + list(args),
+                         capture_output=True, timeout=120)
+    check(out.returncode == 0, "generate failed: %r" % out.stderr[-500:])
+    return json.loads(out.stdout)
+
+
+def stream_text(events):
+    """-> ({index: text}, {index: finish_reason}, chunks)"""
+    check(events[-1] == "[DONE]", "no [DONE] at the end: %r" % events[-1:])
+    texts, fins, chunks = {}, {}, []
+    for e in events[:-1]:
+        c = json.loads(e)
+        chunks.append(c)
+        for ch in c["choices"]:
+            i = ch["index"]
+            check(i not in fins, "chunk after finish_reason for choice %d" % i)
+            texts[i] = texts.get(i, "") + ch["text"]
+            if ch["finish_reason"] is not None:
+                fins[i] = ch["finish_reason"]
+    return texts, fins, chunks
+
+
+def test_shape_non_stream(exe):
+    d = dmn(exe)
+    j = cmpl(d, max_tokens=12, temperature=0)
+    check(j["id"].startswith("cmpl-") and j["object"] == "text_completion", j)
+    check(isinstance(j["created"], int) and j["model"] == MODEL, j)
+    check(len(j["choices"]) == 1, j)
+    c = j["choices"][0]
+    check(c["index"] == 0 and c["logprobs"] is None and c["finish_reason"] == "length", c)
+    check(isinstance(c["text"], str) and len(c["text"]) > 0, c)
+    u = j["usage"]
+    check(u["completion_tokens"] == 12 and u["prompt_tokens"] == 5, u)  # BOS + 4 tokens
+    check(u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], u)
+    j2 = cmpl(d, max_tokens=12, temperature=0)
+    check(j2["choices"][0]["text"] == c["text"] and j2["id"] != j["id"], "greedy not repeatable")
+
+
+def test_matches_generate(exe):
+    d = dmn(exe)
+    g = generate(exe, "--prompt", PROMPT, "--max-tokens", "40")
+    j = cmpl(d, max_tokens=40, temperature=0)
+    check(j["choices"][0]["text"] == g["text"], "greedy differs:\n%r\n%r" % (j["choices"][0]["text"], g["text"]))
+    check(j["usage"]["prompt_tokens"] == len(g["prompt_tokens"]), (j["usage"], g["prompt_tokens"]))
+    ev = cmpl(d, max_tokens=40, temperature=0, stream=True)
+    texts, fins, _ = stream_text(ev)
+    check(texts[0] == g["text"], "streamed greedy differs")
+    # sampled, same seed and knobs
+    args = ["--prompt", PROMPT, "--max-tokens", "40", "--temperature", "0.9", "--top-k", "40",
+            "--top-p", "0.95", "--seed", "1234"]
+    g = generate(exe, *args)
+    j = cmpl(d, max_tokens=40, temperature=0.9, top_k=40, top_p=0.95, seed=1234)
+    check(j["choices"][0]["text"] == g["text"], "sampled differs:\n%r\n%r" % (j["choices"][0]["text"], g["text"]))
+    # choice i of n uses seed + i
+    g2 = generate(exe, *(args[:-1] + ["1235"]))
+    j = cmpl(d, max_tokens=40, temperature=0.9, top_k=40, top_p=0.95, seed=1234, n=2)
+    check(j["choices"][0]["text"] == g["text"] and j["choices"][1]["text"] == g2["text"], "n=2 seeds")
+
+
+def test_stream(exe):
+    d = dmn(exe)
+    ev = cmpl(d, max_tokens=20, temperature=0, stream=True)
+    texts, fins, chunks = stream_text(ev)
+    check(len(chunks) >= 2, "tokens not streamed one by one: %d chunks" % len(chunks))
+    check(fins == {0: "length"}, fins)
+    check(len({c["id"] for c in chunks}) == 1, "ids differ")
+    for c in chunks:
+        check(c["object"] == "text_completion" and c["model"] == MODEL and "usage" not in c, c)
+    j = cmpl(d, max_tokens=20, temperature=0)
+    check(texts[0] == j["choices"][0]["text"], "stream != non-stream")
+    # include_usage: usage null on every chunk, then one chunk with choices [] and usage
+    ev = cmpl(d, max_tokens=7, temperature=0, stream=True, stream_options={"include_usage": True})
+    texts, fins, chunks = stream_text(ev)
+    for c in chunks[:-1]:
+        check("usage" in c and c["usage"] is None, c)
+    last = chunks[-1]
+    check(last["choices"] == [] and last["usage"]["completion_tokens"] == 7
+          and last["usage"]["prompt_tokens"] == 5 and last["usage"]["total_tokens"] == 12, last)
+
+
+def test_stream_incremental(exe):
+    """Events reach the client as they are produced (chunked SSE, flushed)."""
+    d = dmn(exe)
+    import socket
+    import time
+    body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": 200, "temperature": 0,
+                       "stream": True, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    arrivals = []
+    buf = b""
+    t0 = time.time()
+    while b"data: [DONE]" not in buf:
+        x = s.recv(65536)
+        if not x:
+            break
+        buf += x
+        arrivals.append(time.time() - t0)
+    s.close()
+    check(b"data: [DONE]" in buf, "stream did not finish")
+    check(len(arrivals) >= 10, "only %d reads for 200 tokens: not flushed per event" % len(arrivals))
+
+
+def test_n_and_prompts(exe):
+    d = dmn(exe)
+    j = cmpl(d, max_tokens=8, temperature=0, n=3)
+    t = [c["text"] for c in j["choices"]]
+    check([c["index"] for c in j["choices"]] == [0, 1, 2] and t[0] == t[1] == t[2], t)
+    check(j["usage"]["completion_tokens"] == 24 and j["usage"]["prompt_tokens"] == 5, j["usage"])
+    j = cmpl(d, max_tokens=8, temperature=1.0, n=3, seed=5)
+    j2 = cmpl(d, max_tokens=8, temperature=1.0, n=3, seed=5)
+    check([c["text"] for c in j["choices"]] == [c["text"] for c in j2["choices"]], "seeded n=3 not reproducible")
+    check(len({c["text"] for c in j["choices"]}) > 1, "n=3 sampled choices all equal")
+    # several prompts: one choice per prompt (x n), in order
+    solo = [cmpl(d, prompt=p, max_tokens=6, temperature=0)["choices"][0]["text"]
+            for p in ("Once upon a time", "The cat")]
+    j = cmpl(d, prompt=["Once upon a time", "The cat"], max_tokens=6, temperature=0, n=2)
+    check([c["text"] for c in j["choices"]] == [solo[0], solo[0], solo[1], solo[1]], j["choices"])
+    ev = cmpl(d, prompt=["Once upon a time", "The cat"], max_tokens=6, temperature=0, stream=True)
+    texts, fins, _ = stream_text(ev)
+    check(texts == {0: solo[0], 1: solo[1]} and fins == {0: "length", 1: "length"}, (texts, fins))
+
+
+def test_token_prompts(exe):
+    d = dmn(exe)
+    st, j = d.json("POST", "/tokenize", {"prompt": PROMPT})
+    check(st == 200 and j["count"] == len(j["tokens"]) == 5, j)
+    ids = j["tokens"]
+    st, j2 = d.json("POST", "/tokenize", {"prompt": PROMPT, "add_special": False})
+    check(j2["tokens"] == ids[1:], (ids, j2))
+    st, dt = d.json("POST", "/detokenize", {"tokens": ids})
+    check(st == 200 and dt["text"] == PROMPT, dt)
+    a = cmpl(d, max_tokens=10, temperature=0)["choices"][0]["text"]
+    b = cmpl(d, prompt=ids, max_tokens=10, temperature=0)["choices"][0]["text"]
+    c = cmpl(d, prompt=[ids, ids], max_tokens=10, temperature=0)
+    check(a == b == c["choices"][0]["text"] == c["choices"][1]["text"], (a, b, c))
+    st, j = d.json("POST", "/detokenize", {"tokens": [1, 512]})
+    check(st == 400 and j["error"]["param"] == "tokens", j)
+
+
+def test_echo_logprobs(exe):
+    d = dmn(exe)
+    j = cmpl(d, max_tokens=5, temperature=0, echo=True)
+    plain = cmpl(d, max_tokens=5, temperature=0)
+    check(j["choices"][0]["text"] == PROMPT + plain["choices"][0]["text"], j)
+    j = cmpl(d, max_tokens=6, temperature=0, logprobs=3)
+    lp = j["choices"][0]["logprobs"]
+    check(len(lp["tokens"]) == 6 and len(lp["token_logprobs"]) == 6 and len(lp["top_logprobs"]) == 6
+          and len(lp["text_offset"]) == 6, lp)
+    check("".join(lp["tokens"]) == j["choices"][0]["text"], (lp["tokens"], j["choices"][0]["text"]))
+    for i in range(6):
+        top = lp["top_logprobs"][i]
+        check(len(top) <= 3 and lp["token_logprobs"][i] <= 0, top)
+        # greedy: the chosen token is the top-1, with the same logprob
+        best = max(top.values())
+        check(abs(best - lp["token_logprobs"][i]) < 1e-4, (top, lp["token_logprobs"][i]))
+    check(lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0, lp["text_offset"])
+    # echo + logprobs: the prompt tokens first (the first has no logprob)
+    j = cmpl(d, max_tokens=3, temperature=0, logprobs=1, echo=True)
+    lp = j["choices"][0]["logprobs"]
+    check(len(lp["tokens"]) == 5 + 3, lp["tokens"])
+    check(lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp)
+    check(all(isinstance(x, float) for x in lp["token_logprobs"][1:]), lp["token_logprobs"])
+    # streamed logprobs carry the same numbers
+    ev = cmpl(d, max_tokens=6, temperature=0, logprobs=3, stream=True)
+    toks, lps = [], []
+    for e in ev[:-1]:
+        for ch in json.loads(e)["choices"]:
+            if ch["logprobs"]:
+                toks += ch["logprobs"]["tokens"]
+                lps += ch["logprobs"]["token_logprobs"]
+    j = cmpl(d, max_tokens=6, temperature=0, logprobs=3)
+    check(toks == j["choices"][0]["logprobs"]["tokens"], (toks, j["choices"][0]["logprobs"]["tokens"]))
+    check(all(abs(a - b) < 1e-5 for a, b in zip(lps, j["choices"][0]["logprobs"]["token_logprobs"])), lps)
+
+
+def test_stop(exe):
+    d = dmn(exe)
+    full = cmpl(d, max_tokens=40, temperature=0)["choices"][0]["text"]
+    # pick a stop string from the middle of the greedy text
+    idx = full.index(" ", 10)
+    stop = full[idx:idx + 4]
+    check(len(stop) == 4, stop)
+    cut = full[:full.index(stop)]
+    j = cmpl(d, max_tokens=40, temperature=0, stop=[stop, "zzzz"])
+    check(j["choices"][0]["text"] == cut and j["choices"][0]["finish_reason"] == "stop",
+          (j["choices"][0], cut, stop))
+    check(j["usage"]["completion_tokens"] < 40, j["usage"])
+    ev = cmpl(d, max_tokens=40, temperature=0, stop=stop, stream=True)
+    texts, fins, chunks = stream_text(ev)
+    check(texts[0] == cut and fins[0] == "stop", (texts, cut))
+    for c in chunks:  # no chunk ever carried a piece of the stop string past the cut
+        check(stop not in c["choices"][0]["text"], c)
+    # a stop string that never matches changes nothing
+    j = cmpl(d, max_tokens=40, temperature=0, stop="\u00e9\u00e9\u00e9")
+    check(j["choices"][0]["text"] == full and j["choices"][0]["finish_reason"] == "length", j)
+
+
+def test_logit_bias_and_stop_ids(exe):
+    d = dmn(exe)
+    st, j = d.json("POST", "/tokenize", {"prompt": " dragon", "add_special": False})
+    tid = j["tokens"][0]
+    st, piece = d.json("POST", "/detokenize", {"tokens": [tid]})
+    j = cmpl(d, max_tokens=5, temperature=0, logit_bias={str(tid): 100})
+    check(j["choices"][0]["text"].count(piece["text"].strip()) >= 3, (j, piece))
+    # banning the greedy first token changes the output
+    g = cmpl(d, max_tokens=1, temperature=0, logprobs=1)
+    first = g["choices"][0]["logprobs"]["tokens"][0]
+    st, tk = d.json("POST", "/tokenize", {"prompt": first, "add_special": False})
+    j = cmpl(d, max_tokens=1, temperature=0, logit_bias={str(t): -100 for t in tk["tokens"]})
+    check(j["choices"][0]["text"] != g["choices"][0]["text"], (j, g))
+    # stop_token_ids (vLLM extension): stop at the biased token
+    j = cmpl(d, max_tokens=10, temperature=0, logit_bias={str(tid): 100}, stop_token_ids=[tid])
+    check(j["choices"][0]["finish_reason"] == "stop" and j["usage"]["completion_tokens"] <= 1, j)
+
+
+def test_other_endpoints(exe):
+    d = dmn(exe)
+    st, j = d.json("GET", "/v1/models")
+    check(st == 200 and j["object"] == "list" and j["data"][0]["id"] == MODEL
+          and j["data"][0]["object"] == "model" and j["data"][0]["owned_by"] == "inferd", j)
+    st, j = d.json("GET", "/health")
+    check(st == 200 and j == {"status": "ok"}, j)
+    m = d.metrics()
+    for k in ("inferd_time_to_first_token_seconds_count", "inferd_inter_token_latency_seconds_count",
+              "inferd_e2e_request_latency_seconds_count", "inferd_queue_wait_seconds_count",
+              "inferd_kv_blocks_total", "inferd_kv_blocks_used", "inferd_running_sequences",
+              "inferd_waiting_requests", 'inferd_requests_total{status="200"}',
+              "inferd_prompt_tokens_total", "inferd_completion_tokens_total",
+              "inferd_prefix_cache_hits_total", 'inferd_time_to_first_token_seconds_bucket{le="+Inf"}'):
+        check(k in m, "metric %s missing" % k)
+    before = m["inferd_completion_tokens_total"]
+    cmpl(d, max_tokens=3, temperature=0)
+    m2 = d.metrics()
+    check(m2["inferd_completion_tokens_total"] == before + 3, (before, m2["inferd_completion_tokens_total"]))
+    check(m2["inferd_kv_blocks_used"] == 0 or m2["inferd_kv_blocks_used"] <= m2["inferd_kv_blocks_total"], m2)
+
+
+def test_concurrent(exe):
+    """16 concurrent greedy requests (half streamed) give the solo outputs."""
+    d = dmn(exe)
+    prompts = ["Once upon a time", "The dog", "Lily was", "One day, a", "Tom and Sam"]
+    solo = {p: cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"] for p in prompts}
+    res, errs = {}, []
+
+    def one(i):
+        p = prompts[i % len(prompts)]
+        try:
+            if i % 2:
+                texts, _, _ = stream_text(cmpl(d, prompt=p, max_tokens=24, temperature=0, stream=True))
+                res[i] = (p, texts[0])
+            else:
+                res[i] = (p, cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"])
+        except Exception as e:  # collected and reported below
+            errs.append(e)
+
+    th = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    check(not errs, errs)
+    for i, (p, t) in res.items():
+        check(t == solo[p], "request %d (%r) differs under load:\n%r\n%r" % (i, p, t, solo[p]))
+
+
+def main():
+    tests = [test_shape_non_stream, test_matches_generate, test_stream, test_stream_incremental,
+             test_n_and_prompts, test_token_prompts, test_echo_logprobs, test_stop,
+             test_logit_bias_and_stop_ids, test_other_endpoints, test_concurrent]
+    try:
+        D.run(tests, sys.argv)
+    finally:
+        if _d:
+            log = _d.log()
+            rc = _d.stop()
+            if rc != 0:
+                print("daemon exit status %d\n%s" % (rc, log[-3000:]))
+                sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
