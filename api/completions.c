@@ -1023,6 +1023,10 @@ static void cmpl_event(struct cmpl *c, int pi, const struct sched_event *ev, dou
         }
         ch->safe = ch->text.len;
     }
+    /* one SSE event per token, as OpenAI streams (text held back for a
+     * possible stop string goes out with a later event) */
+    if (c->stream && !c->failed)
+        cmpl_sse_choice(c, ch, (int)(ch - c->choices));
 }
 
 static int cmpl_all_done(const struct cmpl *c)
@@ -1088,13 +1092,8 @@ static void cmpl_process(struct cmpl *c, double now)
         cmpl_finish(c, now);
         return;
     }
-    if (c->stream) {
-        size_t before = c->out.len;
-        for (int i = 0; i < c->n_choices; i++)
-            cmpl_sse_choice(c, &c->choices[i], i);
-        if (c->out.len > before)
-            cmpl_resume(c);
-    }
+    if (c->stream && c->out.len)
+        cmpl_resume(c);
 }
 
 void cmpl_notify(void *ud)

@@ -66,7 +66,8 @@ static const struct cfg_key cfg_keys[] = {
     {"idle_timeout_s", CFG_INT, CFG_OFF(idle_timeout_s), 1, 86400, "60", 1,
      "close a connection idle this long"},
     {"read_timeout_s", CFG_INT, CFG_OFF(read_timeout_s), 1, 3600, "30", 1,
-     "deadline to receive a whole request (headers + body), against slow clients"},
+     "deadline to receive a whole request (headers + body), counted from the connection's "
+     "start or the previous response: against slow clients"},
     {"drain_timeout_s", CFG_INT, CFG_OFF(drain_timeout_s), 0, 3600, "30", 1,
      "on SIGTERM, wait this long for running requests before canceling them"},
     {"ping_interval_s", CFG_INT, CFG_OFF(ping_interval_s), 1, 3600, "15", 1,

@@ -257,7 +257,8 @@ static void serve_load_done(uv_work_t *w, int status)
         log_error("loading \"%s\" failed: %s", S->cfg.model,
                   S->load_err.msg[0] ? S->load_err.msg : inf_strerror(S->load_rc));
         sdn_send("STATUS=model load failed: %s", S->load_err.msg);
-        S->exit_code = CMD_FAIL;
+        /* asked to stop while loading: the failure is moot */
+        S->exit_code = S->stopping ? CMD_OK : CMD_FAIL;
         uv_timer_stop(&S->load_timer);
         S->stopping = 1;
         if (S->api)

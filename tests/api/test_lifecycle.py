@@ -379,8 +379,60 @@ def test_ping_idle_stream(exe):
         d.close()
 
 
+def test_loading_503(exe):
+    """While the model loads: /health 503 "loading", completions 503 + Retry-After.
+    The model is a FIFO, so the load blocks until the test opens it."""
+    tmpdir = tempfile.mkdtemp(prefix="inferd-fifo-")
+    fifo = os.path.join(tmpdir, "model.gguf")
+    os.mkfifo(fifo)
+    d = D.Daemon(exe, model=fifo, wait=False)
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                r = d.request("GET", "/health", timeout=2)
+                break
+            except OSError:
+                check(time.time() - t0 < 20, "daemon never listened")
+                time.sleep(0.05)
+        st, hd, b = r
+        check(st == 503 and json.loads(b) == {"status": "loading"}, (st, b))
+        r = d.post("/v1/completions", {"model": "model", "prompt": "x"})
+        D.expect_error(r, 503)
+        check("retry-after" in r[1], r[1])
+        st, j = d.json("GET", "/v1/models")
+        check(st == 200, j)
+        m = d.metrics()
+        check(m["inferd_ready"] == 0, m["inferd_ready"])
+        # SIGTERM while loading: the load finishes (here: fails), then exit 0
+        d.signal(signal.SIGTERM)
+        time.sleep(0.3)
+        check(d.proc.poll() is None, "exited before the load finished")
+        with open(fifo, "wb"):
+            pass  # EOF: the GGUF reader fails
+        rc = d.proc.wait(30)
+        check(rc == 0, "exit %d after SIGTERM during load\n%s" % (rc, d.log()))
+    finally:
+        if d.proc.poll() is None:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(fd)
+            except OSError:
+                pass
+        d.close()
+        os.unlink(fifo)
+        os.rmdir(tmpdir)
+    # without SIGTERM a model that fails to load is exit 1
+    d = D.Daemon(exe, model="/dev/null", wait=False)
+    try:
+        check(d.proc.wait(30) == 1, "bad model exit status")
+        check("/dev/null" in d.log(), d.log())
+    finally:
+        d.close()
+
+
 def main():
-    tests = [test_ping_idle_stream, test_sigterm_mid_stream_drains, test_sigterm_drain_timeout_cancels,
+    tests = [test_loading_503, test_ping_idle_stream, test_sigterm_mid_stream_drains, test_sigterm_drain_timeout_cancels,
              test_disconnect_frees_sequence, test_sd_notify, test_sighup_reload,
              test_shipped_config, test_usage_and_bad_model, test_queue_full_429,
              test_connection_caps]
