@@ -378,7 +378,6 @@ static int parse_tensor_info(struct rd *r, struct gguf_tensor *t, int64_t idx)
     }
     t->n_elems = n;
     t->n_bytes = bytes;
-    at = r->off;
     if ((rc = rd_u64(r, &t->offset, "tensor offset")))
         return rc;
     return 0;

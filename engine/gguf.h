@@ -3,7 +3,8 @@
  * gguf_open maps the file read-only and validates the whole header, every
  * key/value and every tensor info before anything is allocated from counts
  * read in the file: each count, length, shape and offset is checked against
- * the bytes that remain (ROBUSTNESS.md 1-12). A bad file yields one error in
+ * the bytes that remain (ROBUSTNESS.md 1-10; 11-12 are checked by the model
+ * loader and the tokenizer). A bad file yields one error in
  * struct inf_error naming the problem and the byte offset. After a successful
  * open every pointer handed out stays valid until gguf_close and points into
  * the mapping. Strings from the file are NOT NUL-terminated: use (ptr, len).

@@ -290,6 +290,22 @@ static void tok_build_byte_level(struct tok *t)
     }
 }
 
+/* Loading is bound by cache misses on the token map: ask for the slots a
+ * merge a few places ahead will probe while this one is resolved. */
+#define TOK_PREFETCH_AHEAD 8
+static void merge_prefetch(const struct tok *t, const struct gguf_str *m)
+{
+    const char *s = m->ptr;
+    uint64_t n = m->len, sp = 1;
+    while (sp < n && s[sp] != ' ')
+        sp++;
+    if (sp + 1 >= n)
+        return;
+    __builtin_prefetch(&t->map[tok_hash2(s, sp, NULL, 0) & t->map_mask]);
+    __builtin_prefetch(&t->map[tok_hash2(s + sp + 1, n - sp - 1, NULL, 0) & t->map_mask]);
+    __builtin_prefetch(&t->map[tok_hash2(s, sp, s + sp + 1, n - sp - 1) & t->map_mask]);
+}
+
 static int tok_load_merges(struct tok *t, const struct gguf_file *f, struct inf_error *err)
 {
     const struct gguf_kv *kv = gguf_find_kv(f, "tokenizer.ggml.merges");
@@ -320,6 +336,8 @@ static int tok_load_merges(struct tok *t, const struct gguf_file *f, struct inf_
         const char *s = m[r].ptr;
         uint64_t n = m[r].len, sp = 1;
         int32_t a, b, res;
+        if (r + TOK_PREFETCH_AHEAD < kv->n)
+            merge_prefetch(t, &m[r + TOK_PREFETCH_AHEAD]);
         /* "left right": split at the first space after the first byte */
         while (sp < n && s[sp] != ' ')
             sp++;

@@ -376,6 +376,36 @@ static void case_model(const char *preset, const char *quant, const char *vocab,
     rm_tmp(out);
 }
 
+/* `inferd info` on every shared model: architecture and per-type counts as
+ * ../shared/README.md describes the files (counted from its description:
+ * e.g. tiny-llama-mixed has Q8_0 token_embd + attn_k in 2 layers = 3). */
+static void check_shared_info(void)
+{
+    static const struct {
+        const char *file, *arch, *counts;
+    } m[] = {
+        {"stories260K.gguf", "llama", "tensors:      48 (f32: 48)"},
+        {"tiny-llama-Q4_K_M.gguf", "llama", "tensors:      21 (f32: 5, q4_K: 13, q6_K: 3)"},
+        {"tiny-llama-mixed.gguf", "llama",
+         "tensors:      21 (f32: 5, f16: 2, q4_0: 2, q8_0: 3, q4_K: 2, q5_K: 2, q6_K: 5)"},
+        {"tiny-qwen2-Q4_K_M.gguf", "qwen2", "tensors:      26 (f32: 11, q4_K: 12, q6_K: 3)"},
+    };
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        char path[512], line[128];
+        snprintf(path, sizeof(path), "%s/models/%s", shared, m[i].file);
+        const char *args[] = {"info", "--model", path, "--tensors", NULL};
+        CHECK(run(args, "shared_info") == 0);
+        char *txt = slurp_tmp("shared_info", "out");
+        snprintf(line, sizeof(line), "architecture: %s\n", m[i].arch);
+        int ok = txt && strstr(txt, line) && strstr(txt, m[i].counts) && strstr(txt, "blk.1.ffn_down.weight");
+        if (!ok)
+            fprintf(stderr, "inferd info %s:\n%s\n", m[i].file, txt ? txt : "(no output)");
+        CHECK(ok);
+        free(txt);
+    }
+    printf("ok: inferd info on the shared models\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -396,6 +426,8 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
+
+    check_shared_info();
 
     /* every preset's shape, the quant mixes on the tiny ones */
     static const char *const quants[] = {"q4_k_m", "q6_k", "q8_0", "q4_0", "f16", "f32"};
