@@ -740,12 +740,24 @@ static int load_f32(uint32_t t, const uint8_t *p, float *out)
     return 0;
 }
 
+int gguf_kv_int(const struct gguf_kv *kv, int64_t *out)
+{
+    return load_int(kv->type, kv->data, out);
+}
+
+int gguf_kv_f32(const struct gguf_kv *kv, float *out)
+{
+    if (kv->type != GGUF_T_FLOAT32 && kv->type != GGUF_T_FLOAT64)
+        return INF_ETYPE;
+    return load_f32(kv->type, kv->data, out);
+}
+
 int gguf_get_int(const struct gguf_file *f, const char *key, int64_t *out)
 {
     const struct gguf_kv *kv = gguf_find_kv(f, key);
     if (!kv)
         return INF_ENOTFOUND;
-    return load_int(kv->type, kv->data, out);
+    return gguf_kv_int(kv, out);
 }
 
 /* Any integer type whose value fits u32 (files disagree on u32 vs i32 for
@@ -768,9 +780,7 @@ int gguf_get_f32(const struct gguf_file *f, const char *key, float *out)
     const struct gguf_kv *kv = gguf_find_kv(f, key);
     if (!kv)
         return INF_ENOTFOUND;
-    if (kv->type != GGUF_T_FLOAT32 && kv->type != GGUF_T_FLOAT64)
-        return INF_ETYPE;
-    return load_f32(kv->type, kv->data, out);
+    return gguf_kv_f32(kv, out);
 }
 
 int gguf_get_bool(const struct gguf_file *f, const char *key, int *out)

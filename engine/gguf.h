@@ -128,8 +128,12 @@ int64_t gguf_n_tensors(const struct gguf_file *f);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf_file *f, int64_t i);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
 
-/* Value of a string kv (type GGUF_T_STRING): 0 or INF_ETYPE. */
+/* Value of one kv, whatever its key: gguf_kv_str for a string (0 or
+ * INF_ETYPE); gguf_kv_int for any integer type (INF_ETYPE otherwise,
+ * INF_ERANGE for a u64 above INT64_MAX); gguf_kv_f32 for f32/f64. */
 int gguf_kv_str(const struct gguf_kv *kv, struct gguf_str *out);
+int gguf_kv_int(const struct gguf_kv *kv, int64_t *out);
+int gguf_kv_f32(const struct gguf_kv *kv, float *out);
 
 /* Name of a value type ("u32", "str", "arr", ...) for messages; "?" if unknown. */
 const char *gguf_vtype_name(uint32_t t);

@@ -557,6 +557,16 @@ static int gw_worker(void *arg)
     return 0;
 }
 
+/* Rows per work item for t (about GW_CHUNK_BYTES), 0 for a tensor left
+ * zero (no data, no fill: the destination starts zeroed). */
+static uint64_t gw_rows_per_item(const struct gw_tensor *t)
+{
+    uint64_t per = GW_CHUNK_BYTES / t->info.row_bytes;
+    if (!t->fill && !t->data)
+        return 0;
+    return per ? per : 1;
+}
+
 /* Produce every tensor's bytes into data (memory) or fd (file). */
 static int gw_produce(const struct gguf_writer *w, uint8_t *data, int fd, uint64_t data_off,
                       struct inf_error *err)
@@ -566,28 +576,19 @@ static int gw_produce(const struct gguf_writer *w, uint8_t *data, int fd, uint64
     thrd_t th[GW_MAX_THREADS];
     int n_th = 0, rc;
 
-    /* Work items: chunks of about GW_CHUNK_BYTES rows of one tensor. Tensors
-     * without data or fill stay zero (the destination starts zeroed). */
+    /* Work items: chunks of rows of one tensor (count, then list). */
     for (int64_t i = 0; i < w->n_tensors; i++) {
-        const struct gw_tensor *t = &w->tensors[i];
-        if (!t->fill && !t->data)
-            continue;
-        uint64_t per = GW_CHUNK_BYTES / t->info.row_bytes;
-        if (per == 0)
-            per = 1;
-        cap += (size_t)((t->info.n_rows + per - 1) / per);
+        uint64_t per = gw_rows_per_item(&w->tensors[i]);
+        if (per)
+            cap += (size_t)((w->tensors[i].info.n_rows + per - 1) / per);
     }
     job.items = malloc((cap ? cap : 1) * sizeof(*job.items));
     if (!job.items)
         return inf_error_set(err, INF_ENOMEM, "gguf_write: out of memory for %zu work items", cap);
     for (int64_t i = 0; i < w->n_tensors; i++) {
         const struct gw_tensor *t = &w->tensors[i];
-        if (!t->fill && !t->data)
-            continue;
-        uint64_t per = GW_CHUNK_BYTES / t->info.row_bytes;
-        if (per == 0)
-            per = 1;
-        for (uint64_t r = 0; r < t->info.n_rows; r += per) {
+        uint64_t per = gw_rows_per_item(t);
+        for (uint64_t r = 0; per && r < t->info.n_rows; r += per) {
             uint64_t n = t->info.n_rows - r < per ? t->info.n_rows - r : per;
             job.items[job.n_items++] = (struct gw_item){i, r, n};
             if (n * t->info.row_bytes > job.buf_bytes)

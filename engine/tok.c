@@ -160,7 +160,10 @@ static void map_insert_slot(struct tok_slot *map, uint32_t mask, uint32_t h, int
 static int map_grow(struct tok *t)
 {
     uint32_t cap = (t->map_mask + 1) * 2;
-    struct tok_slot *m = malloc((size_t)cap * sizeof(*m));
+    struct tok_slot *m;
+    if (t->map_mask >= UINT32_MAX / 4) /* cap would wrap */
+        return INF_ENOMEM;
+    m = malloc((size_t)cap * sizeof(*m));
     if (!m)
         return INF_ENOMEM;
     for (uint32_t i = 0; i < cap; i++)
@@ -703,11 +706,16 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct inf_error *err)
     }
     for (uint32_t i = 0; i <= t->map_mask; i++)
         t->map[i].id = -1;
-    for (int32_t i = 0; i < t->n_vocab; i++)
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        if (i + TOK_PREFETCH_AHEAD < t->n_vocab) {
+            const struct gguf_str *a = &t->str[i + TOK_PREFETCH_AHEAD];
+            __builtin_prefetch(&t->map[tok_hash2(a->ptr, a->len, NULL, 0) & t->map_mask]);
+        }
         if ((rc = map_put(t, i))) {
             inf_error_set(err, rc, "tokenizer: out of memory for the token map");
             goto fail;
         }
+    }
 
     /* special ids: llama.cpp's SPM defaults are <unk>=0 <s>=1 </s>=2 */
     t->eot = t->eom = -1;
@@ -1018,6 +1026,8 @@ static void spm_chunk(struct tok_work *w, size_t from, size_t to)
     const struct tok *t = w->t;
     int32_t ns = 0;
 
+    if (work_reserve(w, 0, to - from))
+        return;
     for (size_t off = from; off < to; ns++) {
         /* one symbol per character; a byte of invalid UTF-8 is a symbol of
          * its own (llama.cpp trusts the lead byte and may swallow the next
@@ -1068,7 +1078,7 @@ static void spm_fragment(struct tok_work *w, const char *text, size_t len, int p
 {
     size_t m = 0, from = 0;
 
-    if (work_reserve(w, 3 * len + 3, 3 * len + 3))
+    if (work_reserve(w, 3 * len + 3, 0))
         return;
     if (prefix) {
         memcpy(w->buf, "\xe2\x96\x81", 3);
@@ -1090,13 +1100,14 @@ static void spm_fragment(struct tok_work *w, const char *text, size_t len, int p
          * word gives exactly what merging the whole fragment gives, with
          * small heaps instead of one as large as the text. */
         for (size_t p = 3; p + 3 <= m; p++)
-            if (spm_is_space(w->buf + p) && !spm_is_space(w->buf + p - 3)) {
+            if (spm_is_space(w->buf + p) && !spm_is_space(w->buf + p - 3) && !w->err) {
                 spm_chunk(w, from, p);
                 from = p;
                 p += 2;
             }
     }
-    spm_chunk(w, from, m);
+    if (!w->err)
+        spm_chunk(w, from, m);
 }
 
 /* ---- BPE: pre-tokenizer ----------------------------------------------------- */

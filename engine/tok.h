@@ -51,10 +51,15 @@ int32_t tok_lookup(const struct tok *t, const char *text, size_t len);
 size_t tok_max_token_bytes(const struct tok *t);
 
 /* Text -> ids. add_special adds BOS/EOS as the GGUF says; parse_special
- * matches special-token text as those tokens. Writes at most cap ids; *n_out
- * gets the total count. Returns 0, or INF_ETOOBIG when cap was too small
- * (*n_out then says how many are needed), or INF_EINVAL. Never reads past
- * len; invalid UTF-8 does not crash (bytes are tokenized as bytes). */
+ * matches special-token text as those tokens. (llama.cpp's reference prompts
+ * in ../shared/reference were tokenized with parse_special on: a Qwen2 chat
+ * prompt's <|im_start|> is id 151644 there; serve untrusted text with it
+ * off, ROBUSTNESS 22.) Writes at most cap ids; *n_out gets the total count.
+ * Returns 0, or INF_ETOOBIG when cap was too small (*n_out then says how
+ * many are needed), INF_EINVAL, or INF_ENOMEM. Never reads past len; invalid
+ * UTF-8 does not crash and stays lossless (bad bytes are tokenized as
+ * bytes). Scratch memory is allocated per call: about 50 bytes per byte of
+ * the longest word (BPE) or of the longest run between spaces (SPM). */
 int tok_encode(const struct tok *t, const char *text, size_t len, int add_special,
                int parse_special, int32_t *out, size_t cap, size_t *n_out);
 

@@ -122,71 +122,46 @@ static void text_str(FILE *o, struct gguf_str s)
     }
 }
 
-/* A scalar kv as text or JSON; arrays as "[type x n]" / {"array":..}. */
+/* A kv's value as text or JSON; arrays as "[type x n]" / {"array":..}. */
 static void print_value(FILE *o, const struct gguf_kv *kv, int json)
 {
     int64_t i;
     float x;
     struct gguf_str s;
-    uint64_t u;
-    switch (kv->type) {
-    case GGUF_T_STRING:
-        gguf_kv_str(kv, &s);
+    if (gguf_kv_str(kv, &s) == 0) {
         if (json)
             json_str(o, s.ptr, s.len);
         else
             text_str(o, s);
-        return;
-    case GGUF_T_BOOL:
+    } else if (kv->type == GGUF_T_BOOL) {
         fputs(kv->data[0] ? "true" : "false", o);
-        return;
-    case GGUF_T_FLOAT32: {
-        /* the shortest decimal that reads back as the same float */
-        char b[32];
-        memcpy(&x, kv->data, 4);
-        for (int prec = 6; prec <= 9; prec++) {
-            snprintf(b, sizeof(b), "%.*g", prec, (double)x);
-            if (strtof(b, NULL) == x)
-                break;
-        }
-        if (json && !isfinite(x))
-            snprintf(b, sizeof(b), "null");
-        fputs(b, o);
-        return;
-    }
-    case GGUF_T_FLOAT64: {
+    } else if (kv->type == GGUF_T_FLOAT64) {
         double d;
         memcpy(&d, kv->data, 8);
         if (json && !isfinite(d))
             fputs("null", o);
         else
             fprintf(o, "%.17g", d);
-        return;
-    }
-    case GGUF_T_UINT64:
-        memcpy(&u, kv->data, 8);
-        fprintf(o, "%" PRIu64, u);
-        return;
-    case GGUF_T_ARRAY:
+    } else if (gguf_kv_f32(kv, &x) == 0) {
+        /* the shortest decimal that reads back as the same float */
+        char b[32];
+        for (int prec = 6; prec <= 9; prec++) {
+            snprintf(b, sizeof(b), "%.*g", prec, (double)x);
+            if (strtof(b, NULL) == x)
+                break;
+        }
+        fputs(json && !isfinite(x) ? "null" : b, o);
+    } else if (kv->type == GGUF_T_ARRAY) {
         if (json)
             fprintf(o, "{\"array\": \"%s\", \"n\": %" PRIu64 "}", gguf_vtype_name(kv->arr_type), kv->n);
         else
             fprintf(o, "[%s x %" PRIu64 "]", gguf_vtype_name(kv->arr_type), kv->n);
-        return;
-    default: {
-        /* the remaining types are integers */
-        const uint8_t *p = kv->data;
-        switch (kv->type) {
-        case GGUF_T_UINT8: i = p[0]; break;
-        case GGUF_T_INT8: i = (int8_t)p[0]; break;
-        case GGUF_T_UINT16: { uint16_t v; memcpy(&v, p, 2); i = v; break; }
-        case GGUF_T_INT16: { int16_t v; memcpy(&v, p, 2); i = v; break; }
-        case GGUF_T_UINT32: { uint32_t v; memcpy(&v, p, 4); i = v; break; }
-        case GGUF_T_INT32: { int32_t v; memcpy(&v, p, 4); i = v; break; }
-        default: memcpy(&i, p, 8); break;
-        }
+    } else if (gguf_kv_int(kv, &i) == 0) {
         fprintf(o, "%" PRId64, i);
-    }
+    } else { /* a u64 above INT64_MAX */
+        uint64_t u;
+        memcpy(&u, kv->data, 8);
+        fprintf(o, "%" PRIu64, u);
     }
 }
 

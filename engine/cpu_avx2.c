@@ -1,0 +1,454 @@
+/* cpu_avx2 — AVX2/FMA/F16C versions of the CPU backend's float ops (see
+ * cpu_avx2.h): attention, expf, silu, rms_norm, multi-row F32 dots.
+ *
+ * Compiled with -mavx2 -mfma -mf16c (engine_simd_src); cpu.c calls it only
+ * when the CPU runs those instructions. Invariant: each result is
+ * bit-identical to cpu.c's plain C code. The rules that make that hold:
+ *  - F16 <-> F32 with _mm256_cvtph_ps / _mm256_cvtps_ph in round-to-nearest-
+ *    even: exactly quant_f16_to_f32 / quant_f32_to_f16;
+ *  - _mm256_fmadd_ps where the plain code calls fmaf, separate mul and add
+ *    where it does not (ISO C: GCC does not contract a*b+c here);
+ *  - every sequential sum (the double tails of the F16 dot, rms_norm's
+ *    double sum) is kept sequential per output: SIMD lanes run different
+ *    outputs (positions, rows), never different terms of one sum;
+ *  - expf is glibc's algorithm step for step (checked against libm on all
+ *    2^32 inputs when it was written; test_ops re-checks a sample).
+ * Pure functions: any thread.
+ */
+#include "cpu_avx2.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#ifdef INFERD_HAVE_AVX2
+
+#define AINLINE static inline __attribute__((always_inline))
+#define F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* ------------------------------------------------------------------ expf */
+
+/* Bits of 2^(i/32) rounded to double, minus i << 47: adding k << 47 for
+ * k = 32 m + i gives 2^m * 2^(i/32). */
+static const uint64_t exp_tab[32] __attribute__((aligned(32))) = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+/* exp(x) for 4 doubles converted from floats with |x| < 88: x * 32/ln2 =
+ * k + r (k rounded to nearest by the 1.5 * 2^52 shift, r fused), then
+ * 2^(k/32) from the table and 2^(r/32) ~ 1 + C2 r + C1 r^2 + C0 r^3. */
+AINLINE __m256d exp_core_pd(__m256d xd)
+{
+    const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep+5);
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+    __m256d kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
+    __m256i t = _mm256_i64gather_epi64((const long long *)exp_tab,
+                                       _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
+    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(0x1.c6af84b912394p-20), r,
+                                      _mm256_set1_pd(0x1.ebfce50fac4f3p-13));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(0x1.62e42ff0c52d6p-6), r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(z, r2, y);
+    return _mm256_mul_pd(y, _mm256_castsi256_pd(t));
+}
+
+/* expf of 8 floats; lanes with |x| >= 88 (or NaN) take glibc's special
+ * cases: overflow to inf, underflow to 0 (x < -103.97) or to the smallest
+ * subnormal (-103.97 <= x < -103.28), NaN and +inf as x + x. */
+AINLINE __m256 expf8(__m256 x)
+{
+    const __m256d lo = exp_core_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    const __m256d hi = exp_core_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    __m256 y = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 20),
+                                         _mm256_set1_epi32(0x7ff));
+    if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)))) {
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        y = _mm256_blendv_ps(y, inf, _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+        y = _mm256_blendv_ps(y, _mm256_set1_ps(0x1p-149f),
+                             _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
+                             _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+        const __m256 pass = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+                                         _mm256_cmp_ps(x, inf, _CMP_EQ_OQ));
+        y = _mm256_blendv_ps(y, _mm256_add_ps(x, x), pass);
+    }
+    return y;
+}
+
+void cpu_avx2_expf(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, expf8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
+/* -------------------------------------------------------- silu, rms_norm */
+
+void cpu_avx2_silu_mul(float *g, const float *u, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 gv = _mm256_loadu_ps(g + i);
+        const __m256 e = expf8(_mm256_xor_ps(gv, sign));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)),
+                                              _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* y = (x * scale) * w (or x * scale) for one row. */
+AINLINE void rms_scale_row(const float *x, const float *w, float *y, int32_t n, float scale)
+{
+    const __m256 sv = _mm256_set1_ps(scale);
+    int32_t i = 0;
+    if (w) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv),
+                                                  _mm256_loadu_ps(w + i)));
+        for (; i < n; i++)
+            y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sv));
+        for (; i < n; i++)
+            y[i] = x[i] * scale;
+    }
+}
+
+void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int64_t r1,
+                       int32_t n, float eps)
+{
+    int64_t r = r0;
+    /* Four rows at a time: lane j of the double sum is row r + j, so each
+     * row's squares are still added one after the other, in order. */
+    for (; r + 4 <= r1; r += 4) {
+        const float *x0 = x + r * n, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+        __m256d sum = _mm256_setzero_pd();
+        int32_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            __m128 a = _mm_loadu_ps(x0 + i), b = _mm_loadu_ps(x1 + i);
+            __m128 c = _mm_loadu_ps(x2 + i), d = _mm_loadu_ps(x3 + i);
+            _MM_TRANSPOSE4_PS(a, b, c, d); /* a: element i of the 4 rows, b: i+1, ... */
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(a, a)));
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(b, b)));
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(c, c)));
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(d, d)));
+        }
+        for (; i < n; i++) {
+            const __m128 a = _mm_setr_ps(x0[i], x1[i], x2[i], x3[i]);
+            sum = _mm256_add_pd(sum, _mm256_cvtps_pd(_mm_mul_ps(a, a)));
+        }
+        double s[4];
+        _mm256_storeu_pd(s, sum);
+        for (int j = 0; j < 4; j++) {
+            const float mean = (float)(s[j] / n);
+            const float scale = 1.0f / sqrtf(mean + eps);
+            rms_scale_row(x + (r + j) * n, w, y + (r + j) * n, n, scale);
+        }
+    }
+    for (; r < r1; r++) {
+        const float *xr = x + r * n;
+        double sum = 0.0;
+        for (int32_t i = 0; i < n; i++)
+            sum += (double)(xr[i] * xr[i]);
+        const float mean = (float)(sum / n);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        rms_scale_row(xr, w, y + r * n, n, scale);
+    }
+}
+
+/* ------------------------------------------------------------- F32 dots */
+
+/* quant_avx2.c's hsum_ps, operation for operation. */
+AINLINE float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* quant_avx2_dot_f32 for NX activation rows at once (the weight row is
+ * loaded once): per row the same four FMA chains, the same reduction and the
+ * same scalar tail. */
+AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, int NX, float *out)
+{
+    __m256 a[3][4];
+#pragma GCC unroll 3
+    for (int r = 0; r < NX; r++)
+        a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m256 wv = _mm256_loadu_ps(w + i + 8 * j);
+#pragma GCC unroll 3
+            for (int r = 0; r < NX; r++)
+                a[r][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * xs + i + 8 * j), a[r][j]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 wv = _mm256_loadu_ps(w + i);
+#pragma GCC unroll 3
+        for (int r = 0; r < NX; r++)
+            a[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * xs + i), a[r][0]);
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < NX; r++) {
+        float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]),
+                                        _mm256_add_ps(a[r][2], a[r][3])));
+        for (int64_t k = i; k < n; k++)
+            s += w[k] * x[r * xs + k];
+        out[r] = s;
+    }
+}
+
+void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out)
+{
+    for (; nx >= 3; nx -= 3, x += 3 * xs, out += 3)
+        dots_f32_nx(n, w, x, xs, 3, out);
+    if (nx == 2)
+        dots_f32_nx(n, w, x, xs, 2, out);
+    else if (nx == 1)
+        dots_f32_nx(n, w, x, xs, 1, out);
+}
+
+/* ------------------------------------------------------------- attention */
+
+AINLINE __m256 load_f16x8(const quant_f16 *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* Round 8 floats to F16 and back (the F16 accumulator, held as floats). */
+AINLINE __m256 round16(__m256 v)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, F16_RNE));
+}
+
+/* cpu.c's cpu_reduce4x8: (a0+a1)+(a2+a3) per lane, lanes l and l+4, then
+ * (t0+t1)+(t2+t3). */
+AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_hadd_ps(t, t); /* t0+t1, t2+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+AINLINE void transpose8(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Scores of one head for 8 positions (kp[l]: K row of position l), as
+ * cpu_dot_f16(k, q16) * scale: the 32-element steps in four FMA chains
+ * reduced to a float, then the remaining elements added in double one by
+ * one. The double tails run with positions in the lanes (8x8 transposes),
+ * so each position's terms are still added in order. */
+AINLINE __m256 scores8(const quant_f16 *const *kp, const float *qh, int32_t hd, float scale)
+{
+    const int32_t np = hd & ~31;
+    float part[8] __attribute__((aligned(32)));
+    if (np > 0) {
+        for (int l = 0; l < 8; l++) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int32_t i = 0; i < np; i += 32) {
+                a0 = _mm256_fmadd_ps(load_f16x8(kp[l] + i), _mm256_load_ps(qh + i), a0);
+                a1 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 8), _mm256_load_ps(qh + i + 8), a1);
+                a2 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 16), _mm256_load_ps(qh + i + 16), a2);
+                a3 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 24), _mm256_load_ps(qh + i + 24), a3);
+            }
+            part[l] = reduce4x8(a0, a1, a2, a3);
+        }
+    } else {
+        memset(part, 0, sizeof(part));
+    }
+    if (np == hd)
+        return _mm256_mul_ps(_mm256_load_ps(part), _mm256_set1_ps(scale));
+    __m256d slo = _mm256_cvtps_pd(_mm_load_ps(part)), shi = _mm256_cvtps_pd(_mm_load_ps(part + 4));
+    for (int32_t c = np; c < hd; c += 8) {
+        const __m256 qv = _mm256_load_ps(qh + c);
+        __m256 p[8];
+        for (int l = 0; l < 8; l++)
+            p[l] = _mm256_mul_ps(load_f16x8(kp[l] + c), qv);
+        transpose8(p);
+        for (int i = 0; i < 8; i++) {
+            slo = _mm256_add_pd(slo, _mm256_cvtps_pd(_mm256_castps256_ps128(p[i])));
+            shi = _mm256_add_pd(shi, _mm256_cvtps_pd(_mm256_extractf128_ps(p[i], 1)));
+        }
+    }
+    const __m256 s = _mm256_set_m128(_mm256_cvtpd_ps(shi), _mm256_cvtpd_ps(slo));
+    return _mm256_mul_ps(s, _mm256_set1_ps(scale));
+}
+
+/* The online-softmax update of one head over np positions, with the
+ * exponentials already computed: e[p] is ms (the maximum grew: up[p] = 1)
+ * or vs. acc (NV x 8 floats, each exactly an F16 value) stays in registers
+ * for a constant NV. */
+AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const float *e,
+                     const uint8_t *up, float *accm, float *Sp)
+{
+    __m256 acc[16];
+#pragma GCC unroll 16
+    for (int d = 0; d < NV; d++)
+        acc[d] = _mm256_load_ps(accm + 8 * d);
+    float S = *Sp;
+    for (int p = 0; p < np; p++) {
+        float ms = 1.0f, vs = e[p];
+        if (up[p]) {
+            ms = e[p];
+            vs = 1.0f;
+            const __m256 m = _mm256_set1_ps(ms);
+#pragma GCC unroll 16
+            for (int d = 0; d < NV; d++)
+                acc[d] = round16(_mm256_mul_ps(acc[d], m));
+        }
+        const __m256 v = _mm256_set1_ps(vs);
+#pragma GCC unroll 16
+        for (int d = 0; d < NV; d++)
+            acc[d] = round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v, acc[d]));
+        S = fmaf(S, ms, vs);
+    }
+#pragma GCC unroll 16
+    for (int d = 0; d < NV; d++)
+        _mm256_store_ps(accm + 8 * d, acc[d]);
+    *Sp = S;
+}
+
+/* The same for any head_dim (accumulator in memory). */
+static void attn_pv_any(int32_t nv, const quant_f16 *const *vp, int np, const float *e,
+                        const uint8_t *up, float *accm, float *Sp)
+{
+    float S = *Sp;
+    for (int p = 0; p < np; p++) {
+        float ms = 1.0f, vs = e[p];
+        if (up[p]) {
+            ms = e[p];
+            vs = 1.0f;
+            const __m256 m = _mm256_set1_ps(ms);
+            for (int32_t d = 0; d < nv; d++)
+                _mm256_store_ps(accm + 8 * d, round16(_mm256_mul_ps(_mm256_load_ps(accm + 8 * d), m)));
+        }
+        const __m256 v = _mm256_set1_ps(vs);
+        for (int32_t d = 0; d < nv; d++)
+            _mm256_store_ps(accm + 8 * d, round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v,
+                                                                  _mm256_load_ps(accm + 8 * d))));
+        S = fmaf(S, ms, vs);
+    }
+    *Sp = S;
+}
+
+void cpu_avx2_attn(const struct cpu_attn_group *g)
+{
+    enum { PB = CPU_ATTN_CHUNK };
+    const int32_t hd = g->head_dim, nq = g->nq, bs = g->block_size;
+    /* scratch: F16-rounded queries, accumulators, scores, then small arrays */
+    float *qf = g->scratch;
+    float *acc = qf + (size_t)nq * hd;
+    float *sc = acc + (size_t)nq * hd;
+    float *arg = sc + (size_t)nq * PB;
+    uint8_t *up = (uint8_t *)(arg + PB);
+    quant_f16 *zero = (quant_f16 *)(arg + 2 * PB);
+    float M[64], S[64]; /* per head; nq <= 64 is checked by cpu.c */
+    const quant_f16 *kp[PB], *vp[PB];
+
+    for (int32_t h = 0; h < nq; h++) {
+        for (int32_t d = 0; d < hd; d += 8) {
+            _mm256_store_ps(qf + h * hd + d, round16(_mm256_loadu_ps(g->q + h * hd + d)));
+            _mm256_store_ps(acc + h * hd + d, _mm256_setzero_ps());
+        }
+        M[h] = -INFINITY;
+        S[h] = 0.0f;
+    }
+    memset(zero, 0, sizeof(quant_f16) * (size_t)hd);
+
+    for (int32_t p0 = 0; p0 < g->n_kv; p0 += PB) {
+        const int np = g->n_kv - p0 < PB ? (int)(g->n_kv - p0) : PB;
+        for (int l = 0; l < PB; l++) {
+            const int32_t p = p0 + l;
+            if (l < np) {
+                const size_t slot = (size_t)g->bt[p / bs] * bs + (size_t)(p % bs);
+                kp[l] = g->k + slot * g->kv_stride;
+                vp[l] = g->v + slot * g->kv_stride;
+            } else {
+                kp[l] = vp[l] = zero; /* padding lanes: computed, never used */
+            }
+        }
+        /* scores of every head of the group, 8 positions at a time */
+        for (int l = 0; l < np; l += 8)
+            for (int32_t h = 0; h < nq; h++)
+                _mm256_store_ps(sc + h * PB + l, scores8(kp + l, qf + h * hd, hd, g->scale));
+
+        for (int32_t h = 0; h < nq; h++) {
+            /* the running maximum decides, per position, which exponential
+             * the plain code takes: expf(M_old - s) when s raises it,
+             * expf(s - M) otherwise */
+            const float *s = sc + h * PB;
+            float m = M[h];
+            for (int p = 0; p < np; p++) {
+                if (s[p] > m) {
+                    arg[p] = m - s[p];
+                    up[p] = 1;
+                    m = s[p];
+                } else {
+                    arg[p] = s[p] - m;
+                    up[p] = 0;
+                }
+            }
+            M[h] = m;
+            for (int p = np; p < ((np + 7) & ~7); p++)
+                arg[p] = 0.0f;
+            for (int p = 0; p < np; p += 8)
+                _mm256_store_ps(arg + p, expf8(_mm256_load_ps(arg + p)));
+            float *ah = acc + h * hd;
+            switch (hd / 8) {
+            case 1: attn_pv(1, vp, np, arg, up, ah, &S[h]); break;
+            case 2: attn_pv(2, vp, np, arg, up, ah, &S[h]); break;
+            case 4: attn_pv(4, vp, np, arg, up, ah, &S[h]); break;
+            case 8: attn_pv(8, vp, np, arg, up, ah, &S[h]); break;
+            case 16: attn_pv(16, vp, np, arg, up, ah, &S[h]); break;
+            default: attn_pv_any(hd / 8, vp, np, arg, up, ah, &S[h]); break;
+            }
+        }
+    }
+    for (int32_t h = 0; h < nq; h++) {
+        const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+        const __m256 iv = _mm256_set1_ps(inv);
+        for (int32_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(g->out + h * hd + d, _mm256_mul_ps(_mm256_load_ps(acc + h * hd + d), iv));
+    }
+}
+
+#endif /* INFERD_HAVE_AVX2 */

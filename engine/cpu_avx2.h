@@ -1,0 +1,65 @@
+/* cpu_avx2 — internal: the AVX2/FMA/F16C fast paths of the CPU backend.
+ *
+ * Only engine/cpu.c (and tests/engine/test_ops.c) include this. cpu.c calls
+ * the cpu_avx2_* functions only when quant_have_avx2() said the CPU runs
+ * them. Every function here gives results BIT-IDENTICAL to the plain C code
+ * of cpu.c that it replaces (same operations, same rounding, same order per
+ * output element; only independent elements are computed side by side), so
+ * the fast and the plain path are interchangeable and batch invariance holds
+ * on both. test_ops checks each against the plain path bit for bit.
+ * Pure functions over caller memory: any thread.
+ */
+#ifndef INFERD_CPU_AVX2_H
+#define INFERD_CPU_AVX2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/* One unit of attention work: the query heads of one row that share one KV
+ * head (GQA group), over positions 0..n_kv-1 of one sequence. */
+struct cpu_attn_group {
+    const float *q;         /* [nq][head_dim] queries (consecutive heads) */
+    float *out;             /* [nq][head_dim] results */
+    const quant_f16 *k, *v; /* caches, already offset to this KV head */
+    const int32_t *bt;      /* the sequence's block table */
+    int32_t n_kv;           /* positions 0..n_kv-1 */
+    int32_t nq;             /* query heads in the group */
+    int32_t head_dim;
+    int32_t block_size;
+    int32_t kv_stride;      /* elements between consecutive cache slots */
+    float scale;
+    float *scratch;         /* cpu_attn_scratch_floats() floats, 32-byte aligned */
+};
+
+/* Positions handled per pass of the AVX2 kernel. */
+#define CPU_ATTN_CHUNK 32
+
+/* Scratch floats one thread needs for a group of nq heads of head_dim. */
+static inline size_t cpu_attn_scratch_floats(int32_t nq, int32_t head_dim)
+{
+    return (size_t)nq * (size_t)head_dim * 2 + (size_t)nq * CPU_ATTN_CHUNK +
+           4 * CPU_ATTN_CHUNK + (size_t)head_dim + 64;
+}
+
+#ifdef INFERD_HAVE_AVX2
+/* y[i] = expf(x[i]), bit-identical to glibc's expf on an FMA CPU (the same
+ * algorithm: 32-entry 2^(i/32) table and a degree-3 polynomial in double,
+ * with the same fused operations). y may equal x. */
+void cpu_avx2_expf(const float *x, float *y, int64_t n);
+/* g[i] = g[i] / (1 + expf(-g[i])) * u[i]. */
+void cpu_avx2_silu_mul(float *g, const float *u, int64_t n);
+/* rms_norm of rows [r0, r1) as cpu.c's plain loop (w may be NULL; y may
+ * equal x). */
+void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int64_t r1,
+                       int32_t n, float eps);
+/* out[r] = quant's AVX2 F32 dot of w (n floats) with x + r * xs, r < nx:
+ * the same arithmetic as quant_vec_dot(QT_F32) on an AVX2 CPU. */
+void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out);
+/* Attention of one group (see struct cpu_attn_group), as cpu.c's plain
+ * cpu_attn_head for each head. head_dim must be a multiple of 8. */
+void cpu_avx2_attn(const struct cpu_attn_group *g);
+#endif
+
+#endif
