@@ -8,32 +8,57 @@
  * activations quantized to the weight's vec-dot type (engine/quant), the KV
  * cache in F16, attention as its flash-attention kernel (F16 query, online
  * softmax, F16 running accumulator; see "llama.cpp-compatible arithmetic").
+ * The float ops have AVX2 versions in cpu_avx2.c that give the same bits as
+ * the plain C here (cpu_backend_force_plain selects the plain C, for tests).
  * Threads: one caller thread (the engine thread) drives the backend; pool
  * workers run only inside an op.
  */
 #include "cpu.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "backend.h"
+#include "cpu_avx2.h"
 #include "err.h"
 #include "quant.h"
 
 /* ------------------------------------------------------------------------ */
 /* Thread pool                                                              */
 /* ------------------------------------------------------------------------ */
+/* An op is split into chunks (row ranges, output tiles, attention units).
+ * The caller posts the op and every thread, the caller first, claims chunks
+ * from one counter until none are left; the caller then waits only for
+ * chunks that were claimed and are still running. A worker that is asleep
+ * or descheduled (the machine is often oversubscribed) therefore never holds
+ * an op up: the caller just does its share. Which thread runs a chunk
+ * changes nothing in the results.
+ *
+ * An op may have two phases (mul_mat: quantize the activations, then the
+ * dot products): chunks [0, n1) first, and a chunk >= n1 starts only when
+ * all of [0, n1) are done.
+ *
+ * The claim counter packs (job generation << 32 | next chunk), so a late
+ * worker can never claim a chunk of a job that has ended: its compare-and-
+ * swap fails once the generation moved on. Idle workers spin for
+ * CPU_SPIN_NS (ops of one forward pass follow each other within
+ * microseconds, and a futex wake costs more), then sleep on a futex. */
 
-/* Busy-wait this many pause instructions before sleeping (workers) or
- * yielding (waiters): ops of one forward pass follow each other within
- * microseconds, and a futex wake costs more than that. */
-#define CPU_SPIN 20000
+#define CPU_SPIN_NS 200000 /* workers: spin this long for the next op */
+#define CPU_WAIT_NS 50000  /* the caller: spin this long for stragglers, then yield */
 
-typedef void (*cpu_task_fn)(void *arg, int ith, int nth);
+typedef void (*cpu_chunk_fn)(void *arg, int64_t chunk, int ith);
 
 struct cpu_pool;
 
@@ -47,16 +72,18 @@ struct cpu_pool {
     int n; /* threads including the caller (thread 0) */
     struct cpu_worker *workers;
     int n_started;
-    cpu_task_fn fn; /* job being run; published by the release of `gen` */
+    /* the current job: written by the caller before it publishes `claim`;
+     * read by a worker only after it claimed a chunk of that job (the job
+     * cannot end before that chunk is done) */
+    cpu_chunk_fn fn;
     void *arg;
-    atomic_uint gen;     /* bumped to post a job */
-    atomic_int pending;  /* workers still inside the current job */
-    atomic_int stop;
+    int64_t n1;
+    atomic_int_fast64_t n_chunks; /* read before claiming: may be the next job's */
+    atomic_uint_fast64_t claim;   /* generation << 32 | next chunk */
+    atomic_int_fast64_t done, done1;
+    atomic_uint wake; /* futex word */
     atomic_int sleepers;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    atomic_int bar_count; /* barrier inside a job */
-    atomic_uint bar_gen;
+    atomic_int stop;
 };
 
 static inline void cpu_relax(void)
@@ -66,35 +93,105 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static int64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cpu_futex_wait(atomic_uint *w, unsigned val)
+{
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)w, (void)val;
+    sched_yield();
+#endif
+}
+
+static void cpu_futex_wake_all(atomic_uint *w)
+{
+#ifdef __linux__
+    syscall(SYS_futex, (unsigned *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)w;
+#endif
+}
+
+/* Spin until *v >= target; after `ns` of spinning, yield between checks. */
+static void cpu_wait_ge(atomic_int_fast64_t *v, int64_t target, int64_t ns)
+{
+    if (atomic_load_explicit(v, memory_order_acquire) >= target)
+        return;
+    const int64_t t0 = cpu_now_ns();
+    for (unsigned i = 1; atomic_load_explicit(v, memory_order_acquire) < target; i++) {
+        cpu_relax();
+        if ((i & 255) == 0 && cpu_now_ns() - t0 > ns)
+            sched_yield();
+    }
+}
+
+static void cpu_run_chunk(struct cpu_pool *pool, int64_t c, int ith)
+{
+    if (c >= pool->n1)
+        cpu_wait_ge(&pool->done1, pool->n1, CPU_WAIT_NS);
+    pool->fn(pool->arg, c, ith);
+    if (c < pool->n1)
+        atomic_fetch_add_explicit(&pool->done1, 1, memory_order_release);
+    atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+}
+
+/* Claim and run chunks of job generation `gen` until none are left. */
+static void cpu_pool_work(struct cpu_pool *pool, uint32_t gen, int ith)
+{
+    uint_fast64_t v = atomic_load_explicit(&pool->claim, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(v >> 32) != gen)
+            return;
+        const int64_t c = (int64_t)(uint32_t)v;
+        if (c >= atomic_load_explicit(&pool->n_chunks, memory_order_relaxed))
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&pool->claim, &v, v + 1,
+                                                   memory_order_acq_rel, memory_order_acquire))
+            continue; /* v was reloaded */
+        cpu_run_chunk(pool, c, ith);
+        v = atomic_load_explicit(&pool->claim, memory_order_acquire);
+    }
+}
+
 static void *cpu_worker_main(void *p)
 {
-    struct cpu_worker *w = p;
-    struct cpu_pool *pool = w->pool;
-    unsigned seen = 0;
+    struct cpu_worker *wk = p;
+    struct cpu_pool *pool = wk->pool;
+    const int ith = wk->ith;
+    uint32_t seen = 0;
     for (;;) {
-        unsigned g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&pool->gen, memory_order_acquire)) == seen) {
-            if (++spins < CPU_SPIN) {
+        uint32_t g = (uint32_t)(atomic_load_explicit(&pool->claim, memory_order_acquire) >> 32);
+        if (g == seen) {
+            const int64_t t0 = cpu_now_ns();
+            unsigned i = 0;
+            while ((g = (uint32_t)(atomic_load_explicit(&pool->claim, memory_order_acquire) >>
+                                   32)) == seen) {
                 cpu_relax();
-                continue;
+                if ((++i & 255) || cpu_now_ns() - t0 < CPU_SPIN_NS)
+                    continue;
+                /* Sleep. The caller publishes `claim` before it reads
+                 * `sleepers`, and we count ourselves a sleeper before we
+                 * re-read `claim` (all seq_cst), so one of the two sees the
+                 * other: either the caller bumps `wake` or we see the job. */
+                const unsigned w = atomic_load(&pool->wake);
+                atomic_fetch_add(&pool->sleepers, 1);
+                if ((uint32_t)(atomic_load(&pool->claim) >> 32) == seen)
+                    cpu_futex_wait(&pool->wake, w);
+                atomic_fetch_sub(&pool->sleepers, 1);
+                i = 0;
             }
-            /* Sleep. The poster bumps gen before reading sleepers, and we
-             * register as a sleeper before re-reading gen under the mutex, so
-             * one of the two always sees the other: no lost wake-up. */
-            pthread_mutex_lock(&pool->mu);
-            atomic_fetch_add(&pool->sleepers, 1);
-            while (atomic_load(&pool->gen) == seen)
-                pthread_cond_wait(&pool->cv, &pool->mu);
-            atomic_fetch_sub(&pool->sleepers, 1);
-            pthread_mutex_unlock(&pool->mu);
-            spins = 0;
         }
         seen = g;
         if (atomic_load(&pool->stop))
             return NULL;
-        pool->fn(pool->arg, w->ith, pool->n);
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        cpu_pool_work(pool, g, ith);
     }
 }
 
@@ -102,8 +199,13 @@ static int cpu_pool_init(struct cpu_pool *pool, int n)
 {
     memset(pool, 0, sizeof(*pool));
     pool->n = n;
-    pthread_mutex_init(&pool->mu, NULL);
-    pthread_cond_init(&pool->cv, NULL);
+    atomic_init(&pool->claim, 0);
+    atomic_init(&pool->n_chunks, 0);
+    atomic_init(&pool->done, 0);
+    atomic_init(&pool->done1, 0);
+    atomic_init(&pool->wake, 0);
+    atomic_init(&pool->sleepers, 0);
+    atomic_init(&pool->stop, 0);
     if (n <= 1)
         return 0;
     pool->workers = calloc((size_t)n, sizeof(*pool->workers));
@@ -123,93 +225,78 @@ static void cpu_pool_destroy(struct cpu_pool *pool)
 {
     if (pool->n_started > 0) {
         atomic_store(&pool->stop, 1);
-        pthread_mutex_lock(&pool->mu);
-        atomic_fetch_add(&pool->gen, 1);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
+        atomic_store(&pool->n_chunks, 0);
+        atomic_fetch_add(&pool->claim, (uint_fast64_t)1 << 32);
+        atomic_fetch_add(&pool->wake, 1);
+        cpu_futex_wake_all(&pool->wake);
         for (int i = 1; i <= pool->n_started; i++)
             pthread_join(pool->workers[i].th, NULL);
     }
     free(pool->workers);
-    pthread_mutex_destroy(&pool->mu);
-    pthread_cond_destroy(&pool->cv);
 }
 
-/* Run fn(arg, ith, nth) on every thread of the pool (the caller is thread 0)
- * and return when all are done. */
-static void cpu_pool_run(struct cpu_pool *pool, cpu_task_fn fn, void *arg)
+/* Run chunks [0, n) of fn (phase 1: [0, n1)) on the pool; returns when all
+ * are done. */
+static void cpu_pool_run(struct cpu_pool *pool, cpu_chunk_fn fn, void *arg, int64_t n1, int64_t n)
 {
-    if (pool->n <= 1) {
-        fn(arg, 0, 1);
-        return;
-    }
     pool->fn = fn;
     pool->arg = arg;
-    atomic_store(&pool->bar_count, 0);
-    atomic_store(&pool->pending, pool->n - 1);
-    atomic_fetch_add(&pool->gen, 1); /* seq_cst: publishes fn/arg, ordered before the read below */
+    pool->n1 = n1;
+    atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->done1, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->n_chunks, n, memory_order_relaxed);
+    const uint32_t gen =
+        (uint32_t)(atomic_load_explicit(&pool->claim, memory_order_relaxed) >> 32) + 1;
+    atomic_store(&pool->claim, (uint_fast64_t)gen << 32); /* seq_cst: publishes the job */
     if (atomic_load(&pool->sleepers) > 0) {
-        pthread_mutex_lock(&pool->mu);
-        pthread_cond_broadcast(&pool->cv);
-        pthread_mutex_unlock(&pool->mu);
+        atomic_fetch_add(&pool->wake, 1);
+        cpu_futex_wake_all(&pool->wake);
     }
-    fn(arg, 0, pool->n);
-    int spins = 0;
-    while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) {
-        if (++spins < CPU_SPIN)
-            cpu_relax();
-        else
-            sched_yield();
-    }
-}
-
-/* All nth threads of the current job meet here. */
-static void cpu_barrier(struct cpu_pool *pool, int nth)
-{
-    if (nth <= 1)
-        return;
-    unsigned g = atomic_load(&pool->bar_gen);
-    if (atomic_fetch_add(&pool->bar_count, 1) == nth - 1) {
-        atomic_store(&pool->bar_count, 0);
-        atomic_fetch_add(&pool->bar_gen, 1);
-        return;
-    }
-    int spins = 0;
-    while (atomic_load(&pool->bar_gen) == g) {
-        if (++spins < CPU_SPIN)
-            cpu_relax();
-        else
-            sched_yield();
-    }
-}
-
-/* [*i0, *i1): thread ith's share of n items. */
-static inline void cpu_split(int64_t n, int ith, int nth, int64_t *i0, int64_t *i1)
-{
-    *i0 = n * ith / nth;
-    *i1 = n * (ith + 1) / nth;
+    cpu_pool_work(pool, gen, 0);
+    cpu_wait_ge(&pool->done, n, CPU_WAIT_NS);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Backend context                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Below this much work (multiply-adds or elements) an op runs on the calling
- * thread alone: waking the pool costs more than it saves. Speed only. */
-#define CPU_PAR_MIN_MACS 32768
-#define CPU_PAR_MIN_ELEMS 16384
+/* Below this much work (about one nanosecond each: multiply-adds / 16 or
+ * elements) an op runs on the calling thread alone: posting it to the pool
+ * costs more than it saves. Speed only. */
+#define CPU_PAR_MIN_WORK 4096
 
 /* Rope needs cos/sin of one position for n_dims/2 pairs; head_dim <= 1024 is
  * enforced by the model loader. */
 #define CPU_MAX_ROPE_PAIRS 512
+/* Largest cos/sin table kept for rope (floats); positions past it are
+ * computed on the fly. */
+#define CPU_ROPE_CACHE_FLOATS (1 << 21)
+
+/* cos/sin of every position seen so far for one set of rope parameters:
+ * each forward pass ropes q and k of every layer at the same positions, and
+ * every request starts again at position 0. The table holds exactly what
+ * the plain computation gives, so using it changes no result. */
+struct cpu_rope_cache {
+    float *cs;       /* [max_pos][n_dims]: cos, sin of pair i at 2i, 2i+1 */
+    uint8_t *valid;  /* [max_pos] */
+    int32_t max_pos; /* positions the table can hold (0: none) */
+    int32_t cap_dims;
+    /* parameters the table was filled for */
+    int32_t n_dims;
+    float base, scale;
+    int has_ff;
+    float ff[CPU_MAX_ROPE_PAIRS];
+};
 
 struct cpu_ctx {
     struct backend be;
     struct cpu_pool pool;
+    int simd;            /* AVX2 paths of cpu_avx2.c */
     char *xq;            /* activation rows quantized for one mul_mat */
     size_t xq_bytes;
     float *att;          /* attention scratch: att_stride floats per thread */
     size_t att_stride;
+    struct cpu_rope_cache rope;
     int error;
 };
 
@@ -218,12 +305,37 @@ static struct cpu_ctx *cpu_ctx(struct backend *be)
     return be->ctx;
 }
 
-static void cpu_run(struct cpu_ctx *c, cpu_task_fn fn, void *arg, int64_t work, int64_t min_work)
+/* Run chunks [0, n) of fn (two phases when n1 > 0). `work` estimates the
+ * op's cost; small ops, and any op of a one-thread backend, run here. */
+static void cpu_run(struct cpu_ctx *c, cpu_chunk_fn fn, void *arg, int64_t n1, int64_t n,
+                    int64_t work)
 {
-    if (work < min_work || c->pool.n <= 1)
-        fn(arg, 0, 1);
-    else
-        cpu_pool_run(&c->pool, fn, arg);
+    if (n <= 1 || work < CPU_PAR_MIN_WORK || c->pool.n <= 1) {
+        for (int64_t i = 0; i < n; i++)
+            fn(arg, i, 0);
+        return;
+    }
+    cpu_pool_run(&c->pool, fn, arg, n1, n);
+}
+
+/* Chunks for n items of `cost` each: enough for the threads to balance
+ * (up to 4 per thread), none smaller than about CPU_PAR_MIN_WORK. */
+static int64_t cpu_chunks(const struct cpu_ctx *c, int64_t n, int64_t cost)
+{
+    int64_t k = 4 * (int64_t)c->pool.n;
+    const int64_t by_work = n * cost / CPU_PAR_MIN_WORK;
+    if (k > by_work)
+        k = by_work;
+    if (k > n)
+        k = n;
+    return k < 1 ? 1 : k;
+}
+
+/* [*i0, *i1): chunk `ci` of n items split into k. */
+static inline void cpu_split(int64_t n, int64_t ci, int64_t k, int64_t *i0, int64_t *i1)
+{
+    *i0 = n * ci / k;
+    *i1 = n * (ci + 1) / k;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -285,9 +397,11 @@ static int cpu_reserve(struct backend *be, const struct backend_reserve *r)
         c->xq = p;
         c->xq_bytes = xq;
     }
-    /* attention: an F16 query and accumulator per thread (2 x head_dim
-     * halves fit in head_dim floats) */
-    size_t att = ((size_t)r->head_dim + 16) & ~(size_t)15;
+    /* attention, per thread: the plain path needs an F16 query and
+     * accumulator (2 x head_dim halves fit in head_dim floats), the AVX2
+     * path the scratch of a group of up to n_head heads */
+    size_t att = cpu_attn_scratch_floats(r->n_head, r->head_dim);
+    att = (att + 15) & ~(size_t)15;
     if (att > c->att_stride) {
         void *p = cpu_alloc(be, att * sizeof(float) * (size_t)c->pool.n);
         if (!p)
@@ -295,6 +409,30 @@ static int cpu_reserve(struct backend *be, const struct backend_reserve *r)
         free(c->att);
         c->att = p;
         c->att_stride = att;
+    }
+    /* rope table */
+    if (r->head_dim <= 2 * CPU_MAX_ROPE_PAIRS && r->head_dim > 0) {
+        int64_t pos = r->max_ctx;
+        if (pos * r->head_dim > CPU_ROPE_CACHE_FLOATS)
+            pos = CPU_ROPE_CACHE_FLOATS / r->head_dim;
+        if (pos > c->rope.max_pos || r->head_dim > c->rope.cap_dims) {
+            const int32_t dims = r->head_dim > c->rope.cap_dims ? r->head_dim : c->rope.cap_dims;
+            if (pos < c->rope.max_pos)
+                pos = c->rope.max_pos;
+            float *cs = cpu_alloc(be, (size_t)pos * (size_t)dims * sizeof(float));
+            uint8_t *valid = cpu_alloc(be, (size_t)pos);
+            if (!cs || !valid) {
+                free(cs);
+                free(valid);
+                return INF_ENOMEM;
+            }
+            free(c->rope.cs);
+            free(c->rope.valid);
+            c->rope.cs = cs;
+            c->rope.valid = valid; /* zeroed: nothing cached */
+            c->rope.max_pos = (int32_t)pos;
+            c->rope.cap_dims = dims;
+        }
     }
     return 0;
 }
@@ -317,12 +455,9 @@ static int cpu_sync(struct backend *be)
  * logprobs by ~1e-2 against an all-F32 attention, and a 1-ulp change of K
  * before its F16 rounding moves them by up to ~7e-3. */
 
-/* F16 -> F32 by table (exact; filled once by cpu_backend_new). */
-static float cpu_f16_table[1 << 16];
-
 static inline float cpu_f16_to_f32(quant_f16 h)
 {
-    return cpu_f16_table[h];
+    return quant_f16_to_f32(h); /* exact */
 }
 
 static inline quant_f16 cpu_f32_to_f16(float f)
@@ -373,15 +508,17 @@ struct cpu_rows_job {
     const struct backend_weight *w;
     const int32_t *ids;
     int32_t n;
+    int64_t k; /* chunks */
     float *y;
 };
 
-static void cpu_get_rows_task(void *arg, int ith, int nth)
+static void cpu_get_rows_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_rows_job *j = arg;
     const int64_t ne0 = j->w->ne0;
     int64_t r0, r1;
-    cpu_split(j->n, ith, nth, &r0, &r1);
+    (void)ith;
+    cpu_split(j->n, ci, j->k, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const char *row = (const char *)j->w->data + (size_t)j->ids[r] * j->w->row_bytes;
         quant_dequant_row(j->w->type, row, j->y + r * ne0, ne0);
@@ -391,8 +528,9 @@ static void cpu_get_rows_task(void *arg, int ith, int nth)
 static void cpu_get_rows(struct backend *be, const struct backend_weight *w, const int32_t *ids,
                          int32_t n, float *y)
 {
-    struct cpu_rows_job j = {w, ids, n, y};
-    cpu_run(cpu_ctx(be), cpu_get_rows_task, &j, (int64_t)n * w->ne0, CPU_PAR_MIN_ELEMS);
+    struct cpu_ctx *c = cpu_ctx(be);
+    struct cpu_rows_job j = {w, ids, n, cpu_chunks(c, n, w->ne0), y};
+    cpu_run(c, cpu_get_rows_task, &j, 0, j.k, (int64_t)n * w->ne0);
 }
 
 static void cpu_gather(struct backend *be, const float *x, const int32_t *rows, int32_t n,
@@ -414,13 +552,22 @@ struct cpu_norm_job {
     float *y;
     int32_t n_rows, n;
     float eps;
+    int simd;
+    int64_t k;
 };
 
-static void cpu_rms_norm_task(void *arg, int ith, int nth)
+static void cpu_rms_norm_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_norm_job *j = arg;
     int64_t r0, r1;
-    cpu_split(j->n_rows, ith, nth, &r0, &r1);
+    (void)ith;
+    cpu_split(j->n_rows, ci, j->k, &r0, &r1);
+#ifdef INFERD_HAVE_AVX2
+    if (j->simd) {
+        cpu_avx2_rms_norm(j->x, j->w, j->y, r0, r1, j->n, j->eps);
+        return;
+    }
+#endif
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + r * j->n;
         float *y = j->y + r * j->n;
@@ -443,8 +590,11 @@ static void cpu_rms_norm_task(void *arg, int ith, int nth)
 static void cpu_rms_norm(struct backend *be, const float *x, const struct backend_weight *w,
                          float *y, int32_t n_rows, int32_t n, float eps)
 {
-    struct cpu_norm_job j = {x, w ? (const float *)w->data : NULL, y, n_rows, n, eps};
-    cpu_run(cpu_ctx(be), cpu_rms_norm_task, &j, (int64_t)n_rows * n, CPU_PAR_MIN_ELEMS);
+    struct cpu_ctx *c = cpu_ctx(be);
+    struct cpu_norm_job j = {x, w ? (const float *)w->data : NULL, y, n_rows, n, eps, c->simd, 0};
+    /* chunks of whole groups of 4 rows keep the 4-row SIMD path busy */
+    j.k = cpu_chunks(c, (n_rows + 3) / 4, 4 * (int64_t)n);
+    cpu_run(c, cpu_rms_norm_task, &j, 0, j.k, (int64_t)n_rows * n);
 }
 
 static void cpu_add_bias(struct backend *be, float *y, const struct backend_weight *b,
@@ -462,28 +612,43 @@ struct cpu_ew_job {
     float *y;
     const float *x;
     int64_t n;
+    int64_t k;
+    int simd;
 };
 
-static void cpu_add_task(void *arg, int ith, int nth)
+static void cpu_add_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_ew_job *j = arg;
     int64_t i0, i1;
-    cpu_split(j->n, ith, nth, &i0, &i1);
+    (void)ith;
+    cpu_split(j->n, ci, j->k, &i0, &i1);
     for (int64_t i = i0; i < i1; i++)
         j->y[i] += j->x[i];
 }
 
 static void cpu_add(struct backend *be, float *y, const float *x, int64_t n)
 {
-    struct cpu_ew_job j = {y, x, n};
-    cpu_run(cpu_ctx(be), cpu_add_task, &j, n, 4 * CPU_PAR_MIN_ELEMS);
+    struct cpu_ctx *c = cpu_ctx(be);
+    struct cpu_ew_job j = {y, x, n, 0, c->simd};
+    j.k = cpu_chunks(c, n, 1);
+    /* memory-bound and cheap: only large adds are worth the pool */
+    cpu_run(c, cpu_add_task, &j, 0, j.k, n / 4);
 }
 
-static void cpu_silu_mul_task(void *arg, int ith, int nth)
+static void cpu_silu_mul_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_ew_job *j = arg;
     int64_t i0, i1;
-    cpu_split(j->n, ith, nth, &i0, &i1);
+    (void)ith;
+    cpu_split(j->n / 8, ci, j->k, &i0, &i1); /* in groups of 8 elements */
+    i0 *= 8;
+    i1 = ci == j->k - 1 ? j->n : i1 * 8;
+#ifdef INFERD_HAVE_AVX2
+    if (j->simd) {
+        cpu_avx2_silu_mul(j->y + i0, j->x + i0, i1 - i0);
+        return;
+    }
+#endif
     for (int64_t i = i0; i < i1; i++) {
         const float g = j->y[i];
         j->y[i] = g / (1.0f + expf(-g)) * j->x[i];
@@ -493,66 +658,82 @@ static void cpu_silu_mul_task(void *arg, int ith, int nth)
 static void cpu_silu_mul(struct backend *be, float *gate, const float *up, int64_t n,
                          int64_t row)
 {
+    struct cpu_ctx *c = cpu_ctx(be);
     (void)row;
-    struct cpu_ew_job j = {gate, up, n};
-    cpu_run(cpu_ctx(be), cpu_silu_mul_task, &j, n, CPU_PAR_MIN_ELEMS);
+    struct cpu_ew_job j = {gate, up, n, 0, c->simd};
+    j.k = cpu_chunks(c, n / 8 > 0 ? n / 8 : 1, 8);
+    cpu_run(c, cpu_silu_mul_task, &j, 0, j.k, n);
 }
 
 /* ------------------------------------------------------------------------ */
 /* mul_mat                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Output tiles: MM_TR activation rows x MM_TC weight rows. Weight rows of a
- * tile stay in L1 while the activation rows stream by. Speed only. */
-#define MM_TR 16
-#define MM_TC 16
+/* Output tiles: up to MM_TR activation rows x tc weight rows. A tile's
+ * weight rows stay in cache while its activation rows go by in groups of
+ * four (quant_vec_dots decodes each weight block once per group). Tiles of
+ * one column range are consecutive chunks, so the threads share those
+ * weights in L2. Speed only: every output is one dot whatever the tile. */
+#define MM_TR 32
+#define MM_TC_MIN 16
 
 struct cpu_mm_job {
-    struct cpu_ctx *c;
     const struct backend_weight *w;
     const float *x;
     float *y;
     int32_t n_rows;
     int vdt;           /* quant_vec_dot_type(w->type) */
     size_t xrow_bytes; /* bytes of one converted activation row */
-    char *xq;          /* converted rows; NULL when x is used as it is (F32) */
-    int32_t tiles_r, tiles_c;
-    atomic_int next;
+    const char *xrows; /* converted rows (or x itself for F32) */
+    char *xq;          /* where to convert them; NULL: no conversion */
+    int64_t n_qchunks; /* phase 1: conversion chunks */
+    int32_t tiles_r;
+    int64_t tc;
+    quant_vec_dot_fn dot;
+    int f32simd; /* F32 weights through cpu_avx2_dots_f32 */
 };
 
-static void cpu_mm_task(void *arg, int ith, int nth)
+static void cpu_mm_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_mm_job *j = arg;
     const struct backend_weight *w = j->w;
     const int64_t ne0 = w->ne0, ne1 = w->ne1;
+    (void)ith;
 
-    /* 1. Convert each activation row once to the weight's vec-dot type. */
-    const char *xrows = (const char *)j->x;
-    if (j->xq) {
-        for (int32_t r = ith; r < j->n_rows; r += nth)
-            quant_quantize_row(j->vdt, j->x + (int64_t)r * ne0, j->xq + (size_t)r * j->xrow_bytes,
-                               ne0);
-        cpu_barrier(&j->c->pool, nth);
-        xrows = j->xq;
+    /* phase 1: convert activation rows once to the weight's vec-dot type */
+    if (ci < j->n_qchunks) {
+        int64_t r0, r1;
+        cpu_split(j->n_rows, ci, j->n_qchunks, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++)
+            quant_quantize_row(j->vdt, j->x + r * ne0, j->xq + (size_t)r * j->xrow_bytes, ne0);
+        return;
     }
 
-    /* 2. Dot products, tile by tile; whoever takes a tile computes all of it. */
-    const int32_t n_tiles = j->tiles_r * j->tiles_c;
-    for (;;) {
-        int32_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (t >= n_tiles)
-            break;
-        const int64_t c0 = (int64_t)(t / j->tiles_r) * MM_TC;
-        const int32_t r0 = (t % j->tiles_r) * MM_TR;
-        const int64_t c1 = c0 + MM_TC < ne1 ? c0 + MM_TC : ne1;
-        const int32_t r1 = r0 + MM_TR < j->n_rows ? r0 + MM_TR : j->n_rows;
-        for (int32_t r = r0; r < r1; r++) {
-            const char *xr = xrows + (size_t)r * j->xrow_bytes;
-            float *yr = j->y + (int64_t)r * ne1;
-            const char *wr = (const char *)w->data + (size_t)c0 * w->row_bytes;
-            for (int64_t col = c0; col < c1; col++, wr += w->row_bytes)
-                yr[col] = quant_vec_dot(w->type, ne0, wr, xr);
-        }
+    /* phase 2: one output tile */
+    const int64_t t = ci - j->n_qchunks;
+    const int64_t c0 = (t / j->tiles_r) * j->tc;
+    const int32_t r0 = (int32_t)(t % j->tiles_r) * MM_TR;
+    const int64_t c1 = c0 + j->tc < ne1 ? c0 + j->tc : ne1;
+    const int32_t nr = r0 + MM_TR < j->n_rows ? MM_TR : j->n_rows - r0;
+    const char *xr = j->xrows + (size_t)r0 * j->xrow_bytes;
+    float *y = j->y + (int64_t)r0 * ne1;
+    const char *wr = (const char *)w->data + (size_t)c0 * w->row_bytes;
+    if (nr == 1) {
+        for (int64_t col = c0; col < c1; col++, wr += w->row_bytes)
+            y[col] = j->dot(ne0, wr, xr);
+        return;
+    }
+    float out[MM_TR];
+    for (int64_t col = c0; col < c1; col++, wr += w->row_bytes) {
+#ifdef INFERD_HAVE_AVX2
+        if (j->f32simd)
+            cpu_avx2_dots_f32(ne0, (const float *)(const void *)wr, (const float *)(const void *)xr,
+                              (size_t)ne0, nr, out);
+        else
+#endif
+            quant_vec_dots(w->type, ne0, wr, xr, j->xrow_bytes, nr, out);
+        for (int32_t r = 0; r < nr; r++)
+            y[(int64_t)r * ne1 + col] = out[r];
     }
 }
 
@@ -562,59 +743,131 @@ static void cpu_mul_mat(struct backend *be, const struct backend_weight *w, cons
     struct cpu_ctx *c = cpu_ctx(be);
     struct cpu_mm_job j;
     memset(&j, 0, sizeof(j));
-    j.c = c;
     j.w = w;
     j.x = x;
     j.y = y;
     j.n_rows = n_rows;
     j.vdt = quant_vec_dot_type(w->type);
+    j.dot = quant_vec_dot_func(w->type);
+    if (!j.dot || n_rows < 1) {
+        if (!j.dot)
+            c->error = INF_EUNSUPPORTED;
+        return;
+    }
+    const int64_t ne0 = w->ne0, ne1 = w->ne1;
     if (j.vdt == QT_F32) {
-        j.xq = NULL;
-        j.xrow_bytes = (size_t)w->ne0 * sizeof(float);
+        j.xrows = (const char *)x;
+        j.xrow_bytes = (size_t)ne0 * sizeof(float);
+#ifdef INFERD_HAVE_AVX2
+        j.f32simd = c->simd && w->type == QT_F32;
+#endif
     } else {
         j.xq = c->xq;
-        j.xrow_bytes = quant_row_bytes(j.vdt, w->ne0);
+        j.xrows = c->xq;
+        j.xrow_bytes = quant_row_bytes(j.vdt, ne0);
         if ((size_t)n_rows * j.xrow_bytes > c->xq_bytes) {
             c->error = INF_EINTERNAL; /* reserve() was not told about this size */
             return;
         }
+        /* a handful of rows is converted faster than the pool is woken */
+        j.n_qchunks = n_rows < 8 ? 0 : cpu_chunks(c, n_rows, ne0);
+        if (j.n_qchunks == 0)
+            for (int32_t r = 0; r < n_rows; r++)
+                quant_quantize_row(j.vdt, x + (int64_t)r * ne0, c->xq + (size_t)r * j.xrow_bytes,
+                                   ne0);
     }
+    const int64_t macs = (int64_t)n_rows * ne0 * ne1;
     j.tiles_r = (n_rows + MM_TR - 1) / MM_TR;
-    j.tiles_c = (int32_t)((w->ne1 + MM_TC - 1) / MM_TC);
-    atomic_init(&j.next, 0);
-    cpu_run(c, cpu_mm_task, &j, (int64_t)n_rows * w->ne0 * w->ne1, CPU_PAR_MIN_MACS);
+    /* column tiles: enough tiles for the threads to balance (16 per
+     * thread), no narrower than MM_TC_MIN columns */
+    const int64_t want = 16 * (int64_t)c->pool.n;
+    int64_t tc = (ne1 * j.tiles_r + want - 1) / want;
+    if (tc < MM_TC_MIN)
+        tc = MM_TC_MIN;
+    j.tc = tc;
+    const int64_t tiles = (int64_t)j.tiles_r * ((ne1 + tc - 1) / tc);
+    cpu_run(c, cpu_mm_task, &j, j.n_qchunks, j.n_qchunks + tiles, macs / 16);
 }
 
 /* ------------------------------------------------------------------------ */
 /* rope                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* cos/sin of the n_dims/2 pairs at position p: theta_i = p * base^(-2i/n_dims),
+ * built by repeated multiplication in float as ggml does, so the angles
+ * round the same way. */
+static void cpu_rope_angles(const struct backend_rope *rp, int32_t p, float *cs)
+{
+    const int32_t half = rp->n_dims / 2;
+    const float theta_scale = powf(rp->freq_base, -2.0f / (float)rp->n_dims);
+    float theta = (float)p;
+    for (int32_t i = 0; i < half; i++) {
+        const float ff = rp->freq_factors ? rp->freq_factors[i] : 1.0f;
+        const float t = rp->freq_scale * (theta / ff);
+        cs[2 * i] = cosf(t);
+        cs[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+/* Make the cache hold the angles of every position of the call (on the
+ * calling thread, before the workers read it). */
+static void cpu_rope_fill(struct cpu_rope_cache *rc, const struct backend_rope *rp,
+                          const int32_t *pos, int32_t n_rows)
+{
+    if (rc->max_pos == 0 || rp->n_dims > rc->cap_dims)
+        return;
+    const int32_t half = rp->n_dims / 2;
+    int same = rc->n_dims == rp->n_dims && rc->base == rp->freq_base &&
+               rc->scale == rp->freq_scale && rc->has_ff == (rp->freq_factors != NULL);
+    if (same && rp->freq_factors)
+        same = !memcmp(rc->ff, rp->freq_factors, sizeof(float) * (size_t)half);
+    if (!same) {
+        memset(rc->valid, 0, (size_t)rc->max_pos);
+        rc->n_dims = rp->n_dims;
+        rc->base = rp->freq_base;
+        rc->scale = rp->freq_scale;
+        rc->has_ff = rp->freq_factors != NULL;
+        if (rp->freq_factors)
+            memcpy(rc->ff, rp->freq_factors, sizeof(float) * (size_t)half);
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        const int32_t p = pos[r];
+        if (p >= 0 && p < rc->max_pos && !rc->valid[p]) {
+            cpu_rope_angles(rp, p, rc->cs + (size_t)p * rc->cap_dims);
+            rc->valid[p] = 1;
+        }
+    }
+}
+
 struct cpu_rope_job {
     float *x;
     int32_t n_rows, n_head;
     const int32_t *pos;
     const struct backend_rope *r;
+    const struct cpu_rope_cache *rc;
+    int64_t k;
 };
 
-static void cpu_rope_task(void *arg, int ith, int nth)
+static void cpu_rope_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_rope_job *j = arg;
     const struct backend_rope *rp = j->r;
+    const struct cpu_rope_cache *rc = j->rc;
     const int32_t n_dims = rp->n_dims, half = n_dims / 2;
-    /* theta_i = p * base^(-2i/n_dims), built by repeated multiplication in
-     * float as ggml does, so the angles round the same way. */
-    const float theta_scale = powf(rp->freq_base, -2.0f / (float)n_dims);
-    float cs[CPU_MAX_ROPE_PAIRS], sn[CPU_MAX_ROPE_PAIRS];
+    const int cached = rc->max_pos > 0 && n_dims <= rc->cap_dims;
+    float local[2 * CPU_MAX_ROPE_PAIRS];
     int64_t r0, r1;
-    cpu_split(j->n_rows, ith, nth, &r0, &r1);
+    (void)ith;
+    cpu_split(j->n_rows, ci, j->k, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        float theta = (float)j->pos[r];
-        for (int32_t i = 0; i < half; i++) {
-            const float ff = rp->freq_factors ? rp->freq_factors[i] : 1.0f;
-            const float t = rp->freq_scale * (theta / ff);
-            cs[i] = cosf(t);
-            sn[i] = sinf(t);
-            theta *= theta_scale;
+        const int32_t p = j->pos[r];
+        const float *cs;
+        if (cached && p >= 0 && p < rc->max_pos) {
+            cs = rc->cs + (size_t)p * rc->cap_dims;
+        } else {
+            cpu_rope_angles(rp, p, local);
+            cs = local;
         }
         for (int32_t h = 0; h < j->n_head; h++) {
             float *v = j->x + (r * j->n_head + h) * (int64_t)n_dims;
@@ -623,8 +876,9 @@ static void cpu_rope_task(void *arg, int ith, int nth)
                 const int32_t a = rp->neox ? i : 2 * i;
                 const int32_t b = rp->neox ? i + half : 2 * i + 1;
                 const float x0 = v[a], x1 = v[b];
-                v[a] = x0 * cs[i] - x1 * sn[i];
-                v[b] = x0 * sn[i] + x1 * cs[i];
+                const float co = cs[2 * i], si = cs[2 * i + 1];
+                v[a] = x0 * co - x1 * si;
+                v[b] = x0 * si + x1 * co;
             }
         }
     }
@@ -633,13 +887,15 @@ static void cpu_rope_task(void *arg, int ith, int nth)
 static void cpu_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
                      const int32_t *pos, const struct backend_rope *r)
 {
+    struct cpu_ctx *c = cpu_ctx(be);
     if (r->n_dims / 2 > CPU_MAX_ROPE_PAIRS || r->n_dims % 2) {
-        cpu_ctx(be)->error = INF_EUNSUPPORTED;
+        c->error = INF_EUNSUPPORTED;
         return;
     }
-    struct cpu_rope_job j = {x, n_rows, n_head, pos, r};
-    cpu_run(cpu_ctx(be), cpu_rope_task, &j, (int64_t)n_rows * n_head * r->n_dims,
-            CPU_PAR_MIN_ELEMS);
+    cpu_rope_fill(&c->rope, r, pos, n_rows);
+    struct cpu_rope_job j = {x, n_rows, n_head, pos, r, &c->rope, 0};
+    j.k = cpu_chunks(c, n_rows, (int64_t)n_head * r->n_dims);
+    cpu_run(c, cpu_rope_task, &j, 0, j.k, (int64_t)n_rows * n_head * r->n_dims);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -647,54 +903,42 @@ static void cpu_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_hea
 /* ------------------------------------------------------------------------ */
 
 /* The cache holds F16 rows (as llama.cpp's default cache type): half the
- * memory, and the attention below rounds exactly where llama.cpp does. */
+ * memory, and the attention below rounds exactly where llama.cpp does.
+ * quant_quantize_row(QT_F16) gives the bytes of quant_f32_to_f16 on every
+ * path. */
 static void cpu_kv_store(struct backend *be, void *k_cache, void *v_cache, const float *k,
                          const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len)
 {
     (void)be;
     quant_f16 *kc = k_cache, *vc = v_cache;
     for (int32_t r = 0; r < n_rows; r++) {
-        quant_f16 *kd = kc + (size_t)slots[r] * row_len, *vd = vc + (size_t)slots[r] * row_len;
-        const float *ks = k + (size_t)r * row_len, *vs = v + (size_t)r * row_len;
-        for (int32_t i = 0; i < row_len; i++) {
-            kd[i] = cpu_f32_to_f16(ks[i]);
-            vd[i] = cpu_f32_to_f16(vs[i]);
-        }
+        quant_quantize_row(QT_F16, k + (size_t)r * row_len, kc + (size_t)slots[r] * row_len,
+                           row_len);
+        quant_quantize_row(QT_F16, v + (size_t)r * row_len, vc + (size_t)slots[r] * row_len,
+                           row_len);
     }
 }
 
-struct cpu_attn_job {
-    struct cpu_ctx *c;
-    const float *q;
-    const quant_f16 *k_cache, *v_cache;
-    float *out;
-    int32_t n_rows;
-    const int32_t *pos, *seq, *block_table;
-    const struct backend_attn *a;
-    atomic_int next;
-};
-
-/* One query head of one row, over positions 0..pos of its sequence, the way
- * llama.cpp's CPU flash attention does it: the query rounded to F16;
+/* One query head of one row, over positions 0..n_kv-1 of its sequence, the
+ * way llama.cpp's CPU flash attention does it: the query rounded to F16;
  * scores s_p = dot_f16(q, k_p) * scale; an online softmax that keeps the
  * running maximum M, the running sum S and the weighted sum of V in an F16
  * accumulator (rescaled by exp(M_old - M) when the maximum grows);
- * out = acc / S. */
-static void cpu_attn_head(const struct backend_attn *a, const float *q, const quant_f16 *k_cache,
-                          const quant_f16 *v_cache, const int32_t *bt, int32_t n_kv, int32_t kvo,
-                          quant_f16 *q16, quant_f16 *acc, float *out)
+ * out = acc / S. (cpu_avx2_attn computes the same bits.) */
+static void cpu_attn_head(const struct cpu_attn_group *g, const float *q, quant_f16 *q16,
+                          quant_f16 *acc, float *out)
 {
-    const int32_t hd = a->head_dim, bs = a->block_size, kvdim = a->n_head_kv * a->head_dim;
+    const int32_t hd = g->head_dim, bs = g->block_size;
     for (int32_t d = 0; d < hd; d++) {
         q16[d] = cpu_f32_to_f16(q[d]);
         acc[d] = 0;
     }
     float M = -INFINITY, S = 0.0f;
-    for (int32_t p = 0; p < n_kv; p++) {
-        const size_t slot = (size_t)bt[p / bs] * bs + (size_t)(p % bs);
-        const quant_f16 *kp = k_cache + slot * kvdim + kvo;
-        const quant_f16 *vp = v_cache + slot * kvdim + kvo;
-        const float s = cpu_dot_f16(kp, q16, hd) * a->scale;
+    for (int32_t p = 0; p < g->n_kv; p++) {
+        const size_t slot = (size_t)g->bt[p / bs] * bs + (size_t)(p % bs);
+        const quant_f16 *kp = g->k + slot * g->kv_stride;
+        const quant_f16 *vp = g->v + slot * g->kv_stride;
+        const float s = cpu_dot_f16(kp, q16, hd) * g->scale;
         float ms = 1.0f, vs = 1.0f;
         if (s > M) {
             const float m_old = M;
@@ -714,27 +958,51 @@ static void cpu_attn_head(const struct backend_attn *a, const float *q, const qu
         out[d] = cpu_f16_to_f32(acc[d]) * inv;
 }
 
-static void cpu_attn_task(void *arg, int ith, int nth)
+struct cpu_attn_job {
+    struct cpu_ctx *c;
+    const float *q;
+    const quant_f16 *k_cache, *v_cache;
+    float *out;
+    const int32_t *pos, *seq, *block_table;
+    const struct backend_attn *a;
+    int simd;
+};
+
+/* One chunk = one (row, KV head): the query heads sharing that KV head read
+ * each K/V row once. Each head's arithmetic is the same whatever the
+ * grouping. */
+static void cpu_attn_task(void *arg, int64_t ci, int ith)
 {
     struct cpu_attn_job *j = arg;
     const struct backend_attn *a = j->a;
-    const int32_t hd = a->head_dim, qdim = a->n_head * hd;
+    const int32_t hd = a->head_dim, qdim = a->n_head * hd, kvdim = a->n_head_kv * hd;
     const int32_t group = a->n_head / a->n_head_kv;
-    /* per-thread scratch: the F16 query and accumulator of one head */
-    quant_f16 *q16 = (quant_f16 *)(j->c->att + (size_t)ith * j->c->att_stride);
-    quant_f16 *acc = q16 + hd;
-    (void)nth;
-    /* One task = one (row, head): the unit whose arithmetic never changes. */
-    const int32_t n_tasks = j->n_rows * a->n_head;
-    for (;;) {
-        int32_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (t >= n_tasks)
-            break;
-        const int32_t r = t / a->n_head, h = t % a->n_head;
-        cpu_attn_head(a, j->q + (size_t)r * qdim + (size_t)h * hd, j->k_cache, j->v_cache,
-                      j->block_table + (size_t)j->seq[r] * a->bt_stride, j->pos[r] + 1,
-                      (h / group) * hd, q16, acc, j->out + (size_t)r * qdim + (size_t)h * hd);
+    const int64_t r = ci / a->n_head_kv;
+    const int32_t kvh = (int32_t)(ci % a->n_head_kv);
+    float *scratch = j->c->att + (size_t)ith * j->c->att_stride;
+    struct cpu_attn_group g = {
+        .q = j->q + (size_t)r * qdim + (size_t)kvh * group * hd,
+        .out = j->out + (size_t)r * qdim + (size_t)kvh * group * hd,
+        .k = j->k_cache + (size_t)kvh * hd,
+        .v = j->v_cache + (size_t)kvh * hd,
+        .bt = j->block_table + (size_t)j->seq[r] * a->bt_stride,
+        .n_kv = j->pos[r] + 1,
+        .nq = group,
+        .head_dim = hd,
+        .block_size = a->block_size,
+        .kv_stride = kvdim,
+        .scale = a->scale,
+        .scratch = scratch,
+    };
+#ifdef INFERD_HAVE_AVX2
+    if (j->simd) {
+        cpu_avx2_attn(&g);
+        return;
     }
+#endif
+    quant_f16 *q16 = (quant_f16 *)scratch, *acc = q16 + hd;
+    for (int32_t h = 0; h < group; h++)
+        cpu_attn_head(&g, g.q + (size_t)h * hd, q16, acc, g.out + (size_t)h * hd);
 }
 
 static void cpu_attention(struct backend *be, const float *q, const void *k_cache,
@@ -743,27 +1011,18 @@ static void cpu_attention(struct backend *be, const float *q, const void *k_cach
                           const struct backend_attn *a)
 {
     struct cpu_ctx *c = cpu_ctx(be);
-    if ((size_t)a->head_dim > c->att_stride) {
-        c->error = INF_EINTERNAL; /* reserve() was not told about this head size */
+    const int32_t group = a->n_head_kv > 0 ? a->n_head / a->n_head_kv : 0;
+    if (group < 1 || group * a->n_head_kv != a->n_head ||
+        cpu_attn_scratch_floats(group, a->head_dim) > c->att_stride) {
+        c->error = INF_EINTERNAL; /* reserve() was not told about this shape */
         return;
     }
     int64_t work = 0;
     for (int32_t r = 0; r < n_rows; r++)
         work += (int64_t)(pos[r] + 1) * a->n_head * a->head_dim * 2;
-    struct cpu_attn_job j;
-    memset(&j, 0, sizeof(j));
-    j.c = c;
-    j.q = q;
-    j.k_cache = k_cache;
-    j.v_cache = v_cache;
-    j.out = out;
-    j.n_rows = n_rows;
-    j.pos = pos;
-    j.seq = seq;
-    j.block_table = block_table;
-    j.a = a;
-    atomic_init(&j.next, 0);
-    cpu_run(c, cpu_attn_task, &j, work, CPU_PAR_MIN_MACS);
+    struct cpu_attn_job j = {c, q, k_cache, v_cache, out, pos, seq, block_table, a, 0};
+    j.simd = c->simd && a->head_dim % 8 == 0 && group <= 64;
+    cpu_run(c, cpu_attn_task, &j, 0, (int64_t)n_rows * a->n_head_kv, work / 8);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -776,6 +1035,8 @@ static void cpu_destroy(struct backend *be)
     cpu_pool_destroy(&c->pool);
     free(c->xq);
     free(c->att);
+    free(c->rope.cs);
+    free(c->rope.valid);
     free(c);
 }
 
@@ -804,25 +1065,20 @@ static const struct backend_ops cpu_ops = {
     .sync = cpu_sync,
 };
 
-static void cpu_f16_table_init(void)
-{
-    for (uint32_t i = 0; i < (1u << 16); i++)
-        cpu_f16_table[i] = quant_f16_to_f32((quant_f16)i);
-}
-
 struct backend *cpu_backend_new(int n_threads)
 {
     if (n_threads <= 0)
         n_threads = 2;
     if (n_threads > 256)
         n_threads = 256;
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, cpu_f16_table_init);
     struct cpu_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->be.ops = &cpu_ops;
     c->be.ctx = c;
+#ifdef INFERD_HAVE_AVX2
+    c->simd = quant_have_avx2();
+#endif
     if (cpu_pool_init(&c->pool, n_threads) != 0) {
         cpu_pool_destroy(&c->pool);
         free(c);
@@ -835,4 +1091,15 @@ int cpu_backend_threads(const struct backend *be)
 {
     const struct cpu_ctx *c = be->ctx;
     return c->pool.n;
+}
+
+void cpu_backend_force_plain(struct backend *be, int on)
+{
+    struct cpu_ctx *c = be->ctx;
+#ifdef INFERD_HAVE_AVX2
+    c->simd = !on && quant_have_avx2();
+#else
+    (void)on;
+    c->simd = 0;
+#endif
 }

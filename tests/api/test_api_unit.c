@@ -15,15 +15,8 @@
 #include "daemon/config.h"
 #include "daemon/sdnotify.h"
 #include "engine/log.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 
 static int norm_is(const char *raw, const char *want)
 {

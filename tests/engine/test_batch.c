@@ -17,15 +17,8 @@
 #include "engine/cpu.h"
 #include "engine/graph.h"
 #include "engine/model.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                \
-        }                                                                           \
-    } while (0)
 
 enum { NSEQ = 3, NDEC = 6, MAXLEN = 64, BS = 4, NBLK = 96, MAXT = 64 };
 static const int plen[NSEQ] = {13, 5, 29};

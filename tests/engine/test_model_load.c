@@ -12,15 +12,8 @@
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
 #include "engine/model.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                \
-        }                                                                           \
-    } while (0)
 
 static struct gguf_file *src;
 static struct backend *be;

@@ -1,6 +1,8 @@
 /* test_ops — the CPU backend's ops against plain double-precision math, and
  * their invariances: a row's result is bit-identical alone or in a batch, and
- * with 1, 2 or 3 threads.
+ * with 1, 2 or 3 threads; mul_mat equals quant_vec_dot element by element;
+ * the AVX2 paths (cpu_avx2.c) give the same bits as the plain C ops
+ * (cpu_backend_force_plain), including expf against libm's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,6 +12,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cpu_avx2.h"
 #include "engine/quant.h"
 
 static int fails;
@@ -38,7 +41,7 @@ static struct backend *bes[N_BE]; /* 1, 2, 3 threads */
 static void test_mul_mat(int type)
 {
     const int64_t ne0 = 512, ne1 = 67;
-    const int32_t n_rows = 37;
+    const int32_t n_rows = 37; /* a full 32-row tile, a partial one */
     const size_t rb = quant_row_bytes(type, ne0);
     float *wf = malloc(sizeof(float) * ne0 * ne1);
     char *wq = malloc(rb * ne1);
@@ -46,7 +49,7 @@ static void test_mul_mat(int type)
     float *wd = malloc(sizeof(float) * ne0);
     float *xd = malloc(sizeof(float) * ne0);
     const int vdt = quant_vec_dot_type(type);
-    char *xq = malloc(quant_row_bytes(vdt, ne0) + 64);
+    char *xq = malloc(sizeof(float) * ne0 + 64);
     float *y[N_BE], *y1 = malloc(sizeof(float) * ne1);
     for (int i = 0; i < ne0 * ne1; i++)
         wf[i] = frand() * 0.1f;
@@ -73,11 +76,26 @@ static void test_mul_mat(int type)
     /* threads change nothing */
     for (int b = 1; b < N_BE; b++)
         CHECK(memcmp(y[0], y[b], sizeof(float) * ne1 * n_rows) == 0);
-    /* a row alone gives the same bits as in the batch */
+    /* a row alone gives the same bits as in the batch, and every element is
+     * quant_vec_dot of its row and column (whatever the tiling); the plain
+     * C ops give the same bits */
     double max_err = 0;
+    int dot_mismatch = 0;
     for (int32_t r = 0; r < n_rows; r++) {
         bes[1]->ops->mul_mat(bes[1], &w, x + r * ne0, y1, 1);
         CHECK(memcmp(y1, y[0] + r * ne1, sizeof(float) * ne1) == 0);
+        cpu_backend_force_plain(bes[1], 1);
+        bes[1]->ops->mul_mat(bes[1], &w, x + r * ne0, y1, 1);
+        cpu_backend_force_plain(bes[1], 0);
+        CHECK(memcmp(y1, y[0] + r * ne1, sizeof(float) * ne1) == 0);
+        if (vdt == QT_F32)
+            memcpy(xq, x + r * ne0, sizeof(float) * ne0);
+        else
+            quant_quantize_row(vdt, x + r * ne0, xq, ne0);
+        for (int64_t j = 0; j < ne1; j++) {
+            const float d = quant_vec_dot(type, ne0, wq + j * rb, xq);
+            dot_mismatch += memcmp(&d, &y[0][r * ne1 + j], sizeof(d)) != 0;
+        }
         /* against dequant(w) . dequant(quantized x) in double */
         if (vdt == QT_F32) {
             memcpy(xd, x + r * ne0, sizeof(float) * ne0);
@@ -97,8 +115,10 @@ static void test_mul_mat(int type)
                 max_err = e;
         }
     }
-    printf("mul_mat %-5s max rel err %.3g\n", quant_type_name(type), max_err);
+    printf("mul_mat %-5s max rel err %.3g, %d elements differ from quant_vec_dot\n",
+           quant_type_name(type), max_err, dot_mismatch);
     CHECK(max_err < 1e-5);
+    CHECK(dot_mismatch == 0);
     for (int b = 0; b < N_BE; b++)
         free(y[b]);
     free(y1);
@@ -308,6 +328,199 @@ static void test_attention(void)
     free(vf);
 }
 
+/* ---- AVX2 paths against the plain C ops, bit for bit -------------------- */
+
+static int bits_eq(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* expf of cpu_avx2.c against libm (the plain path calls libm): special
+ * values, a dense sweep over the range the ops use, random bit patterns. */
+static void test_expf(void)
+{
+#ifdef INFERD_HAVE_AVX2
+    if (!quant_have_avx2())
+        return;
+    enum { N = 1 << 16 };
+    static float x[N], y[N];
+    int bad = 0;
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.0f, -88.0f, 88.72283f, 88.7229f,
+                             -103.27893f, -103.278931f, -103.97207f, -103.972084f, -104.0f,
+                             -150.0f, 1e-30f, -1e-30f, 0x1p-149f, INFINITY, -INFINITY, NAN,
+                             89.0f, 1e30f, -1e30f, 0.5f, -0.5f};
+    const int ns = (int)(sizeof(special) / sizeof(special[0]));
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < N; i++) {
+            if (round == 0 && i < ns) {
+                x[i] = special[i];
+            } else if (round < 20) {
+                x[i] = -110.0f + 200.0f * (float)(round * N + i) / (20.0f * N);
+            } else {
+                rng_state ^= rng_state << 13;
+                rng_state ^= rng_state >> 7;
+                rng_state ^= rng_state << 17;
+                uint32_t u = (uint32_t)(rng_state >> 17);
+                memcpy(&x[i], &u, sizeof(u));
+            }
+        }
+        cpu_avx2_expf(x, y, N);
+        for (int i = 0; i < N; i++) {
+            const float e = expf(x[i]);
+            if (memcmp(&e, &y[i], sizeof(e)) != 0 && !(isnan(e) && isnan(y[i]))) {
+                if (bad++ < 5)
+                    fprintf(stderr, "expf(%a): libm %a, avx2 %a\n", x[i], e, y[i]);
+            }
+        }
+    }
+    printf("expf avx2 vs libm: %d of %d differ\n", bad, 40 * N);
+    CHECK(bad == 0);
+#endif
+}
+
+static void test_simd_elementwise(void)
+{
+    enum { ROWS = 7, NMAX = 8 * 97 };
+    const int32_t ns[] = {64, 96, 172, 255, 768};
+    static float x[ROWS * NMAX], w[NMAX], a[ROWS * NMAX], b[ROWS * NMAX], u[ROWS * NMAX];
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        const int32_t n = ns[k];
+        for (int i = 0; i < ROWS * n; i++) {
+            x[i] = frand() * (i % 5 == 0 ? 40.0f : 3.0f);
+            u[i] = frand();
+        }
+        for (int i = 0; i < n; i++)
+            w[i] = frand();
+        struct backend_weight wt = {.type = QT_F32, .ne0 = n, .ne1 = 1, .row_bytes = n * 4,
+                                    .host = w, .data = w};
+        for (int with_w = 0; with_w < 2; with_w++) {
+            for (int32_t rows = 1; rows <= ROWS; rows += 3) {
+                bes[1]->ops->rms_norm(bes[1], x, with_w ? &wt : NULL, a, rows, n, 1e-5f);
+                cpu_backend_force_plain(bes[1], 1);
+                bes[1]->ops->rms_norm(bes[1], x, with_w ? &wt : NULL, b, rows, n, 1e-5f);
+                cpu_backend_force_plain(bes[1], 0);
+                CHECK(bits_eq(a, b, (size_t)rows * n));
+            }
+        }
+        memcpy(a, x, sizeof(float) * ROWS * n);
+        memcpy(b, x, sizeof(float) * ROWS * n);
+        bes[1]->ops->silu_mul(bes[1], a, u, (int64_t)ROWS * n - 3, n);
+        cpu_backend_force_plain(bes[1], 1);
+        bes[1]->ops->silu_mul(bes[1], b, u, (int64_t)ROWS * n - 3, n);
+        cpu_backend_force_plain(bes[1], 0);
+        CHECK(bits_eq(a, b, (size_t)ROWS * n));
+    }
+    /* big enough for the pool: thread counts change nothing */
+    enum { BIG = 64 * 768 };
+    float *g0 = malloc(sizeof(float) * BIG), *g1 = malloc(sizeof(float) * BIG);
+    float *up = malloc(sizeof(float) * BIG);
+    for (int i = 0; i < BIG; i++) {
+        g0[i] = g1[i] = frand() * 30.0f;
+        up[i] = frand();
+    }
+    bes[0]->ops->silu_mul(bes[0], g0, up, BIG, 768);
+    bes[2]->ops->silu_mul(bes[2], g1, up, BIG, 768);
+    CHECK(bits_eq(g0, g1, BIG));
+    bes[0]->ops->rms_norm(bes[0], up, NULL, g0, 64, 768, 1e-6f);
+    bes[2]->ops->rms_norm(bes[2], up, NULL, g1, 64, 768, 1e-6f);
+    CHECK(bits_eq(g0, g1, BIG));
+    free(g0);
+    free(g1);
+    free(up);
+}
+
+/* Rope with the backend's cos/sin table (positions below reserve's max_ctx)
+ * and without (a backend that was never reserved) give the same bits. */
+static void test_rope_cache(void)
+{
+    enum { HD = 64, NH = 3, ROWS = 6 };
+    float x0[ROWS * NH * HD], xa[ROWS * NH * HD], xb[ROWS * NH * HD], ff[HD / 2];
+    const int32_t pos[ROWS] = {0, 5, 63, 5, 64, 3000};
+    for (int i = 0; i < ROWS * NH * HD; i++)
+        x0[i] = frand();
+    for (int i = 0; i < HD / 2; i++)
+        ff[i] = 1.0f + 0.25f * (float)i;
+    struct backend *fresh = cpu_backend_new(1);
+    CHECK(fresh != NULL);
+    if (!fresh)
+        return;
+    for (int v = 0; v < 3; v++) {
+        struct backend_rope rp = {HD, v == 1, v == 2 ? 500000.0f : 10000.0f, 1.0f,
+                                  v == 2 ? ff : NULL};
+        for (int rep = 0; rep < 2; rep++) { /* the second call reads the table */
+            memcpy(xa, x0, sizeof(x0));
+            memcpy(xb, x0, sizeof(x0));
+            bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
+            fresh->ops->rope(fresh, xb, ROWS, NH, pos, &rp);
+            CHECK(bits_eq(xa, xb, ROWS * NH * HD));
+        }
+    }
+    /* the table follows a change of the freq factors' values */
+    struct backend_rope rp = {HD, 0, 10000.0f, 1.0f, ff};
+    memcpy(xa, x0, sizeof(x0));
+    bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
+    ff[3] = 7.0f;
+    memcpy(xa, x0, sizeof(x0));
+    memcpy(xb, x0, sizeof(x0));
+    bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
+    fresh->ops->rope(fresh, xb, ROWS, NH, pos, &rp);
+    CHECK(bits_eq(xa, xb, ROWS * NH * HD));
+    CHECK(bes[1]->ops->sync(bes[1]) == 0 && fresh->ops->sync(fresh) == 0);
+    backend_free(fresh);
+}
+
+/* The AVX2 attention against the plain one over head sizes that take every
+ * path (double tails of 8..24 elements, 32-element steps, both, head_dim not
+ * a multiple of 8: plain on both sides), GQA groups of 1..4, sequences
+ * longer than the kernel's 32-position chunks, and scores large enough to
+ * underflow expf. */
+static void test_attention_simd(void)
+{
+    const struct { int nh, nkv, hd; } shapes[] = {
+        {8, 4, 8}, {4, 2, 16}, {3, 1, 24}, {4, 2, 32}, {2, 2, 40}, {4, 2, 64},
+        {6, 2, 72}, {4, 1, 96}, {2, 1, 128}, {4, 2, 256}, {2, 1, 12},
+    };
+    enum { BS = 16, NBLK = 16, NSEQ = 2, BT = 8, NR = 6 };
+    const int32_t pos[NR] = {0, 31, 32, 77, 100, 127};
+    const int32_t seq[NR] = {0, 1, 0, 1, 0, 1};
+    int32_t bt[NSEQ * BT];
+    for (int i = 0; i < NSEQ * BT; i++)
+        bt[i] = (i * 5 + 3) % NBLK;
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        const int nh = shapes[k].nh, nkv = shapes[k].nkv, hd = shapes[k].hd;
+        const int kvdim = nkv * hd, qdim = nh * hd;
+        const size_t slots = (size_t)NBLK * BS;
+        quant_f16 *kc = malloc(sizeof(quant_f16) * slots * kvdim);
+        quant_f16 *vc = malloc(sizeof(quant_f16) * slots * kvdim);
+        float *q = malloc(sizeof(float) * NR * qdim);
+        float *oa = malloc(sizeof(float) * NR * qdim), *ob = malloc(sizeof(float) * NR * qdim);
+        for (size_t i = 0; i < slots * kvdim; i++) {
+            kc[i] = quant_f32_to_f16(frand() * 2.0f);
+            vc[i] = quant_f32_to_f16(frand());
+        }
+        for (int i = 0; i < NR * qdim; i++) /* row 3: scores spread by hundreds */
+            q[i] = frand() * (i / qdim == 3 ? 60.0f : 1.5f);
+        struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd)};
+        struct backend_reserve r = {64, 1024, 256, nh, hd};
+        for (int b = 0; b < N_BE; b++)
+            CHECK(bes[b]->ops->reserve(bes[b], &r) == 0);
+        bes[2]->ops->attention(bes[2], q, kc, vc, oa, NR, pos, seq, bt, &a);
+        cpu_backend_force_plain(bes[0], 1);
+        bes[0]->ops->attention(bes[0], q, kc, vc, ob, NR, pos, seq, bt, &a);
+        cpu_backend_force_plain(bes[0], 0);
+        CHECK(bes[2]->ops->sync(bes[2]) == 0 && bes[0]->ops->sync(bes[0]) == 0);
+        int same = bits_eq(oa, ob, (size_t)NR * qdim);
+        printf("attention avx2 vs plain, heads %d/%d, head_dim %3d: %s\n", nh, nkv, hd,
+               same ? "same bits" : "DIFFER");
+        CHECK(same);
+        free(kc);
+        free(vc);
+        free(q);
+        free(oa);
+        free(ob);
+    }
+}
+
 int main(void)
 {
     for (int b = 0; b < N_BE; b++) {
@@ -326,6 +539,10 @@ int main(void)
     test_rope(0, 1);
     test_elementwise();
     test_attention();
+    test_expf();
+    test_simd_elementwise();
+    test_rope_cache();
+    test_attention_simd();
     for (int b = 0; b < N_BE; b++)
         backend_free(bes[b]);
     printf("%s\n", fails ? "FAIL" : "ok");

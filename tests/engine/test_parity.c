@@ -23,16 +23,9 @@
 #include "engine/cpu.h"
 #include "engine/graph.h"
 #include "engine/model.h"
+#include "tests/check.h"
 
-static int fails;
 static int n_reported; /* failing steps printed (the first few) */
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                \
-        }                                                                           \
-    } while (0)
 
 #define GAP_MIN 0.05
 

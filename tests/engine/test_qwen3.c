@@ -20,15 +20,8 @@
 #include "engine/graph.h"
 #include "engine/model.h"
 #include "engine/quant.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                \
-        }                                                                           \
-    } while (0)
 
 enum { NT = 6 };
 static const struct gguf_file *gf;

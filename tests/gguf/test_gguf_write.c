@@ -19,15 +19,8 @@
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
 #include "engine/quant.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                      \
-    do {                                                                              \
-        if (!(c)) {                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                  \
-        }                                                                             \
-    } while (0)
 
 static char *slurp(const char *path, size_t *len)
 {

@@ -10,15 +10,8 @@
 #include <string.h>
 
 #include "engine/kv.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 
 static uint64_t rng = 0x1234567887654321ull;
 static uint32_t rnd(uint32_t n)

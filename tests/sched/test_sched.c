@@ -34,15 +34,8 @@
 #include "engine/model.h"
 #include "engine/sched.h"
 #include "engine/tok.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 
 static double now_s(void)
 {

@@ -12,15 +12,8 @@
 
 #include "engine/gguf.h"
 #include "engine/tok.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 
 /* Whole file into a malloc'd buffer (NUL-terminated); NULL if unreadable. */
 static inline char *tt_read_file(const char *path, size_t *len)

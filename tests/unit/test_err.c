@@ -5,15 +5,8 @@
 
 #include "engine/err.h"
 #include "engine/log.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                        \
-    do {                                                                \
-        if (!(c)) {                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                    \
-        }                                                               \
-    } while (0)
 
 int main(void)
 {

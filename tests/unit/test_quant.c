@@ -18,15 +18,8 @@
 #include "engine/err.h"
 #include "engine/gguf.h"
 #include "engine/quant.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 /* Like CHECK, but reports only the first few failures of a loop. */
 #define CHECKN(c, ...)                                                            \
     do {                                                                          \

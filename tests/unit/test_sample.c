@@ -9,15 +9,8 @@
 #include <time.h>
 
 #include "engine/sample.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 #define CHECKN(c, ...)                                                            \
     do {                                                                          \
         if (!(c)) {                                                               \
