@@ -19,6 +19,7 @@
  * Thread: the loop thread, except cmpl_notify (engine thread).
  */
 #include "api/internal.h"
+#include "api/request.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -1172,6 +1173,55 @@ static void cmpl_reader_free(void *cls)
 
 /* ---- entry points ----------------------------------------------------- */
 
+/* Everything cmpl_handle checks before it submits: the fields (q), the
+ * prompts (tokenized into c->prompts), the choices, the echo offsets. On
+ * error e is filled and q->bias / q->stop_ids may still need freeing. Also
+ * api_parse_completion_request's body: the fuzz target runs this code. */
+static int cmpl_validate(struct cmpl *c, json_t *body, struct cmpl_req *q, struct cmpl_err *e)
+{
+    struct api *a = c->api;
+    int rc = cmpl_parse(c, body, q, e);
+    if (!rc) {
+        c->stream = q->stream;
+        c->include_usage = q->include_usage;
+        c->echo = q->echo;
+        c->n = (int32_t)q->n;
+        c->logprobs = (int32_t)q->logprobs;
+        c->max_tokens = (int32_t)q->max_tokens;
+        rc = cmpl_prompts(c, body, q, e);
+    }
+    if (!rc) {
+        c->n_choices = c->n_prompts * c->n;
+        c->choices = calloc((size_t)c->n_choices, sizeof(*c->choices));
+        if (!c->choices)
+            rc = cmpl_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    if (!rc && c->echo && c->logprobs >= 0)
+        for (int i = 0; i < c->n_prompts && !rc; i++) {
+            struct cmpl_prompt *p = &c->prompts[i];
+            p->plp = calloc((size_t)p->n, sizeof(*p->plp));
+            if (!p->plp) {
+                rc = cmpl_fail(e, 500, NULL, NULL, "out of memory");
+                break;
+            }
+            /* offsets of the prompt tokens in the echoed text */
+            int64_t off = 0;
+            for (int32_t k = 0; k < p->n; k++) {
+                char tb[512];
+                p->plp[k].token = p->ids[k];
+                p->plp[k].offset = off < (int64_t)p->echo_len ? off : (int64_t)p->echo_len;
+                int nb = tok_token_bytes(a->tok, p->ids[k], 0, tb, sizeof(tb));
+                if (nb > 0)
+                    off += nb;
+            }
+            if (p->n > 0 && tok_kind(a->tok) == TOK_KIND_SPM)
+                for (int32_t k = 0; k < p->n; k++) /* the SPM space prefix is not echoed */
+                    if (p->plp[k].offset > 0)
+                        p->plp[k].offset--;
+        }
+    return rc;
+}
+
 static enum MHD_Result cmpl_reject(struct http_req *r, struct cmpl *c, struct cmpl_err *e)
 {
     r->cmpl = NULL;
@@ -1194,45 +1244,7 @@ enum MHD_Result cmpl_handle(struct http_req *r, json_t *body)
     snprintf(c->id, sizeof(c->id), "cmpl-%016" PRIx64 "%04x", api_rand(a),
              (unsigned)(r->id & 0xffff));
 
-    int rc = cmpl_parse(c, body, &q, &e);
-    if (!rc) {
-        c->stream = q.stream;
-        c->include_usage = q.include_usage;
-        c->echo = q.echo;
-        c->n = (int32_t)q.n;
-        c->logprobs = (int32_t)q.logprobs;
-        c->max_tokens = (int32_t)q.max_tokens;
-        rc = cmpl_prompts(c, body, &q, &e);
-    }
-    if (!rc) {
-        c->n_choices = c->n_prompts * c->n;
-        c->choices = calloc((size_t)c->n_choices, sizeof(*c->choices));
-        if (!c->choices)
-            rc = cmpl_fail(&e, 500, NULL, NULL, "out of memory");
-    }
-    if (!rc && c->echo && c->logprobs >= 0)
-        for (int i = 0; i < c->n_prompts && !rc; i++) {
-            struct cmpl_prompt *p = &c->prompts[i];
-            p->plp = calloc((size_t)p->n, sizeof(*p->plp));
-            if (!p->plp) {
-                rc = cmpl_fail(&e, 500, NULL, NULL, "out of memory");
-                break;
-            }
-            /* offsets of the prompt tokens in the echoed text */
-            int64_t off = 0;
-            for (int32_t k = 0; k < p->n; k++) {
-                char tb[512];
-                p->plp[k].token = p->ids[k];
-                p->plp[k].offset = off < (int64_t)p->echo_len ? off : (int64_t)p->echo_len;
-                int nb = tok_token_bytes(a->tok, p->ids[k], 0, tb, sizeof(tb));
-                if (nb > 0)
-                    off += nb;
-            }
-            if (p->n > 0 && tok_kind(a->tok) == TOK_KIND_SPM)
-                for (int32_t k = 0; k < p->n; k++) /* the SPM space prefix is not echoed */
-                    if (p->plp[k].offset > 0)
-                        p->plp[k].offset--;
-        }
+    int rc = cmpl_validate(c, body, &q, &e);
     if (rc) {
         free(q.bias);
         free(q.stop_ids);
@@ -1403,6 +1415,20 @@ void api_set_ready(struct api *a)
         a->state = API_READY;
 }
 
+/* The longest token text (special tokens rendered): a prompt of L bytes
+ * has at least L / this many tokens. */
+static int32_t cmpl_max_token_bytes(const struct tok *t, int32_t n_vocab)
+{
+    int32_t mx = 1;
+    char tb[1024];
+    for (int32_t i = 0; i < n_vocab; i++) {
+        int nb = tok_token_bytes(t, i, 1, tb, sizeof(tb));
+        if (nb > mx)
+            mx = nb;
+    }
+    return mx;
+}
+
 void api_set_engine(struct api *a, struct model *m, struct sched *s, int32_t n_ctx)
 {
     a->model = m;
@@ -1410,12 +1436,73 @@ void api_set_engine(struct api *a, struct model *m, struct sched *s, int32_t n_c
     a->tok = model_tok(m);
     a->n_ctx = n_ctx;
     a->n_vocab = tok_n_vocab(a->tok);
-    int32_t mx = 1;
-    char tb[1024];
-    for (int32_t i = 0; i < a->n_vocab; i++) {
-        int nb = tok_token_bytes(a->tok, i, 1, tb, sizeof(tb));
-        if (nb > mx)
-            mx = nb;
+    a->max_token_bytes = cmpl_max_token_bytes(a->tok, a->n_vocab);
+}
+
+/* ---- the validation as a pure function (api/request.h) --------------- */
+
+struct api_request_ctx {
+    struct api api; /* only cfg, tok, n_vocab, n_ctx, max_token_bytes are set */
+};
+
+int api_request_ctx_new(const struct api_config *cfg, const struct tok *tok, int32_t n_ctx,
+                        struct api_request_ctx **out)
+{
+    *out = NULL;
+    struct api_request_ctx *x = calloc(1, sizeof(*x));
+    if (!x)
+        return INF_ENOMEM;
+    x->api.cfg = *cfg;
+    x->api.tok = tok;
+    x->api.n_ctx = n_ctx;
+    x->api.n_vocab = tok_n_vocab(tok);
+    x->api.max_token_bytes = cmpl_max_token_bytes(tok, x->api.n_vocab);
+    x->api.state = API_READY;
+    *out = x;
+    return 0;
+}
+
+void api_request_ctx_free(struct api_request_ctx *ctx)
+{
+    free(ctx);
+}
+
+int api_parse_completion_request(struct api_request_ctx *ctx, const char *body, size_t len,
+                                 struct api_request_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *j;
+    if (api_json_parse_object(body, len, &j, out->message, sizeof(out->message))) {
+        out->status = 400; /* what routes_parse_body answers */
+        return 0;
     }
-    a->max_token_bytes = mx;
+    struct cmpl *c = calloc(1, sizeof(*c));
+    if (!c) {
+        json_decref(j);
+        return INF_ENOMEM;
+    }
+    c->api = &ctx->api;
+    struct cmpl_err e = {0};
+    struct cmpl_req q;
+    int rc = cmpl_validate(c, j, &q, &e);
+    free(q.bias);
+    free(q.stop_ids);
+    json_decref(j);
+    if (rc) {
+        out->status = e.status;
+        snprintf(out->param, sizeof(out->param), "%s", e.param ? e.param : "");
+        snprintf(out->code, sizeof(out->code), "%s", e.code ? e.code : "");
+        snprintf(out->message, sizeof(out->message), "%s", e.msg);
+    } else {
+        out->n_prompts = c->n_prompts;
+        out->n_choices = c->n_choices;
+        out->prompt_tokens = c->prompt_tokens;
+        out->max_tokens = c->max_tokens;
+        out->stream = c->stream;
+        out->echo = c->echo;
+        out->logprobs = c->logprobs;
+        out->n_stop = c->n_stop;
+    }
+    cmpl_free(c);
+    return 0;
 }

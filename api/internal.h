@@ -149,6 +149,9 @@ enum MHD_Result routes_dispatch(struct http_req *r);
 enum MHD_Result routes_continue(struct http_req *r);
 /* Parse r->body as a JSON object; on error responds 400 and returns NULL. */
 json_t *routes_parse_body(struct http_req *r);
+/* Parse n bytes as one JSON object (what every POST body must be); on error
+ * msg gets the 400 message and INF_EINVAL is returned. Pure (no request). */
+int api_json_parse_object(const char *p, size_t n, json_t **out, char *msg, size_t cap);
 
 /* Drop special tokens (they decode to nothing); returns the new count. */
 size_t routes_drop_special(const struct tok *t, int32_t *ids, size_t n);

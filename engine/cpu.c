@@ -277,7 +277,7 @@ static void cpu_pool_run(struct cpu_pool *pool, cpu_chunk_fn fn, void *arg, int6
  * every request starts again at position 0. The table holds exactly what
  * the plain computation gives, so using it changes no result. */
 struct cpu_rope_cache {
-    float *cs;       /* [max_pos][n_dims]: cos, sin of pair i at 2i, 2i+1 */
+    float *cs;       /* [max_pos][cap_dims]: cos of the pairs, then sin */
     uint8_t *valid;  /* [max_pos] */
     int32_t max_pos; /* positions the table can hold (0: none) */
     int32_t cap_dims;
@@ -561,7 +561,9 @@ static void cpu_rms_norm_task(void *arg, int64_t ci, int ith)
     struct cpu_norm_job *j = arg;
     int64_t r0, r1;
     (void)ith;
-    cpu_split(j->n_rows, ci, j->k, &r0, &r1);
+    cpu_split((j->n_rows + 3) / 4, ci, j->k, &r0, &r1); /* groups of 4 rows */
+    r0 *= 4;
+    r1 = r1 * 4 < j->n_rows ? r1 * 4 : j->n_rows;
 #ifdef INFERD_HAVE_AVX2
     if (j->simd) {
         cpu_avx2_rms_norm(j->x, j->w, j->y, r0, r1, j->n, j->eps);
@@ -592,7 +594,8 @@ static void cpu_rms_norm(struct backend *be, const float *x, const struct backen
 {
     struct cpu_ctx *c = cpu_ctx(be);
     struct cpu_norm_job j = {x, w ? (const float *)w->data : NULL, y, n_rows, n, eps, c->simd, 0};
-    /* chunks of whole groups of 4 rows keep the 4-row SIMD path busy */
+    /* chunks of whole groups of 4 rows keep the 4-row SIMD sum busy (any
+     * split gives the same bits) */
     j.k = cpu_chunks(c, (n_rows + 3) / 4, 4 * (int64_t)n);
     cpu_run(c, cpu_rms_norm_task, &j, 0, j.k, (int64_t)n_rows * n);
 }
@@ -676,6 +679,7 @@ static void cpu_silu_mul(struct backend *be, float *gate, const float *up, int64
  * weights in L2. Speed only: every output is one dot whatever the tile. */
 #define MM_TR 32
 #define MM_TC_MIN 16
+#define MM_SLAB_BYTES (256 * 1024)
 
 struct cpu_mm_job {
     const struct backend_weight *w;
@@ -779,9 +783,13 @@ static void cpu_mul_mat(struct backend *be, const struct backend_weight *w, cons
     const int64_t macs = (int64_t)n_rows * ne0 * ne1;
     j.tiles_r = (n_rows + MM_TR - 1) / MM_TR;
     /* column tiles: enough tiles for the threads to balance (16 per
-     * thread), no narrower than MM_TC_MIN columns */
+     * thread), no more weight bytes than fit in L2 next to the activations
+     * (the tile's weights are read once per 32 activation rows), no
+     * narrower than MM_TC_MIN columns */
     const int64_t want = 16 * (int64_t)c->pool.n;
     int64_t tc = (ne1 * j.tiles_r + want - 1) / want;
+    if (tc > (int64_t)(MM_SLAB_BYTES / w->row_bytes))
+        tc = (int64_t)(MM_SLAB_BYTES / w->row_bytes);
     if (tc < MM_TC_MIN)
         tc = MM_TC_MIN;
     j.tc = tc;
@@ -793,7 +801,8 @@ static void cpu_mul_mat(struct backend *be, const struct backend_weight *w, cons
 /* rope                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* cos/sin of the n_dims/2 pairs at position p: theta_i = p * base^(-2i/n_dims),
+/* cos (cs[i]) and sin (cs[n_dims/2 + i]) of the n_dims/2 pairs at position
+ * p: theta_i = p * base^(-2i/n_dims),
  * built by repeated multiplication in float as ggml does, so the angles
  * round the same way. */
 static void cpu_rope_angles(const struct backend_rope *rp, int32_t p, float *cs)
@@ -804,8 +813,8 @@ static void cpu_rope_angles(const struct backend_rope *rp, int32_t p, float *cs)
     for (int32_t i = 0; i < half; i++) {
         const float ff = rp->freq_factors ? rp->freq_factors[i] : 1.0f;
         const float t = rp->freq_scale * (theta / ff);
-        cs[2 * i] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
+        cs[i] = cosf(t);
+        cs[half + i] = sinf(t);
         theta *= theta_scale;
     }
 }
@@ -847,6 +856,7 @@ struct cpu_rope_job {
     const struct backend_rope *r;
     const struct cpu_rope_cache *rc;
     int64_t k;
+    int simd;
 };
 
 static void cpu_rope_task(void *arg, int64_t ci, int ith)
@@ -869,14 +879,21 @@ static void cpu_rope_task(void *arg, int64_t ci, int ith)
             cpu_rope_angles(rp, p, local);
             cs = local;
         }
+        float *xr = j->x + r * j->n_head * (int64_t)n_dims;
+#ifdef INFERD_HAVE_AVX2
+        if (j->simd) {
+            cpu_avx2_rope_row(xr, j->n_head, n_dims, rp->neox, cs);
+            continue;
+        }
+#endif
         for (int32_t h = 0; h < j->n_head; h++) {
-            float *v = j->x + (r * j->n_head + h) * (int64_t)n_dims;
+            float *v = xr + h * (int64_t)n_dims;
             for (int32_t i = 0; i < half; i++) {
                 /* llama pairs adjacent values; NEOX pairs the two halves. */
                 const int32_t a = rp->neox ? i : 2 * i;
                 const int32_t b = rp->neox ? i + half : 2 * i + 1;
                 const float x0 = v[a], x1 = v[b];
-                const float co = cs[2 * i], si = cs[2 * i + 1];
+                const float co = cs[i], si = cs[half + i];
                 v[a] = x0 * co - x1 * si;
                 v[b] = x0 * si + x1 * co;
             }
@@ -893,7 +910,7 @@ static void cpu_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_hea
         return;
     }
     cpu_rope_fill(&c->rope, r, pos, n_rows);
-    struct cpu_rope_job j = {x, n_rows, n_head, pos, r, &c->rope, 0};
+    struct cpu_rope_job j = {x, n_rows, n_head, pos, r, &c->rope, 0, c->simd};
     j.k = cpu_chunks(c, n_rows, (int64_t)n_head * r->n_dims);
     cpu_run(c, cpu_rope_task, &j, 0, j.k, (int64_t)n_rows * n_head * r->n_dims);
 }

@@ -1,5 +1,5 @@
 /* cpu_avx2 — AVX2/FMA/F16C versions of the CPU backend's float ops (see
- * cpu_avx2.h): attention, expf, silu, rms_norm, multi-row F32 dots.
+ * cpu_avx2.h): attention, expf, silu, rms_norm, rope, multi-row F32 dots.
  *
  * Compiled with -mavx2 -mfma -mf16c (engine_simd_src); cpu.c calls it only
  * when the CPU runs those instructions. Invariant: each result is
@@ -173,6 +173,49 @@ void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int
     }
 }
 
+/* ------------------------------------------------------------------ rope */
+
+/* x0' = x0 c - x1 s and x1' = x0 s + x1 c, each product rounded, then one
+ * add or subtract: the plain loop's operations (x1 c + x0 s is the same sum
+ * as x0 s + x1 c). */
+void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const float *cs)
+{
+    const int32_t half = n_dims / 2;
+    const float *cosv = cs, *sinv = cs + half;
+    for (int32_t h = 0; h < n_head; h++) {
+        float *v = x + (size_t)h * n_dims;
+        int32_t i = 0;
+        if (neox) {
+            for (; i + 8 <= half; i += 8) {
+                const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + half + i);
+                const __m256 c = _mm256_loadu_ps(cosv + i), s = _mm256_loadu_ps(sinv + i);
+                _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+                _mm256_storeu_ps(v + half + i, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+            }
+            for (; i < half; i++) {
+                const float x0 = v[i], x1 = v[half + i];
+                v[i] = x0 * cosv[i] - x1 * sinv[i];
+                v[half + i] = x0 * sinv[i] + x1 * cosv[i];
+            }
+        } else {
+            /* 4 pairs (8 floats) at a time: even lanes x0, odd lanes x1 */
+            const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+            for (; i + 4 <= half; i += 4) {
+                const __m256 xv = _mm256_loadu_ps(v + 2 * i);
+                const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cosv + i)), dup);
+                const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sinv + i)), dup);
+                const __m256 xs = _mm256_permute_ps(xv, 0xb1); /* pairs swapped */
+                _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(xv, c), _mm256_mul_ps(xs, s)));
+            }
+            for (; i < half; i++) {
+                const float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * cosv[i] - x1 * sinv[i];
+                v[2 * i + 1] = x0 * sinv[i] + x1 * cosv[i];
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------- F32 dots */
 
 /* quant_avx2.c's hsum_ps, operation for operation. */
@@ -272,53 +315,112 @@ AINLINE void transpose8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* Scores of one head for 8 positions (kp[l]: K row of position l), as
- * cpu_dot_f16(k, q16) * scale: the 32-element steps in four FMA chains
- * reduced to a float, then the remaining elements added in double one by
- * one. The double tails run with positions in the lanes (8x8 transposes),
- * so each position's terms are still added in order. */
-AINLINE __m256 scores8(const quant_f16 *const *kp, const float *qh, int32_t hd, float scale)
+/* Scores of every head of the group for 8 positions (kp[l]: K row of
+ * position l), each as cpu_dot_f16(k, q16) * scale: the 32-element steps in
+ * four FMA chains reduced to a float, then the remaining elements added in
+ * double one by one. The double tails run with positions in the lanes: the
+ * 8x8 block of K is transposed once for all heads, and each head multiplies
+ * row i of it (element i of the 8 positions) by its q[i], so each
+ * position's terms are still added in order. sc[h * CPU_ATTN_CHUNK + l]. */
+AINLINE void scores8(const quant_f16 *const *kp, const float *qf, int32_t nq, int32_t hd,
+                     float scale, float *sc)
 {
     const int32_t np = hd & ~31;
-    float part[8] __attribute__((aligned(32)));
-    if (np > 0) {
-        for (int l = 0; l < 8; l++) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int32_t i = 0; i < np; i += 32) {
-                a0 = _mm256_fmadd_ps(load_f16x8(kp[l] + i), _mm256_load_ps(qh + i), a0);
-                a1 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 8), _mm256_load_ps(qh + i + 8), a1);
-                a2 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 16), _mm256_load_ps(qh + i + 16), a2);
-                a3 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 24), _mm256_load_ps(qh + i + 24), a3);
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256d tail[2 * 64]; /* per head: double sums of positions 0-3, 4-7 */
+    for (int32_t h = 0; h < nq; h++) {
+        const float *qh = qf + (size_t)h * hd;
+        float part[8] __attribute__((aligned(32)));
+        if (np > 0) {
+            for (int l = 0; l < 8; l++) {
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t i = 0; i < np; i += 32) {
+                    a0 = _mm256_fmadd_ps(load_f16x8(kp[l] + i), _mm256_load_ps(qh + i), a0);
+                    a1 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 8), _mm256_load_ps(qh + i + 8), a1);
+                    a2 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 16), _mm256_load_ps(qh + i + 16), a2);
+                    a3 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 24), _mm256_load_ps(qh + i + 24), a3);
+                }
+                part[l] = reduce4x8(a0, a1, a2, a3);
             }
-            part[l] = reduce4x8(a0, a1, a2, a3);
+        } else {
+            memset(part, 0, sizeof(part));
         }
-    } else {
-        memset(part, 0, sizeof(part));
+        if (np == hd) {
+            _mm256_store_ps(sc + (size_t)h * CPU_ATTN_CHUNK, _mm256_mul_ps(_mm256_load_ps(part), vscale));
+        } else {
+            tail[2 * h] = _mm256_cvtps_pd(_mm_load_ps(part));
+            tail[2 * h + 1] = _mm256_cvtps_pd(_mm_load_ps(part + 4));
+        }
     }
     if (np == hd)
-        return _mm256_mul_ps(_mm256_load_ps(part), _mm256_set1_ps(scale));
-    __m256d slo = _mm256_cvtps_pd(_mm_load_ps(part)), shi = _mm256_cvtps_pd(_mm_load_ps(part + 4));
+        return;
     for (int32_t c = np; c < hd; c += 8) {
-        const __m256 qv = _mm256_load_ps(qh + c);
-        __m256 p[8];
+        __m256 kt[8];
         for (int l = 0; l < 8; l++)
-            p[l] = _mm256_mul_ps(load_f16x8(kp[l] + c), qv);
-        transpose8(p);
-        for (int i = 0; i < 8; i++) {
-            slo = _mm256_add_pd(slo, _mm256_cvtps_pd(_mm256_castps256_ps128(p[i])));
-            shi = _mm256_add_pd(shi, _mm256_cvtps_pd(_mm256_extractf128_ps(p[i], 1)));
+            kt[l] = load_f16x8(kp[l] + c);
+        transpose8(kt); /* kt[i]: element c + i of the 8 positions */
+        for (int32_t h = 0; h < nq; h++) {
+            const float *qc = qf + (size_t)h * hd + c;
+            __m256d slo = tail[2 * h], shi = tail[2 * h + 1];
+            for (int i = 0; i < 8; i++) {
+                const __m256 p = _mm256_mul_ps(kt[i], _mm256_broadcast_ss(qc + i));
+                slo = _mm256_add_pd(slo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+                shi = _mm256_add_pd(shi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+            }
+            tail[2 * h] = slo;
+            tail[2 * h + 1] = shi;
         }
     }
-    const __m256 s = _mm256_set_m128(_mm256_cvtpd_ps(shi), _mm256_cvtpd_ps(slo));
-    return _mm256_mul_ps(s, _mm256_set1_ps(scale));
+    for (int32_t h = 0; h < nq; h++) {
+        const __m256 sv = _mm256_set_m128(_mm256_cvtpd_ps(tail[2 * h + 1]), _mm256_cvtpd_ps(tail[2 * h]));
+        _mm256_store_ps(sc + (size_t)h * CPU_ATTN_CHUNK, _mm256_mul_ps(sv, vscale));
+    }
+}
+
+/* Lanes shifted up by k (lane l takes lane l - k; lanes below k take `fill`). */
+AINLINE __m256 shift_up(__m256 x, const int k, __m256 fill)
+{
+    const __m256i idx = k == 1 ? _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6)
+                      : k == 2 ? _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5)
+                               : _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3);
+    const int mask = k == 1 ? 0x01 : k == 2 ? 0x03 : 0x0f;
+    return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, idx), fill, mask);
+}
+
+/* The plain loop's running maximum over 8 scores s (n of them valid), from
+ * *m: per position, the maximum before it, mp, decides which exponential
+ * that loop takes: up (s > mp: the maximum grows) -> expf(mp - s), else
+ * expf(s - mp). Returns those arguments, sets the up bits and *m.
+ * vmaxps(a, b) returns b unless a > b (ties, zeros of either sign and NaN
+ * included), which is the loop's update "m = s if s > m" with the earlier
+ * value as b; NaN scores never raise the maximum, so they enter the scan as
+ * -inf (and still give NaN arguments, as in the loop). */
+AINLINE __m256 runmax8(__m256 s, int n, float *m, unsigned *up)
+{
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 x = _mm256_blendv_ps(s, ninf, _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+    if (n < 8) /* padding lanes must not raise the maximum */
+        x = _mm256_blendv_ps(x, ninf, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(n - 1))));
+    x = _mm256_max_ps(x, shift_up(x, 1, ninf));
+    x = _mm256_max_ps(x, shift_up(x, 2, ninf));
+    x = _mm256_max_ps(x, shift_up(x, 4, ninf));
+    const __m256 vm = _mm256_set1_ps(*m);
+    const __m256 incl = _mm256_max_ps(x, vm);      /* maximum up to and with l */
+    const __m256 mp = shift_up(incl, 1, vm);       /* maximum before l */
+    const __m256 grow = _mm256_cmp_ps(s, mp, _CMP_GT_OQ);
+    *up = (unsigned)_mm256_movemask_ps(grow);
+    *m = _mm256_cvtss_f32(_mm256_permutevar8x32_ps(incl, _mm256_set1_epi32(7)));
+    return _mm256_blendv_ps(_mm256_sub_ps(s, mp), _mm256_sub_ps(mp, s), grow);
 }
 
 /* The online-softmax update of one head over np positions, with the
- * exponentials already computed: e[p] is ms (the maximum grew: up[p] = 1)
- * or vs. acc (NV x 8 floats, each exactly an F16 value) stays in registers
- * for a constant NV. */
+ * exponentials already computed: e[p] is ms when bit p of up is set (the
+ * maximum grew), else vs. acc (NV x 8 floats, each exactly an F16 value)
+ * stays in registers for a constant NV. */
 AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const float *e,
-                     const uint8_t *up, float *accm, float *Sp)
+                     uint32_t up, float *accm, float *Sp)
 {
     __m256 acc[16];
 #pragma GCC unroll 16
@@ -327,7 +429,7 @@ AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const flo
     float S = *Sp;
     for (int p = 0; p < np; p++) {
         float ms = 1.0f, vs = e[p];
-        if (up[p]) {
+        if ((up >> p) & 1) {
             ms = e[p];
             vs = 1.0f;
             const __m256 m = _mm256_set1_ps(ms);
@@ -347,14 +449,65 @@ AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const flo
     *Sp = S;
 }
 
-/* The same for any head_dim (accumulator in memory). */
+/* Two heads at once for small heads (NV <= 4): one V load for both, and two
+ * independent F16-rounding chains instead of one latency-bound chain. Each
+ * head's operations are attn_pv's. */
+AINLINE void attn_pv2(const int NV, const quant_f16 *const *vp, int np, const float *e0,
+                      const float *e1, uint32_t up0, uint32_t up1, float *acc0m, float *acc1m,
+                      float *S0p, float *S1p)
+{
+    __m256 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int d = 0; d < NV; d++) {
+        a0[d] = _mm256_load_ps(acc0m + 8 * d);
+        a1[d] = _mm256_load_ps(acc1m + 8 * d);
+    }
+    float S0 = *S0p, S1 = *S1p;
+    for (int p = 0; p < np; p++) {
+        float ms0 = 1.0f, vs0 = e0[p], ms1 = 1.0f, vs1 = e1[p];
+        if ((up0 >> p) & 1) {
+            ms0 = e0[p];
+            vs0 = 1.0f;
+            const __m256 m = _mm256_set1_ps(ms0);
+#pragma GCC unroll 4
+            for (int d = 0; d < NV; d++)
+                a0[d] = round16(_mm256_mul_ps(a0[d], m));
+        }
+        if ((up1 >> p) & 1) {
+            ms1 = e1[p];
+            vs1 = 1.0f;
+            const __m256 m = _mm256_set1_ps(ms1);
+#pragma GCC unroll 4
+            for (int d = 0; d < NV; d++)
+                a1[d] = round16(_mm256_mul_ps(a1[d], m));
+        }
+        const __m256 v0 = _mm256_set1_ps(vs0), v1 = _mm256_set1_ps(vs1);
+#pragma GCC unroll 4
+        for (int d = 0; d < NV; d++) {
+            const __m256 v = load_f16x8(vp[p] + 8 * d);
+            a0[d] = round16(_mm256_fmadd_ps(v, v0, a0[d]));
+            a1[d] = round16(_mm256_fmadd_ps(v, v1, a1[d]));
+        }
+        S0 = fmaf(S0, ms0, vs0);
+        S1 = fmaf(S1, ms1, vs1);
+    }
+#pragma GCC unroll 4
+    for (int d = 0; d < NV; d++) {
+        _mm256_store_ps(acc0m + 8 * d, a0[d]);
+        _mm256_store_ps(acc1m + 8 * d, a1[d]);
+    }
+    *S0p = S0;
+    *S1p = S1;
+}
+
+/* The same as attn_pv for any head_dim (accumulator in memory). */
 static void attn_pv_any(int32_t nv, const quant_f16 *const *vp, int np, const float *e,
-                        const uint8_t *up, float *accm, float *Sp)
+                        uint32_t up, float *accm, float *Sp)
 {
     float S = *Sp;
     for (int p = 0; p < np; p++) {
         float ms = 1.0f, vs = e[p];
-        if (up[p]) {
+        if ((up >> p) & 1) {
             ms = e[p];
             vs = 1.0f;
             const __m256 m = _mm256_set1_ps(ms);
@@ -373,15 +526,16 @@ static void attn_pv_any(int32_t nv, const quant_f16 *const *vp, int np, const fl
 void cpu_avx2_attn(const struct cpu_attn_group *g)
 {
     enum { PB = CPU_ATTN_CHUNK };
-    const int32_t hd = g->head_dim, nq = g->nq, bs = g->block_size;
-    /* scratch: F16-rounded queries, accumulators, scores, then small arrays */
+    _Static_assert(PB <= 32 && PB % 8 == 0, "up bits of a chunk live in one uint32_t");
+    const int32_t hd = g->head_dim, nq = g->nq, bs = g->block_size, nv = hd / 8;
+    /* scratch: F16-rounded queries, accumulators, scores (then their
+     * exponentials), a zero K/V row for padding lanes */
     float *qf = g->scratch;
     float *acc = qf + (size_t)nq * hd;
     float *sc = acc + (size_t)nq * hd;
-    float *arg = sc + (size_t)nq * PB;
-    uint8_t *up = (uint8_t *)(arg + PB);
-    quant_f16 *zero = (quant_f16 *)(arg + 2 * PB);
+    quant_f16 *zero = (quant_f16 *)(sc + (size_t)nq * PB);
     float M[64], S[64]; /* per head; nq <= 64 is checked by cpu.c */
+    uint32_t up[64];
     const quant_f16 *kp[PB], *vp[PB];
 
     for (int32_t h = 0; h < nq; h++) {
@@ -396,50 +550,60 @@ void cpu_avx2_attn(const struct cpu_attn_group *g)
 
     for (int32_t p0 = 0; p0 < g->n_kv; p0 += PB) {
         const int np = g->n_kv - p0 < PB ? (int)(g->n_kv - p0) : PB;
-        for (int l = 0; l < PB; l++) {
-            const int32_t p = p0 + l;
-            if (l < np) {
-                const size_t slot = (size_t)g->bt[p / bs] * bs + (size_t)(p % bs);
-                kp[l] = g->k + slot * g->kv_stride;
-                vp[l] = g->v + slot * g->kv_stride;
-            } else {
-                kp[l] = vp[l] = zero; /* padding lanes: computed, never used */
+        /* K/V rows of the chunk's positions, walking the block table */
+        int32_t blk = p0 / bs, off = p0 % bs;
+        size_t row = ((size_t)g->bt[blk] * bs + (size_t)off) * g->kv_stride;
+        for (int l = 0; l < np; l++) {
+            kp[l] = g->k + row;
+            vp[l] = g->v + row;
+            row += g->kv_stride;
+            if (++off == bs && l + 1 < np) {
+                off = 0;
+                row = (size_t)g->bt[++blk] * bs * g->kv_stride;
             }
         }
-        /* scores of every head of the group, 8 positions at a time */
-        for (int l = 0; l < np; l += 8)
-            for (int32_t h = 0; h < nq; h++)
-                _mm256_store_ps(sc + h * PB + l, scores8(kp + l, qf + h * hd, hd, g->scale));
+        for (int l = np; l < PB; l++)
+            kp[l] = vp[l] = zero; /* padding lanes: computed, never used */
 
+        for (int l = 0; l < np; l += 8)
+            scores8(kp + l, qf, nq, hd, g->scale, sc + l);
+
+        /* per head: the exponentials the plain loop takes, in place of the
+         * scores, and which positions raise the maximum */
         for (int32_t h = 0; h < nq; h++) {
-            /* the running maximum decides, per position, which exponential
-             * the plain code takes: expf(M_old - s) when s raises it,
-             * expf(s - M) otherwise */
-            const float *s = sc + h * PB;
-            float m = M[h];
-            for (int p = 0; p < np; p++) {
-                if (s[p] > m) {
-                    arg[p] = m - s[p];
-                    up[p] = 1;
-                    m = s[p];
-                } else {
-                    arg[p] = s[p] - m;
-                    up[p] = 0;
+            float *sh = sc + (size_t)h * PB;
+            up[h] = 0;
+            for (int l = 0; l < np; l += 8) {
+                unsigned bits;
+                const __m256 arg = runmax8(_mm256_load_ps(sh + l), np - l, &M[h], &bits);
+                _mm256_store_ps(sh + l, expf8(arg));
+                up[h] |= (uint32_t)bits << l;
+            }
+        }
+
+        int32_t h = 0;
+        if (nv <= 4) {
+            for (; h + 2 <= nq; h += 2) {
+                const float *e0 = sc + (size_t)h * PB, *e1 = e0 + PB;
+                float *a0 = acc + (size_t)h * hd, *a1 = a0 + hd;
+                switch (nv) {
+                case 1: attn_pv2(1, vp, np, e0, e1, up[h], up[h + 1], a0, a1, &S[h], &S[h + 1]); break;
+                case 2: attn_pv2(2, vp, np, e0, e1, up[h], up[h + 1], a0, a1, &S[h], &S[h + 1]); break;
+                case 3: attn_pv2(3, vp, np, e0, e1, up[h], up[h + 1], a0, a1, &S[h], &S[h + 1]); break;
+                default: attn_pv2(4, vp, np, e0, e1, up[h], up[h + 1], a0, a1, &S[h], &S[h + 1]); break;
                 }
             }
-            M[h] = m;
-            for (int p = np; p < ((np + 7) & ~7); p++)
-                arg[p] = 0.0f;
-            for (int p = 0; p < np; p += 8)
-                _mm256_store_ps(arg + p, expf8(_mm256_load_ps(arg + p)));
-            float *ah = acc + h * hd;
-            switch (hd / 8) {
-            case 1: attn_pv(1, vp, np, arg, up, ah, &S[h]); break;
-            case 2: attn_pv(2, vp, np, arg, up, ah, &S[h]); break;
-            case 4: attn_pv(4, vp, np, arg, up, ah, &S[h]); break;
-            case 8: attn_pv(8, vp, np, arg, up, ah, &S[h]); break;
-            case 16: attn_pv(16, vp, np, arg, up, ah, &S[h]); break;
-            default: attn_pv_any(hd / 8, vp, np, arg, up, ah, &S[h]); break;
+        }
+        for (; h < nq; h++) {
+            const float *e = sc + (size_t)h * PB;
+            float *ah = acc + (size_t)h * hd;
+            switch (nv) {
+            case 1: attn_pv(1, vp, np, e, up[h], ah, &S[h]); break;
+            case 2: attn_pv(2, vp, np, e, up[h], ah, &S[h]); break;
+            case 4: attn_pv(4, vp, np, e, up[h], ah, &S[h]); break;
+            case 8: attn_pv(8, vp, np, e, up[h], ah, &S[h]); break;
+            case 16: attn_pv(16, vp, np, e, up[h], ah, &S[h]); break;
+            default: attn_pv_any(nv, vp, np, e, up[h], ah, &S[h]); break;
             }
         }
     }

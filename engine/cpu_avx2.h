@@ -40,7 +40,7 @@ struct cpu_attn_group {
 static inline size_t cpu_attn_scratch_floats(int32_t nq, int32_t head_dim)
 {
     return (size_t)nq * (size_t)head_dim * 2 + (size_t)nq * CPU_ATTN_CHUNK +
-           4 * CPU_ATTN_CHUNK + (size_t)head_dim + 64;
+           (size_t)head_dim + 64;
 }
 
 #ifdef INFERD_HAVE_AVX2
@@ -54,6 +54,10 @@ void cpu_avx2_silu_mul(float *g, const float *u, int64_t n);
  * equal x). */
 void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int64_t r1,
                        int32_t n, float eps);
+/* Rope of one row of n_head heads of n_dims floats, in place, as cpu.c's
+ * plain loop: cs holds the cos of the n_dims/2 pairs, then their sin; neox
+ * pairs (i, i + n_dims/2), else (2i, 2i+1). */
+void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const float *cs);
 /* out[r] = quant's AVX2 F32 dot of w (n floats) with x + r * xs, r < nx:
  * the same arithmetic as quant_vec_dot(QT_F32) on an AVX2 CPU. */
 void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out);

@@ -5,7 +5,9 @@
  *        the last row), N / seconds;
  *   tgN: N single-token forward passes (positions 0..N-1), N / seconds.
  * With --peer FILE (a markdown table such as ../shared/peer/llamacpp-cpu.md)
- * the row whose first cell names the model file is printed beside.
+ * the row whose first cell names the model file is printed beside. The
+ * machine's load average is printed before and after the runs: wall-clock
+ * numbers from a shared machine mean little without it.
  * Single-threaded CLI code (the backend runs its own worker threads).
  */
 #include <errno.h>
@@ -114,6 +116,14 @@ static int bench_peer(const char *file, const char *model, const char *test, cha
     return found;
 }
 
+/* "load average (1, 5, 15 min) before: 0.52 0.61 0.70" */
+static void bench_load(const char *when)
+{
+    double la[3];
+    if (getloadavg(la, 3) == 3)
+        printf("load average (1, 5, 15 min) %s: %.2f %.2f %.2f\n", when, la[0], la[1], la[2]);
+}
+
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: inferd bench --model M [--threads 2] [--pp 128,512] [--tg 128] [--reps 3]\n"
@@ -207,6 +217,7 @@ int cmd_bench(int argc, char **argv)
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
 
+    bench_load("before");
     printf("| model | threads | test | t/s |%s\n", peer ? " llama.cpp t/s |" : "");
     printf("|---|---:|---:|---:|%s\n", peer ? "---:|" : "");
     for (int k = 0; k < n_pp + n_tg && !rc; k++) {
@@ -235,10 +246,12 @@ int cmd_bench(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
-    if (rc)
+    if (rc) {
         fprintf(stderr, "inferd bench: forward pass failed: %s\n", inf_strerror(rc));
-    else
+    } else {
+        bench_load("after");
         status = CMD_OK;
+    }
     free(tok);
     free(bt);
     free(logits);

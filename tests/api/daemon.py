@@ -84,7 +84,17 @@ class Daemon:
         """Send raw bytes, return the raw response bytes (until close or one full response)."""
         s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         try:
-            s.sendall(data)
+            try:
+                s.sendall(data)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer early (413 before the body is read)
+                # and close while we still send: its response is what counts.
+                if not read:
+                    return b""
+                try:
+                    return read_response_bytes(s)
+                except ConnectionResetError:
+                    return b""
             if shut:
                 s.shutdown(socket.SHUT_WR)
             if not read:

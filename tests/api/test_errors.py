@@ -234,6 +234,45 @@ def test_20_empty_and_huge_prompt(exe):
     good(d)
 
 
+def test_20_tokenize_huge(exe):
+    """/tokenize runs on the loop thread: a 3 MB text used to take seconds
+    (and stall /health for over a second); now it is refused (400, over the
+    1 MiB /tokenize limit) and a 1 MiB one is answered quickly."""
+    d = D.Daemon(exe)  # the default 4 MiB body limit
+    try:
+        res = {}
+
+        def run(text):
+            t0 = time.time()
+            res["r"] = d.post("/tokenize", {"prompt": text})
+            res["t"] = time.time() - t0
+
+        for text, want in (("x" * 3000000, 400), ("x" * 1048576, 200)):
+            th = threading.Thread(target=run, args=(text,))
+            th.start()
+            worst = 0.0
+            while th.is_alive():
+                t0 = time.time()
+                st, _ = d.json("GET", "/health")
+                check(st == 200, "/health %d" % st)
+                worst = max(worst, time.time() - t0)
+                time.sleep(0.01)
+            th.join()
+            st, _, b = res["r"]
+            if want == 400:
+                expect_error(res["r"], 400, "prompt")
+            else:
+                check(st == 200, "tokenize 1 MiB: %d %r" % (st, b[:200]))
+                j = json.loads(b.decode())
+                check(j["count"] == len(j["tokens"]) and j["count"] > 1000, "count %r" % j["count"])
+            check(res["t"] < 5.0, "/tokenize of %d bytes took %.2f s" % (len(text), res["t"]))
+            check(worst < 1.0, "/health stalled %.2f s during /tokenize" % worst)
+        st, j = d.json("POST", "/tokenize", {"prompt": "Once upon a time"})
+        check(st == 200 and j["tokens"][0] == 1 and j["count"] == len(j["tokens"]), j)
+    finally:
+        d.close()
+
+
 # 21 -------------------------------------------------------------------------
 def test_21_bad_strings(exe):
     d = dmn(exe)
@@ -386,6 +425,7 @@ def main():
              test_13_body_too_large_chunked, test_13_content_length_bad, test_14_bad_json,
              test_15_wrong_types, test_16_ranges, test_17_logprobs_logit_bias,
              test_18_token_prompt_range, test_19_context_exceeded, test_20_empty_and_huge_prompt,
+             test_20_tokenize_huge,
              test_21_bad_strings, test_23_stop_lists, test_24_routes_and_methods,
              test_24_auth_same_path, test_22_special_token_text, test_25_partial_utf8,
              test_slowloris]

@@ -430,50 +430,63 @@ static void test_simd_elementwise(void)
 }
 
 /* Rope with the backend's cos/sin table (positions below reserve's max_ctx)
- * and without (a backend that was never reserved) give the same bits. */
+ * and without (a backend that was never reserved) give the same bits, and
+ * so does the plain C rotation; head sizes with and without SIMD tails. */
 static void test_rope_cache(void)
 {
-    enum { HD = 64, NH = 3, ROWS = 6 };
-    float x0[ROWS * NH * HD], xa[ROWS * NH * HD], xb[ROWS * NH * HD], ff[HD / 2];
+    enum { HDMAX = 64, NH = 3, ROWS = 6 };
+    static float x0[ROWS * NH * HDMAX], xa[ROWS * NH * HDMAX], xb[ROWS * NH * HDMAX];
+    static float xc[ROWS * NH * HDMAX], ff[HDMAX / 2];
     const int32_t pos[ROWS] = {0, 5, 63, 5, 64, 3000};
-    for (int i = 0; i < ROWS * NH * HD; i++)
-        x0[i] = frand();
-    for (int i = 0; i < HD / 2; i++)
-        ff[i] = 1.0f + 0.25f * (float)i;
+    const int32_t hds[] = {64, 12, 20};
     struct backend *fresh = cpu_backend_new(1);
     CHECK(fresh != NULL);
     if (!fresh)
         return;
-    for (int v = 0; v < 3; v++) {
-        struct backend_rope rp = {HD, v == 1, v == 2 ? 500000.0f : 10000.0f, 1.0f,
-                                  v == 2 ? ff : NULL};
-        for (int rep = 0; rep < 2; rep++) { /* the second call reads the table */
-            memcpy(xa, x0, sizeof(x0));
-            memcpy(xb, x0, sizeof(x0));
-            bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
-            fresh->ops->rope(fresh, xb, ROWS, NH, pos, &rp);
-            CHECK(bits_eq(xa, xb, ROWS * NH * HD));
+    for (size_t k = 0; k < sizeof(hds) / sizeof(hds[0]); k++) {
+        const int32_t hd = hds[k];
+        const size_t n = (size_t)ROWS * NH * hd;
+        for (size_t i = 0; i < n; i++)
+            x0[i] = frand();
+        for (int i = 0; i < hd / 2; i++)
+            ff[i] = 1.0f + 0.25f * (float)i;
+        for (int v = 0; v < 3; v++) {
+            struct backend_rope rp = {hd, v == 1, v == 2 ? 500000.0f : 10000.0f, 1.0f,
+                                      v == 2 ? ff : NULL};
+            for (int rep = 0; rep < 2; rep++) { /* the second call reads the table */
+                memcpy(xa, x0, n * sizeof(float));
+                memcpy(xb, x0, n * sizeof(float));
+                memcpy(xc, x0, n * sizeof(float));
+                bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
+                fresh->ops->rope(fresh, xb, ROWS, NH, pos, &rp);
+                cpu_backend_force_plain(bes[1], 1);
+                bes[1]->ops->rope(bes[1], xc, ROWS, NH, pos, &rp);
+                cpu_backend_force_plain(bes[1], 0);
+                CHECK(bits_eq(xa, xb, n));
+                CHECK(bits_eq(xa, xc, n));
+            }
         }
     }
     /* the table follows a change of the freq factors' values */
-    struct backend_rope rp = {HD, 0, 10000.0f, 1.0f, ff};
-    memcpy(xa, x0, sizeof(x0));
+    const size_t n = (size_t)ROWS * NH * HDMAX;
+    struct backend_rope rp = {HDMAX, 0, 10000.0f, 1.0f, ff};
+    memcpy(xa, x0, n * sizeof(float));
     bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
     ff[3] = 7.0f;
-    memcpy(xa, x0, sizeof(x0));
-    memcpy(xb, x0, sizeof(x0));
+    memcpy(xa, x0, n * sizeof(float));
+    memcpy(xb, x0, n * sizeof(float));
     bes[1]->ops->rope(bes[1], xa, ROWS, NH, pos, &rp);
     fresh->ops->rope(fresh, xb, ROWS, NH, pos, &rp);
-    CHECK(bits_eq(xa, xb, ROWS * NH * HD));
+    CHECK(bits_eq(xa, xb, n));
     CHECK(bes[1]->ops->sync(bes[1]) == 0 && fresh->ops->sync(fresh) == 0);
     backend_free(fresh);
 }
 
 /* The AVX2 attention against the plain one over head sizes that take every
  * path (double tails of 8..24 elements, 32-element steps, both, head_dim not
- * a multiple of 8: plain on both sides), GQA groups of 1..4, sequences
- * longer than the kernel's 32-position chunks, and scores large enough to
- * underflow expf. */
+ * a multiple of 8: plain on both sides), GQA groups of 1..6 (heads in pairs
+ * and alone), sequences longer than the kernel's 32-position chunks and not
+ * a multiple of 8, scores large enough to underflow expf, and ties. */
 static void test_attention_simd(void)
 {
     const struct { int nh, nkv, hd; } shapes[] = {
@@ -498,8 +511,10 @@ static void test_attention_simd(void)
             kc[i] = quant_f32_to_f16(frand() * 2.0f);
             vc[i] = quant_f32_to_f16(frand());
         }
-        for (int i = 0; i < NR * qdim; i++) /* row 3: scores spread by hundreds */
-            q[i] = frand() * (i / qdim == 3 ? 60.0f : 1.5f);
+        /* row 3: scores spread by hundreds (expf underflows); row 5: all
+         * scores +-0 (ties: the maximum never grows after position 0) */
+        for (int i = 0; i < NR * qdim; i++)
+            q[i] = i / qdim == 5 ? 0.0f : frand() * (i / qdim == 3 ? 60.0f : 1.5f);
         struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd)};
         struct backend_reserve r = {64, 1024, 256, nh, hd};
         for (int b = 0; b < N_BE; b++)

@@ -1,0 +1,278 @@
+/* fuzz_request — libFuzzer target for the POST /v1/completions request
+ * parser, plus a corpus replay.
+ *
+ * Each input is a request body. It goes through api_parse_completion_request
+ * (api/request.h: the very code the endpoint runs before it submits to the
+ * scheduler, JSON parse and prompt tokenization included) twice: with the
+ * SPM tokenizer of stories260K.gguf and with the byte-level BPE tokenizer of
+ * ggml-vocab-qwen2.gguf, both from $INFERD_SHARED (default ../shared). The
+ * limits are the daemon's defaults except n_ctx = 512 and max_tokens = 256,
+ * small enough that the context checks are reachable with short inputs.
+ *
+ * Besides ASan/UBSan, it aborts when a result breaks the contract: an error
+ * without a message or with a status other than 400/404; an error body (as
+ * http.c writes it, through buf_json_str) that is not valid JSON; a valid
+ * request whose counts are out of the limits; the same bytes giving a
+ * different answer the second time (uninitialized state).
+ *
+ * Built with -fsanitize=fuzzer (clang, -DINFERD_LIBFUZZER) it is a fuzzer
+ * (tests/fuzz/meson.build has the setup). Otherwise main() replays the files
+ * and directories given as arguments (meson: suite `fuzz`, the committed
+ * corpus in tests/fuzz/corpus/request), each from an exact-size heap copy,
+ * and checks the expectation a corpus file may carry in its name:
+ * `ok-*` must be valid, `e400-<param>-*` must be a 400 naming <param> (with
+ * '.' written as '+'; `e400--*` names no param), `e404-*` a 404. Files
+ * without such a prefix (fuzzer finds) only have to pass the checks above.
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "api/buf.h"
+#include "api/request.h"
+#include "engine/gguf.h"
+#include "engine/tok.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_N_CTX 512
+#define FUZZ_MAX_TOKENS 256
+
+struct fuzz_tok {
+    const char *file;
+    struct gguf_file *g;
+    struct tok *t;
+    struct api_request_ctx *ctx;
+};
+
+static struct fuzz_tok fuzz_toks[2] = {
+    {"models/stories260K.gguf", NULL, NULL, NULL},
+    {"vocab/ggml-vocab-qwen2.gguf", NULL, NULL, NULL},
+};
+static int fuzz_ready; /* 0 not tried, 1 ok, -1 missing data */
+
+static void fuzz_config(struct api_config *c)
+{
+    /* daemon/config.c's defaults (etc/inferd.conf), smaller context */
+    memset(c, 0, sizeof(*c));
+    snprintf(c->host, sizeof(c->host), "127.0.0.1");
+    snprintf(c->model_id, sizeof(c->model_id), "stories260K");
+    c->max_body_bytes = 4194304;
+    c->max_header_bytes = 16384;
+    c->max_connections = 512;
+    c->max_connections_per_ip = 64;
+    c->idle_timeout_s = 60;
+    c->read_timeout_s = 30;
+    c->ping_interval_s = 15;
+    c->retry_after_s = 1;
+    c->max_tokens = FUZZ_MAX_TOKENS;
+    c->default_max_tokens = 16;
+    c->max_n = 16;
+    c->max_prompts = 16;
+    c->max_stop = 4;
+    c->max_stop_len = 256;
+    c->max_logprobs = 20;
+    c->max_logit_bias = 1024;
+}
+
+static int fuzz_init(void)
+{
+    if (fuzz_ready)
+        return fuzz_ready;
+    const char *root = getenv("INFERD_SHARED");
+    if (!root || !*root)
+        root = "../shared";
+    struct api_config cfg;
+    fuzz_config(&cfg);
+    fuzz_ready = 1;
+    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
+        struct fuzz_tok *f = &fuzz_toks[i];
+        char path[4096];
+        struct inf_error e;
+        snprintf(path, sizeof(path), "%s/%s", root, f->file);
+        if (gguf_open(path, &f->g, &e) || tok_load(f->g, &f->t, &e) ||
+            api_request_ctx_new(&cfg, f->t, FUZZ_N_CTX, &f->ctx)) {
+            fprintf(stderr, "fuzz_request: cannot load %s: %s\n", path, e.msg);
+            fuzz_ready = -1;
+            break;
+        }
+    }
+    return fuzz_ready;
+}
+
+static void fuzz_fail(const char *why, const struct api_request_result *r)
+{
+    fprintf(stderr, "fuzz_request: %s (status %d param '%s' message '%s')\n", why, r->status,
+            r->param, r->message);
+    abort();
+}
+
+/* The result must be what the endpoint may answer. */
+static void fuzz_check(const struct api_request_result *r)
+{
+    if (r->status != 0) {
+        if (r->status != 400 && r->status != 404)
+            fuzz_fail("unexpected status", r);
+        if (!r->message[0])
+            fuzz_fail("error without a message", r);
+        /* the error body as http.c builds it must be valid JSON */
+        struct buf b = {0};
+        if (buf_puts(&b, "{\"message\":") || buf_json_str(&b, r->message, strlen(r->message)) ||
+            buf_puts(&b, ",\"param\":") || buf_json_str(&b, r->param, strlen(r->param)) ||
+            buf_puts(&b, "}"))
+            abort();
+        json_error_t je;
+        json_t *j = json_loadb(b.p, b.len, 0, &je);
+        if (!j)
+            fuzz_fail("error body is not valid JSON", r);
+        json_decref(j);
+        buf_free(&b);
+        return;
+    }
+    if (r->n_prompts < 1 || r->n_choices < r->n_prompts || r->n_choices > 1024)
+        fuzz_fail("valid request with bad prompt/choice counts", r);
+    if (r->max_tokens < 1 || r->max_tokens > FUZZ_MAX_TOKENS)
+        fuzz_fail("valid request with max_tokens out of range", r);
+    if (r->prompt_tokens < r->n_prompts ||
+        (int64_t)r->prompt_tokens + (int64_t)r->n_prompts * r->max_tokens >
+            (int64_t)r->n_prompts * FUZZ_N_CTX)
+        fuzz_fail("valid request over the context", r);
+    if (r->logprobs < -1 || r->logprobs > 20 || r->n_stop < 0 || r->n_stop > 4)
+        fuzz_fail("valid request with logprobs/stop out of range", r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (fuzz_init() != 1)
+        abort(); /* the fuzzer cannot run without its tokenizers */
+    const char *body = (const char *)data;
+    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
+        struct api_request_result r1, r2;
+        if (api_parse_completion_request(fuzz_toks[i].ctx, body, size, &r1))
+            abort();
+        fuzz_check(&r1);
+        if (i == 0) {
+            if (api_parse_completion_request(fuzz_toks[i].ctx, body, size, &r2))
+                abort();
+            if (memcmp(&r1, &r2, sizeof(r1)))
+                fuzz_fail("the same body gave a different result", &r1);
+        }
+    }
+    return 0;
+}
+
+#ifndef INFERD_LIBFUZZER
+static void fuzz_cleanup(void)
+{
+    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
+        api_request_ctx_free(fuzz_toks[i].ctx);
+        tok_free(fuzz_toks[i].t);
+        gguf_close(fuzz_toks[i].g);
+    }
+}
+
+/* The expectation encoded in a corpus file name; 0 when it holds. */
+static int replay_expect(const char *name, const struct api_request_result *r)
+{
+    char want[64];
+    if (!strncmp(name, "ok-", 3)) {
+        if (r->status == 0)
+            return 0;
+        fprintf(stderr, "%s: want valid, got %d %s: %s\n", name, r->status, r->param,
+                r->message);
+        return 1;
+    }
+    if (!strncmp(name, "e404-", 5)) {
+        if (r->status == 404)
+            return 0;
+        fprintf(stderr, "%s: want 404, got %d\n", name, r->status);
+        return 1;
+    }
+    if (!strncmp(name, "e400-", 5)) {
+        const char *p = name + 5, *u = strchr(p, '-');
+        size_t n = u ? (size_t)(u - p) : 0;
+        if (n >= sizeof(want))
+            n = sizeof(want) - 1;
+        memcpy(want, p, n);
+        want[n] = '\0';
+        for (char *c = want; *c; c++)
+            if (*c == '+')
+                *c = '.';
+        if (r->status == 400 && !strcmp(r->param, want))
+            return 0;
+        fprintf(stderr, "%s: want 400 param '%s', got %d param '%s': %s\n", name, want,
+                r->status, r->param, r->message);
+        return 1;
+    }
+    return 0; /* no expectation: libFuzzer finds, kept for the sanitizers */
+}
+
+static int replay_file(const char *path, const char *name)
+{
+    FILE *in = fopen(path, "rb");
+    long n;
+    uint8_t *buf;
+    if (!in) {
+        fprintf(stderr, "fuzz_request: cannot open %s\n", path);
+        return 1;
+    }
+    fseek(in, 0, SEEK_END);
+    n = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    buf = malloc(n > 0 ? (size_t)n : 1);
+    if (!buf || fread(buf, 1, (size_t)n, in) != (size_t)n) {
+        fclose(in);
+        free(buf);
+        return 1;
+    }
+    fclose(in);
+    LLVMFuzzerTestOneInput(buf, (size_t)n);
+    /* the expectation is checked against the SPM model (stories260K) */
+    struct api_request_result r;
+    int bad = api_parse_completion_request(fuzz_toks[0].ctx, (const char *)buf, (size_t)n, &r)
+                  ? 1
+                  : replay_expect(name, &r);
+    free(buf);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    int n = 0, bad = 0;
+    int rc = fuzz_init();
+    if (rc != 1) {
+        fuzz_cleanup();
+        printf("skip: tokenizer models not found (INFERD_SHARED)\n");
+        return 77;
+    }
+    for (int i = 1; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(argv[i]);
+            struct dirent *de;
+            while (d && (de = readdir(d))) {
+                char p[4096];
+                if (de->d_name[0] == '.')
+                    continue;
+                snprintf(p, sizeof(p), "%s/%s", argv[i], de->d_name);
+                bad += replay_file(p, de->d_name);
+                n++;
+            }
+            if (d)
+                closedir(d);
+        } else {
+            const char *base = strrchr(argv[i], '/');
+            bad += replay_file(argv[i], base ? base + 1 : argv[i]);
+            n++;
+        }
+    }
+    fuzz_cleanup();
+    printf("fuzz_request: replayed %d inputs, %d failed their expectation\n", n, bad);
+    return bad || n == 0 ? 1 : 0;
+}
+#endif
