@@ -23,8 +23,10 @@
  * Limits that MHD lacks are done here: per-IP and total connection caps in
  * the accept policy (so SIGHUP can change them), a read deadline for the whole
  * request (MHD's timeout counts idle time only: a slowloris client sending a
- * byte a second would never hit it), duplicate Content-Length, and the header
- * size (431 with a JSON body; MHD's own 431 only fires past twice our limit).
+ * byte a second would never hit it), duplicate Content-Length, a
+ * Transfer-Encoding other than "chunked" (MHD would wait for a body with no
+ * end), and the header size (431 with a JSON body; MHD's own 431 only fires
+ * past twice our limit).
  */
 #include "api/internal.h"
 
@@ -433,6 +435,7 @@ static void http_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 struct http_hdr_scan {
     int n_content_length;
     int has_te;
+    int bad_te; /* a Transfer-Encoding other than exactly "chunked" */
     int bad_cl;
 };
 
@@ -452,6 +455,14 @@ static enum MHD_Result http_scan_header(void *cls, enum MHD_ValueKind kind, cons
             if ((*p < '0' || *p > '9') && *p != ' ' && *p != '\t')
                 s->bad_cl = 1;
     } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        /* MHD frames only "chunked"; with any other coding the body has no
+         * known end and MHD would read until the client gives up (RFC 9112
+         * 6.3: 400 and close). A second header counts as a list: bad too. */
+        const char *p = value ? value : "";
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (s->has_te || strcasecmp(p, "chunked")) /* as MHD compares it */
+            s->bad_te = 1;
         s->has_te = 1;
     }
     return MHD_YES;
@@ -484,7 +495,7 @@ static enum MHD_Result http_begin(struct http_req *r)
 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    struct http_hdr_scan scan = {0, 0, 0};
+    struct http_hdr_scan scan = {0, 0, 0, 0};
     MHD_get_connection_values(mc, MHD_HEADER_KIND, http_scan_header, &scan);
     const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
     r->has_body = scan.has_te || (cl && strcmp(cl, "0"));
@@ -497,6 +508,9 @@ static enum MHD_Result http_begin(struct http_req *r)
         return http_respond_error(r, 400, NULL, NULL, NULL, "duplicate Content-Length header");
     if (scan.bad_cl)
         return http_respond_error(r, 400, NULL, NULL, NULL, "invalid Content-Length header");
+    if (scan.bad_te)
+        return http_respond_error(r, 400, NULL, NULL, NULL,
+                                  "unsupported Transfer-Encoding (only \"chunked\" is accepted)");
     if (scan.n_content_length && scan.has_te)
         return http_respond_error(r, 400, NULL, NULL, NULL,
                                   "both Content-Length and Transfer-Encoding given");

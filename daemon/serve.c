@@ -340,8 +340,12 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "inferd serve: %s\n", err.msg);
         if (rc == INF_ENOTFOUND)
             fprintf(stderr, "(inferd serve --help lists the options)\n");
+        /* Without a config file every setting came from argv (or the
+         * environment): a bad value or a missing --model is a usage error
+         * (cmds.h), like the other subcommands. A bad file is a failure. */
+        int usage = rc == INF_ENOTFOUND || (rc == INF_EINVAL && !S->config_path);
         free(S);
-        return rc == INF_ENOTFOUND ? CMD_USAGE : CMD_FAIL;
+        return usage ? CMD_USAGE : CMD_FAIL;
     }
     log_set_level(S->cfg.log_level);
     if (isatty(STDERR_FILENO))

@@ -51,12 +51,15 @@
  *
  * The claim counter packs (job generation << 32 | next chunk), so a late
  * worker can never claim a chunk of a job that has ended: its compare-and-
- * swap fails once the generation moved on. Idle workers spin for
- * CPU_SPIN_NS (ops of one forward pass follow each other within
- * microseconds, and a futex wake costs more), then sleep on a futex. */
+ * swap fails once the generation moved on. Idle workers wait CPU_SPIN_NS
+ * for the next op (ops of one forward pass follow each other within
+ * microseconds, and a futex wake costs more) -- busy for the first
+ * CPU_PAUSE_NS, then yielding the CPU between checks -- and then sleep on a
+ * futex. */
 
-#define CPU_SPIN_NS 200000 /* workers: spin this long for the next op */
-#define CPU_WAIT_NS 50000  /* the caller: spin this long for stragglers, then yield */
+#define CPU_SPIN_NS 200000 /* workers: wait this long for the next op, then sleep */
+#define CPU_PAUSE_NS 20000 /* ... of which this long busy; then yield between checks */
+#define CPU_WAIT_NS 20000  /* the caller: spin this long for stragglers, then yield */
 
 typedef void (*cpu_chunk_fn)(void *arg, int64_t chunk, int ith);
 
@@ -174,8 +177,18 @@ static void *cpu_worker_main(void *p)
             while ((g = (uint32_t)(atomic_load_explicit(&pool->claim, memory_order_acquire) >>
                                    32)) == seen) {
                 cpu_relax();
-                if ((++i & 255) || cpu_now_ns() - t0 < CPU_SPIN_NS)
+                if (++i & 63)
                     continue;
+                const int64_t dt = cpu_now_ns() - t0;
+                if (dt < CPU_PAUSE_NS)
+                    continue;
+                /* Past the first microseconds, yield between checks: on an
+                 * oversubscribed machine a busy worker would take half of
+                 * the CPU it shares with the caller, the critical path. */
+                if (dt < CPU_SPIN_NS) {
+                    sched_yield();
+                    continue;
+                }
                 /* Sleep. The caller publishes `claim` before it reads
                  * `sleepers`, and we count ourselves a sleeper before we
                  * re-read `claim` (all seq_cst), so one of the two sees the

@@ -2,7 +2,8 @@
  *
  * Plain C ops over host memory (with AVX2 versions that give the same bits),
  * a small persistent thread pool (the caller is thread 0 and takes work
- * first; workers spin briefly, then sleep), weights used in place in the
+ * first, so it never waits for a worker that has not started; idle workers
+ * poll briefly, yielding the CPU, then sleep), weights used in place in the
  * GGUF mapping. Quantized dot products go through engine/quant (AVX2 when the
  * CPU has it). Every output element is computed by exactly one thread with the
  * same code whatever the thread count or batch size, so results are bit-identical

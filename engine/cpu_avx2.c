@@ -380,11 +380,17 @@ AINLINE void scores8(const quant_f16 *const *kp, const float *qf, int32_t nq, in
 /* Lanes shifted up by k (lane l takes lane l - k; lanes below k take `fill`). */
 AINLINE __m256 shift_up(__m256 x, const int k, __m256 fill)
 {
-    const __m256i idx = k == 1 ? _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6)
-                      : k == 2 ? _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5)
-                               : _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3);
-    const int mask = k == 1 ? 0x01 : k == 2 ? 0x03 : 0x0f;
-    return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, idx), fill, mask);
+    switch (k) { /* the blend mask must be a literal */
+    case 1:
+        return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6)),
+                               fill, 0x01);
+    case 2:
+        return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5)),
+                               fill, 0x03);
+    default:
+        return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 0, 0, 1, 2, 3)),
+                               fill, 0x0f);
+    }
 }
 
 /* The plain loop's running maximum over 8 scores s (n of them valid), from

@@ -116,6 +116,34 @@ def test_13_content_length_bad(exe):
     good(d)
 
 
+def test_13_transfer_encoding(exe):
+    """A Transfer-Encoding other than "chunked" left the body without an end:
+    MHD waited for the client until the read deadline. RFC 9112 6.3: 400 and
+    close, at once. "chunked" (any case) still works."""
+    d = dmn(exe)
+    body = json.dumps(GOOD).encode()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    for te in (b"gzip", b"identity", b"gzip, chunked", b"chunked, chunked", b"chunked "):
+        t0 = time.time()
+        data = d.raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     b"Transfer-Encoding: %s\r\n\r\n" % te + chunked, timeout=5)
+        e = expect_error(D.parse_response(data), 400)
+        check("Transfer-Encoding" in e["message"], e)
+        check(time.time() - t0 < 2, "TE %r: answered after %.1f s" % (te, time.time() - t0))
+    # two Transfer-Encoding headers are a list: refused too
+    data = d.raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked,
+                 timeout=5)
+    expect_error(D.parse_response(data), 400)
+    for te in (b"chunked", b"Chunked"):
+        data = d.raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     b"Transfer-Encoding: %s\r\n\r\n" % te + chunked, timeout=10)
+        st, hd, b = D.parse_response(data)
+        check(st == 200 and json.loads(b.decode())["usage"]["completion_tokens"] >= 1,
+              "chunked body (%r): %d %r" % (te, st, b[:200]))
+    good(d)
+
+
 # 14 -------------------------------------------------------------------------
 def test_14_bad_json(exe):
     d = dmn(exe)
@@ -422,7 +450,8 @@ def test_slowloris(exe):
 
 def main():
     tests = [test_13_header_too_large, test_13_body_too_large_content_length,
-             test_13_body_too_large_chunked, test_13_content_length_bad, test_14_bad_json,
+             test_13_body_too_large_chunked, test_13_content_length_bad, test_13_transfer_encoding,
+             test_14_bad_json,
              test_15_wrong_types, test_16_ranges, test_17_logprobs_logit_bias,
              test_18_token_prompt_range, test_19_context_exceeded, test_20_empty_and_huge_prompt,
              test_20_tokenize_huge,

@@ -284,10 +284,23 @@ def test_shipped_config(exe):
 def test_usage_and_bad_model(exe):
     r = subprocess.run([exe, "serve", "--model", "x", "--no-such-flag", "1"], capture_output=True, timeout=10)
     check(r.returncode == 2, "unknown flag: exit %d" % r.returncode)
+    # usage errors exit 2 (tools/cmds.h), as in the other subcommands
     r = subprocess.run([exe, "serve", "--port", "1"], capture_output=True, timeout=10)
-    check(r.returncode != 0, "no model: exit %d" % r.returncode)
+    check(r.returncode == 2 and b"model" in r.stderr, "no model: exit %d" % r.returncode)
     r = subprocess.run([exe, "serve", "--model", "x", "--port", "70000"], capture_output=True, timeout=10)
-    check(r.returncode != 0 and b"port" in r.stderr, r.stderr)
+    check(r.returncode == 2 and b"port" in r.stderr, "bad port: exit %d" % r.returncode)
+    r = subprocess.run([exe, "serve", "--model", "x", "--max-tokens", "abc"], capture_output=True,
+                       timeout=10)
+    check(r.returncode == 2 and b"max_tokens" in r.stderr, "bad value: exit %d" % r.returncode)
+    # a bad config file is a runtime failure: exit 1, naming file and line
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("model = x\nport = banana\n")
+    try:
+        r = subprocess.run([exe, "serve", "--config", f.name], capture_output=True, timeout=10)
+        check(r.returncode == 1 and (f.name + ":2").encode() in r.stderr,
+              "bad config file: exit %d %r" % (r.returncode, r.stderr))
+    finally:
+        os.unlink(f.name)
     d = D.Daemon(exe, model="/nonexistent/model.gguf", wait=False)
     try:
         rc = d.proc.wait(30)

@@ -14,15 +14,8 @@
 #include "engine/cpu.h"
 #include "engine/cpu_avx2.h"
 #include "engine/quant.h"
+#include "tests/check.h"
 
-static int fails;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            fails++;                                                                \
-        }                                                                           \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static float frand(void) /* uniform in [-1, 1) */
