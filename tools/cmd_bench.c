@@ -142,6 +142,16 @@ int cmd_bench(int argc, char **argv)
             bench_usage(stdout);
             return CMD_OK;
         }
+        static const char *const flags[] = {"--model", "--peer", "--pp", "--tg", "--threads",
+                                            "--reps"};
+        int known = 0;
+        for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
+            known |= !strcmp(a, flags[f]);
+        if (!known) {
+            fprintf(stderr, "inferd bench: unknown flag %s\n", a);
+            bench_usage(stderr);
+            return CMD_USAGE;
+        }
         if (!v) {
             fprintf(stderr, "inferd bench: missing value for %s\n", a);
             return CMD_USAGE;
@@ -169,10 +179,6 @@ int cmd_bench(int argc, char **argv)
                 return CMD_USAGE;
             }
             *(!strcmp(a, "--threads") ? &threads : &reps) = x;
-        } else {
-            fprintf(stderr, "inferd bench: unknown flag %s\n", a);
-            bench_usage(stderr);
-            return CMD_USAGE;
         }
     }
     if (!model_path) {
