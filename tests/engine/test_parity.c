@@ -28,6 +28,7 @@
 static int n_reported; /* failing steps printed (the first few) */
 
 #define GAP_MIN 0.05
+#define EXACT_TOL 1e-5
 
 static double log_sum_exp(const float *l, int32_t n)
 {
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
 
     json_t *cases = json_object_get(ref, "cases");
     double file_max = 0;
+    size_t file_exact = 0, file_steps = 0;
     int n_top1 = 0, n_free = 0, n_top1_bad = 0, n_free_bad = 0;
     for (size_t c = 0; c < json_array_size(cases); c++) {
         json_t *cs = json_array_get(cases, c);
@@ -143,22 +145,32 @@ int main(int argc, char **argv)
             rows[i] = (int32_t)(np - 1 + idx[i]);
         CHECK(forward(g, bt, all, n, 0, rows, (int32_t)ns, logits) == 0);
         double case_max = 0;
-        size_t first_low_gap = nc;
+        size_t first_low_gap = nc, first_off = ns;
+        /* Steps that agree to EXACT_TOL: the reproduction of llama.cpp's
+         * arithmetic is exact until a rare rounding event, and where that
+         * first happens says more than the maximum does. Reported only. */
+        size_t n_exact = 0;
         for (size_t i = 0; i < ns; i++) {
             const float *l = logits + i * (size_t)V;
             const double lse = log_sum_exp(l, V);
             json_t *top = json_object_get(json_array_get(steps, i), "top");
+            double step_max = 0;
             for (size_t k = 0; k < json_array_size(top); k++) {
                 json_t *e = json_array_get(top, k);
                 int32_t id = (int32_t)json_integer_value(json_object_get(e, "id"));
                 double lp = json_real_value(json_object_get(e, "logprob"));
                 double d = fabs((l[id] - lse) - lp);
                 case_max = d > case_max ? d : case_max;
+                step_max = d > step_max ? d : step_max;
                 if (d > tol && n_reported++ < 10)
                     fprintf(stderr, "case %zu step %zu id %d: logprob %.6f vs reference %.6f\n",
                             c, idx[i], id, l[id] - lse, lp);
                 CHECK(d <= tol);
             }
+            if (step_max <= EXACT_TOL)
+                n_exact++;
+            else if (first_off == ns)
+                first_off = idx[i];
             if (verbose)
                 printf("case %zu step %zu: max |dlogprob| so far %.3g\n", c, i, case_max);
             double gap = json_real_value(json_object_get(json_array_get(top, 0), "logprob")) -
@@ -202,15 +214,20 @@ int main(int argc, char **argv)
             rows[0] = 0;
             CHECK(forward(g, bt, &cur[np + i], 1, (int32_t)(np + i), rows, 1, logits) == 0);
         }
-        printf("case %zu: max |dlogprob| %.3g, greedy matched %zu of %zu checked steps\n", c,
-               case_max, i, first_low_gap);
+        printf("case %zu: max |dlogprob| %.3g, %zu of %zu steps within %g (first beyond: %s%zu), "
+               "greedy matched %zu of %zu checked steps\n",
+               c, case_max, n_exact, ns, EXACT_TOL, first_off == ns ? "none, " : "step ",
+               first_off == ns ? ns : first_off, i, first_low_gap);
+        file_exact += n_exact;
+        file_steps += ns;
         file_max = case_max > file_max ? case_max : file_max;
         free(pt);
         free(ct);
     }
-    printf("%s: max |dlogprob| %.3g (tolerance %g), top-1 %d of %d, greedy %d tokens "
-           "(%d cases stopped early)\n",
-           argv[1], file_max, tol, n_top1 - n_top1_bad, n_top1, n_free, n_free_bad);
+    printf("%s: max |dlogprob| %.3g (tolerance %g), %zu of %zu steps within %g, top-1 %d of %d, "
+           "greedy %d tokens (%d cases stopped early)\n",
+           argv[1], file_max, tol, file_exact, file_steps, EXACT_TOL, n_top1 - n_top1_bad, n_top1,
+           n_free, n_free_bad);
     free(logits);
     free(rows);
     graph_free(g);
