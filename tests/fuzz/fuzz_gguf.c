@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "engine/gguf.h"
+#include "tests/read_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -76,24 +77,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifndef INFERD_LIBFUZZER
 static int replay_file(const char *path)
 {
-    FILE *in = fopen(path, "rb");
-    long n;
-    uint8_t *buf;
-    if (!in) {
-        fprintf(stderr, "fuzz_gguf: cannot open %s\n", path);
+    size_t n;
+    char *buf = test_read_file(path, &n);
+    if (!buf) {
+        fprintf(stderr, "fuzz_gguf: cannot read %s\n", path);
         return 1;
     }
-    fseek(in, 0, SEEK_END);
-    n = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || fread(buf, 1, (size_t)n, in) != (size_t)n) {
-        fclose(in);
-        free(buf);
-        return 1;
-    }
-    fclose(in);
-    LLVMFuzzerTestOneInput(buf, (size_t)n);
+    LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
     free(buf);
     return 0;
 }

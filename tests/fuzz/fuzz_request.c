@@ -37,6 +37,7 @@
 #include "api/request.h"
 #include "engine/gguf.h"
 #include "engine/tok.h"
+#include "tests/read_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -214,27 +215,16 @@ static int replay_expect(const char *name, const struct api_request_result *r)
 
 static int replay_file(const char *path, const char *name)
 {
-    FILE *in = fopen(path, "rb");
-    long n;
-    uint8_t *buf;
-    if (!in) {
-        fprintf(stderr, "fuzz_request: cannot open %s\n", path);
+    size_t n;
+    char *buf = test_read_file(path, &n);
+    if (!buf) {
+        fprintf(stderr, "fuzz_request: cannot read %s\n", path);
         return 1;
     }
-    fseek(in, 0, SEEK_END);
-    n = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || fread(buf, 1, (size_t)n, in) != (size_t)n) {
-        fclose(in);
-        free(buf);
-        return 1;
-    }
-    fclose(in);
-    LLVMFuzzerTestOneInput(buf, (size_t)n);
+    LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
     /* the expectation is checked against the SPM model (stories260K) */
     struct api_request_result r;
-    int bad = api_parse_completion_request(fuzz_toks[0].ctx, (const char *)buf, (size_t)n, &r)
+    int bad = api_parse_completion_request(fuzz_toks[0].ctx, buf, n, &r)
                   ? 1
                   : replay_expect(name, &r);
     free(buf);

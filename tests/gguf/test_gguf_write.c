@@ -20,27 +20,8 @@
 #include "engine/gguf_write.h"
 #include "engine/quant.h"
 #include "tests/check.h"
+#include "tests/read_file.h"
 
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *b;
-    long n;
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
 
 /* fill: byte i of row r = (r * 31 + i * 7 + tensor index) & 0xff */
 static int fill_pattern(void *ctx, const struct gguf_writer_tensor *t, uint64_t row0, uint64_t n_rows, void *dst)
@@ -219,7 +200,7 @@ static void test_all_types(const char *tmpdir)
         snprintf(path, sizeof(path), "%s/all_types_%d.gguf", tmpdir, th);
         gguf_writer_set_threads(w, th);
         CHECK(gguf_writer_write_file(w, path, &e) == 0);
-        char *fb = slurp(path, &fl);
+        char *fb = test_read_file(path, &fl);
         CHECK(fb && fl == len && memcmp(fb, buf, len) == 0);
         free(fb);
         unlink(path);
@@ -248,7 +229,7 @@ static void test_copy(const char *path)
         CHECK(gguf_writer_copy_tensor(w, gguf_tensor_at(f, i)) == 0);
     gguf_writer_set_threads(w, 2);
     CHECK(gguf_writer_write_mem(w, &buf, &len, &e) == 0);
-    char *orig = slurp(path, &ol);
+    char *orig = test_read_file(path, &ol);
     int same = orig && len == ol && memcmp(orig, buf, len) == 0;
     printf("copy %s: %zu bytes, %s\n", path, len, same ? "identical" : "DIFFERENT");
     CHECK(same);

@@ -26,6 +26,7 @@
 #include "engine/gguf.h"
 #include "engine/quant.h"
 #include "tests/check.h"
+#include "tests/read_file.h"
 
 
 static const char *exe, *shared;
@@ -56,34 +57,11 @@ static int run(const char *const *args, const char *out_name)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    long n;
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = '\0';
-    if (len)
-        *len = (size_t)n;
-    fclose(f);
-    return b;
-}
-
 static char *slurp_tmp(const char *name, const char *ext)
 {
     char p[512];
     snprintf(p, sizeof(p), "%s/%s.%s", tmpdir, name, ext);
-    return slurp(p, NULL);
+    return test_read_file(p, NULL);
 }
 
 /* ---- expectations, independent of mkmodel.c ---------------------------- */
@@ -296,7 +274,7 @@ static void check_model(const char *path, const struct expect *p, const char *qu
 static int files_equal(const char *a, const char *b)
 {
     size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
+    char *x = test_read_file(a, &la), *y = test_read_file(b, &lb);
     int eq = x && y && la == lb && memcmp(x, y, la) == 0;
     free(x);
     free(y);

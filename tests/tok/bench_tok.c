@@ -32,7 +32,7 @@ static char *build_text(const char *name, size_t *len)
     char path[4096];
     size_t n;
     snprintf(path, sizeof(path), "%s/vocab/%s.gguf.inp", tt_shared(), name);
-    char *inp = tt_read_file(path, &n), *text, *p;
+    char *inp = test_read_file(path, &n), *text, *p;
     const char *sep = "\n__ggml_vocab_test__\n";
     size_t m = 0;
     if (!inp)

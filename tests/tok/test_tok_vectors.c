@@ -23,9 +23,9 @@ static int run_vocab(const char *name)
     if ((rc = tt_open(rel, &f, &t)))
         return rc;
     snprintf(path, sizeof(path), "%s/vocab/%s.gguf.inp", tt_shared(), name);
-    inp = tt_read_file(path, &inp_len);
+    inp = test_read_file(path, &inp_len);
     snprintf(path, sizeof(path), "%s/vocab/%s.gguf.out", tt_shared(), name);
-    out = tt_read_file(path, &out_len);
+    out = test_read_file(path, &out_len);
     CHECK(inp && out);
     if (!inp || !out) {
         free(inp);

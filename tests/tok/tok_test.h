@@ -13,33 +13,7 @@
 #include "engine/gguf.h"
 #include "engine/tok.h"
 #include "tests/check.h"
-
-
-/* Whole file into a malloc'd buffer (NUL-terminated); NULL if unreadable. */
-static inline char *tt_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-        fclose(f);
-        return NULL;
-    }
-    buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        if (len)
-            *len = (size_t)n;
-    }
-    return buf;
-}
+#include "tests/read_file.h"
 
 static inline const char *tt_shared(void)
 {
