@@ -478,14 +478,15 @@ static inline quant_f16 cpu_f32_to_f16(float f)
     return quant_f32_to_f16(f); /* round to nearest even, as F16C */
 }
 
-/* Four 8-lane accumulators over 32-element steps, reduced (0+1), (2+3),
+/* Four 8-lane accumulators over 32-element steps, reduced (0+2), (1+3),
  * then together, then across lanes with horizontal adds: ggml's
- * GGML_F32_VEC_REDUCE. */
+ * GGML_F32_VEC_REDUCE (it halves the accumulator array: x[i] += x[i+2],
+ * then x[0] += x[1]). */
 static inline float cpu_reduce4x8(float acc[4][8])
 {
     float v[8];
     for (int l = 0; l < 8; l++)
-        v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+        v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
     float t[4];
     for (int l = 0; l < 4; l++)
         t[l] = v[l] + v[l + 4];

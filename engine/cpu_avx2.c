@@ -285,11 +285,11 @@ AINLINE __m256 round16(__m256 v)
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, F16_RNE));
 }
 
-/* cpu.c's cpu_reduce4x8: (a0+a1)+(a2+a3) per lane, lanes l and l+4, then
+/* cpu.c's cpu_reduce4x8: (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
  * (t0+t1)+(t2+t3). */
 AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
     const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 h = _mm_hadd_ps(t, t); /* t0+t1, t2+t3 */
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));

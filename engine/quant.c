@@ -492,7 +492,7 @@ static float dot_q4_0_ref(int64_t nb, const struct block_q4_0 *w, const struct b
  * where xsum_s (sum of the 32 activations of sub-block s) comes from bsums. */
 static float dot_q4_K_ref(int64_t nb, const struct block_q4_K *w, const struct block_q8_K *x)
 {
-    float sumf = 0.f;
+    float sumf = 0.f, summf = 0.f;
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *q = w[i].qs;
         const int8_t *a = x[i].qs;
@@ -510,11 +510,12 @@ static float dot_q4_K_ref(int64_t nb, const struct block_q4_K *w, const struct b
             summ += m0 * (x[i].bsums[4 * j] + x[i].bsums[4 * j + 1]) +
                     m1 * (x[i].bsums[4 * j + 2] + x[i].bsums[4 * j + 3]);
         }
-        float d = x[i].d * quant_f16_to_f32(w[i].d);
-        float dmin = x[i].d * quant_f16_to_f32(w[i].dmin);
-        sumf += d * (float)sumi - dmin * (float)summ;
+        /* llama.cpp's repacked (q4_K 8x8) kernel: whole-block int sums,
+         * two float accumulators, subtracted at the end */
+        sumf = fmaf((float)sumi, quant_f16_to_f32(w[i].d) * x[i].d, sumf);
+        summf = fmaf((float)summ, quant_f16_to_f32(w[i].dmin) * x[i].d, summf);
     }
-    return sumf;
+    return sumf - summf;
 }
 
 static float dot_q5_K_ref(int64_t nb, const struct block_q5_K *w, const struct block_q8_K *x)

@@ -15,6 +15,7 @@
 #include "quant_avx2.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #ifdef INFERD_HAVE_AVX2
@@ -27,6 +28,14 @@ static inline float hsum_ps(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
 }
 
 static inline float hmax_ps(__m256 v)
@@ -332,10 +341,12 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
 {
     const struct block_q8_K *x[4];
     __m256 acc[4];
+    float accs[4], accm[4];
     UNROLL
     for (int r = 0; r < NX; r++) {
         x[r] = XROW(vx, xs, r);
         acc[r] = _mm256_setzero_ps();
+        accs[r] = accm[r] = 0.f;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i b4 = _mm256_set1_epi8(0x10);
@@ -381,13 +392,20 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
         UNROLL
         for (int r = 0; r < NX; r++) {
             __m256i mt = k4_min_term(scm, x[r][i].bsums);
+            if (!HIGH) {
+                /* llama.cpp's repacked q4_K kernel: whole-block int sums
+                 * into two scalar accumulators */
+                accs[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, accs[r]);
+                accm[r] = fmaf((float)hsum_epi32(mt), mw * x[r][i].d, accm[r]);
+                continue;
+            }
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-(x[r][i].d * mw)), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
     UNROLL
     for (int r = 0; r < NX; r++)
-        out[r] = hsum_ps(acc[r]);
+        out[r] = HIGH ? hsum_ps(acc[r]) : accs[r] - accm[r];
 }
 
 /* Q6_K: q in [0, 63]; sum (q-32)*x = sum q*x - 32 * sum x, and the sums of x
