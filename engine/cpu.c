@@ -305,6 +305,7 @@ struct cpu_ctx {
     struct backend be;
     struct cpu_pool pool;
     int simd;            /* AVX2 paths of cpu_avx2.c */
+    int numerics;        /* enum cpu_numerics */
     char *xq;            /* activation rows quantized for one mul_mat */
     size_t xq_bytes;
     float *att;          /* attention scratch: att_stride floats per thread */
@@ -707,9 +708,34 @@ struct cpu_mm_job {
     int64_t n_qchunks; /* phase 1: conversion chunks */
     int32_t tiles_r;
     int64_t tc;
-    quant_vec_dot_fn dot;
-    int f32simd; /* F32 weights through cpu_avx2_dots_f32 */
+    /* rows [0, batch_rows) go through kernel[1], the rest through
+     * kernel[0] (batch_rows is 0 unless llama.cpp numerics are on) */
+    int kernel[2];
+    int32_t batch_rows;
+    quant_vec_dot_fn dot[2];
+    int simd;
 };
+
+/* out[r] for rows [r0, r0 + nr) of the tile against one weight row, all
+ * through one kernel. */
+static void cpu_mm_dots(const struct cpu_mm_job *j, int k, const char *wr, int32_t r0, int32_t nr,
+                        float *out)
+{
+    const int64_t ne0 = j->w->ne0;
+    const char *xr = j->xrows + (size_t)r0 * j->xrow_bytes;
+    if (nr == 1) {
+        out[0] = j->dot[k](ne0, wr, xr);
+        return;
+    }
+#ifdef INFERD_HAVE_AVX2
+    if (j->simd && (j->kernel[k] == QK_F32 || j->kernel[k] == QK_F32_TB)) {
+        cpu_avx2_dots_f32(ne0, (const float *)(const void *)wr, (const float *)(const void *)xr,
+                          (size_t)ne0, nr, out, j->kernel[k] == QK_F32_TB);
+        return;
+    }
+#endif
+    quant_kernel_dots(j->kernel[k], ne0, wr, xr, j->xrow_bytes, nr, out);
+}
 
 static void cpu_mm_task(void *arg, int64_t ci, int ith)
 {
@@ -727,29 +753,22 @@ static void cpu_mm_task(void *arg, int64_t ci, int ith)
         return;
     }
 
-    /* phase 2: one output tile */
+    /* phase 2: one output tile, in at most two row ranges of one kernel */
     const int64_t t = ci - j->n_qchunks;
     const int64_t c0 = (t / j->tiles_r) * j->tc;
     const int32_t r0 = (int32_t)(t % j->tiles_r) * MM_TR;
     const int64_t c1 = c0 + j->tc < ne1 ? c0 + j->tc : ne1;
     const int32_t nr = r0 + MM_TR < j->n_rows ? MM_TR : j->n_rows - r0;
-    const char *xr = j->xrows + (size_t)r0 * j->xrow_bytes;
+    int32_t nb = j->batch_rows - r0; /* rows of this tile on the batch kernel */
+    nb = nb < 0 ? 0 : nb > nr ? nr : nb;
     float *y = j->y + (int64_t)r0 * ne1;
     const char *wr = (const char *)w->data + (size_t)c0 * w->row_bytes;
-    if (nr == 1) {
-        for (int64_t col = c0; col < c1; col++, wr += w->row_bytes)
-            y[col] = j->dot(ne0, wr, xr);
-        return;
-    }
     float out[MM_TR];
     for (int64_t col = c0; col < c1; col++, wr += w->row_bytes) {
-#ifdef INFERD_HAVE_AVX2
-        if (j->f32simd)
-            cpu_avx2_dots_f32(ne0, (const float *)(const void *)wr, (const float *)(const void *)xr,
-                              (size_t)ne0, nr, out);
-        else
-#endif
-            quant_vec_dots(w->type, ne0, wr, xr, j->xrow_bytes, nr, out);
+        if (nb > 0)
+            cpu_mm_dots(j, 1, wr, r0, nb, out);
+        if (nb < nr)
+            cpu_mm_dots(j, 0, wr, r0 + nb, nr - nb, out + nb);
         for (int32_t r = 0; r < nr; r++)
             y[(int64_t)r * ne1 + col] = out[r];
     }
@@ -766,19 +785,25 @@ static void cpu_mul_mat(struct backend *be, const struct backend_weight *w, cons
     j.y = y;
     j.n_rows = n_rows;
     j.vdt = quant_vec_dot_type(w->type);
-    j.dot = quant_vec_dot_func(w->type);
-    if (!j.dot || n_rows < 1) {
-        if (!j.dot)
+    const int64_t ne0 = w->ne0, ne1 = w->ne1;
+    j.kernel[0] = j.kernel[1] = quant_kernel_for(w->type, ne1, ne0, 0);
+    if (c->numerics == CPU_NUMERICS_LLAMACPP && n_rows >= 2) {
+        /* llama.cpp's batch paths: tinyBLAS takes every row; the repacked
+         * Q4_K gemm takes whole groups of four, its gemv the rest */
+        j.kernel[1] = quant_kernel_for(w->type, ne1, ne0, 1);
+        j.batch_rows = j.kernel[1] == QK_Q4_K_GEMM ? n_rows - n_rows % 4 : n_rows;
+    }
+    j.dot[0] = quant_kernel_func(j.kernel[0]);
+    j.dot[1] = quant_kernel_func(j.kernel[1]);
+    j.simd = c->simd;
+    if (!j.dot[0] || !j.dot[1] || n_rows < 1) {
+        if (!j.dot[0] || !j.dot[1])
             c->error = INF_EUNSUPPORTED;
         return;
     }
-    const int64_t ne0 = w->ne0, ne1 = w->ne1;
     if (j.vdt == QT_F32) {
         j.xrows = (const char *)x;
         j.xrow_bytes = (size_t)ne0 * sizeof(float);
-#ifdef INFERD_HAVE_AVX2
-        j.f32simd = c->simd && w->type == QT_F32;
-#endif
     } else {
         j.xq = c->xq;
         j.xrows = c->xq;
@@ -908,8 +933,10 @@ static void cpu_rope_task(void *arg, int64_t ci, int ith)
                 const int32_t b = rp->neox ? i + half : 2 * i + 1;
                 const float x0 = v[a], x1 = v[b];
                 const float co = cs[i], si = cs[half + i];
-                v[a] = x0 * co - x1 * si;
-                v[b] = x0 * si + x1 * co;
+                /* llama.cpp's build contracts x0's products into FMAs
+                 * (GCC, -ffp-contract=fast), x1's are rounded */
+                v[a] = fmaf(x0, co, -(x1 * si));
+                v[b] = fmaf(x0, si, x1 * co);
             }
         }
     }
@@ -982,7 +1009,7 @@ static void cpu_attn_head(const struct cpu_attn_group *g, const float *q, quant_
         }
         for (int32_t d = 0; d < hd; d++)
             acc[d] = cpu_f32_to_f16(fmaf(cpu_f16_to_f32(vp[d]), vs, cpu_f16_to_f32(acc[d])));
-        S = fmaf(S, ms, vs);
+        S = S * ms + vs; /* not contracted in llama.cpp's build */
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int32_t d = 0; d < hd; d++)
@@ -1116,6 +1143,12 @@ struct backend *cpu_backend_new(int n_threads)
         return NULL;
     }
     return &c->be;
+}
+
+void cpu_backend_set_numerics(struct backend *be, enum cpu_numerics mode)
+{
+    struct cpu_ctx *c = be->ctx;
+    c->numerics = mode;
 }
 
 int cpu_backend_threads(const struct backend *be)

@@ -23,6 +23,19 @@ struct backend *cpu_backend_new(int n_threads);
 /* Threads of a CPU backend (including the caller). */
 int cpu_backend_threads(const struct backend *be);
 
+/* How products of several activation rows are computed.
+ *  CPU_NUMERICS_INVARIANT (the default): every row through the single-row
+ *    (decode) kernels of llama.cpp, so a row's result never depends on the
+ *    batch (DESIGN.md gate 4: greedy output under load equals greedy output
+ *    alone);
+ *  CPU_NUMERICS_LLAMACPP: rows through the kernels llama.cpp's CPU backend
+ *    picks for that batch size (tinyBLAS for F32/F16 weights, the 4-row
+ *    repacked Q4_K gemm), so a prompt prefilled in one call reproduces
+ *    llama.cpp's numbers bit for bit where the kernels do. Not batch
+ *    invariant, as llama.cpp is not; for parity runs and comparisons. */
+enum cpu_numerics { CPU_NUMERICS_INVARIANT = 0, CPU_NUMERICS_LLAMACPP = 1 };
+void cpu_backend_set_numerics(struct backend *be, enum cpu_numerics mode);
+
 /* Tests: 1 = run the plain C ops only (no AVX2 paths of cpu_avx2.c), 0 =
  * the fastest paths this CPU runs (the default). Both give the same bits. */
 void cpu_backend_force_plain(struct backend *be, int on);

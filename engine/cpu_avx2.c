@@ -189,28 +189,31 @@ void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const
             for (; i + 8 <= half; i += 8) {
                 const __m256 x0 = _mm256_loadu_ps(v + i), x1 = _mm256_loadu_ps(v + half + i);
                 const __m256 c = _mm256_loadu_ps(cosv + i), s = _mm256_loadu_ps(sinv + i);
-                _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
-                _mm256_storeu_ps(v + half + i, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+                _mm256_storeu_ps(v + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
+                _mm256_storeu_ps(v + half + i, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
             }
             for (; i < half; i++) {
                 const float x0 = v[i], x1 = v[half + i];
-                v[i] = x0 * cosv[i] - x1 * sinv[i];
-                v[half + i] = x0 * sinv[i] + x1 * cosv[i];
+                v[i] = fmaf(x0, cosv[i], -(x1 * sinv[i]));
+                v[half + i] = fmaf(x0, sinv[i], x1 * cosv[i]);
             }
         } else {
-            /* 4 pairs (8 floats) at a time: even lanes x0, odd lanes x1 */
+            /* 4 pairs (8 floats) at a time: even lanes x0, odd lanes x1;
+             * x0's product is the fused one in both outputs */
             const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
             for (; i + 4 <= half; i += 4) {
                 const __m256 xv = _mm256_loadu_ps(v + 2 * i);
                 const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cosv + i)), dup);
                 const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sinv + i)), dup);
                 const __m256 xs = _mm256_permute_ps(xv, 0xb1); /* pairs swapped */
-                _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(xv, c), _mm256_mul_ps(xs, s)));
+                const __m256 even = _mm256_fmsub_ps(xv, c, _mm256_mul_ps(xs, s));
+                const __m256 odd = _mm256_fmadd_ps(xs, s, _mm256_mul_ps(xv, c));
+                _mm256_storeu_ps(v + 2 * i, _mm256_blend_ps(even, odd, 0xaa));
             }
             for (; i < half; i++) {
                 const float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * cosv[i] - x1 * sinv[i];
-                v[2 * i + 1] = x0 * sinv[i] + x1 * cosv[i];
+                v[2 * i] = fmaf(x0, cosv[i], -(x1 * sinv[i]));
+                v[2 * i + 1] = fmaf(x0, sinv[i], x1 * cosv[i]);
             }
         }
     }
@@ -227,17 +230,42 @@ AINLINE float hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* quant_avx2_dot_f32 for NX activation rows at once (the weight row is
- * loaded once): per row the same four FMA chains, the same reduction and the
- * same scalar tail. */
-AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, int NX, float *out)
+/* GGML_F32x8_REDUCE (cpu.c's cpu_reduce4x8): (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
+ * (t0+t1)+(t2+t3). */
+AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_hadd_ps(t, t); /* t0+t1, t2+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* quant's F32 kernels for NX activation rows at once (the weight row is
+ * loaded once); per row exactly the single-row arithmetic. TB = 0:
+ * ggml_vec_dot_f32 (four FMA chains over 32-element steps, GGML_F32x8_REDUCE,
+ * the n % 32 tail in float); TB = 1: tinyBLAS (one chain, hsum_float_8;
+ * n % 8 == 0). */
+AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, int NX, float *out,
+                         const int TB)
 {
     __m256 a[3][4];
 #pragma GCC unroll 3
     for (int r = 0; r < NX; r++)
         a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    if (TB) {
+        for (int64_t i = 0; i < n; i += 8) {
+            const __m256 wv = _mm256_loadu_ps(w + i);
+#pragma GCC unroll 3
+            for (int r = 0; r < NX; r++)
+                a[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * xs + i), a[r][0]);
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < NX; r++)
+            out[r] = hsum_ps(a[r][0]);
+        return;
+    }
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const __m256 wv = _mm256_loadu_ps(w + i + 8 * j);
@@ -246,30 +274,35 @@ AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, i
                 a[r][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * xs + i + 8 * j), a[r][j]);
         }
     }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 wv = _mm256_loadu_ps(w + i);
-#pragma GCC unroll 3
-        for (int r = 0; r < NX; r++)
-            a[r][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * xs + i), a[r][0]);
-    }
 #pragma GCC unroll 3
     for (int r = 0; r < NX; r++) {
-        float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]),
-                                        _mm256_add_ps(a[r][2], a[r][3])));
-        for (int64_t k = i; k < n; k++)
+        float s = reduce4x8(a[r][0], a[r][1], a[r][2], a[r][3]);
+        for (int64_t k = np; k < n; k++)
             s += w[k] * x[r * xs + k];
         out[r] = s;
     }
 }
 
-void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out)
+void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out,
+                       int tinyblas)
 {
-    for (; nx >= 3; nx -= 3, x += 3 * xs, out += 3)
-        dots_f32_nx(n, w, x, xs, 3, out);
-    if (nx == 2)
-        dots_f32_nx(n, w, x, xs, 2, out);
-    else if (nx == 1)
-        dots_f32_nx(n, w, x, xs, 1, out);
+    for (; nx >= 3; nx -= 3, x += 3 * xs, out += 3) {
+        if (tinyblas)
+            dots_f32_nx(n, w, x, xs, 3, out, 1);
+        else
+            dots_f32_nx(n, w, x, xs, 3, out, 0);
+    }
+    if (nx == 2) {
+        if (tinyblas)
+            dots_f32_nx(n, w, x, xs, 2, out, 1);
+        else
+            dots_f32_nx(n, w, x, xs, 2, out, 0);
+    } else if (nx == 1) {
+        if (tinyblas)
+            dots_f32_nx(n, w, x, xs, 1, out, 1);
+        else
+            dots_f32_nx(n, w, x, xs, 1, out, 0);
+    }
 }
 
 /* ------------------------------------------------------------- attention */
@@ -283,16 +316,6 @@ AINLINE __m256 load_f16x8(const quant_f16 *p)
 AINLINE __m256 round16(__m256 v)
 {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, F16_RNE));
-}
-
-/* cpu.c's cpu_reduce4x8: (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
- * (t0+t1)+(t2+t3). */
-AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
-{
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 h = _mm_hadd_ps(t, t); /* t0+t1, t2+t3 */
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 AINLINE void transpose8(__m256 r[8])
@@ -447,7 +470,7 @@ AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const flo
 #pragma GCC unroll 16
         for (int d = 0; d < NV; d++)
             acc[d] = round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v, acc[d]));
-        S = fmaf(S, ms, vs);
+        S = S * ms + vs;
     }
 #pragma GCC unroll 16
     for (int d = 0; d < NV; d++)
@@ -494,8 +517,8 @@ AINLINE void attn_pv2(const int NV, const quant_f16 *const *vp, int np, const fl
             a0[d] = round16(_mm256_fmadd_ps(v, v0, a0[d]));
             a1[d] = round16(_mm256_fmadd_ps(v, v1, a1[d]));
         }
-        S0 = fmaf(S0, ms0, vs0);
-        S1 = fmaf(S1, ms1, vs1);
+        S0 = S0 * ms0 + vs0;
+        S1 = S1 * ms1 + vs1;
     }
 #pragma GCC unroll 4
     for (int d = 0; d < NV; d++) {
@@ -524,7 +547,7 @@ static void attn_pv_any(int32_t nv, const quant_f16 *const *vp, int np, const fl
         for (int32_t d = 0; d < nv; d++)
             _mm256_store_ps(accm + 8 * d, round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v,
                                                                   _mm256_load_ps(accm + 8 * d))));
-        S = fmaf(S, ms, vs);
+        S = S * ms + vs;
     }
     *Sp = S;
 }

@@ -58,9 +58,10 @@ void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int
  * plain loop: cs holds the cos of the n_dims/2 pairs, then their sin; neox
  * pairs (i, i + n_dims/2), else (2i, 2i+1). */
 void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const float *cs);
-/* out[r] = quant's AVX2 F32 dot of w (n floats) with x + r * xs, r < nx:
- * the same arithmetic as quant_vec_dot(QT_F32) on an AVX2 CPU. */
-void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out);
+/* out[r] = the F32 dot of w (n floats) with x + r * xs, r < nx: the bits of
+ * quant's kernel QK_F32 (tinyblas: QK_F32_TB). */
+void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out,
+                       int tinyblas);
 /* Attention of one group (see struct cpu_attn_group), as cpu.c's plain
  * cpu_attn_head for each head. head_dim must be a multiple of 8. */
 void cpu_avx2_attn(const struct cpu_attn_group *g);

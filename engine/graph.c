@@ -62,6 +62,7 @@ struct graph {
     float *ffg;    /* [n_ff] gate, then silu(gate) * up */
     float *ffu;    /* [n_ff] up */
     float *xg;     /* [max_logits][E] residual rows that produce logits */
+    float *tg;     /* [max_logits][E] their attention output (late_out_rows) */
     float *qg;     /* [max_logits][q_dim] their queries */
     float *logits; /* [max_logits][n_vocab] */
 
@@ -152,6 +153,7 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     g->ffg = graph_alloc(g, T * F, sizeof(float), &fail);
     g->ffu = graph_alloc(g, T * F, sizeof(float), &fail);
     g->xg = graph_alloc(g, L * E, sizeof(float), &fail);
+    g->tg = graph_alloc(g, L * E, sizeof(float), &fail);
     g->qg = graph_alloc(g, L * (size_t)g->q_dim, sizeof(float), &fail);
     g->logits = graph_alloc(g, L * V, sizeof(float), &fail);
     g->d_tokens = graph_alloc(g, T, sizeof(int32_t), &fail);
@@ -210,7 +212,7 @@ void graph_free(struct graph *g)
     free(g->k_cache);
     free(g->v_cache);
     float *bufs[] = {g->x, g->xn, g->q, g->k, g->v, g->att, g->tmp, g->ffg, g->ffu,
-                     g->xg, g->qg, g->logits};
+                     g->xg, g->tg, g->qg, g->logits};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         be->ops->free(be, bufs[i]);
     int32_t *ibufs[] = {g->d_tokens, g->d_pos, g->d_seq, g->d_slots,
@@ -348,24 +350,36 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
 
         /* The rows that go on: all of them, except in the last layer where
          * only the rows whose logits are wanted matter. */
-        float *x = g->x, *q = g->q;
+        float *x = g->x, *q = g->q, *proj = g->tmp;
         int32_t nr = n;
         const int32_t *pos = g->d_pos, *seq = g->d_seq;
-        if (il == hp->n_layer - 1) {
-            if (n_out == 0)
-                break;
-            op->gather(be, g->q, g->d_out_rows, n_out, g->q_dim, g->qg);
+        const int last = il == hp->n_layer - 1;
+        if (last && n_out == 0)
+            break;
+        if (last && g->p.late_out_rows) {
+            op->attention(be, q, g->k_cache[il], g->v_cache[il], g->att, nr, pos, seq, g->d_bt,
+                          &g->attn);
+            op->mul_mat(be, L->wo, g->att, g->tmp, nr);
+            op->gather(be, g->tmp, g->d_out_rows, n_out, E, g->tg);
             op->gather(be, g->x, g->d_out_rows, n_out, E, g->xg);
             x = g->xg;
-            q = g->qg;
+            proj = g->tg;
             nr = n_out;
-            pos = g->d_out_pos;
-            seq = g->d_out_seq;
+        } else {
+            if (last) {
+                op->gather(be, g->q, g->d_out_rows, n_out, g->q_dim, g->qg);
+                op->gather(be, g->x, g->d_out_rows, n_out, E, g->xg);
+                x = g->xg;
+                q = g->qg;
+                nr = n_out;
+                pos = g->d_out_pos;
+                seq = g->d_out_seq;
+            }
+            op->attention(be, q, g->k_cache[il], g->v_cache[il], g->att, nr, pos, seq, g->d_bt,
+                          &g->attn);
+            op->mul_mat(be, L->wo, g->att, g->tmp, nr);
         }
-        op->attention(be, q, g->k_cache[il], g->v_cache[il], g->att, nr, pos, seq, g->d_bt,
-                      &g->attn);
-        op->mul_mat(be, L->wo, g->att, g->tmp, nr);
-        op->add(be, x, g->tmp, (int64_t)nr * E);
+        op->add(be, x, proj, (int64_t)nr * E);
 
         /* feed-forward (SwiGLU) */
         op->rms_norm(be, x, L->ffn_norm, g->xn, nr, E, eps);
@@ -375,7 +389,7 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
         op->mul_mat(be, L->ffn_down, g->ffg, g->tmp, nr);
         op->add(be, x, g->tmp, (int64_t)nr * E);
 
-        if (il == hp->n_layer - 1) {
+        if (last) {
             op->rms_norm(be, x, W->output_norm, g->xn, nr, E, eps);
             op->mul_mat(be, W->output, g->xn, g->logits, nr);
             op->download(be, b->logits, g->logits, (size_t)nr * hp->n_vocab * sizeof(float));

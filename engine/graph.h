@@ -26,6 +26,12 @@ struct graph_params {
     int32_t max_logits;  /* most rows whose logits one call may ask for */
     int32_t n_blocks;    /* KV cache size in blocks */
     int32_t block_size;  /* tokens per block */
+    /* 0: in the last layer only the rows whose logits are wanted go on past
+     * the K/V store. 1: attention and its output projection run for every
+     * row first and the rows are picked after, as llama.cpp orders its
+     * graph: the same results unless the backend's arithmetic depends on
+     * the batch (cpu_backend_set_numerics), and then llama.cpp's. */
+    int32_t late_out_rows;
 };
 
 struct graph_batch {

@@ -432,23 +432,87 @@ void quant_quantize_row(int vec_dot_type, const float *x, void *dst, int64_t n)
 }
 
 /* ------------------------------------------------- reference dot products */
+/* Each kernel is llama.cpp's CPU arithmetic on an AVX2+FMA+F16C build, as
+ * plain C: the same exact integer sums, grouped into the same float lanes,
+ * combined with the same fused operations and horizontal sums. Logits then
+ * match llama.cpp's bit for bit wherever the kernels do, which matters on
+ * small or random-weight models: there one different rounding of an
+ * activation into Q8 or of K/V into F16 moves logprobs by up to 0.1. The
+ * AVX2 paths (quant_avx2.c) give the same bits as these.
+ *
+ * Lane l of a 32-byte integer vector in llama.cpp's kernels (maddubs, then
+ * madd) holds the sum over bytes 4l..4l+3 of the 32 elements; KLANE(e) is
+ * the lane of element e of such a 32-element group. */
+#define KLANE(e) (((e) & 31) >> 2)
 
-/* Float types: products summed in double, the most accurate order; the fast
- * paths (float FMA lanes) are compared against it. */
+/* hsum_float_8: ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7)) */
+static float hsum8(const float v[8])
+{
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+/* GGML_F32x8_REDUCE of four 8-lane accumulators: (a0+a2)+(a1+a3) per lane,
+ * then lanes l+4 onto l, then (t0+t1)+(t2+t3). */
+static float reduce4x8(float acc[4][8])
+{
+    float v[8], t[4];
+    for (int l = 0; l < 8; l++)
+        v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (int l = 0; l < 4; l++)
+        t[l] = v[l] + v[l + 4];
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+/* ggml_vec_dot_f32 / _f16: 32-element steps into four 8-lane FMA chains,
+ * the remaining n % 32 products after the reduction (F32: in float with a
+ * separate multiply and add; F16: in double, then rounded once). */
 static float dot_f32_ref(int64_t n, const float *w, const float *x)
 {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)w[i] * (double)x[i];
-    return (float)s;
+    const int64_t np = n & ~(int64_t)31;
+    float acc[4][8] = {{0}};
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++)
+                acc[j][l] = fmaf(w[i + 8 * j + l], x[i + 8 * j + l], acc[j][l]);
+    float s = reduce4x8(acc);
+    for (int64_t i = np; i < n; i++)
+        s += w[i] * x[i];
+    return s;
 }
 
 static float dot_f16_ref(int64_t n, const quant_f16 *w, const quant_f16 *x)
 {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)quant_f16_to_f32(w[i]) * (double)quant_f16_to_f32(x[i]);
+    const int64_t np = n & ~(int64_t)31;
+    float acc[4][8] = {{0}};
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++)
+                acc[j][l] = fmaf(quant_f16_to_f32(w[i + 8 * j + l]), quant_f16_to_f32(x[i + 8 * j + l]),
+                                 acc[j][l]);
+    double s = reduce4x8(acc);
+    for (int64_t i = np; i < n; i++)
+        s += (double)(quant_f16_to_f32(w[i]) * quant_f16_to_f32(x[i]));
     return (float)s;
+}
+
+/* tinyBLAS (llamafile_sgemm, products of 2+ activation rows, n % 8 == 0):
+ * one 8-lane FMA chain over 8-element steps, then hsum_float_8. */
+static float dot_f32_tb_ref(int64_t n, const float *w, const float *x)
+{
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(w[i + l], x[i + l], acc[l]);
+    return hsum8(acc);
+}
+
+static float dot_f16_tb_ref(int64_t n, const quant_f16 *w, const quant_f16 *x)
+{
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(quant_f16_to_f32(w[i + l]), quant_f16_to_f32(x[i + l]), acc[l]);
+    return hsum8(acc);
 }
 
 static float dot_bf16_ref(int64_t n, const quant_bf16 *w, const quant_bf16 *x)
@@ -459,200 +523,290 @@ static float dot_bf16_ref(int64_t n, const quant_bf16 *w, const quant_bf16 *x)
     return (float)s;
 }
 
-/* Block types: exact int32 sum per block, then one float multiply-add with
- * the product of the two block scales (llama.cpp's order: d_w * d_x first). */
-static float dot_q8_0_ref(int64_t nb, const struct block_q8_0 *w, const struct block_q8_0 *x)
+/* Q4_0 weights as int8 (low nibbles are elements 0-15, high 16-31). */
+static void q4_0_unpack(const struct block_q4_0 *b, int8_t q[32])
 {
-    float sumf = 0.f;
-    for (int64_t i = 0; i < nb; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK8_0; j++)
-            sumi += (int32_t)w[i].qs[j] * x[i].qs[j];
-        sumf += (float)sumi * (quant_f16_to_f32(w[i].d) * quant_f16_to_f32(x[i].d));
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((b->qs[j] & 0x0f) - 8);
+        q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
     }
-    return sumf;
 }
 
-static float dot_q4_0_ref(int64_t nb, const struct block_q4_0 *w, const struct block_q8_0 *x)
+/* ggml_vec_dot_q8_0_q8_0 / q4_0_q8_0 (and tinyBLAS_Q0, which computes the
+ * same): per block, d = d_w * d_x (exact) and acc[l] = fma(d, lane sum l,
+ * acc[l]); hsum_float_8 at the end. RP: the repacked q4_0 8x8 kernels
+ * (Q4_0 matrices of a multiple of 8 rows), one chain of whole-block sums. */
+static float dot_32_ref(int64_t nb, const void *vw, const struct block_q8_0 *x, int q4, int rp)
 {
-    float sumf = 0.f;
+    float acc[8] = {0}, chain = 0.f;
     for (int64_t i = 0; i < nb; i++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            sumi += ((w[i].qs[j] & 0x0f) - 8) * (int32_t)x[i].qs[j];
-            sumi += ((w[i].qs[j] >> 4) - 8) * (int32_t)x[i].qs[j + QK4_0 / 2];
+        int8_t q[32];
+        float dw;
+        if (q4) {
+            const struct block_q4_0 *w = (const struct block_q4_0 *)vw + i;
+            q4_0_unpack(w, q);
+            dw = quant_f16_to_f32(w->d);
+        } else {
+            const struct block_q8_0 *w = (const struct block_q8_0 *)vw + i;
+            memcpy(q, w->qs, 32);
+            dw = quant_f16_to_f32(w->d);
         }
-        sumf += (float)sumi * (quant_f16_to_f32(w[i].d) * quant_f16_to_f32(x[i].d));
+        const float d = dw * quant_f16_to_f32(x[i].d);
+        int32_t lane[8] = {0};
+        for (int e = 0; e < 32; e++)
+            lane[KLANE(e)] += (int32_t)q[e] * x[i].qs[e];
+        if (rp) {
+            int32_t t = 0;
+            for (int l = 0; l < 8; l++)
+                t += lane[l];
+            chain = fmaf((float)t, d, chain);
+        } else {
+            for (int l = 0; l < 8; l++)
+                acc[l] = fmaf(d, (float)lane[l], acc[l]);
+        }
     }
-    return sumf;
+    return rp ? chain : hsum8(acc);
 }
 
-/* Q4_K . Q8_K per super-block:
- *   d*dx * sum_s scale_s * sum_{l in s} q_l*x_l  -  dmin*dx * sum_s min_s * xsum_s
- * where xsum_s (sum of the 32 activations of sub-block s) comes from bsums. */
-static float dot_q4_K_ref(int64_t nb, const struct block_q4_K *w, const struct block_q8_K *x)
+/* Q4_K/Q5_K weight values of one super-block (0..15 / 0..31). */
+static void k4_values(const void *blk, int high, uint8_t v[QK_K])
 {
-    float sumf = 0.f, summf = 0.f;
+    const uint8_t *q = high ? ((const struct block_q5_K *)blk)->qs : ((const struct block_q4_K *)blk)->qs;
+    const uint8_t *qh = high ? ((const struct block_q5_K *)blk)->qh : NULL;
+    for (int j = 0; j < QK_K / 64; j++, q += 32)
+        for (int l = 0; l < 32; l++) {
+            v[64 * j + l] = (uint8_t)((q[l] & 0x0f) | (qh ? ((qh[l] >> (2 * j)) & 1) << 4 : 0));
+            v[64 * j + 32 + l] = (uint8_t)((q[l] >> 4) | (qh ? ((qh[l] >> (2 * j + 1)) & 1) << 4 : 0));
+        }
+}
+
+/* The K-quant kinds of Q4_K/Q5_K dot (see quant_kernel). */
+enum { K4_VEC, K4_GEMV, K4_GEMM };
+
+/* Q4_K / Q5_K . Q8_K. Per super-block the exact sums: per sub-block s,
+ * dot_s = sum q*x and xsum_s = the activations' sum (from bsums); then
+ *  K4_VEC (ggml_vec_dot_q4_K/q5_K_q8_K): the scaled dots in 8 lanes,
+ *    acc[l] = fma(d_x*d_w, lane l, acc[l]); mins: Q4_K in 4 lanes (pairs of
+ *    sub-blocks) acc_m[k] = fma(-(d_x*dmin_w), lane k, acc_m[k]), summed
+ *    (0+2)+(1+3); Q5_K as one float sum of -(d_x*dmin_w) * whole-block mins;
+ *    result hsum_float_8(acc) + mins;
+ *  K4_GEMV (the repacked q4_K 8x8 gemv, one activation row): whole-block
+ *    sums into two chains fma(S, d_w*d_x), fma(M, dmin_w*d_x); acc - accm;
+ *  K4_GEMM (the repacked gemm, rows in groups of four): the same two
+ *    chains, one fma per pair of sub-blocks. */
+static float dot_k4_ref(int64_t nb, const void *vw, const struct block_q8_K *x, int high, int kind)
+{
+    const size_t bsz = high ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
+    float acc[8] = {0}, accm4[4] = {0}, chain = 0.f, chainm = 0.f;
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *q = w[i].qs;
-        const int8_t *a = x[i].qs;
-        int32_t sumi = 0, summ = 0;
-        for (int j = 0; j < QK_K / 64; j++, q += 32, a += 64) {
-            int sc0, m0, sc1, m1;
-            k4_scale_min(w[i].scales, 2 * j, &sc0, &m0);
-            k4_scale_min(w[i].scales, 2 * j + 1, &sc1, &m1);
-            int32_t s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += (q[l] & 0x0f) * (int32_t)a[l];
-                s1 += (q[l] >> 4) * (int32_t)a[l + 32];
+        const struct block_q4_K *w = (const void *)((const uint8_t *)vw + (size_t)i * bsz);
+        uint8_t v[QK_K];
+        k4_values(w, high, v);
+        int sc[8], mn[8];
+        for (int s = 0; s < 8; s++)
+            k4_scale_min(w->scales, s, &sc[s], &mn[s]);
+        const float dw = quant_f16_to_f32(w->d), mw = quant_f16_to_f32(w->dmin);
+        int32_t dot[8] = {0}, lane[8] = {0}, msum[8];
+        for (int e = 0; e < QK_K; e++) {
+            const int32_t p = (int32_t)v[e] * x[i].qs[e];
+            dot[e / 32] += p;
+            lane[KLANE(e)] += sc[e / 32] * p;
+        }
+        for (int s = 0; s < 8; s++)
+            msum[s] = mn[s] * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
+        if (kind == K4_VEC) {
+            const float d = x[i].d * dw, dmin = -x[i].d * mw;
+            for (int l = 0; l < 8; l++)
+                acc[l] = fmaf(d, (float)lane[l], acc[l]);
+            if (high) {
+                int32_t t = 0;
+                for (int s = 0; s < 8; s++)
+                    t += msum[s];
+                chainm += dmin * (float)t;
+            } else {
+                for (int k = 0; k < 4; k++)
+                    accm4[k] = fmaf(dmin, (float)(msum[2 * k] + msum[2 * k + 1]), accm4[k]);
             }
-            sumi += sc0 * s0 + sc1 * s1;
-            summ += m0 * (x[i].bsums[4 * j] + x[i].bsums[4 * j + 1]) +
-                    m1 * (x[i].bsums[4 * j + 2] + x[i].bsums[4 * j + 3]);
-        }
-        /* llama.cpp's repacked (q4_K 8x8) kernel: whole-block int sums,
-         * two float accumulators, subtracted at the end */
-        sumf = fmaf((float)sumi, quant_f16_to_f32(w[i].d) * x[i].d, sumf);
-        summf = fmaf((float)summ, quant_f16_to_f32(w[i].dmin) * x[i].d, summf);
-    }
-    return sumf - summf;
-}
-
-static float dot_q5_K_ref(int64_t nb, const struct block_q5_K *w, const struct block_q8_K *x)
-{
-    float sumf = 0.f;
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *q = w[i].qs;
-        const uint8_t *qh = w[i].qh;
-        const int8_t *a = x[i].qs;
-        int32_t sumi = 0, summ = 0;
-        for (int j = 0; j < QK_K / 64; j++, q += 32, a += 64) {
-            int sc0, m0, sc1, m1;
-            k4_scale_min(w[i].scales, 2 * j, &sc0, &m0);
-            k4_scale_min(w[i].scales, 2 * j + 1, &sc1, &m1);
-            int32_t s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                int q0 = (q[l] & 0x0f) | (((qh[l] >> (2 * j)) & 1) << 4);
-                int q1 = (q[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4);
-                s0 += q0 * (int32_t)a[l];
-                s1 += q1 * (int32_t)a[l + 32];
+        } else {
+            const float d = dw * x[i].d, dmin = mw * x[i].d;
+            int32_t S = 0, M = 0;
+            for (int p = 0; p < 4; p++) {
+                const int32_t Sp = sc[2 * p] * dot[2 * p] + sc[2 * p + 1] * dot[2 * p + 1];
+                const int32_t Mp = msum[2 * p] + msum[2 * p + 1];
+                if (kind == K4_GEMM) {
+                    chain = fmaf((float)Sp, d, chain);
+                    chainm = fmaf((float)Mp, dmin, chainm);
+                }
+                S += Sp;
+                M += Mp;
             }
-            sumi += sc0 * s0 + sc1 * s1;
-            summ += m0 * (x[i].bsums[4 * j] + x[i].bsums[4 * j + 1]) +
-                    m1 * (x[i].bsums[4 * j + 2] + x[i].bsums[4 * j + 3]);
+            if (kind == K4_GEMV) {
+                chain = fmaf((float)S, d, chain);
+                chainm = fmaf((float)M, dmin, chainm);
+            }
         }
-        float d = x[i].d * quant_f16_to_f32(w[i].d);
-        float dmin = x[i].d * quant_f16_to_f32(w[i].dmin);
-        sumf += d * (float)sumi - dmin * (float)summ;
     }
-    return sumf;
+    if (kind != K4_VEC)
+        return chain - chainm;
+    return hsum8(acc) + (high ? chainm : (accm4[0] + accm4[2]) + (accm4[1] + accm4[3]));
 }
 
-/* Q6_K . Q8_K: d*dx * sum over the 16 sub-blocks of scale_s * sum (q-32)*x. */
+/* Q6_K . Q8_K (ggml_vec_dot_q6_K_q8_K): the unsigned q (0..63) times x,
+ * scaled by the sub-block's int8 scale, in 8 lanes over each 32-element
+ * group; the -32 offset enters through the bsums, lane k starting at
+ * -32 * (sc_2k * bsum_2k + sc_2k+1 * bsum_2k+1). Per block acc[l] =
+ * fma(d_x*d_w, lane l, acc[l]); hsum_float_8. (Offsetting each element
+ * instead groups the same integers into other lanes: measured against the
+ * reference answers, it matched 22 of 256 steps of tiny-llama-mixed
+ * exactly against 47 for this order.) */
 static float dot_q6_K_ref(int64_t nb, const struct block_q6_K *w, const struct block_q8_K *x)
 {
-    float sumf = 0.f;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *ql = w[i].ql;
-        const uint8_t *qh = w[i].qh;
-        const int8_t *sc = w[i].scales;
-        const int8_t *a = x[i].qs;
-        int32_t sumi = 0;
-        for (int h = 0; h < QK_K / 128; h++, ql += 64, qh += 32, sc += 8, a += 128) {
-            int32_t s[8] = {0};
+        const uint8_t *ql = w[i].ql, *qh = w[i].qh;
+        int32_t lane[8];
+        for (int k = 0; k < 8; k++)
+            lane[k] = -32 * (w[i].scales[2 * k] * x[i].bsums[2 * k] +
+                             w[i].scales[2 * k + 1] * x[i].bsums[2 * k + 1]);
+        for (int h = 0; h < QK_K / 128; h++, ql += 64, qh += 32) {
             for (int l = 0; l < 32; l++) {
-                int g = l / 16;
-                int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                s[g + 0] += q1 * a[l];
-                s[g + 2] += q2 * a[l + 32];
-                s[g + 4] += q3 * a[l + 64];
-                s[g + 6] += q4 * a[l + 96];
+                const int q[4] = {
+                    (ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4),
+                    (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                };
+                for (int c = 0; c < 4; c++) {
+                    const int e = 128 * h + 32 * c + l;
+                    lane[KLANE(e)] += w[i].scales[e / 16] * q[c] * x[i].qs[e];
+                }
             }
-            for (int g = 0; g < 8; g++)
-                sumi += sc[g] * s[g];
         }
-        sumf += x[i].d * quant_f16_to_f32(w[i].d) * (float)sumi;
+        const float d = x[i].d * quant_f16_to_f32(w[i].d);
+        for (int l = 0; l < 8; l++)
+            acc[l] = fmaf(d, (float)lane[l], acc[l]);
     }
-    return sumf;
+    return hsum8(acc);
 }
 
-float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x)
+/* Kernels with the quant_vec_dot_fn signature. */
+#define REFK(name, expr) \
+    static float ref_k_##name(int64_t n, const void *w, const void *x) { return expr; }
+REFK(f32, dot_f32_ref(n, w, x))
+REFK(f32_tb, dot_f32_tb_ref(n, w, x))
+REFK(f16, dot_f16_ref(n, w, x))
+REFK(f16_tb, dot_f16_tb_ref(n, w, x))
+REFK(bf16, dot_bf16_ref(n, w, x))
+REFK(q8_0, dot_32_ref(n / QK8_0, w, x, 0, 0))
+REFK(q4_0, dot_32_ref(n / QK4_0, w, x, 1, 0))
+REFK(q4_0_rp, dot_32_ref(n / QK4_0, w, x, 1, 1))
+REFK(q4_K, dot_k4_ref(n / QK_K, w, x, 0, K4_VEC))
+REFK(q4_K_gemv, dot_k4_ref(n / QK_K, w, x, 0, K4_GEMV))
+REFK(q4_K_gemm, dot_k4_ref(n / QK_K, w, x, 0, K4_GEMM))
+REFK(q5_K, dot_k4_ref(n / QK_K, w, x, 1, K4_VEC))
+REFK(q6_K, dot_q6_K_ref(n / QK_K, w, x))
+#undef REFK
+
+float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x)
 {
-    switch (type) {
-    case QT_F32: return dot_f32_ref(n, w, x);
-    case QT_F16: return dot_f16_ref(n, w, x);
-    case QT_BF16: return dot_bf16_ref(n, w, x);
-    case QT_Q4_0: return dot_q4_0_ref(n / QK4_0, w, x);
-    case QT_Q8_0: return dot_q8_0_ref(n / QK8_0, w, x);
-    case QT_Q4_K: return dot_q4_K_ref(n / QK_K, w, x);
-    case QT_Q5_K: return dot_q5_K_ref(n / QK_K, w, x);
-    case QT_Q6_K: return dot_q6_K_ref(n / QK_K, w, x);
+    switch (kernel) {
+    case QK_F32: return dot_f32_ref(n, w, x);
+    case QK_F32_TB: return dot_f32_tb_ref(n, w, x);
+    case QK_F16: return dot_f16_ref(n, w, x);
+    case QK_F16_TB: return dot_f16_tb_ref(n, w, x);
+    case QK_BF16: return dot_bf16_ref(n, w, x);
+    case QK_Q8_0: return dot_32_ref(n / QK8_0, w, x, 0, 0);
+    case QK_Q4_0: return dot_32_ref(n / QK4_0, w, x, 1, 0);
+    case QK_Q4_0_RP: return dot_32_ref(n / QK4_0, w, x, 1, 1);
+    case QK_Q4_K: return dot_k4_ref(n / QK_K, w, x, 0, K4_VEC);
+    case QK_Q4_K_GEMV: return dot_k4_ref(n / QK_K, w, x, 0, K4_GEMV);
+    case QK_Q4_K_GEMM: return dot_k4_ref(n / QK_K, w, x, 0, K4_GEMM);
+    case QK_Q5_K: return dot_k4_ref(n / QK_K, w, x, 1, K4_VEC);
+    case QK_Q6_K: return dot_q6_K_ref(n / QK_K, w, x);
     default: return 0.f; /* unsupported: rejected at model load */
     }
 }
 
-/* Typed entry points with the quant_vec_dot_fn signature. */
-static float ref_dot_f32(int64_t n, const void *w, const void *x) { return dot_f32_ref(n, w, x); }
-static float ref_dot_f16(int64_t n, const void *w, const void *x) { return dot_f16_ref(n, w, x); }
-static float ref_dot_bf16(int64_t n, const void *w, const void *x) { return dot_bf16_ref(n, w, x); }
-static float ref_dot_q4_0(int64_t n, const void *w, const void *x) { return dot_q4_0_ref(n / QK4_0, w, x); }
-static float ref_dot_q8_0(int64_t n, const void *w, const void *x) { return dot_q8_0_ref(n / QK8_0, w, x); }
-static float ref_dot_q4_K(int64_t n, const void *w, const void *x) { return dot_q4_K_ref(n / QK_K, w, x); }
-static float ref_dot_q5_K(int64_t n, const void *w, const void *x) { return dot_q5_K_ref(n / QK_K, w, x); }
-static float ref_dot_q6_K(int64_t n, const void *w, const void *x) { return dot_q6_K_ref(n / QK_K, w, x); }
+int quant_kernel_for(int type, int64_t w_rows, int64_t n, int batch)
+{
+    switch (type) {
+    /* tinyBLAS takes products of 2+ rows when n % 8 == 0 and the matrix
+     * has a multiple of 4 rows */
+    case QT_F32: return batch && n % 8 == 0 && w_rows % 4 == 0 ? QK_F32_TB : QK_F32;
+    case QT_F16: return batch && n % 8 == 0 && w_rows % 4 == 0 ? QK_F16_TB : QK_F16;
+    case QT_BF16: return QK_BF16;
+    case QT_Q8_0: return QK_Q8_0;
+    /* ggml repacks Q4_0 and Q4_K matrices of a multiple of 8 rows on AVX2 */
+    case QT_Q4_0: return w_rows % 8 == 0 ? QK_Q4_0_RP : QK_Q4_0;
+    case QT_Q4_K: return w_rows % 8 != 0 ? QK_Q4_K : batch ? QK_Q4_K_GEMM : QK_Q4_K_GEMV;
+    case QT_Q5_K: return QK_Q5_K;
+    case QT_Q6_K: return QK_Q6_K;
+    default: return QK_NONE;
+    }
+}
 
-quant_vec_dot_fn quant_vec_dot_func(int type)
+/* The decode kernel of a matrix ggml would repack: what quant_vec_dot and
+ * friends compute for a type. */
+static int single_kernel(int type)
+{
+    return quant_kernel_for(type, 8, 8, 0);
+}
+
+float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x)
+{
+    return quant_kernel_dot_ref(single_kernel(type), n, w, x);
+}
+
+quant_vec_dot_fn quant_kernel_func(int kernel)
 {
 #ifdef INFERD_HAVE_AVX2
     if (use_avx2()) {
-        switch (type) {
-        case QT_F32: return quant_avx2_dot_f32;
-        case QT_F16: return quant_avx2_dot_f16;
-        case QT_BF16: return quant_avx2_dot_bf16;
-        case QT_Q4_0: return quant_avx2_dot_q4_0;
-        case QT_Q8_0: return quant_avx2_dot_q8_0;
-        case QT_Q4_K: return quant_avx2_dot_q4_K;
-        case QT_Q5_K: return quant_avx2_dot_q5_K;
-        case QT_Q6_K: return quant_avx2_dot_q6_K;
-        default: break;
-        }
+        quant_vec_dot_fn f = quant_avx2_kernel_func(kernel);
+        if (f)
+            return f;
     }
 #endif
-    switch (type) {
-    case QT_F32: return ref_dot_f32;
-    case QT_F16: return ref_dot_f16;
-    case QT_BF16: return ref_dot_bf16;
-    case QT_Q4_0: return ref_dot_q4_0;
-    case QT_Q8_0: return ref_dot_q8_0;
-    case QT_Q4_K: return ref_dot_q4_K;
-    case QT_Q5_K: return ref_dot_q5_K;
-    case QT_Q6_K: return ref_dot_q6_K;
+    switch (kernel) {
+#define REF(K, f) case K: return f
+    REF(QK_F32, ref_k_f32);
+    REF(QK_F32_TB, ref_k_f32_tb);
+    REF(QK_F16, ref_k_f16);
+    REF(QK_F16_TB, ref_k_f16_tb);
+    REF(QK_BF16, ref_k_bf16);
+    REF(QK_Q8_0, ref_k_q8_0);
+    REF(QK_Q4_0, ref_k_q4_0);
+    REF(QK_Q4_0_RP, ref_k_q4_0_rp);
+    REF(QK_Q4_K, ref_k_q4_K);
+    REF(QK_Q4_K_GEMV, ref_k_q4_K_gemv);
+    REF(QK_Q4_K_GEMM, ref_k_q4_K_gemm);
+    REF(QK_Q5_K, ref_k_q5_K);
+    REF(QK_Q6_K, ref_k_q6_K);
+#undef REF
     default: return NULL;
     }
+}
+
+quant_vec_dot_fn quant_vec_dot_func(int type)
+{
+    return quant_kernel_func(single_kernel(type));
+}
+
+void quant_kernel_dots(int kernel, int64_t n, const void *w, const void *x, size_t x_stride, int nx,
+                       float *out)
+{
+#ifdef INFERD_HAVE_AVX2
+    if (use_avx2() && quant_avx2_kernel_dots(kernel, n, w, x, x_stride, nx, out))
+        return;
+#endif
+    quant_vec_dot_fn f = quant_kernel_func(kernel);
+    for (int r = 0; r < nx; r++)
+        out[r] = f ? f(n, w, (const uint8_t *)x + (size_t)r * x_stride) : 0.f;
 }
 
 void quant_vec_dots(int type, int64_t n, const void *w, const void *x, size_t x_stride, int nx,
                     float *out)
 {
-#ifdef INFERD_HAVE_AVX2
-    if (use_avx2()) {
-        switch (type) {
-        case QT_Q4_0: quant_avx2_dots_q4_0(n, w, x, x_stride, nx, out); return;
-        case QT_Q8_0: quant_avx2_dots_q8_0(n, w, x, x_stride, nx, out); return;
-        case QT_Q4_K: quant_avx2_dots_q4_K(n, w, x, x_stride, nx, out); return;
-        case QT_Q5_K: quant_avx2_dots_q5_K(n, w, x, x_stride, nx, out); return;
-        case QT_Q6_K: quant_avx2_dots_q6_K(n, w, x, x_stride, nx, out); return;
-        default: break;
-        }
-    }
-#endif
-    /* float types are bandwidth-bound on the weights either way */
-    quant_vec_dot_fn f = quant_vec_dot_func(type);
-    for (int r = 0; r < nx; r++)
-        out[r] = f ? f(n, w, (const uint8_t *)x + (size_t)r * x_stride) : 0.f;
+    quant_kernel_dots(single_kernel(type), n, w, x, x_stride, nx, out);
 }
 
 float quant_vec_dot(int type, int64_t n, const void *w, const void *x)

@@ -3,9 +3,10 @@
  *
  * This is a leaf header: engine/cuda may include it for the block structs.
  * The dot product of a weight row of type T with activations follows llama.cpp's
- * CPU scheme so results match it: activations are first quantized to
- * quant_vec_dot_type(T) (Q8_0 for Q4_0/Q8_0, Q8_K for the K-quants, F16 for F16,
- * BF16 for BF16, F32 for F32), then quant_vec_dot(T) combines the two rows.
+ * CPU scheme so results match it bit for bit: activations are first quantized
+ * to quant_vec_dot_type(T) (Q8_0 for Q4_0/Q8_0, Q8_K for the K-quants, F16 for
+ * F16, BF16 for BF16, F32 for F32), then one of llama.cpp's kernels (enum
+ * quant_kernel) combines the two rows.
  * All functions are pure and thread-safe.
  */
 #ifndef INFERD_QUANT_H
@@ -126,10 +127,44 @@ int quant_vec_dot_type(int type);
  * magnitude maps to -127, float d, bsums per 16). F16/BF16 round to nearest
  * even. Every path writes the same bytes (quant_quantize_row_ref). */
 void quant_quantize_row(int vec_dot_type, const float *x, void *dst, int64_t n);
+/* The kernels of llama.cpp's CPU backend (AVX2 build) that one output of a
+ * matrix product can go through. Which one runs depends on the weight type,
+ * on whether ggml repacks the matrix (Q4_0 and Q4_K with a multiple of 8
+ * rows) and, for products of two or more activation rows, on its batch
+ * paths: tinyBLAS for F32/F16 (n % 8 == 0, rows % 4 == 0) and the 4-row
+ * gemm of repacked Q4_K (llama.cpp runs the last rows % 4 of a batch
+ * through the gemv). The CPU backend uses the single-row (decode) kernels
+ * for every row (batch invariance); the batch kernels exist so llama.cpp's
+ * own batch-dependent numbers can be reproduced (cpu_backend_set_numerics).
+ * Every kernel's reference (quant_kernel_dot_ref) and AVX2 path give the
+ * same bits. */
+enum quant_kernel {
+    QK_NONE = 0,
+    QK_F32,       /* ggml_vec_dot_f32 */
+    QK_F32_TB,    /* tinyBLAS F32 */
+    QK_F16,       /* ggml_vec_dot_f16 (activations rounded to F16) */
+    QK_F16_TB,    /* tinyBLAS F16 */
+    QK_BF16,
+    QK_Q8_0,      /* ggml_vec_dot_q8_0_q8_0 (tinyBLAS_Q0 computes the same) */
+    QK_Q4_0,      /* ggml_vec_dot_q4_0_q8_0 */
+    QK_Q4_0_RP,   /* repacked q4_0 8x8 gemv/gemm (the two agree) */
+    QK_Q4_K,      /* ggml_vec_dot_q4_K_q8_K */
+    QK_Q4_K_GEMV, /* repacked q4_K 8x8 gemv */
+    QK_Q4_K_GEMM, /* repacked q4_K 8x8 gemm */
+    QK_Q5_K,      /* ggml_vec_dot_q5_K_q8_K */
+    QK_Q6_K,      /* ggml_vec_dot_q6_K_q8_K */
+};
+/* The kernel for a weight of `type` with w_rows rows and rows of n
+ * elements; batch: the product has 2+ activation rows and this row is one
+ * llama.cpp sends down its batch path. QK_NONE for an unsupported type. */
+int quant_kernel_for(int type, int64_t w_rows, int64_t n, int batch);
+float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x);
+
 /* Dot of one weight row of `type` with one activation row already converted
- * to quant_vec_dot_type(type). Uses the fastest path the CPU supports (AVX2
- * when built in and the CPU has it); the result of the fast path may differ
- * from quant_vec_dot_ref only by float rounding. */
+ * to quant_vec_dot_type(type), through the single-row kernel of a matrix
+ * ggml would repack (quant_kernel_for(type, 8, n, 0)). Uses the fastest path the CPU supports (AVX2
+ * when built in and the CPU has it); the fast path gives the bits of
+ * quant_vec_dot_ref. */
 float quant_vec_dot(int type, int64_t n, const void *w, const void *x);
 /* Plain C reference, the specification the fast paths are tested against. */
 float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x);
@@ -143,6 +178,10 @@ void quant_quantize_row_ref(int vec_dot_type, const float *x, void *dst, int64_t
  * NULL for a type the engine does not compute with. */
 typedef float (*quant_vec_dot_fn)(int64_t n, const void *w, const void *x);
 quant_vec_dot_fn quant_vec_dot_func(int type);
+quant_vec_dot_fn quant_kernel_func(int kernel);
+/* quant_vec_dots for a kernel. */
+void quant_kernel_dots(int kernel, int64_t n, const void *w, const void *x, size_t x_stride, int nx,
+                       float *out);
 
 /* One weight row against nx activation rows (row r at x + r*x_stride bytes,
  * each already converted to quant_vec_dot_type(type)): out[r]. Each out[r]

@@ -151,48 +151,20 @@ void quant_avx2_quantize_f16(const float *x, quant_f16 *y, int64_t n)
 }
 
 /* ------------------------------------------------------------ float dots */
+/* quant.c's dot_f32_ref & co.: see there for llama.cpp's orders. */
 
-float quant_avx2_dot_f32(int64_t n, const void *vw, const void *vx)
+/* GGML_F32x8_REDUCE: (a0+a2)+(a1+a3), lanes l+4 onto l, (t0+t1)+(t2+t3). */
+static inline float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {
-    const float *w = vw, *x = vx;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++)
-        s += w[i] * x[i];
-    return s;
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 h = _mm_hadd_ps(t, t);
+    return _mm_cvtss_f32(_mm_hadd_ps(h, h));
 }
 
 static inline __m256 load_f16x8(const quant_f16 *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-float quant_avx2_dot_f16(int64_t n, const void *vw, const void *vx)
-{
-    const quant_f16 *w = vw, *x = vx;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(w + i + 8), load_f16x8(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16x8(w + i + 16), load_f16x8(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16x8(w + i + 24), load_f16x8(x + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++)
-        s += f16(w[i]) * f16(x[i]);
-    return s;
 }
 
 static inline __m256 load_bf16x8(const quant_bf16 *p)
@@ -201,28 +173,73 @@ static inline __m256 load_bf16x8(const quant_bf16 *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-float quant_avx2_dot_bf16(int64_t n, const void *vw, const void *vx)
+static inline float bf16f(quant_bf16 h)
+{
+    uint32_t a = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &a, 4);
+    return f;
+}
+
+/* The three 4x8 float dots differ only in how an element is loaded. */
+#define DOT4X8(LOAD, w, x, n, np)                                                   \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                    \
+    const int64_t np = (n) & ~(int64_t)31;                                          \
+    for (int64_t i = 0; i < np; i += 32) {                                          \
+        a0 = _mm256_fmadd_ps(LOAD((w) + i), LOAD((x) + i), a0);                     \
+        a1 = _mm256_fmadd_ps(LOAD((w) + i + 8), LOAD((x) + i + 8), a1);             \
+        a2 = _mm256_fmadd_ps(LOAD((w) + i + 16), LOAD((x) + i + 16), a2);           \
+        a3 = _mm256_fmadd_ps(LOAD((w) + i + 24), LOAD((x) + i + 24), a3);           \
+    }
+
+static float dot_f32(int64_t n, const void *vw, const void *vx)
+{
+    const float *w = vw, *x = vx;
+    DOT4X8(_mm256_loadu_ps, w, x, n, np)
+    float s = reduce4x8(a0, a1, a2, a3);
+    for (int64_t i = np; i < n; i++)
+        s += w[i] * x[i];
+    return s;
+}
+
+static float dot_f16(int64_t n, const void *vw, const void *vx)
+{
+    const quant_f16 *w = vw, *x = vx;
+    DOT4X8(load_f16x8, w, x, n, np)
+    double s = reduce4x8(a0, a1, a2, a3);
+    for (int64_t i = np; i < n; i++)
+        s += (double)(f16(w[i]) * f16(x[i]));
+    return (float)s;
+}
+
+static float dot_bf16(int64_t n, const void *vw, const void *vx)
 {
     const quant_bf16 *w = vw, *x = vx;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_bf16x8(w + i), load_bf16x8(x + i), a0);
-        a1 = _mm256_fmadd_ps(load_bf16x8(w + i + 8), load_bf16x8(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_bf16x8(w + i + 16), load_bf16x8(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_bf16x8(w + i + 24), load_bf16x8(x + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(load_bf16x8(w + i), load_bf16x8(x + i), a0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) {
-        uint32_t a = (uint32_t)w[i] << 16, b = (uint32_t)x[i] << 16;
-        float fa, fb;
-        memcpy(&fa, &a, 4);
-        memcpy(&fb, &b, 4);
-        s += fa * fb;
-    }
-    return s;
+    DOT4X8(load_bf16x8, w, x, n, np)
+    double s = reduce4x8(a0, a1, a2, a3);
+    for (int64_t i = np; i < n; i++)
+        s += (double)(bf16f(w[i]) * bf16f(x[i]));
+    return (float)s;
+}
+#undef DOT4X8
+
+/* tinyBLAS: one 8-lane chain, hsum_float_8 (n % 8 == 0). */
+static float dot_f32_tb(int64_t n, const void *vw, const void *vx)
+{
+    const float *w = vw, *x = vx;
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a);
+    return hsum_ps(a);
+}
+
+static float dot_f16_tb(int64_t n, const void *vw, const void *vx)
+{
+    const quant_f16 *w = vw, *x = vx;
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8)
+        a = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a);
+    return hsum_ps(a);
 }
 
 /* ------------------------------------------------------------ block dots
@@ -240,8 +257,11 @@ float quant_avx2_dot_bf16(int64_t n, const void *vw, const void *vx)
 #define UNROLL _Pragma("GCC unroll 4")
 #define XROW(x, stride, r) ((const void *)((const uint8_t *)(x) + (size_t)(r) * (stride)))
 
-/* One 32-block (weight q as int8, scale dw) into each row's accumulator. */
-AINLINE void block32_nx(__m256i q, float dw, const struct block_q8_0 *const *x, int64_t i, int NX, __m256 *acc)
+/* One 32-block (weight q as int8, scale dw) for each row: vec (RP = 0):
+ * acc[r] = fma(d, lane sums, acc[r]); repacked q4_0 (RP = 1): the block's
+ * total into the scalar chain accs[r]. */
+AINLINE void block32_nx(__m256i q, float dw, const struct block_q8_0 *const *x, int64_t i, int NX, __m256 *acc,
+                        float *accs, const int RP)
 {
     __m256i aq = _mm256_sign_epi8(q, q); /* |q|, unsigned for maddubs */
     UNROLL
@@ -249,7 +269,11 @@ AINLINE void block32_nx(__m256i q, float dw, const struct block_q8_0 *const *x, 
         /* the activation takes q's sign, so |q| * that = q * x */
         __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[r][i].qs), q);
         __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), _mm256_set1_epi16(1));
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16(x[r][i].d)), _mm256_cvtepi32_ps(s), acc[r]);
+        const float d = dw * f16(x[r][i].d);
+        if (RP)
+            accs[r] = fmaf((float)hsum_epi32(s), d, accs[r]);
+        else
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[r]);
     }
 }
 
@@ -263,33 +287,30 @@ static inline __m256i unpack_q4_0(const uint8_t *qs)
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
 
-/* Q8_0 and Q4_0 (Q4 = 1) against Q8_0 activations. Even and odd blocks go to
- * two accumulators so consecutive FMAs do not wait on each other. */
-AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out, const int Q4)
+/* Q8_0 and Q4_0 (Q4 = 1) against Q8_0 activations: one 8-lane chain per
+ * row (llama.cpp keeps one; the chain's latency is the price of its bits),
+ * or the repacked kernels' scalar chain (RP). */
+AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out, const int Q4,
+                       const int RP)
 {
     const struct block_q8_0 *x[4];
-    __m256 acc0[4], acc1[4];
+    __m256 acc[4];
+    float accs[4];
     UNROLL
     for (int r = 0; r < NX; r++) {
         x[r] = XROW(vx, xs, r);
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
+        acc[r] = _mm256_setzero_ps();
+        accs[r] = 0.f;
     }
     const struct block_q4_0 *w4 = vw;
     const struct block_q8_0 *w8 = vw;
-    int64_t nb = n / QK8_0, i = 0;
-#define W(i) (Q4 ? unpack_q4_0(w4[i].qs) : _mm256_loadu_si256((const __m256i *)w8[i].qs))
-#define D(i) f16(Q4 ? w4[i].d : w8[i].d)
-    for (; i + 2 <= nb; i += 2) {
-        block32_nx(W(i), D(i), x, i, NX, acc0);
-        block32_nx(W(i + 1), D(i + 1), x, i + 1, NX, acc1);
-    }
-    if (i < nb)
-        block32_nx(W(i), D(i), x, i, NX, acc0);
-#undef W
-#undef D
+    const int64_t nb = n / QK8_0;
+    for (int64_t i = 0; i < nb; i++)
+        block32_nx(Q4 ? unpack_q4_0(w4[i].qs) : _mm256_loadu_si256((const __m256i *)w8[i].qs),
+                   f16(Q4 ? w4[i].d : w8[i].d), x, i, NX, acc, accs, RP);
     UNROLL
     for (int r = 0; r < NX; r++)
-        out[r] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+        out[r] = RP ? accs[r] : hsum_ps(acc[r]);
 }
 
 /* Broadcast int16 lane s of a vector holding 8 int16 per 128-bit lane to all
@@ -324,29 +345,32 @@ static inline __m128i k4_unpack_scales(const uint8_t *q)
     return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi);
 }
 
-/* The min term of Q4_K/Q5_K: sum_s min_s * (bsums[2s] + bsums[2s+1]) as 8
- * int32 lanes (to be summed). */
-static inline __m256i k4_min_term(__m128i scm, const int16_t *bsums)
+/* The min term of Q4_K/Q5_K per pair of sub-blocks: lane k (0..3) of the
+ * result = m_2k * xsum_2k + m_2k+1 * xsum_2k+1 (xsum = two bsums). */
+static inline __m128i k4_min_pairs(__m128i scm, const int16_t *bsums)
 {
-    const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-    __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scm, dup));
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mins);
+    const __m256i b = _mm256_loadu_si256((const __m256i *)bsums);
+    const __m128i xs = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scm, 8));
+    return _mm_madd_epi16(mins, xs);
 }
 
-/* Q4_K and Q5_K share everything but the fifth bit (HIGH = 1 for Q5_K).
- * Per block: d*dx * sum_s sc_s * (q . x)_s  -  dmin*dx * sum_s m_s * xsum_s,
- * both terms accumulated into the same float lanes. */
+/* Q4_K and Q5_K (HIGH = 1) in one of quant.c's K4 kinds (KIND: 0 vec,
+ * 1 gemv, 2 gemm); see dot_k4_ref. The integer work is shared: per pair j
+ * of sub-blocks, pj[r] holds the 8 lanes of sc*(q.x) of that pair. */
 AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out,
-                       const int HIGH)
+                       const int HIGH, const int KIND)
 {
     const struct block_q8_K *x[4];
     __m256 acc[4];
-    float accs[4], accm[4];
+    __m128 accm4[4];
+    float chain[4], chainm[4];
     UNROLL
     for (int r = 0; r < NX; r++) {
         x[r] = XROW(vx, xs, r);
         acc[r] = _mm256_setzero_ps();
-        accs[r] = accm[r] = 0.f;
+        accm4[r] = _mm_setzero_ps();
+        chain[r] = chainm[r] = 0.f;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i b4 = _mm256_set1_epi8(0x10);
@@ -385,31 +409,57 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                 const int8_t *a = x[r][i].qs + 64 * j;
                 __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)a));
                 __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a + 32)));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, s0),
-                                                                     _mm256_madd_epi16(p1, s1)));
+                __m256i pj = _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1));
+                if (KIND == 2) {
+                    /* gemm: one fma per pair of sub-blocks */
+                    chain[r] = fmaf((float)hsum_epi32(pj), dw * x[r][i].d, chain[r]);
+                } else {
+                    sumi[r] = _mm256_add_epi32(sumi[r], pj);
+                }
             }
         }
         UNROLL
         for (int r = 0; r < NX; r++) {
-            __m256i mt = k4_min_term(scm, x[r][i].bsums);
-            if (!HIGH) {
-                /* llama.cpp's repacked q4_K kernel: whole-block int sums
-                 * into two scalar accumulators */
-                accs[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, accs[r]);
-                accm[r] = fmaf((float)hsum_epi32(mt), mw * x[r][i].d, accm[r]);
-                continue;
+            const __m128i mp = k4_min_pairs(scm, x[r][i].bsums);
+            if (KIND == 0) {
+                const float d = x[r][i].d * dw, dmin = -x[r][i].d * mw;
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                if (HIGH) {
+                    __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
+                    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+                    chainm[r] += dmin * (float)_mm_cvtsi128_si32(t);
+                } else {
+                    accm4[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mp), accm4[r]);
+                }
+            } else if (KIND == 1) {
+                __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
+                t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+                chain[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, chain[r]);
+                chainm[r] = fmaf((float)_mm_cvtsi128_si32(t), mw * x[r][i].d, chainm[r]);
+            } else {
+                int32_t m[4];
+                _mm_storeu_si128((__m128i *)m, mp);
+                for (int k = 0; k < 4; k++)
+                    chainm[r] = fmaf((float)m[k], mw * x[r][i].d, chainm[r]);
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-(x[r][i].d * mw)), _mm256_cvtepi32_ps(mt), acc[r]);
         }
     }
     UNROLL
-    for (int r = 0; r < NX; r++)
-        out[r] = HIGH ? hsum_ps(acc[r]) : accs[r] - accm[r];
+    for (int r = 0; r < NX; r++) {
+        if (KIND != 0) {
+            out[r] = chain[r] - chainm[r];
+        } else if (HIGH) {
+            out[r] = hsum_ps(acc[r]) + chainm[r];
+        } else {
+            __m128 m = _mm_add_ps(accm4[r], _mm_movehl_ps(accm4[r], accm4[r]));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            out[r] = hsum_ps(acc[r]) + _mm_cvtss_f32(m);
+        }
+    }
 }
 
-/* Q6_K: q in [0, 63]; sum (q-32)*x = sum q*x - 32 * sum x, and the sums of x
- * per 16 are the activations' bsums, so the offset is one madd per block. */
+/* Q6_K (ggml_vec_dot_q6_K_q8_K): see dot_q6_K_ref; the -32 offset comes in
+ * through the bsums, one madd per block. */
 AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out)
 {
     const struct block_q6_K *w = vw;
@@ -429,7 +479,7 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
         __m256i sumi[4];
         UNROLL
         for (int r = 0; r < NX; r++) {
-            __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)x[r][i].bsums));
+            const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)x[r][i].bsums));
             sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
         const uint8_t *ql = w[i].ql, *qhp = w[i].qh;
@@ -450,8 +500,8 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
                 __m256i s = _mm256_shuffle_epi8(sch, _mm256_load_si256((const __m256i *)k_pair16[c]));
                 UNROLL
                 for (int r = 0; r < NX; r++) {
-                    const int8_t *a = x[r][i].qs + 128 * h + 32 * c;
-                    __m256i p = _mm256_maddubs_epi16(q[c], _mm256_loadu_si256((const __m256i *)a));
+                    const __m256i a = _mm256_loadu_si256((const __m256i *)(x[r][i].qs + 128 * h + 32 * c));
+                    __m256i p = _mm256_maddubs_epi16(q[c], a);
                     sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, s));
                 }
             }
@@ -465,47 +515,97 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
         out[r] = hsum_ps(acc[r]);
 }
 
-static void dot_q5_K_nx(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out)
+/* Kernel entry points: NX = 4 per group of rows, then the rest. */
+#define KERNEL_NX(name, call)                                                                 \
+    static void name(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) \
+    {                                                                                        \
+        for (; nx >= 4; nx -= 4, x = XROW(x, xs, 4), out += 4)                               \
+            call(4);                                                                         \
+        switch (nx) {                                                                        \
+        case 3: call(3); break;                                                              \
+        case 2: call(2); break;                                                              \
+        case 1: call(1); break;                                                              \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+#define C_Q80(NX) dot_32_nx(n, w, x, xs, NX, out, 0, 0)
+#define C_Q40(NX) dot_32_nx(n, w, x, xs, NX, out, 1, 0)
+#define C_Q40RP(NX) dot_32_nx(n, w, x, xs, NX, out, 1, 1)
+#define C_Q4K(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 0)
+#define C_Q4KV(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 1)
+#define C_Q4KM(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 2)
+#define C_Q5K(NX) dot_k4_nx(n, w, x, xs, NX, out, 1, 0)
+#define C_Q6K(NX) dot_q6_K_nx(n, w, x, xs, NX, out)
+KERNEL_NX(dots_q8_0, C_Q80)
+KERNEL_NX(dots_q4_0, C_Q40)
+KERNEL_NX(dots_q4_0_rp, C_Q40RP)
+KERNEL_NX(dots_q4_K, C_Q4K)
+KERNEL_NX(dots_q4_K_gemv, C_Q4KV)
+KERNEL_NX(dots_q4_K_gemm, C_Q4KM)
+KERNEL_NX(dots_q5_K, C_Q5K)
+KERNEL_NX(dots_q6_K, C_Q6K)
+#undef KERNEL_NX
+
+#define ONE(name, call)                                                  \
+    static float name(int64_t n, const void *w, const void *x)          \
+    {                                                                   \
+        const size_t xs = 0;                                            \
+        float out[1];                                                   \
+        call(1);                                                        \
+        return out[0];                                                  \
+    }
+ONE(dot_q8_0, C_Q80)
+ONE(dot_q4_0, C_Q40)
+ONE(dot_q4_0_rp, C_Q40RP)
+ONE(dot_q4_K, C_Q4K)
+ONE(dot_q4_K_gemv, C_Q4KV)
+ONE(dot_q4_K_gemm, C_Q4KM)
+ONE(dot_q5_K, C_Q5K)
+ONE(dot_q6_K, C_Q6K)
+#undef ONE
+
+quant_vec_dot_fn quant_avx2_kernel_func(int kernel)
 {
-    switch (nx) {
-    case 1: dot_k4_nx(n, w, x, xs, 1, out, 1); break;
-    case 2: dot_k4_nx(n, w, x, xs, 2, out, 1); break;
-    case 3: dot_k4_nx(n, w, x, xs, 3, out, 1); break;
-    default: dot_k4_nx(n, w, x, xs, 4, out, 1); break;
+    switch (kernel) {
+    case QK_F32: return dot_f32;
+    case QK_F32_TB: return dot_f32_tb;
+    case QK_F16: return dot_f16;
+    case QK_F16_TB: return dot_f16_tb;
+    case QK_BF16: return dot_bf16;
+    case QK_Q8_0: return dot_q8_0;
+    case QK_Q4_0: return dot_q4_0;
+    case QK_Q4_0_RP: return dot_q4_0_rp;
+    case QK_Q4_K: return dot_q4_K;
+    case QK_Q4_K_GEMV: return dot_q4_K_gemv;
+    case QK_Q4_K_GEMM: return dot_q4_K_gemm;
+    case QK_Q5_K: return dot_q5_K;
+    case QK_Q6_K: return dot_q6_K;
+    default: return NULL;
     }
 }
 
-/* Entry points: rows of activations in groups of up to four. */
-#define MULTI(name, kernel)                                                                    \
-    void quant_avx2_dots_##name(int64_t n, const void *w, const void *x, size_t xs, int nx,   \
-                                float *out)                                                   \
-    {                                                                                         \
-        for (; nx >= 4; nx -= 4, x = XROW(x, xs, 4), out += 4)                                \
-            kernel(n, w, x, xs, 4, out);                                                      \
-        switch (nx) {                                                                         \
-        case 3: kernel(n, w, x, xs, 3, out); break;                                           \
-        case 2: kernel(n, w, x, xs, 2, out); break;                                           \
-        case 1: kernel(n, w, x, xs, 1, out); break;                                           \
-        default: break;                                                                       \
-        }                                                                                     \
-    }                                                                                         \
-    float quant_avx2_dot_##name(int64_t n, const void *w, const void *x)                     \
-    {                                                                                         \
-        float r;                                                                              \
-        kernel(n, w, x, 0, 1, &r);                                                            \
-        return r;                                                                             \
+int quant_avx2_kernel_dots(int kernel, int64_t n, const void *w, const void *x, size_t xs, int nx,
+                           float *out)
+{
+    switch (kernel) {
+    case QK_Q8_0: dots_q8_0(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_0: dots_q4_0(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_0_RP: dots_q4_0_rp(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_K: dots_q4_K(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_K_GEMV: dots_q4_K_gemv(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_K_GEMM: dots_q4_K_gemm(n, w, x, xs, nx, out); return 1;
+    case QK_Q5_K: dots_q5_K(n, w, x, xs, nx, out); return 1;
+    case QK_Q6_K: dots_q6_K(n, w, x, xs, nx, out); return 1;
+    default: return 0; /* float kernels: one row at a time */
     }
-
-#define K4(n, w, x, xs, nx, out) dot_k4_nx(n, w, x, xs, nx, out, 0)
-#define Q80(n, w, x, xs, nx, out) dot_32_nx(n, w, x, xs, nx, out, 0)
-#define Q40(n, w, x, xs, nx, out) dot_32_nx(n, w, x, xs, nx, out, 1)
-MULTI(q8_0, Q80)
-MULTI(q4_0, Q40)
-MULTI(q4_K, K4)
-MULTI(q5_K, dot_q5_K_nx)
-MULTI(q6_K, dot_q6_K_nx)
-#undef K4
-#undef Q80
-#undef Q40
+}
+#undef C_Q80
+#undef C_Q40
+#undef C_Q40RP
+#undef C_Q4K
+#undef C_Q4KV
+#undef C_Q4KM
+#undef C_Q5K
+#undef C_Q6K
 
 #endif /* INFERD_HAVE_AVX2 */

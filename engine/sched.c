@@ -170,6 +170,7 @@ void sched_graph_params(const struct sched_config *c, struct graph_params *gp)
     gp->max_logits = ms + 64 < gp->max_tokens ? ms + 64 : gp->max_tokens;
     gp->n_blocks = (int32_t)((kvt + bs - 1) / bs);
     gp->block_size = bs;
+    gp->late_out_rows = 0;
 }
 
 static double now_s(void)

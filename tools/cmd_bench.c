@@ -206,7 +206,7 @@ int cmd_bench(int argc, char **argv)
                 hp->n_ctx_train);
         goto out;
     }
-    struct graph_params gp = {max_n, 1, (max_n + 15) / 16, 16};
+    struct graph_params gp = {max_n, 1, (max_n + 15) / 16, 16, 0};
     if (graph_new(m, &gp, &g, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

@@ -118,6 +118,7 @@ static int gen_engine_graph(struct gen_engine *e, const char *cmd, int32_t n_ctx
 {
     struct inf_error err = {0, ""};
     struct graph_params gp;
+    memset(&gp, 0, sizeof(gp));
     gp.max_tokens = max_tokens;
     gp.max_logits = max_logits;
     gp.block_size = GEN_BLOCK;

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
         return 1;
     }
     V = model_hparams(m1)->n_vocab;
-    struct graph_params gp = {MAXT, MAXT, NBLK, BS};
+    struct graph_params gp = {MAXT, MAXT, NBLK, BS, 0};
     struct graph *g1, *g2;
     CHECK(graph_new(m1, &gp, &g1, &err) == 0);
     CHECK(graph_new(m2, &gp, &g2, &err) == 0);

@@ -104,7 +104,14 @@ int main(int argc, char **argv)
     const int verbose = getenv("INFERD_TEST_VERBOSE") != NULL;
     /* "loose": only the logprob tolerance is checked (top-1 and greedy
      * mismatches are reported, not failed) */
-    const int loose = argc > 3 && strcmp(argv[3], "loose") == 0;
+    int loose = 0, llamacpp = 0;
+    for (int a = 3; a < argc; a++) {
+        loose |= strcmp(argv[a], "loose") == 0;
+        /* "llamacpp": run the engine with llama.cpp's batch-dependent
+         * kernels and graph order (cpu_backend_set_numerics), and feed the
+         * steps the way the reference was made */
+        llamacpp |= strcmp(argv[a], "llamacpp") == 0;
+    }
     char path[1024];
     snprintf(path, sizeof(path), "%s/reference/%s", shared, argv[1]);
     json_error_t jerr;
@@ -117,6 +124,8 @@ int main(int argc, char **argv)
              json_string_value(json_object_get(ref, "model_file")));
 
     struct backend *be = cpu_backend_new(2);
+    if (llamacpp)
+        cpu_backend_set_numerics(be, CPU_NUMERICS_LLAMACPP);
     struct model *m = NULL;
     struct inf_error err = {0, ""};
     if (model_load(path, be, &m, &err)) {
@@ -125,13 +134,14 @@ int main(int argc, char **argv)
     }
     const int32_t V = model_hparams(m)->n_vocab;
     enum { MAXT = 256 };
-    struct graph_params gp = {MAXT, MAXT, MAXT / 16, 16};
+    struct graph_params gp = {MAXT, MAXT, MAXT / 16, 16, llamacpp};
     struct graph *g;
     CHECK(graph_new(m, &gp, &g, &err) == 0);
     int32_t bt[MAXT / 16];
     for (int i = 0; i < MAXT / 16; i++)
         bt[i] = MAXT / 16 - 1 - i; /* any physical order works */
     float *logits = malloc(sizeof(float) * (size_t)V * MAXT);
+    float *step_logits = malloc(sizeof(float) * (size_t)V);
     sort_buf = malloc(sizeof(float) * (size_t)V);
     int32_t *rows = malloc(sizeof(int32_t) * MAXT);
 
@@ -157,14 +167,32 @@ int main(int argc, char **argv)
         CHECK(k == ns && ns + 2 >= nc);
         ns = k;
 
-        /* gate 1: teacher-forced, one batch */
+        /* gate 1: teacher-forced */
         int32_t all[MAXT];
         memcpy(all, pt, np * sizeof(int32_t));
         memcpy(all + np, ct, nc * sizeof(int32_t));
-        const int32_t n = (int32_t)(np + nc - 1); /* the last token predicts nothing we check */
-        for (size_t i = 0; i < ns; i++)
-            rows[i] = (int32_t)(np - 1 + idx[i]);
-        CHECK(forward(g, bt, all, n, 0, rows, (int32_t)ns, logits) == 0);
+        if (llamacpp) {
+            /* as the reference was made: the prompt in one call, then the
+             * completion tokens one call each (fed from the reference) */
+            rows[0] = (int32_t)np - 1;
+            CHECK(forward(g, bt, all, (int32_t)np, 0, rows, 1, step_logits) == 0);
+            for (size_t i = 0, k = 0; i < nc && k < ns; i++) {
+                if (i > 0) {
+                    rows[0] = 0;
+                    CHECK(forward(g, bt, &all[np + i - 1], 1, (int32_t)(np + i - 1), rows, 1,
+                                  step_logits) == 0);
+                }
+                if (idx[k] == i)
+                    memcpy(logits + k++ * (size_t)V, step_logits, sizeof(float) * (size_t)V);
+            }
+        } else {
+            /* every step in one batch: the engine's results do not depend
+             * on the batch (DESIGN.md gate 4) */
+            const int32_t n = (int32_t)(np + nc - 1); /* the last token predicts nothing */
+            for (size_t i = 0; i < ns; i++)
+                rows[i] = (int32_t)(np - 1 + idx[i]);
+            CHECK(forward(g, bt, all, n, 0, rows, (int32_t)ns, logits) == 0);
+        }
         double case_max = 0;
         size_t first_low_gap = nc, first_off = ns;
         /* Steps that agree to EXACT_TOL: the reproduction of llama.cpp's
@@ -254,6 +282,8 @@ int main(int argc, char **argv)
            argv[1], file_max, tol, file_exact, file_steps, EXACT_TOL, n_top1 - n_top1_bad, n_top1,
            n_free, n_free_bad);
     free(logits);
+    free(step_logits);
+    free(sort_buf);
     free(rows);
     graph_free(g);
     model_free(m);

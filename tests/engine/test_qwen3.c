@@ -210,7 +210,7 @@ int main(int argc, char **argv)
     const int64_t V = hp->n_vocab;
 
     const int32_t tok[NT] = {9707, 11, 1879, 0, 785, 3974};
-    struct graph_params gp = {NT, NT, 1, 16};
+    struct graph_params gp = {NT, NT, 1, 16, 0};
     struct graph *g;
     CHECK(graph_new(m, &gp, &g, &err) == 0);
     float *lg = malloc(sizeof(float) * (size_t)(NT * V));
