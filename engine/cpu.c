@@ -653,23 +653,39 @@ static void cpu_add(struct backend *be, float *y, const float *x, int64_t n)
     cpu_run(c, cpu_add_task, &j, 0, j.k, n / 4);
 }
 
+/* SwiGLU as llama.cpp's CPU backend computes it, row by row: the full
+ * groups of 8 of a row through ggml's vector expf (cpu_poly_expf), the last
+ * row_len % 8 elements through libm's expf. Chunks of whole rows; the last
+ * row may be partial (n need not be a multiple of row_len). */
+struct cpu_silu_job {
+    float *g;
+    const float *u;
+    int64_t n, row_len, n_rows, k;
+    int simd;
+};
+
 static void cpu_silu_mul_task(void *arg, int64_t ci, int ith)
 {
-    struct cpu_ew_job *j = arg;
-    int64_t i0, i1;
+    struct cpu_silu_job *j = arg;
+    int64_t r0, r1;
     (void)ith;
-    cpu_split(j->n / 8, ci, j->k, &i0, &i1); /* in groups of 8 elements */
-    i0 *= 8;
-    i1 = ci == j->k - 1 ? j->n : i1 * 8;
+    cpu_split(j->n_rows, ci, j->k, &r0, &r1);
+    const int64_t vec_len = j->row_len - j->row_len % 8;
+    for (int64_t r = r0; r < r1; r++) {
+        float *g = j->g + r * j->row_len;
+        const float *u = j->u + r * j->row_len;
+        const int64_t left = j->n - r * j->row_len;
+        const int64_t len = left < j->row_len ? left : j->row_len;
+        const int64_t nv = len < vec_len ? len : vec_len;
 #ifdef INFERD_HAVE_AVX2
-    if (j->simd) {
-        cpu_avx2_silu_mul(j->y + i0, j->x + i0, i1 - i0);
-        return;
-    }
+        if (j->simd)
+            cpu_avx2_silu_mul(g, u, nv);
+        else
 #endif
-    for (int64_t i = i0; i < i1; i++) {
-        const float g = j->y[i];
-        j->y[i] = g / (1.0f + expf(-g)) * j->x[i];
+            for (int64_t i = 0; i < nv; i++)
+                g[i] = g[i] / (1.0f + cpu_poly_expf(0.0f - g[i])) * u[i];
+        for (int64_t i = nv; i < len; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     }
 }
 
@@ -677,9 +693,10 @@ static void cpu_silu_mul(struct backend *be, float *gate, const float *up, int64
                          int64_t row)
 {
     struct cpu_ctx *c = cpu_ctx(be);
-    (void)row;
-    struct cpu_ew_job j = {gate, up, n, 0, c->simd};
-    j.k = cpu_chunks(c, n / 8 > 0 ? n / 8 : 1, 8);
+    if (row < 1 || row > n)
+        row = n > 0 ? n : 1;
+    struct cpu_silu_job j = {gate, up, n, row, (n + row - 1) / row, 0, c->simd};
+    j.k = cpu_chunks(c, j.n_rows, row);
     cpu_run(c, cpu_silu_mul_task, &j, 0, j.k, n);
 }
 

@@ -13,6 +13,7 @@
 #define INFERD_CPU_AVX2_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "quant.h"
@@ -43,12 +44,44 @@ static inline size_t cpu_attn_scratch_floats(int32_t nq, int32_t head_dim)
            (size_t)head_dim + 64;
 }
 
+/* exp(x) as llama.cpp's AVX2+FMA build computes it inside SiLU: ggml's
+ * vector expf (after Arm's optimized-routines design: x = n ln2 + b, n from
+ * a shifted round, 2^n built in the exponent bits, a polynomial in b; within
+ * ~1.5 ulp of exp and NOT libm's expf). llama.cpp's SwiGLU runs every full
+ * group of 8 of a row through it, the last row_len % 8 through libm's expf,
+ * so ours does too. One lane of the vector code, written scalar (lanes are
+ * independent; cpu_avx2.c has the 8-lane form). */
+static inline float cpu_poly_expf(float x)
+{
+    union { float f; uint32_t u; } z, k, s1, s2;
+    const float shift = 0x1.8p23f;
+    z.f = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z.f - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = z.u << 23;
+    k.u = e + 0x3f800000u; /* 2^n for |n| <= 126 */
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, 0x1.ffffecp-1f * b);
+    if (!(fabsf(n) > 126.0f))
+        return fmaf(j, k.f, k.f);
+    /* 2^n would leave the exponent range: scale in two steps */
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    s1.u = g + 0x7f000000u;
+    s2.u = e - g;
+    if (fabsf(n) > 192.0f)
+        return s1.f * s1.f;
+    return fmaf(s2.f, j, s2.f) * s1.f;
+}
+
 #ifdef INFERD_HAVE_AVX2
 /* y[i] = expf(x[i]), bit-identical to glibc's expf on an FMA CPU (the same
  * algorithm: 32-entry 2^(i/32) table and a degree-3 polynomial in double,
  * with the same fused operations). y may equal x. */
 void cpu_avx2_expf(const float *x, float *y, int64_t n);
-/* g[i] = g[i] / (1 + expf(-g[i])) * u[i]. */
+/* g[i] = g[i] / (1 + cpu_poly_expf(0 - g[i])) * u[i] (the vector part of a
+ * row of SwiGLU). */
 void cpu_avx2_silu_mul(float *g, const float *u, int64_t n);
 /* rms_norm of rows [r0, r1) as cpu.c's plain loop (w may be NULL; y may
  * equal x). */
