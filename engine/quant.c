@@ -622,7 +622,7 @@ static float dot_k4_ref(int64_t nb, const void *vw, const struct block_q8_K *x, 
                 int32_t t = 0;
                 for (int s = 0; s < 8; s++)
                     t += msum[s];
-                chainm += dmin * (float)t;
+                chainm = fmaf(dmin, (float)t, chainm);
             } else {
                 for (int k = 0; k < 4; k++)
                     accm4[k] = fmaf(dmin, (float)(msum[2 * k] + msum[2 * k + 1]), accm4[k]);

@@ -427,7 +427,7 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                 if (HIGH) {
                     __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
                     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-                    chainm[r] += dmin * (float)_mm_cvtsi128_si32(t);
+                    chainm[r] = fmaf(dmin, (float)_mm_cvtsi128_si32(t), chainm[r]);
                 } else {
                     accm4[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mp), accm4[r]);
                 }
