@@ -780,6 +780,13 @@ static void cpu_mm_task(void *arg, int64_t ci, int ith)
     nb = nb < 0 ? 0 : nb > nr ? nr : nb;
     float *y = j->y + (int64_t)r0 * ne1;
     const char *wr = (const char *)w->data + (size_t)c0 * w->row_bytes;
+    if (nr == 1) { /* decode: one dot per weight row */
+        const quant_vec_dot_fn dot = j->dot[nb > 0];
+        const char *xr = j->xrows + (size_t)r0 * j->xrow_bytes;
+        for (int64_t col = c0; col < c1; col++, wr += w->row_bytes)
+            y[col] = dot(ne0, wr, xr);
+        return;
+    }
     float out[MM_TR];
     for (int64_t col = c0; col < c1; col++, wr += w->row_bytes) {
         if (nb > 0)

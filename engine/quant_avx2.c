@@ -365,6 +365,7 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
     __m256 acc[4];
     __m128 accm4[4];
     float chain[4], chainm[4];
+    __m128 chain4 = _mm_setzero_ps(), chainm4 = _mm_setzero_ps();
     UNROLL
     for (int r = 0; r < NX; r++) {
         x[r] = XROW(vx, xs, r);
@@ -432,6 +433,8 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                     accm4[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mp), accm4[r]);
                 }
             } else if (KIND == 1) {
+                if (NX == 4)
+                    continue; /* all four rows at once below */
                 __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
                 t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
                 chain[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, chain[r]);
@@ -443,6 +446,25 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                     chainm[r] = fmaf((float)m[k], mw * x[r][i].d, chainm[r]);
             }
         }
+        if (KIND == 1 && NX == 4) {
+            /* gemv for four rows: the whole-block sums of the four rows in
+             * one vector, then four lane-wise fmas (each lane is the scalar
+             * chain of its row, bit for bit) */
+            const __m256i h8 = _mm256_hadd_epi32(_mm256_hadd_epi32(sumi[0], sumi[1]),
+                                                 _mm256_hadd_epi32(sumi[2], sumi[3]));
+            const __m128i S = _mm_add_epi32(_mm256_castsi256_si128(h8), _mm256_extracti128_si256(h8, 1));
+            const __m128i M = _mm_hadd_epi32(_mm_hadd_epi32(k4_min_pairs(scm, x[0][i].bsums),
+                                                            k4_min_pairs(scm, x[1][i].bsums)),
+                                             _mm_hadd_epi32(k4_min_pairs(scm, x[2][i].bsums),
+                                                            k4_min_pairs(scm, x[3][i].bsums)));
+            const __m128 xd = _mm_setr_ps(x[0][i].d, x[1][i].d, x[2][i].d, x[3][i].d);
+            chain4 = _mm_fmadd_ps(_mm_cvtepi32_ps(S), _mm_mul_ps(_mm_set1_ps(dw), xd), chain4);
+            chainm4 = _mm_fmadd_ps(_mm_cvtepi32_ps(M), _mm_mul_ps(_mm_set1_ps(mw), xd), chainm4);
+        }
+    }
+    if (KIND == 1 && NX == 4) {
+        _mm_storeu_ps(chain, chain4);
+        _mm_storeu_ps(chainm, chainm4);
     }
     UNROLL
     for (int r = 0; r < NX; r++) {
