@@ -479,40 +479,11 @@ static inline quant_f16 cpu_f32_to_f16(float f)
     return quant_f32_to_f16(f); /* round to nearest even, as F16C */
 }
 
-/* Four 8-lane accumulators over 32-element steps, reduced (0+2), (1+3),
- * then together, then across lanes with horizontal adds: ggml's
- * GGML_F32_VEC_REDUCE (it halves the accumulator array: x[i] += x[i+2],
- * then x[0] += x[1]). */
-static inline float cpu_reduce4x8(float acc[4][8])
-{
-    float v[8];
-    for (int l = 0; l < 8; l++)
-        v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    float t[4];
-    for (int l = 0; l < 4; l++)
-        t[l] = v[l] + v[l + 4];
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-
-/* Dot of two F16 rows as ggml_vec_dot_f16: 32-element steps in four 8-lane
- * FMA accumulators, the rest added in double. */
+/* Dot of two F16 rows as ggml_vec_dot_f16: quant's F16 kernel (its plain C
+ * reference; cpu_avx2_attn computes the same bits). */
 static float cpu_dot_f16(const quant_f16 *a, const quant_f16 *b, int32_t n)
 {
-    const int32_t np = n & ~31;
-    double sum = 0.0;
-    if (np > 0) {
-        float acc[4][8];
-        memset(acc, 0, sizeof(acc));
-        for (int32_t i = 0; i < np; i += 32)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 8; l++)
-                    acc[j][l] = fmaf(cpu_f16_to_f32(a[i + 8 * j + l]),
-                                     cpu_f16_to_f32(b[i + 8 * j + l]), acc[j][l]);
-        sum = cpu_reduce4x8(acc);
-    }
-    for (int32_t i = np; i < n; i++)
-        sum += (double)(cpu_f16_to_f32(a[i]) * cpu_f16_to_f32(b[i]));
-    return (float)sum;
+    return quant_kernel_dot_ref(QK_F16, n, a, b);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -260,7 +260,7 @@ AINLINE float hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* GGML_F32x8_REDUCE (cpu.c's cpu_reduce4x8): (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
+/* GGML_F32x8_REDUCE (quant.c's reduce4x8): (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
  * (t0+t1)+(t2+t3). */
 AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
 {

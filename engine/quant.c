@@ -463,64 +463,47 @@ static float reduce4x8(float acc[4][8])
     return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
-/* ggml_vec_dot_f32 / _f16: 32-element steps into four 8-lane FMA chains,
- * the remaining n % 32 products after the reduction (F32: in float with a
- * separate multiply and add; F16: in double, then rounded once). */
-static float dot_f32_ref(int64_t n, const float *w, const float *x)
-{
-    const int64_t np = n & ~(int64_t)31;
-    float acc[4][8] = {{0}};
-    for (int64_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++)
-                acc[j][l] = fmaf(w[i + 8 * j + l], x[i + 8 * j + l], acc[j][l]);
-    float s = reduce4x8(acc);
-    for (int64_t i = np; i < n; i++)
-        s += w[i] * x[i];
-    return s;
-}
+/* Element loaders for the float kernels. */
+static float ld_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
+static float ld_f16(const void *p, int64_t i) { return quant_f16_to_f32(((const quant_f16 *)p)[i]); }
+static float ld_bf16(const void *p, int64_t i) { return quant_bf16_to_f32(((const quant_bf16 *)p)[i]); }
 
-static float dot_f16_ref(int64_t n, const quant_f16 *w, const quant_f16 *x)
+/* ggml_vec_dot_f32 / _f16: 32-element steps into four 8-lane FMA chains,
+ * GGML_F32x8_REDUCE, then the remaining n % 32 products (F32: summed in
+ * float with a separate multiply and add; F16: in double, rounded once).
+ * BF16 takes the F16 order (no reference answers check it against
+ * llama.cpp's BF16 dot). */
+static float dot4x8_ref(int64_t n, const void *w, const void *x, float (*ld)(const void *, int64_t),
+                        int tail_in_double)
 {
     const int64_t np = n & ~(int64_t)31;
     float acc[4][8] = {{0}};
     for (int64_t i = 0; i < np; i += 32)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 8; l++)
-                acc[j][l] = fmaf(quant_f16_to_f32(w[i + 8 * j + l]), quant_f16_to_f32(x[i + 8 * j + l]),
-                                 acc[j][l]);
-    double s = reduce4x8(acc);
+                acc[j][l] = fmaf(ld(w, i + 8 * j + l), ld(x, i + 8 * j + l), acc[j][l]);
+    const float r = reduce4x8(acc);
+    if (tail_in_double) {
+        double s = r;
+        for (int64_t i = np; i < n; i++)
+            s += (double)(ld(w, i) * ld(x, i));
+        return (float)s;
+    }
+    float s = r;
     for (int64_t i = np; i < n; i++)
-        s += (double)(quant_f16_to_f32(w[i]) * quant_f16_to_f32(x[i]));
-    return (float)s;
+        s += ld(w, i) * ld(x, i);
+    return s;
 }
 
 /* tinyBLAS (llamafile_sgemm, products of 2+ activation rows, n % 8 == 0):
  * one 8-lane FMA chain over 8-element steps, then hsum_float_8. */
-static float dot_f32_tb_ref(int64_t n, const float *w, const float *x)
+static float dot_tb_ref(int64_t n, const void *w, const void *x, float (*ld)(const void *, int64_t))
 {
     float acc[8] = {0};
     for (int64_t i = 0; i < n; i += 8)
         for (int l = 0; l < 8; l++)
-            acc[l] = fmaf(w[i + l], x[i + l], acc[l]);
+            acc[l] = fmaf(ld(w, i + l), ld(x, i + l), acc[l]);
     return hsum8(acc);
-}
-
-static float dot_f16_tb_ref(int64_t n, const quant_f16 *w, const quant_f16 *x)
-{
-    float acc[8] = {0};
-    for (int64_t i = 0; i < n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] = fmaf(quant_f16_to_f32(w[i + l]), quant_f16_to_f32(x[i + l]), acc[l]);
-    return hsum8(acc);
-}
-
-static float dot_bf16_ref(int64_t n, const quant_bf16 *w, const quant_bf16 *x)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)quant_bf16_to_f32(w[i]) * (double)quant_bf16_to_f32(x[i]);
-    return (float)s;
 }
 
 /* Q4_0 weights as int8 (low nibbles are elements 0-15, high 16-31). */
@@ -692,11 +675,11 @@ static float dot_q6_K_ref(int64_t nb, const struct block_q6_K *w, const struct b
 /* Kernels with the quant_vec_dot_fn signature. */
 #define REFK(name, expr) \
     static float ref_k_##name(int64_t n, const void *w, const void *x) { return expr; }
-REFK(f32, dot_f32_ref(n, w, x))
-REFK(f32_tb, dot_f32_tb_ref(n, w, x))
-REFK(f16, dot_f16_ref(n, w, x))
-REFK(f16_tb, dot_f16_tb_ref(n, w, x))
-REFK(bf16, dot_bf16_ref(n, w, x))
+REFK(f32, dot4x8_ref(n, w, x, ld_f32, 0))
+REFK(f32_tb, dot_tb_ref(n, w, x, ld_f32))
+REFK(f16, dot4x8_ref(n, w, x, ld_f16, 1))
+REFK(f16_tb, dot_tb_ref(n, w, x, ld_f16))
+REFK(bf16, dot4x8_ref(n, w, x, ld_bf16, 1))
 REFK(q8_0, dot_32_ref(n / QK8_0, w, x, 0, 0))
 REFK(q4_0, dot_32_ref(n / QK4_0, w, x, 1, 0))
 REFK(q4_0_rp, dot_32_ref(n / QK4_0, w, x, 1, 1))
@@ -707,24 +690,30 @@ REFK(q5_K, dot_k4_ref(n / QK_K, w, x, 1, K4_VEC))
 REFK(q6_K, dot_q6_K_ref(n / QK_K, w, x))
 #undef REFK
 
-float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x)
+static quant_vec_dot_fn ref_kernel_func(int kernel)
 {
     switch (kernel) {
-    case QK_F32: return dot_f32_ref(n, w, x);
-    case QK_F32_TB: return dot_f32_tb_ref(n, w, x);
-    case QK_F16: return dot_f16_ref(n, w, x);
-    case QK_F16_TB: return dot_f16_tb_ref(n, w, x);
-    case QK_BF16: return dot_bf16_ref(n, w, x);
-    case QK_Q8_0: return dot_32_ref(n / QK8_0, w, x, 0, 0);
-    case QK_Q4_0: return dot_32_ref(n / QK4_0, w, x, 1, 0);
-    case QK_Q4_0_RP: return dot_32_ref(n / QK4_0, w, x, 1, 1);
-    case QK_Q4_K: return dot_k4_ref(n / QK_K, w, x, 0, K4_VEC);
-    case QK_Q4_K_GEMV: return dot_k4_ref(n / QK_K, w, x, 0, K4_GEMV);
-    case QK_Q4_K_GEMM: return dot_k4_ref(n / QK_K, w, x, 0, K4_GEMM);
-    case QK_Q5_K: return dot_k4_ref(n / QK_K, w, x, 1, K4_VEC);
-    case QK_Q6_K: return dot_q6_K_ref(n / QK_K, w, x);
-    default: return 0.f; /* unsupported: rejected at model load */
+    case QK_F32: return ref_k_f32;
+    case QK_F32_TB: return ref_k_f32_tb;
+    case QK_F16: return ref_k_f16;
+    case QK_F16_TB: return ref_k_f16_tb;
+    case QK_BF16: return ref_k_bf16;
+    case QK_Q8_0: return ref_k_q8_0;
+    case QK_Q4_0: return ref_k_q4_0;
+    case QK_Q4_0_RP: return ref_k_q4_0_rp;
+    case QK_Q4_K: return ref_k_q4_K;
+    case QK_Q4_K_GEMV: return ref_k_q4_K_gemv;
+    case QK_Q4_K_GEMM: return ref_k_q4_K_gemm;
+    case QK_Q5_K: return ref_k_q5_K;
+    case QK_Q6_K: return ref_k_q6_K;
+    default: return NULL;
     }
+}
+
+float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x)
+{
+    quant_vec_dot_fn f = ref_kernel_func(kernel);
+    return f ? f(n, w, x) : 0.f; /* unsupported: rejected at model load */
 }
 
 int quant_kernel_for(int type, int64_t w_rows, int64_t n, int batch)
@@ -766,24 +755,7 @@ quant_vec_dot_fn quant_kernel_func(int kernel)
             return f;
     }
 #endif
-    switch (kernel) {
-#define REF(K, f) case K: return f
-    REF(QK_F32, ref_k_f32);
-    REF(QK_F32_TB, ref_k_f32_tb);
-    REF(QK_F16, ref_k_f16);
-    REF(QK_F16_TB, ref_k_f16_tb);
-    REF(QK_BF16, ref_k_bf16);
-    REF(QK_Q8_0, ref_k_q8_0);
-    REF(QK_Q4_0, ref_k_q4_0);
-    REF(QK_Q4_0_RP, ref_k_q4_0_rp);
-    REF(QK_Q4_K, ref_k_q4_K);
-    REF(QK_Q4_K_GEMV, ref_k_q4_K_gemv);
-    REF(QK_Q4_K_GEMM, ref_k_q4_K_gemm);
-    REF(QK_Q5_K, ref_k_q5_K);
-    REF(QK_Q6_K, ref_k_q6_K);
-#undef REF
-    default: return NULL;
-    }
+    return ref_kernel_func(kernel);
 }
 
 quant_vec_dot_fn quant_vec_dot_func(int type)

@@ -454,9 +454,29 @@ static void test_act_quant_fast(void)
 
 /* --------------------------------------------------------------- dots */
 
-/* Reference dot vs an independent computation: dequantize both rows and sum
- * in double. The bound is relative to sum |w_i x_i| (the scale of float
- * summation error), which stays meaningful when the dot cancels to ~0. */
+/* The kernels llama.cpp can run for a weight type (enum quant_kernel): the
+ * decode kernel and the batch kernels of repacked and non-repacked
+ * matrices. Returns how many. */
+static int kernels_of(int type, int64_t n, int out[4])
+{
+    int k = 0;
+    const int cand[4] = {quant_kernel_for(type, 8, n, 0), quant_kernel_for(type, 8, n, 1),
+                         quant_kernel_for(type, 7, n, 0), quant_kernel_for(type, 7, n, 1)};
+    for (int i = 0; i < 4; i++) {
+        int seen = cand[i] == QK_NONE;
+        for (int j = 0; j < k; j++)
+            seen |= out[j] == cand[i];
+        if (!seen)
+            out[k++] = cand[i];
+    }
+    return k;
+}
+
+/* Every kernel of the type: its reference against an independent
+ * computation (dequantize both rows, sum in double; the bound is relative to
+ * sum |w_i x_i|, the scale of float summation error, which stays meaningful
+ * when the dot cancels to ~0), and its fast path against its reference, bit
+ * for bit (both are llama.cpp's arithmetic). */
 static void dot_check(int type, int64_t n, const void *w, const float *xf, int check_fast, const char *what)
 {
     int vdt = quant_vec_dot_type(type);
@@ -471,17 +491,25 @@ static void dot_check(int type, int64_t n, const void *w, const float *xf, int c
         exact += (double)wd[i] * xd[i];
         mag += fabs((double)wd[i] * xd[i]);
     }
-    float ref = quant_vec_dot_ref(type, n, w, xq);
-    CHECKN(fabs(ref - exact) <= 1e-5 * mag + 1e-30, "%s %s n=%lld: ref %.9g exact %.9g (mag %g)",
-           quant_type_name(type), what, (long long)n, ref, exact, mag);
-    if (check_fast) {
-        quant_force_ref(0);
-        float fast = quant_vec_dot(type, n, w, xq);
-        CHECKN(fabs(fast - ref) <= 1e-5 * mag + 1e-30, "%s %s n=%lld: fast %.9g ref %.9g (mag %g)",
-               quant_type_name(type), what, (long long)n, fast, ref, mag);
-        quant_force_ref(1);
-        CHECKN(quant_vec_dot(type, n, w, xq) == ref, "%s forced ref", quant_type_name(type));
-        quant_force_ref(0);
+    int ks[4];
+    const int nk = kernels_of(type, n, ks);
+    CHECKN(nk > 0, "%s has no kernel", quant_type_name(type));
+    CHECKN(quant_vec_dot_ref(type, n, w, xq) == quant_kernel_dot_ref(quant_kernel_for(type, 8, n, 0), n, w, xq),
+           "%s: quant_vec_dot_ref is not the decode kernel", quant_type_name(type));
+    for (int k = 0; k < nk; k++) {
+        float ref = quant_kernel_dot_ref(ks[k], n, w, xq);
+        CHECKN(fabs(ref - exact) <= 1e-5 * mag + 1e-30, "%s kernel %d %s n=%lld: ref %.9g exact %.9g (mag %g)",
+               quant_type_name(type), ks[k], what, (long long)n, ref, exact, mag);
+        if (check_fast) {
+            quant_force_ref(0);
+            float fast = quant_kernel_func(ks[k])(n, w, xq);
+            CHECKN(memcmp(&fast, &ref, 4) == 0, "%s kernel %d %s n=%lld: fast %.9g ref %.9g",
+                   quant_type_name(type), ks[k], what, (long long)n, fast, ref);
+            quant_force_ref(1);
+            fast = quant_kernel_func(ks[k])(n, w, xq);
+            CHECKN(memcmp(&fast, &ref, 4) == 0, "%s kernel %d forced ref", quant_type_name(type), ks[k]);
+            quant_force_ref(0);
+        }
     }
     free(xq);
     free(wd);
@@ -531,13 +559,16 @@ static void test_dots(void)
     }
 }
 
-/* One weight row against many activation rows: each result bit-identical to
- * the single-row dot (batch invariance), whatever the group size. */
+/* One weight row against many activation rows: through every kernel, each
+ * result bit-identical to the single-row dot (batch invariance), whatever
+ * the group size. */
 static void test_multi(void)
 {
     for (int t = 0; t < NELEM(all_types); t++) {
         int type = all_types[t], vdt = quant_vec_dot_type(type), be = elems_of(type);
         int64_t n = (be == QK_K ? 3 : be == 32 ? 9 : 37) * (int64_t)be;
+        if (be == 1)
+            n = 296; /* a multiple of 8: the tinyBLAS kernels take it */
         size_t xb = quant_row_bytes(vdt, n) + 4; /* a stride that is not the row size */
         float *f = malloc((size_t)n * 4);
         uint8_t *w = malloc(quant_row_bytes(type, n)), *x = malloc(xb * 9);
@@ -547,15 +578,18 @@ static void test_multi(void)
             fill_acts(f, n, r + 1.f);
             quant_quantize_row(vdt, f, x + (size_t)r * xb, n);
         }
-        for (int nx = 1; nx <= 9; nx++) {
-            float out[9];
-            quant_vec_dots(type, n, w, x, xb, nx, out);
-            for (int r = 0; r < nx; r++) {
-                float one = quant_vec_dot(type, n, w, x + (size_t)r * xb);
-                CHECKN(memcmp(&one, &out[r], 4) == 0, "%s nx=%d r=%d: %.9g vs %.9g", quant_type_name(type),
-                       nx, r, out[r], one);
+        int ks[4];
+        const int nk = kernels_of(type, n, ks);
+        for (int k = 0; k < nk; k++)
+            for (int nx = 1; nx <= 9; nx++) {
+                float out[9];
+                quant_kernel_dots(ks[k], n, w, x, xb, nx, out);
+                for (int r = 0; r < nx; r++) {
+                    float one = quant_kernel_func(ks[k])(n, w, x + (size_t)r * xb);
+                    CHECKN(memcmp(&one, &out[r], 4) == 0, "%s kernel %d nx=%d r=%d: %.9g vs %.9g",
+                           quant_type_name(type), ks[k], nx, r, out[r], one);
+                }
             }
-        }
         free(f);
         free(w);
         free(x);
