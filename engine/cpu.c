@@ -1004,7 +1004,7 @@ static void cpu_attn_head(const struct cpu_attn_group *g, const float *q, quant_
         }
         for (int32_t d = 0; d < hd; d++)
             acc[d] = cpu_f32_to_f16(fmaf(cpu_f16_to_f32(vp[d]), vs, cpu_f16_to_f32(acc[d])));
-        S = S * ms + vs; /* not contracted in llama.cpp's build */
+        S = fmaf(S, ms, vs); /* contracted in llama.cpp's build */
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int32_t d = 0; d < hd; d++)

@@ -500,7 +500,7 @@ AINLINE void attn_pv(const int NV, const quant_f16 *const *vp, int np, const flo
 #pragma GCC unroll 16
         for (int d = 0; d < NV; d++)
             acc[d] = round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v, acc[d]));
-        S = S * ms + vs;
+        S = fmaf(S, ms, vs);
     }
 #pragma GCC unroll 16
     for (int d = 0; d < NV; d++)
@@ -547,8 +547,8 @@ AINLINE void attn_pv2(const int NV, const quant_f16 *const *vp, int np, const fl
             a0[d] = round16(_mm256_fmadd_ps(v, v0, a0[d]));
             a1[d] = round16(_mm256_fmadd_ps(v, v1, a1[d]));
         }
-        S0 = S0 * ms0 + vs0;
-        S1 = S1 * ms1 + vs1;
+        S0 = fmaf(S0, ms0, vs0);
+        S1 = fmaf(S1, ms1, vs1);
     }
 #pragma GCC unroll 4
     for (int d = 0; d < NV; d++) {
@@ -577,7 +577,7 @@ static void attn_pv_any(int32_t nv, const quant_f16 *const *vp, int np, const fl
         for (int32_t d = 0; d < nv; d++)
             _mm256_store_ps(accm + 8 * d, round16(_mm256_fmadd_ps(load_f16x8(vp[p] + 8 * d), v,
                                                                   _mm256_load_ps(accm + 8 * d))));
-        S = S * ms + vs;
+        S = fmaf(S, ms, vs);
     }
     *Sp = S;
 }

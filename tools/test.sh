@@ -32,7 +32,7 @@ PY
 
 [ -d build ] || meson setup build >/dev/null || exit 1
 ninja -C build || exit 1
-meson test -C build --no-rebuild --print-errorlogs --num-processes 2 --no-suite parity || rc=1
+meson test -C build --no-rebuild --print-errorlogs --num-processes 2 || rc=1
 tally build
 
 if [ "${INFERD_TEST_QUICK:-0}" != 1 ]; then
