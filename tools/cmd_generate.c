@@ -81,6 +81,7 @@ struct gen_engine {
     struct graph *g;
     int32_t n_ctx;
     int32_t *bt; /* block table: block i holds positions [16i, 16i+16) */
+    int late_out_rows;
 };
 
 static void gen_engine_close(struct gen_engine *e)
@@ -92,8 +93,24 @@ static void gen_engine_close(struct gen_engine *e)
     memset(e, 0, sizeof(*e));
 }
 
+/* --numerics: "invariant" (the default) or "llamacpp" (enum cpu_numerics):
+ * 0, or CMD_USAGE with a message. */
+static int gen_parse_numerics(const char *cmd, const char *v, int *out)
+{
+    if (!strcmp(v, "invariant"))
+        *out = CPU_NUMERICS_INVARIANT;
+    else if (!strcmp(v, "llamacpp"))
+        *out = CPU_NUMERICS_LLAMACPP;
+    else {
+        fprintf(stderr, "inferd %s: --numerics must be invariant or llamacpp, not \"%s\"\n", cmd,
+                v);
+        return CMD_USAGE;
+    }
+    return 0;
+}
+
 static int gen_engine_open_model(struct gen_engine *e, const char *cmd, const char *path,
-                                 int threads)
+                                 int threads, int numerics)
 {
     struct inf_error err = {0, ""};
     memset(e, 0, sizeof(*e));
@@ -102,6 +119,10 @@ static int gen_engine_open_model(struct gen_engine *e, const char *cmd, const ch
         fprintf(stderr, "inferd %s: cannot start the CPU backend\n", cmd);
         return CMD_FAIL;
     }
+    /* llama.cpp's numbers need its batch-dependent kernels and its graph
+     * order together (cpu.h, graph.h) */
+    cpu_backend_set_numerics(e->be, (enum cpu_numerics)numerics);
+    e->late_out_rows = numerics == CPU_NUMERICS_LLAMACPP;
     int rc = model_load(path, e->be, &e->m, &err);
     if (rc) {
         fprintf(stderr, "inferd %s: cannot load \"%s\": %s\n", cmd, path,
@@ -123,6 +144,7 @@ static int gen_engine_graph(struct gen_engine *e, const char *cmd, int32_t n_ctx
     gp.max_logits = max_logits;
     gp.block_size = GEN_BLOCK;
     gp.n_blocks = (n_ctx + GEN_BLOCK - 1) / GEN_BLOCK;
+    gp.late_out_rows = e->late_out_rows;
     e->n_ctx = n_ctx;
     e->bt = malloc((size_t)gp.n_blocks * sizeof(int32_t));
     if (!e->bt) {
@@ -205,6 +227,9 @@ static void gen_usage(FILE *f)
             "  --repeat-penalty R 1 = off (default)\n"
             "  --seed S           sampling seed (default 0)\n"
             "  --threads N        CPU threads (default 2)\n"
+            "  --numerics K       invariant (default: a sequence's logits never depend on\n"
+            "                     the batch) or llamacpp (llama.cpp's batch-dependent CPU\n"
+            "                     kernels: its numbers bit for bit)\n"
             "  --no-special       no BOS/EOS, special-token text stays plain text\n"
             "  --ignore-eos       keep going after an end-of-generation token\n"
             "  --json             print one JSON object {prompt_tokens, completion_tokens,\n"
@@ -216,7 +241,7 @@ int cmd_generate(int argc, char **argv)
     const char *model_path = NULL, *prompt = NULL;
     long max_tokens = 64, threads = 2, top_k = 0, seed = 0;
     float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat = 1.0f;
-    int special = 1, json = 0, ignore_eos = 0, rc;
+    int special = 1, json = 0, ignore_eos = 0, numerics = CPU_NUMERICS_INVARIANT, rc;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -245,6 +270,9 @@ int cmd_generate(int argc, char **argv)
                     return rc;
             } else if (!strcmp(a, "--threads")) {
                 if ((rc = gen_parse_long("generate", a, v, 1, 256, &threads)))
+                    return rc;
+            } else if (!strcmp(a, "--numerics")) {
+                if ((rc = gen_parse_numerics("generate", v, &numerics)))
                     return rc;
             } else if (!strcmp(a, "--top-k")) {
                 if ((rc = gen_parse_long("generate", a, v, 0, 1 << 30, &top_k)))
@@ -278,7 +306,7 @@ int cmd_generate(int argc, char **argv)
     }
 
     struct gen_engine e;
-    if ((rc = gen_engine_open_model(&e, "generate", model_path, (int)threads)))
+    if ((rc = gen_engine_open_model(&e, "generate", model_path, (int)threads, numerics)))
         return rc;
     const struct model_hparams *hp = model_hparams(e.m);
     const struct tok *t = model_tok(e.m);
@@ -442,6 +470,7 @@ out:
 static void score_usage(FILE *f)
 {
     fprintf(f, "usage: inferd score --model M --tokens \"id id ...\" [--top N] [--threads N]\n"
+               "                    [--numerics invariant|llamacpp]\n"
                "  one forward pass over the tokens; for each position i, the top N\n"
                "  (default 5) next-token ids with the log-softmax of the raw logits:\n"
                "  {\"steps\":[{\"pos\":i,\"top\":[{\"id\":..,\"logprob\":..},...]},...]}\n");
@@ -451,7 +480,7 @@ int cmd_score(int argc, char **argv)
 {
     const char *model_path = NULL, *tokens = NULL;
     long top = 5, threads = 2;
-    int rc;
+    int numerics = CPU_NUMERICS_INVARIANT, rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -473,6 +502,9 @@ int cmd_score(int argc, char **argv)
                 return rc;
         } else if (!strcmp(a, "--threads")) {
             if ((rc = gen_parse_long("score", a, v, 1, 256, &threads)))
+                return rc;
+        } else if (!strcmp(a, "--numerics")) {
+            if ((rc = gen_parse_numerics("score", v, &numerics)))
                 return rc;
         } else {
             fprintf(stderr, "inferd score: unknown flag %s\n", a);
@@ -514,7 +546,7 @@ int cmd_score(int argc, char **argv)
     }
 
     struct gen_engine e;
-    if ((rc = gen_engine_open_model(&e, "score", model_path, (int)threads))) {
+    if ((rc = gen_engine_open_model(&e, "score", model_path, (int)threads, numerics))) {
         free(ids);
         return rc;
     }
