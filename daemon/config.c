@@ -49,6 +49,10 @@ static const struct cfg_key cfg_keys[] = {
      "token budget of one engine step (prefill chunk + decodes)"},
     {"prefix_cache", CFG_BOOL, CFG_OFF(prefix_cache), 0, 1, "true", 0,
      "reuse KV blocks of identical prompt prefixes"},
+    {"llamacpp_numerics", CFG_BOOL, CFG_OFF(llamacpp_numerics), 0, 1, "false", 0,
+     "compute with llama.cpp's batch-dependent CPU kernels: a request served alone gets "
+     "llama.cpp's numbers bit for bit, but a sequence's logits then depend on what it is "
+     "batched with (false: batch invariant)"},
     {"prewarm", CFG_BOOL, CFG_OFF(prewarm), 0, 1, "true", 0,
      "run one tiny request through the engine before reporting ready"},
     {"api_key", CFG_STR, CFG_OFF(api_key), 0, 0, "", 1,

@@ -35,6 +35,7 @@ struct cfg {
     int block_size;
     int step_tokens;
     int prefix_cache;
+    int llamacpp_numerics;
     int prewarm;
     /* reloadable on SIGHUP */
     char api_key[256];

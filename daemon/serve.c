@@ -134,6 +134,9 @@ static void serve_load_work(uv_work_t *w)
                                    S->cfg.threads);
         return;
     }
+    /* llama.cpp's numbers need its kernels and its graph order together */
+    cpu_backend_set_numerics(S->be, S->cfg.llamacpp_numerics ? CPU_NUMERICS_LLAMACPP
+                                                             : CPU_NUMERICS_INVARIANT);
     S->load_rc = model_load(S->cfg.model, S->be, &S->model, err);
     if (S->load_rc)
         return;
@@ -165,6 +168,7 @@ static void serve_load_work(uv_work_t *w)
     gp.max_tokens = sc.step_tokens > sc.max_seqs ? sc.step_tokens : sc.max_seqs;
     /* logits: one per sequence per step, or every row (echo + logprobs) */
     gp.max_logits = gp.max_tokens;
+    gp.late_out_rows = S->cfg.llamacpp_numerics;
     S->load_rc = graph_new(S->model, &gp, &S->graph, err);
     if (S->load_rc)
         return;

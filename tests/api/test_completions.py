@@ -8,6 +8,7 @@ prompts, /tokenize, /detokenize, /v1/models, /metrics.
 usage: test_completions.py <inferd binary>
 """
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -309,10 +310,35 @@ def test_concurrent(exe):
         check(t == solo[p], "request %d (%r) differs under load:\n%r\n%r" % (i, p, t, solo[p]))
 
 
+def test_llamacpp_numerics(exe):
+    """llamacpp_numerics = true: each reference prompt served alone gets
+    llama.cpp's greedy continuation, text for text (a random-weight model,
+    where the batch-invariant default differs after a few tokens)."""
+    ref_path = D.shared("reference", "tiny-llama-Q4_K_M.json")
+    if not os.path.exists(ref_path):
+        print("  (no reference answers: skipped)")
+        return
+    ref = json.load(open(ref_path))
+    d = D.Daemon(exe, model=D.model_path(ref["model_file"]),
+                 args=["--n-ctx", "512", "--llamacpp-numerics", "true"])
+    try:
+        for i, c in enumerate(ref["cases"]):
+            st, _, b = d.post("/v1/completions", {"model": "tiny-llama-Q4_K_M", "prompt": c["prompt"],
+                                                  "max_tokens": len(c["completion_tokens"]),
+                                                  "temperature": 0})
+            check(st == 200, "status %d: %r" % (st, b[:300]))
+            t = json.loads(b)["choices"][0]["text"]
+            check(t == c["completion_text"], "case %d differs from llama.cpp:\n%r\n%r" % (i, t, c["completion_text"]))
+    finally:
+        rc = d.stop()
+        check(rc == 0, "daemon exit status %d" % rc)
+
+
 def main():
     tests = [test_shape_non_stream, test_matches_generate, test_stream, test_stream_incremental,
              test_n_and_prompts, test_token_prompts, test_echo_logprobs, test_stop,
-             test_logit_bias_and_stop_ids, test_other_endpoints, test_concurrent]
+             test_logit_bias_and_stop_ids, test_other_endpoints, test_concurrent,
+             test_llamacpp_numerics]
     try:
         D.run(tests, sys.argv)
     finally:
