@@ -32,7 +32,8 @@ int cpu_backend_threads(const struct backend *be);
  *    picks for that batch size (tinyBLAS for F32/F16 weights, the 4-row
  *    repacked Q4_K gemm), so a prompt prefilled in one call reproduces
  *    llama.cpp's numbers bit for bit where the kernels do. Not batch
- *    invariant, as llama.cpp is not; for parity runs and comparisons. */
+ *    invariant, as llama.cpp is not; for parity runs and comparisons. Pair
+ *    it with graph_params.late_out_rows = 1 (llama.cpp's graph order). */
 enum cpu_numerics { CPU_NUMERICS_INVARIANT = 0, CPU_NUMERICS_LLAMACPP = 1 };
 void cpu_backend_set_numerics(struct backend *be, enum cpu_numerics mode);
 
