@@ -21,8 +21,9 @@
  * whether it is prefilled alone, in chunks, or mixed with others (the backend
  * keeps every row's arithmetic independent of the batch). In the last layer
  * only the rows whose logits are wanted continue past kv_store (their K/V
- * was stored like every other row's); with no logits wanted the last
- * layer stops there.
+ * was stored like every other row's), or, with late_out_rows, past the
+ * attention output projection (llama.cpp's order); with no logits wanted
+ * the last layer stops there.
  * Thread: the engine thread only.
  */
 #include "graph.h"
