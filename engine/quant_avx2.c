@@ -30,12 +30,17 @@ static inline float hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline int32_t hsum_epi32(__m256i v)
+/* Exact integer horizontal sums (the order does not matter). */
+static inline int32_t hsum_epi32x4(__m128i s)
 {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v)
+{
+    return hsum_epi32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 static inline float hmax_ps(__m256 v)
@@ -202,45 +207,35 @@ static float dot_f32(int64_t n, const void *vw, const void *vx)
     return s;
 }
 
-static float dot_f16(int64_t n, const void *vw, const void *vx)
-{
-    const quant_f16 *w = vw, *x = vx;
-    DOT4X8(load_f16x8, w, x, n, np)
-    double s = reduce4x8(a0, a1, a2, a3);
-    for (int64_t i = np; i < n; i++)
-        s += (double)(f16(w[i]) * f16(x[i]));
-    return (float)s;
-}
-
-static float dot_bf16(int64_t n, const void *vw, const void *vx)
-{
-    const quant_bf16 *w = vw, *x = vx;
-    DOT4X8(load_bf16x8, w, x, n, np)
-    double s = reduce4x8(a0, a1, a2, a3);
-    for (int64_t i = np; i < n; i++)
-        s += (double)(bf16f(w[i]) * bf16f(x[i]));
-    return (float)s;
-}
+/* F16 and BF16: the n % 32 tail in double, rounded once. */
+#define DOT4X8_DOUBLE_TAIL(name, T, LOAD, CVT)                      \
+    static float name(int64_t n, const void *vw, const void *vx)   \
+    {                                                              \
+        const T *w = vw, *x = vx;                                  \
+        DOT4X8(LOAD, w, x, n, np)                                  \
+        double s = reduce4x8(a0, a1, a2, a3);                      \
+        for (int64_t i = np; i < n; i++)                           \
+            s += (double)(CVT(w[i]) * CVT(x[i]));                  \
+        return (float)s;                                           \
+    }
+DOT4X8_DOUBLE_TAIL(dot_f16, quant_f16, load_f16x8, f16)
+DOT4X8_DOUBLE_TAIL(dot_bf16, quant_bf16, load_bf16x8, bf16f)
+#undef DOT4X8_DOUBLE_TAIL
 #undef DOT4X8
 
 /* tinyBLAS: one 8-lane chain, hsum_float_8 (n % 8 == 0). */
-static float dot_f32_tb(int64_t n, const void *vw, const void *vx)
-{
-    const float *w = vw, *x = vx;
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8)
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a);
-    return hsum_ps(a);
-}
-
-static float dot_f16_tb(int64_t n, const void *vw, const void *vx)
-{
-    const quant_f16 *w = vw, *x = vx;
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8)
-        a = _mm256_fmadd_ps(load_f16x8(w + i), load_f16x8(x + i), a);
-    return hsum_ps(a);
-}
+#define DOT_TB(name, T, LOAD)                                          \
+    static float name(int64_t n, const void *vw, const void *vx)      \
+    {                                                                 \
+        const T *w = vw, *x = vx;                                     \
+        __m256 a = _mm256_setzero_ps();                               \
+        for (int64_t i = 0; i < n; i += 8)                            \
+            a = _mm256_fmadd_ps(LOAD(w + i), LOAD(x + i), a);         \
+        return hsum_ps(a);                                            \
+    }
+DOT_TB(dot_f32_tb, float, _mm256_loadu_ps)
+DOT_TB(dot_f16_tb, quant_f16, load_f16x8)
+#undef DOT_TB
 
 /* ------------------------------------------------------------ block dots
  *
@@ -419,33 +414,6 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                 }
             }
         }
-        UNROLL
-        for (int r = 0; r < NX; r++) {
-            const __m128i mp = k4_min_pairs(scm, x[r][i].bsums);
-            if (KIND == 0) {
-                const float d = x[r][i].d * dw, dmin = -x[r][i].d * mw;
-                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-                if (HIGH) {
-                    __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
-                    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-                    chainm[r] = fmaf(dmin, (float)_mm_cvtsi128_si32(t), chainm[r]);
-                } else {
-                    accm4[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mp), accm4[r]);
-                }
-            } else if (KIND == 1) {
-                if (NX == 4)
-                    continue; /* all four rows at once below */
-                __m128i t = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4e));
-                t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-                chain[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, chain[r]);
-                chainm[r] = fmaf((float)_mm_cvtsi128_si32(t), mw * x[r][i].d, chainm[r]);
-            } else {
-                int32_t m[4];
-                _mm_storeu_si128((__m128i *)m, mp);
-                for (int k = 0; k < 4; k++)
-                    chainm[r] = fmaf((float)m[k], mw * x[r][i].d, chainm[r]);
-            }
-        }
         if (KIND == 1 && NX == 4) {
             /* gemv for four rows: the whole-block sums of the four rows in
              * one vector, then four lane-wise fmas (each lane is the scalar
@@ -460,6 +428,27 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
             const __m128 xd = _mm_setr_ps(x[0][i].d, x[1][i].d, x[2][i].d, x[3][i].d);
             chain4 = _mm_fmadd_ps(_mm_cvtepi32_ps(S), _mm_mul_ps(_mm_set1_ps(dw), xd), chain4);
             chainm4 = _mm_fmadd_ps(_mm_cvtepi32_ps(M), _mm_mul_ps(_mm_set1_ps(mw), xd), chainm4);
+            continue;
+        }
+        UNROLL
+        for (int r = 0; r < NX; r++) {
+            const __m128i mp = k4_min_pairs(scm, x[r][i].bsums);
+            if (KIND == 0) {
+                const float d = x[r][i].d * dw, dmin = -x[r][i].d * mw;
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                if (HIGH)
+                    chainm[r] = fmaf(dmin, (float)hsum_epi32x4(mp), chainm[r]);
+                else
+                    accm4[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mp), accm4[r]);
+            } else if (KIND == 1) {
+                chain[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, chain[r]);
+                chainm[r] = fmaf((float)hsum_epi32x4(mp), mw * x[r][i].d, chainm[r]);
+            } else {
+                int32_t m[4];
+                _mm_storeu_si128((__m128i *)m, mp);
+                for (int k = 0; k < 4; k++)
+                    chainm[r] = fmaf((float)m[k], mw * x[r][i].d, chainm[r]);
+            }
         }
     }
     if (KIND == 1 && NX == 4) {
