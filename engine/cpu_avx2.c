@@ -21,6 +21,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "avx2_sums.h"
+
 #ifdef INFERD_HAVE_AVX2
 
 #define AINLINE static inline __attribute__((always_inline))
@@ -251,25 +253,6 @@ void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const
 
 /* ------------------------------------------------------------- F32 dots */
 
-/* quant_avx2.c's hsum_ps, operation for operation. */
-AINLINE float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* GGML_F32x8_REDUCE (quant.c's reduce4x8): (a0+a2)+(a1+a3) per lane, lanes l and l+4, then
- * (t0+t1)+(t2+t3). */
-AINLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
-{
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 h = _mm_hadd_ps(t, t); /* t0+t1, t2+t3 */
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-}
-
 /* quant's F32 kernels for NX activation rows at once (the weight row is
  * loaded once); per row exactly the single-row arithmetic. TB = 0:
  * ggml_vec_dot_f32 (four FMA chains over 32-element steps, GGML_F32x8_REDUCE,
@@ -291,7 +274,7 @@ AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, i
         }
 #pragma GCC unroll 3
         for (int r = 0; r < NX; r++)
-            out[r] = hsum_ps(a[r][0]);
+            out[r] = avx2_hsum_ps(a[r][0]);
         return;
     }
     const int64_t np = n & ~(int64_t)31;
@@ -306,7 +289,7 @@ AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, i
     }
 #pragma GCC unroll 3
     for (int r = 0; r < NX; r++) {
-        float s = reduce4x8(a[r][0], a[r][1], a[r][2], a[r][3]);
+        float s = avx2_reduce4x8(a[r][0], a[r][1], a[r][2], a[r][3]);
         for (int64_t k = np; k < n; k++)
             s += w[k] * x[r * xs + k];
         out[r] = s;
@@ -316,23 +299,15 @@ AINLINE void dots_f32_nx(int64_t n, const float *w, const float *x, size_t xs, i
 void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out,
                        int tinyblas)
 {
-    for (; nx >= 3; nx -= 3, x += 3 * xs, out += 3) {
-        if (tinyblas)
-            dots_f32_nx(n, w, x, xs, 3, out, 1);
-        else
-            dots_f32_nx(n, w, x, xs, 3, out, 0);
-    }
-    if (nx == 2) {
-        if (tinyblas)
-            dots_f32_nx(n, w, x, xs, 2, out, 1);
-        else
-            dots_f32_nx(n, w, x, xs, 2, out, 0);
-    } else if (nx == 1) {
-        if (tinyblas)
-            dots_f32_nx(n, w, x, xs, 1, out, 1);
-        else
-            dots_f32_nx(n, w, x, xs, 1, out, 0);
-    }
+    /* NX and TB constant in every call, so each kernel is specialized */
+#define F32_NX(NX) (tinyblas ? dots_f32_nx(n, w, x, xs, NX, out, 1) : dots_f32_nx(n, w, x, xs, NX, out, 0))
+    for (; nx >= 3; nx -= 3, x += 3 * xs, out += 3)
+        F32_NX(3);
+    if (nx == 2)
+        F32_NX(2);
+    else if (nx == 1)
+        F32_NX(1);
+#undef F32_NX
 }
 
 /* ------------------------------------------------------------- attention */
@@ -393,7 +368,7 @@ AINLINE void scores8(const quant_f16 *const *kp, const float *qf, int32_t nq, in
                     a2 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 16), _mm256_load_ps(qh + i + 16), a2);
                     a3 = _mm256_fmadd_ps(load_f16x8(kp[l] + i + 24), _mm256_load_ps(qh + i + 24), a3);
                 }
-                part[l] = reduce4x8(a0, a1, a2, a3);
+                part[l] = avx2_reduce4x8(a0, a1, a2, a3);
             }
         } else {
             memset(part, 0, sizeof(part));

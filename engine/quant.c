@@ -524,17 +524,17 @@ static float dot_32_ref(int64_t nb, const void *vw, const struct block_q8_0 *x, 
     float acc[8] = {0}, chain = 0.f;
     for (int64_t i = 0; i < nb; i++) {
         int8_t q[32];
-        float dw;
+        quant_f16 wd;
         if (q4) {
             const struct block_q4_0 *w = (const struct block_q4_0 *)vw + i;
             q4_0_unpack(w, q);
-            dw = quant_f16_to_f32(w->d);
+            wd = w->d;
         } else {
             const struct block_q8_0 *w = (const struct block_q8_0 *)vw + i;
             memcpy(q, w->qs, 32);
-            dw = quant_f16_to_f32(w->d);
+            wd = w->d;
         }
-        const float d = dw * quant_f16_to_f32(x[i].d);
+        const float d = quant_f16_to_f32(wd) * quant_f16_to_f32(x[i].d);
         int32_t lane[8] = {0};
         for (int e = 0; e < 32; e++)
             lane[KLANE(e)] += (int32_t)q[e] * x[i].qs[e];

@@ -162,9 +162,9 @@ float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x);
 
 /* Dot of one weight row of `type` with one activation row already converted
  * to quant_vec_dot_type(type), through the single-row kernel of a matrix
- * ggml would repack (quant_kernel_for(type, 8, n, 0)). Uses the fastest path the CPU supports (AVX2
- * when built in and the CPU has it); the fast path gives the bits of
- * quant_vec_dot_ref. */
+ * ggml would repack (quant_kernel_for(type, 8, n, 0)). Uses the fastest
+ * path the CPU supports (AVX2 when built in and the CPU has it); the fast
+ * path gives the bits of quant_vec_dot_ref. */
 float quant_vec_dot(int type, int64_t n, const void *w, const void *x);
 /* Plain C reference, the specification the fast paths are tested against. */
 float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x);

@@ -18,17 +18,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "avx2_sums.h"
+
 #ifdef INFERD_HAVE_AVX2
 
 /* ---------------------------------------------------------------- helpers */
-
-static inline float hsum_ps(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* Exact integer horizontal sums (the order does not matter). */
 static inline int32_t hsum_epi32x4(__m128i s)
@@ -158,14 +152,6 @@ void quant_avx2_quantize_f16(const float *x, quant_f16 *y, int64_t n)
 /* ------------------------------------------------------------ float dots */
 /* quant.c's dot_f32_ref & co.: see there for llama.cpp's orders. */
 
-/* GGML_F32x8_REDUCE: (a0+a2)+(a1+a3), lanes l+4 onto l, (t0+t1)+(t2+t3). */
-static inline float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
-{
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 h = _mm_hadd_ps(t, t);
-    return _mm_cvtss_f32(_mm_hadd_ps(h, h));
-}
 
 static inline __m256 load_f16x8(const quant_f16 *p)
 {
@@ -201,7 +187,7 @@ static float dot_f32(int64_t n, const void *vw, const void *vx)
 {
     const float *w = vw, *x = vx;
     DOT4X8(_mm256_loadu_ps, w, x, n, np)
-    float s = reduce4x8(a0, a1, a2, a3);
+    float s = avx2_reduce4x8(a0, a1, a2, a3);
     for (int64_t i = np; i < n; i++)
         s += w[i] * x[i];
     return s;
@@ -213,7 +199,7 @@ static float dot_f32(int64_t n, const void *vw, const void *vx)
     {                                                              \
         const T *w = vw, *x = vx;                                  \
         DOT4X8(LOAD, w, x, n, np)                                  \
-        double s = reduce4x8(a0, a1, a2, a3);                      \
+        double s = avx2_reduce4x8(a0, a1, a2, a3);                 \
         for (int64_t i = np; i < n; i++)                           \
             s += (double)(CVT(w[i]) * CVT(x[i]));                  \
         return (float)s;                                           \
@@ -231,7 +217,7 @@ DOT4X8_DOUBLE_TAIL(dot_bf16, quant_bf16, load_bf16x8, bf16f)
         __m256 a = _mm256_setzero_ps();                               \
         for (int64_t i = 0; i < n; i += 8)                            \
             a = _mm256_fmadd_ps(LOAD(w + i), LOAD(x + i), a);         \
-        return hsum_ps(a);                                            \
+        return avx2_hsum_ps(a);                                       \
     }
 DOT_TB(dot_f32_tb, float, _mm256_loadu_ps)
 DOT_TB(dot_f16_tb, quant_f16, load_f16x8)
@@ -305,7 +291,7 @@ AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                    f16(Q4 ? w4[i].d : w8[i].d), x, i, NX, acc, accs, RP);
     UNROLL
     for (int r = 0; r < NX; r++)
-        out[r] = RP ? accs[r] : hsum_ps(acc[r]);
+        out[r] = RP ? accs[r] : avx2_hsum_ps(acc[r]);
 }
 
 /* Broadcast int16 lane s of a vector holding 8 int16 per 128-bit lane to all
@@ -460,11 +446,11 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
         if (KIND != 0) {
             out[r] = chain[r] - chainm[r];
         } else if (HIGH) {
-            out[r] = hsum_ps(acc[r]) + chainm[r];
+            out[r] = avx2_hsum_ps(acc[r]) + chainm[r];
         } else {
             __m128 m = _mm_add_ps(accm4[r], _mm_movehl_ps(accm4[r], accm4[r]));
             m = _mm_add_ss(m, _mm_movehdup_ps(m));
-            out[r] = hsum_ps(acc[r]) + _mm_cvtss_f32(m);
+            out[r] = avx2_hsum_ps(acc[r]) + _mm_cvtss_f32(m);
         }
     }
 }
@@ -523,7 +509,7 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
     }
     UNROLL
     for (int r = 0; r < NX; r++)
-        out[r] = hsum_ps(acc[r]);
+        out[r] = avx2_hsum_ps(acc[r]);
 }
 
 /* Kernel entry points: NX = 4 per group of rows, then the rest. */

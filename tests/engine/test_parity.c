@@ -36,12 +36,13 @@ static int n_reported; /* failing steps printed (the first few) */
 #define GAP_MIN 0.05
 #define EXACT_TOL 1e-5
 
-/* The reference's log-softmax, reproduced: llama.cpp's server sorts the
- * logits in descending order and sums expf(l - max) in float in that order,
- * so the many tiny terms of a large vocabulary are partly lost to rounding
- * (its sums come out ~6e-5 relatively low on a 32000 vocabulary). Computing
- * the normalizer the same way makes exact logits give exact logprobs, which
- * is what the 1e-5 "exact steps" count below measures. Returns log(sum). */
+/* The reference's log-softmax, approximated: llama.cpp's server sorts the
+ * logits in descending order and sums expf(l - max) in float, so many tiny
+ * terms of a large vocabulary are lost to rounding (~6e-5 of the mass on a
+ * 32000 vocabulary, against a sum in double). Its sums still differ from
+ * this one by ~1e-5 relatively, so the "exact steps" count below compares
+ * logprob differences, which no normalizer changes. Returns the float sum
+ * of expf(l - max) and the max. */
 static float *sort_buf;
 static int cmp_desc(const void *a, const void *b)
 {
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
     }
     const double tol = atof(argv[2]);
     const int verbose = getenv("INFERD_TEST_VERBOSE") != NULL;
+    const int deltas = getenv("INFERD_TEST_DELTAS") != NULL; /* each top-5 delta */
     /* "loose": only the logprob tolerance is checked (top-1 and greedy
      * mismatches are reported, not failed) */
     int loose = 0, llamacpp = 0;
@@ -226,7 +228,7 @@ int main(int argc, char **argv)
                     d0 = ours - lp;
                 const double dd = fabs((ours - lp) - d0);
                 step_max = dd > step_max ? dd : step_max;
-                if (getenv("INFERD_TEST_DELTAS"))
+                if (deltas)
                     printf("delta case %zu step %zu k %zu: %.3e\n", c, idx[i], k, ours - lp);
                 if (d > tol && n_reported++ < 10)
                     fprintf(stderr, "case %zu step %zu id %d: logprob %.6f vs reference %.6f\n",
