@@ -36,6 +36,9 @@ static const struct cfg_key cfg_keys[] = {
      "model id clients send in \"model\" (empty: the file name without .gguf)"},
     {"host", CFG_STR, CFG_OFF(host), 0, 0, "127.0.0.1", 0, "listen address (IPv4 or IPv6)"},
     {"port", CFG_INT, CFG_OFF(port), 0, 65535, "8080", 0, "listen port (0: any free port, logged)"},
+    {"backend", CFG_STR, CFG_OFF(backend), 0, 0, "auto", 0,
+     "engine backend: auto (the GPU when one answers, else the CPU), cuda, or cpu"},
+    {"gpu_device", CFG_INT, CFG_OFF(gpu_device), 0, 255, "0", 0, "CUDA device index (backend cuda/auto)"},
     {"threads", CFG_INT, CFG_OFF(threads), 1, 256, "2", 0, "CPU engine threads"},
     {"n_ctx", CFG_INT, CFG_OFF(n_ctx), 0, 1 << 20, "0", 0,
      "context per sequence: prompt + max_tokens (0: the model's training context, at most 4096)"},
@@ -317,6 +320,9 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
 {
     if (c->model[0] == '\0')
         return inf_error_set(err, INF_EINVAL, "model: no model file given (--model or model =)");
+    if (strcmp(c->backend, "auto") && strcmp(c->backend, "cuda") && strcmp(c->backend, "cpu"))
+        return inf_error_set(err, INF_EINVAL, "backend: \"%s\" is not auto, cuda or cpu",
+                             c->backend);
     if (c->default_max_tokens > c->max_tokens)
         return inf_error_set(err, INF_EINVAL, "default_max_tokens (%d) exceeds max_tokens (%d)",
                              c->default_max_tokens, c->max_tokens);

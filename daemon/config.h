@@ -27,6 +27,8 @@ struct cfg {
     char model_id[256];
     char host[256];
     int port;
+    char backend[16];
+    int gpu_device;
     int threads;
     int n_ctx;
     int max_seqs;

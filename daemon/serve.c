@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "daemon/backend_open.h"
 #include "daemon/config.h"
 #include "daemon/sdnotify.h"
 #include "engine/backend.h"
@@ -128,18 +129,20 @@ static void serve_load_work(uv_work_t *w)
     double t0 = serve_now();
     struct inf_error *err = &S->load_err;
 
-    S->be = cpu_backend_new(S->cfg.threads);
-    if (!S->be) {
-        S->load_rc = inf_error_set(err, INF_ENOMEM, "cpu_backend_new(%d) failed",
-                                   S->cfg.threads);
-        return;
-    }
+    struct backend_open_params bp = {0, S->cfg.gpu_device, S->cfg.threads,
+                                     S->cfg.llamacpp_numerics ? CPU_NUMERICS_LLAMACPP
+                                                              : CPU_NUMERICS_INVARIANT};
+    backend_kind_parse(S->cfg.backend, &bp.kind); /* cfg_validate checked it */
+    if (getenv("INFERD_BACKEND")) /* test runs pin the backend for a whole suite */
+        bp.kind = backend_kind_default();
     /* llama.cpp's numbers need its kernels and its graph order together */
-    cpu_backend_set_numerics(S->be, S->cfg.llamacpp_numerics ? CPU_NUMERICS_LLAMACPP
-                                                             : CPU_NUMERICS_INVARIANT);
+    S->load_rc = backend_open(&bp, &S->be, err);
+    if (S->load_rc)
+        return;
     S->load_rc = model_load(S->cfg.model, S->be, &S->model, err);
     if (S->load_rc)
         return;
+    backend_log_resident(S->be, serve_now() - t0);
     const struct model_hparams *hp = model_hparams(S->model);
     int32_t n_ctx = S->cfg.n_ctx;
     if (n_ctx <= 0)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/graph.h"
@@ -127,7 +128,7 @@ static void bench_load(const char *when)
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: inferd bench --model M [--threads 2] [--pp 128,512] [--tg 128] [--reps 3]\n"
-               "                    [--peer ../shared/peer/llamacpp-cpu.md]\n");
+               "                    [--peer ../shared/peer/llamacpp-cpu.md] [--backend auto|cuda|cpu]\n");
 }
 
 int cmd_bench(int argc, char **argv)
@@ -136,6 +137,7 @@ int cmd_bench(int argc, char **argv)
     int pp[BENCH_MAX_TESTS] = {128, 512}, tg[BENCH_MAX_TESTS] = {128};
     int n_pp = 2, n_tg = 1;
     long threads = 2, reps = 3;
+    int kind = backend_kind_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -143,7 +145,7 @@ int cmd_bench(int argc, char **argv)
             return CMD_OK;
         }
         static const char *const flags[] = {"--model", "--peer", "--pp", "--tg", "--threads",
-                                            "--reps"};
+                                            "--reps", "--backend"};
         int known = 0;
         for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
             known |= !strcmp(a, flags[f]);
@@ -161,6 +163,11 @@ int cmd_bench(int argc, char **argv)
             model_path = v;
         } else if (!strcmp(a, "--peer")) {
             peer = v;
+        } else if (!strcmp(a, "--backend")) {
+            if (backend_kind_parse(v, &kind)) {
+                fprintf(stderr, "inferd bench: --backend must be auto, cuda or cpu, not '%s'\n", v);
+                return CMD_USAGE;
+            }
         } else if (!strcmp(a, "--pp")) {
             if ((n_pp = bench_list(v, pp, BENCH_MAX_TESTS)) < 0) {
                 fprintf(stderr, "inferd bench: bad --pp list '%s'\n", v);
@@ -187,11 +194,16 @@ int cmd_bench(int argc, char **argv)
     }
 
     struct inf_error err = {0, ""};
-    struct backend *be = cpu_backend_new((int)threads);
+    struct backend *be = NULL;
     struct model *m = NULL;
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
-    if (!be || model_load(model_path, be, &m, &err)) {
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT};
+    if (backend_open(&bp, &be, &err)) {
+        fprintf(stderr, "inferd bench: %s\n", err.msg);
+        goto out;
+    }
+    if (model_load(model_path, be, &m, &err)) {
         fprintf(stderr, "inferd bench: cannot load \"%s\": %s\n", model_path, err.msg);
         goto out;
     }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/graph.h"
@@ -258,7 +259,7 @@ static void bs_usage(FILE *f)
     fprintf(f,
             "usage: inferd bench-serve --model M [--concurrency 1,4,16,64] [--max-tokens 64]\n"
             "                          [--prompt-tokens 32] [--threads 2] [--rounds 2]\n"
-            "                          [--step-tokens 512] [--block-size 16]\n"
+            "                          [--step-tokens 512] [--block-size 16] [--backend auto|cuda|cpu]\n"
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
             "aggregate generated tokens/s, mean time to first token and inter-token latency.\n");
@@ -279,6 +280,7 @@ int cmd_bench_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *conc_s = "1,4,16,64";
     int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
+    int kind = backend_kind_default();
     int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
     struct backend *be;
     struct model *m = NULL;
@@ -302,6 +304,12 @@ int cmd_bench_serve(int argc, char **argv)
             model_path = v;
         else if (!strcmp(a, "--concurrency"))
             conc_s = v;
+        else if (!strcmp(a, "--backend")) {
+            if (backend_kind_parse(v, &kind)) {
+                fprintf(stderr, "inferd bench-serve: --backend must be auto, cuda or cpu\n");
+                return CMD_USAGE;
+            }
+        }
         else if (!strcmp(a, "--max-tokens"))
             ip = &max_tokens;
         else if (!strcmp(a, "--prompt-tokens"))
@@ -345,9 +353,9 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_USAGE;
     }
 
-    be = cpu_backend_new(threads);
-    if (!be) {
-        fprintf(stderr, "inferd bench-serve: cannot create the CPU backend\n");
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT};
+    if (backend_open(&bp, &be, &err)) {
+        fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         return CMD_FAIL;
     }
     if (model_load(model_path, be, &m, &err) != 0) {
@@ -358,9 +366,9 @@ int cmd_bench_serve(int argc, char **argv)
     }
     if (log__level < LOG_LVL_DEBUG)
         log_set_level(LOG_LVL_WARN); /* the per-run sched_new lines are noise here */
-    printf("bench-serve: %s, cpu backend, %d threads, prompt %d tokens, %d generated per "
+    printf("bench-serve: %s, %s backend, %d threads, prompt %d tokens, %d generated per "
            "request, step_tokens %d, %d rounds\n",
-           model_path, threads, n_prompt, max_tokens, step_tokens, rounds);
+           model_path, be->ops->name, threads, n_prompt, max_tokens, step_tokens, rounds);
     {
         struct bs_run w;
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/err.h"
@@ -109,21 +110,30 @@ static int gen_parse_numerics(const char *cmd, const char *v, int *out)
     return 0;
 }
 
+/* --backend: auto | cuda | cpu (backend_open.h): 0, or CMD_USAGE. */
+static int gen_parse_backend(const char *cmd, const char *v, int *out)
+{
+    if (backend_kind_parse(v, out) == 0)
+        return 0;
+    fprintf(stderr, "inferd %s: --backend must be auto, cuda or cpu, not \"%s\"\n", cmd, v);
+    return CMD_USAGE;
+}
+
 static int gen_engine_open_model(struct gen_engine *e, const char *cmd, const char *path,
-                                 int threads, int numerics)
+                                 int kind, int threads, int numerics)
 {
     struct inf_error err = {0, ""};
     memset(e, 0, sizeof(*e));
-    e->be = cpu_backend_new(threads);
-    if (!e->be) {
-        fprintf(stderr, "inferd %s: cannot start the CPU backend\n", cmd);
-        return CMD_FAIL;
-    }
     /* llama.cpp's numbers need its batch-dependent kernels and its graph
      * order together (cpu.h, graph.h) */
-    cpu_backend_set_numerics(e->be, (enum cpu_numerics)numerics);
+    const struct backend_open_params bp = {kind, 0, threads, numerics};
+    int rc = backend_open(&bp, &e->be, &err);
+    if (rc) {
+        fprintf(stderr, "inferd %s: %s\n", cmd, err.msg[0] ? err.msg : inf_strerror(rc));
+        return CMD_FAIL;
+    }
     e->late_out_rows = numerics == CPU_NUMERICS_LLAMACPP;
-    int rc = model_load(path, e->be, &e->m, &err);
+    rc = model_load(path, e->be, &e->m, &err);
     if (rc) {
         fprintf(stderr, "inferd %s: cannot load \"%s\": %s\n", cmd, path,
                 err.msg[0] ? err.msg : inf_strerror(rc));
@@ -226,6 +236,7 @@ static void gen_usage(FILE *f)
             "  --min-p P          0 = off (default)\n"
             "  --repeat-penalty R 1 = off (default)\n"
             "  --seed S           sampling seed (default 0)\n"
+            "  --backend B        auto (default: the GPU when one answers), cuda or cpu\n"
             "  --threads N        CPU threads (default 2)\n"
             "  --numerics K       invariant (default: a sequence's logits never depend on\n"
             "                     the batch) or llamacpp (llama.cpp's batch-dependent CPU\n"
@@ -242,6 +253,7 @@ int cmd_generate(int argc, char **argv)
     long max_tokens = 64, threads = 2, top_k = 0, seed = 0;
     float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat = 1.0f;
     int special = 1, json = 0, ignore_eos = 0, numerics = CPU_NUMERICS_INVARIANT, rc;
+    int kind = backend_kind_default();
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -273,6 +285,9 @@ int cmd_generate(int argc, char **argv)
                     return rc;
             } else if (!strcmp(a, "--numerics")) {
                 if ((rc = gen_parse_numerics("generate", v, &numerics)))
+                    return rc;
+            } else if (!strcmp(a, "--backend")) {
+                if ((rc = gen_parse_backend("generate", v, &kind)))
                     return rc;
             } else if (!strcmp(a, "--top-k")) {
                 if ((rc = gen_parse_long("generate", a, v, 0, 1 << 30, &top_k)))
@@ -306,7 +321,7 @@ int cmd_generate(int argc, char **argv)
     }
 
     struct gen_engine e;
-    if ((rc = gen_engine_open_model(&e, "generate", model_path, (int)threads, numerics)))
+    if ((rc = gen_engine_open_model(&e, "generate", model_path, kind, (int)threads, numerics)))
         return rc;
     const struct model_hparams *hp = model_hparams(e.m);
     const struct tok *t = model_tok(e.m);
@@ -470,7 +485,7 @@ out:
 static void score_usage(FILE *f)
 {
     fprintf(f, "usage: inferd score --model M --tokens \"id id ...\" [--top N] [--threads N]\n"
-               "                    [--numerics invariant|llamacpp]\n"
+               "                    [--numerics invariant|llamacpp] [--backend auto|cuda|cpu]\n"
                "  one forward pass over the tokens; for each position i, the top N\n"
                "  (default 5) next-token ids with the log-softmax of the raw logits:\n"
                "  {\"steps\":[{\"pos\":i,\"top\":[{\"id\":..,\"logprob\":..},...]},...]}\n");
@@ -480,7 +495,7 @@ int cmd_score(int argc, char **argv)
 {
     const char *model_path = NULL, *tokens = NULL;
     long top = 5, threads = 2;
-    int numerics = CPU_NUMERICS_INVARIANT, rc;
+    int numerics = CPU_NUMERICS_INVARIANT, rc, kind = backend_kind_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -505,6 +520,9 @@ int cmd_score(int argc, char **argv)
                 return rc;
         } else if (!strcmp(a, "--numerics")) {
             if ((rc = gen_parse_numerics("score", v, &numerics)))
+                return rc;
+        } else if (!strcmp(a, "--backend")) {
+            if ((rc = gen_parse_backend("score", v, &kind)))
                 return rc;
         } else {
             fprintf(stderr, "inferd score: unknown flag %s\n", a);
@@ -546,7 +564,7 @@ int cmd_score(int argc, char **argv)
     }
 
     struct gen_engine e;
-    if ((rc = gen_engine_open_model(&e, "score", model_path, (int)threads, numerics))) {
+    if ((rc = gen_engine_open_model(&e, "score", model_path, kind, (int)threads, numerics))) {
         free(ids);
         return rc;
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/gguf.h"
+#include "engine/cuda/cuda.h"
 #include "engine/quant.h"
 #include "tools/cmds.h"
 
@@ -22,6 +23,7 @@ static void info_usage(FILE *out)
 {
     fprintf(out,
             "usage: inferd info --model FILE [--json] [--tensors]\n"
+            "       inferd info --devices\n"
             "\n"
             "Describe a GGUF model file: file size, GGUF version, architecture, name,\n"
             "hyperparameters (<arch>.* keys), vocabulary, tensor count by type, total\n"
@@ -30,6 +32,7 @@ static void info_usage(FILE *out)
             "  -m, --model FILE  the GGUF file (required)\n"
             "      --json        print one JSON object instead of text\n"
             "      --tensors     also list every tensor: name, type, shape, data offset\n"
+            "      --devices     list the CUDA devices the GPU backend can use (no model needed)\n"
             "  -h, --help        this help\n"
             "\n"
             "exit status: 0 ok, 1 unreadable or invalid file (one error line on stderr\n"
@@ -312,6 +315,22 @@ static int info_print(FILE *o, const char *path, const struct gguf_file *f, int 
     return ferror(o) ? CMD_FAIL : CMD_OK;
 }
 
+/* The devices cuda_backend_new can open; 0 when none (that is an answer). */
+static int info_devices(void)
+{
+    struct cuda_device_info d[16];
+    if (!cuda_compiled()) {
+        printf("CUDA backend: not built into this binary (CPU only)\n");
+        return CMD_OK;
+    }
+    const int n = cuda_devices(d, 16);
+    printf("CUDA devices: %d\n", n);
+    for (int i = 0; i < n && i < 16; i++)
+        printf("  %d: %s, sm_%d, %d SMs, %zu MiB\n", d[i].index, d[i].name, d[i].sm, d[i].n_sm,
+               d[i].total_mem >> 20);
+    return CMD_OK;
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
@@ -326,6 +345,8 @@ int cmd_info(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--tensors")) {
             tensors = 1;
+        } else if (!strcmp(a, "--devices")) {
+            return info_devices();
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "inferd info: %s needs a file name\n", a);

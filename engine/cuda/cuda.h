@@ -1,14 +1,18 @@
 /* cuda — the CUDA backend's entry points as seen from C (daemon, tools, tests).
  *
  * Built only when meson finds nvcc (option cuda); without it cuda_stub.c
- * answers "no device". For now this is device discovery; the CUDA op table
- * (MMQ kernels, attention, prewarm) comes with the CUDA backend issue.
- * Any thread may call these.
+ * answers "no device". Device discovery, and the CUDA backend: an op table
+ * (engine/backend.h) whose weights, KV cache and activations live on one
+ * device. Discovery may be called from any thread; a backend belongs to
+ * the engine thread like every backend.
  */
 #ifndef INFERD_CUDA_H
 #define INFERD_CUDA_H
 
 #include <stddef.h>
+
+struct backend;
+struct inf_error;
 
 struct cuda_device_info {
     int index;
@@ -25,5 +29,11 @@ int cuda_devices(struct cuda_device_info *out, int cap);
 /* Run a tiny kernel on device 0 and check its result: 0 on success, or a
  * negative INF_E* code (INF_EUNSUPPORTED when no device). */
 int cuda_selftest(char *msg, size_t cap);
+
+/* The CUDA backend on device `device`: NULL with err filled when there is
+ * no such device (INF_EUNSUPPORTED without a device or CUDA build). */
+struct backend *cuda_backend_new(int device, struct inf_error *err);
+/* Resident weight bytes and the device's free/total memory (0 or INF_E*). */
+int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, size_t *total);
 
 #endif

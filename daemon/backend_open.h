@@ -1,0 +1,42 @@
+/* backend_open — the one way serve, generate, score, bench and bench-serve
+ * bring up an engine backend (DESIGN.md: the daemon picks the backend and
+ * hands its op table to the engine; the engine never includes engine/cuda).
+ *
+ *   auto: the CUDA backend on device 0 when this binary has it and a device
+ *         answers, else the CPU backend (the log says which and why);
+ *   cuda: the CUDA backend or an error naming why not;
+ *   cpu:  the CPU backend with `threads` threads and `numerics`.
+ *
+ * llama.cpp numerics (enum cpu_numerics) exist on the CPU backend only; asked
+ * for on CUDA it is an error rather than a silent difference.
+ */
+#ifndef INFERD_BACKEND_OPEN_H
+#define INFERD_BACKEND_OPEN_H
+
+struct backend;
+struct inf_error;
+
+enum backend_kind { BACKEND_AUTO = 0, BACKEND_CUDA = 1, BACKEND_CPU = 2 };
+
+/* "auto" | "cuda" | "cpu" -> *kind: 0, or INF_EINVAL. */
+int backend_kind_parse(const char *s, int *kind);
+const char *backend_kind_name(int kind);
+/* The kind a command uses when no --backend is given: INFERD_BACKEND from the
+ * environment when it names one (test runs pin a backend that way), else auto. */
+int backend_kind_default(void);
+
+struct backend_open_params {
+    int kind;      /* enum backend_kind */
+    int device;    /* CUDA device index */
+    int threads;   /* CPU threads (<= 0: default) */
+    int numerics;  /* enum cpu_numerics */
+};
+
+/* 0 and *out, or a negative INF_E* code with err filled. */
+int backend_open(const struct backend_open_params *p, struct backend **out, struct inf_error *err);
+
+/* One log line: which backend, and for CUDA the resident weight bytes and
+ * the device memory left (call after model_load). */
+void backend_log_resident(const struct backend *be, double load_seconds);
+
+#endif

@@ -1,0 +1,93 @@
+/* cuda/attention — causal grouped-query attention over the paged F16 cache.
+ *
+ * One warp per (row, query head): lane l holds dimensions l, l+32, ... of
+ * the query and of its output accumulator; for each cached position p <=
+ * pos[row] of the row's sequence (slot = block_table[p / bs] * bs + p % bs)
+ * the warp forms the score with one butterfly sum and updates an online
+ * softmax (running maximum, rescaled sum), so any context length runs in
+ * registers. Every row is computed on its own, in position order: results
+ * do not depend on the batch or on how a prompt was chunked (the cache is
+ * the only input besides the row's query).
+ *
+ * This is the correct baseline; the tiled flash-attention prefill and the
+ * split decode kernel are later work (they must keep the per-row order).
+ */
+#include "engine/cuda/common.cuh"
+
+#define ATT_MAX_DPL 8 /* dimensions per lane: head_dim <= 256 */
+#define ATT_WARPS 4   /* query heads per thread block */
+
+static __global__ void __launch_bounds__(ATT_WARPS *CUDA_WARP)
+attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
+                 const quant_f16 *__restrict__ vc, float *__restrict__ out,
+                 const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
+                 const int32_t *__restrict__ bt, struct backend_attn a)
+{
+    const int32_t r = blockIdx.x;
+    const int32_t h = blockIdx.y * ATT_WARPS + threadIdx.x / CUDA_WARP;
+    const int lane = threadIdx.x % CUDA_WARP;
+    if (h >= a.n_head)
+        return;
+    const int32_t hd = a.head_dim, kvh = h / (a.n_head / a.n_head_kv);
+    const int32_t kv_dim = a.n_head_kv * hd;
+    const float *qr = q + ((int64_t)r * a.n_head + h) * hd;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    const int32_t last = pos[r];
+
+    float qv[ATT_MAX_DPL], acc[ATT_MAX_DPL];
+#pragma unroll
+    for (int k = 0; k < ATT_MAX_DPL; k++) {
+        const int d = lane + k * CUDA_WARP;
+        qv[k] = d < hd ? qr[d] * a.scale : 0.0f;
+        acc[k] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t p = 0; p <= last; p++) {
+        const int64_t slot = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
+        const quant_f16 *kr = kc + slot * kv_dim + (int64_t)kvh * hd;
+        const quant_f16 *vr = vc + slot * kv_dim + (int64_t)kvh * hd;
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_MAX_DPL; k++) {
+            const int d = lane + k * CUDA_WARP;
+            if (d < hd)
+                s = __fmaf_rn(qv[k], cuda_h2f(kr[d]), s);
+        }
+        s = cuda_warp_sum(s);
+        const float m_new = fmaxf(m, s);
+        const float corr = __expf(m - m_new), e = __expf(s - m_new);
+        l = __fmaf_rn(l, corr, e);
+#pragma unroll
+        for (int k = 0; k < ATT_MAX_DPL; k++) {
+            const int d = lane + k * CUDA_WARP;
+            if (d < hd)
+                acc[k] = __fmaf_rn(acc[k], corr, e * cuda_h2f(vr[d]));
+        }
+        m = m_new;
+    }
+    float *o = out + ((int64_t)r * a.n_head + h) * hd;
+    const float inv = 1.0f / l;
+#pragma unroll
+    for (int k = 0; k < ATT_MAX_DPL; k++) {
+        const int d = lane + k * CUDA_WARP;
+        if (d < hd)
+            o[d] = acc[k] * inv;
+    }
+}
+
+void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, const void *v_cache,
+                       float *out, int32_t n_rows, const int32_t *pos, const int32_t *seq,
+                       const int32_t *block_table, const struct backend_attn *a)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || n_rows <= 0)
+        return;
+    if (a->head_dim > ATT_MAX_DPL * CUDA_WARP || a->n_head % a->n_head_kv) {
+        c->err = INF_EUNSUPPORTED;
+        return;
+    }
+    const dim3 grid(n_rows, cuda_blocks(a->n_head, ATT_WARPS));
+    attention_kernel<<<grid, ATT_WARPS * CUDA_WARP, 0, c->stream>>>(
+        q, (const quant_f16 *)k_cache, (const quant_f16 *)v_cache, out, pos, seq, block_table, *a);
+    CUDA_CHECK_LAUNCH(c, "attention_kernel");
+}

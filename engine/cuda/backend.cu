@@ -1,0 +1,281 @@
+/* cuda/backend — the CUDA backend's op table (engine/backend.h): device
+ * memory, resident weights, scratch, the error state, and the table itself.
+ * The ops live one per file (get_rows.cu, norm.cu, rope.cu, attention.cu,
+ * elementwise.cu, mul_mat.cu); this file is the glue.
+ *
+ * Everything runs on one non-blocking stream owned by the backend; ops
+ * queue work and return, ops->sync waits and reports the first error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/common.cuh"
+
+extern "C" {
+#include "engine/cuda/cuda.h"
+#include "engine/log.h"
+#include "engine/quant.h"
+}
+
+int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return 0;
+    if (!c->err) {
+        c->err = e == cudaErrorMemoryAllocation ? INF_ENOMEM : INF_EDEVICE;
+        snprintf(c->err_msg, sizeof(c->err_msg), "%s failed: %s (%s:%d, device %d)", stmt,
+                 cudaGetErrorString(e), file, line, c->device);
+        log_error("cuda: %s", c->err_msg);
+    }
+    if (e == cudaErrorMemoryAllocation)
+        cudaGetLastError(); /* not sticky: clear it so later calls can succeed */
+    return 1;
+}
+
+int cuda_op_begin(struct cuda_ctx *c)
+{
+    if (c->err)
+        return 1;
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != c->device)
+        return CUDA_CHECK_CTX(c, cudaSetDevice(c->device));
+    return 0;
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static void *cuda_be_alloc(struct backend *be, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    void *p = NULL;
+    if (cuda_op_begin(c))
+        return NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        /* a failed allocation is an answer, not a broken backend */
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        log_error("cuda: cudaMalloc(%zu MiB) failed: %s (%zu MiB free of %zu MiB)", bytes >> 20,
+                  cudaGetErrorString(e), fr >> 20, tot >> 20);
+        return NULL;
+    }
+    if (CUDA_CHECK_CTX(c, cudaMemsetAsync(p, 0, bytes, c->stream))) {
+        cudaFree(p);
+        return NULL;
+    }
+    c->alloc_bytes += bytes;
+    return p;
+}
+
+static void cuda_be_free(struct backend *be, void *p)
+{
+    if (!p)
+        return;
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    cudaSetDevice(c->device);
+    cudaStreamSynchronize(c->stream); /* nothing queued may still use it */
+    cudaFree(p);
+}
+
+static void cuda_be_upload(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || !bytes)
+        return;
+    /* pageable source: the copy is staged before the call returns, so the
+     * caller may reuse src at once */
+    CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+static void cuda_be_download(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || !bytes)
+        return;
+    if (CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream)))
+        return;
+    CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream));
+}
+
+static void cuda_be_copy(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || !bytes)
+        return;
+    CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* ---- weights ------------------------------------------------------------- */
+
+static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    switch (w->type) {
+    case QT_F32: case QT_F16: case QT_BF16: case QT_Q4_0: case QT_Q8_0:
+    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K:
+        break;
+    default:
+        return INF_EUNSUPPORTED;
+    }
+    /* mul_mat quantizes activations in 32-element blocks */
+    if (w->ne1 > 1 && w->ne0 % QK8_1)
+        return INF_EUNSUPPORTED;
+    const size_t bytes = w->row_bytes * (size_t)w->ne1;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        log_error("cuda: tensor '%s' (%zu MiB) does not fit: %zu MiB free of %zu MiB after %zu MiB "
+                  "of weights",
+                  w->name, bytes >> 20, fr >> 20, tot >> 20, c->weight_bytes >> 20);
+        return INF_ENOMEM;
+    }
+    if (CUDA_CHECK_CTX(c, cudaMemcpy(p, w->host, bytes, cudaMemcpyHostToDevice))) {
+        cudaFree(p);
+        return c->err;
+    }
+    w->data = p;
+    c->weight_bytes += bytes;
+    return 0;
+}
+
+static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (w->data) {
+        cudaSetDevice(c->device);
+        cudaStreamSynchronize(c->stream);
+        cudaFree(w->data);
+        c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
+    }
+    w->data = NULL;
+}
+
+/* ---- scratch, sync, lifetime --------------------------------------------- */
+
+static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    const size_t need = (size_t)r->max_rows * (size_t)((r->max_ne0 + QK8_1 - 1) / QK8_1) *
+                        sizeof(struct block_q8_1);
+    if (need <= c->xq_bytes)
+        return 0;
+    void *p = NULL;
+    if (cudaMalloc(&p, need) != cudaSuccess) {
+        cudaGetLastError();
+        return INF_ENOMEM;
+    }
+    if (c->xq) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(c->xq);
+    }
+    c->xq = (struct block_q8_1 *)p;
+    c->xq_bytes = need;
+    return 0;
+}
+
+static int cuda_be_sync(struct backend *be)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (!c->err) {
+        cudaSetDevice(c->device);
+        CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream));
+    }
+    const int rc = c->err;
+    /* an allocation failure is over once reported; a lost device stays lost */
+    if (rc == INF_ENOMEM)
+        c->err = 0;
+    return rc;
+}
+
+static void cuda_be_destroy(struct backend *be)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    cudaSetDevice(c->device);
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->xq);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    free(be);
+}
+
+static const struct backend_ops cuda_backend_ops = {
+    /* .name */ "cuda",
+    /* .kv_type */ QT_F16,
+    /* .destroy */ cuda_be_destroy,
+    /* .reserve */ cuda_be_reserve,
+    /* .alloc */ cuda_be_alloc,
+    /* .free */ cuda_be_free,
+    /* .upload */ cuda_be_upload,
+    /* .download */ cuda_be_download,
+    /* .copy */ cuda_be_copy,
+    /* .weight_register */ cuda_be_weight_register,
+    /* .weight_release */ cuda_be_weight_release,
+    /* .get_rows */ cuda_op_get_rows,
+    /* .gather */ cuda_op_gather,
+    /* .rms_norm */ cuda_op_rms_norm,
+    /* .mul_mat */ cuda_op_mul_mat,
+    /* .add_bias */ cuda_op_add_bias,
+    /* .rope */ cuda_op_rope,
+    /* .kv_store */ cuda_op_kv_store,
+    /* .attention */ cuda_op_attention,
+    /* .silu_mul */ cuda_op_silu_mul,
+    /* .add */ cuda_op_add,
+    /* .sync */ cuda_be_sync,
+};
+
+extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        inf_error_set(err, INF_EUNSUPPORTED, "cuda: no CUDA device (driver missing or no GPU)");
+        return NULL;
+    }
+    if (device < 0 || device >= n) {
+        inf_error_set(err, INF_EINVAL, "cuda: device %d does not exist (%d device%s)", device, n,
+                      n == 1 ? "" : "s");
+        return NULL;
+    }
+    cudaDeviceProp p;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaGetDeviceProperties(&p, device);
+    struct cuda_ctx *c = (struct cuda_ctx *)calloc(1, sizeof(*c));
+    struct backend *be = (struct backend *)calloc(1, sizeof(*be));
+    if (e == cudaSuccess && c)
+        e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess || !c || !be) {
+        inf_error_set(err, e != cudaSuccess ? INF_EDEVICE : INF_ENOMEM, "cuda: device %d: %s",
+                      device, e != cudaSuccess ? cudaGetErrorString(e) : "out of memory");
+        free(c);
+        free(be);
+        return NULL;
+    }
+    c->device = device;
+    c->sm = p.major * 10 + p.minor;
+    c->n_sm = p.multiProcessorCount;
+    be->ops = &cuda_backend_ops;
+    be->ctx = c;
+    log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB", device, p.name, c->sm, c->n_sm,
+             (size_t)(p.totalGlobalMem >> 20));
+    return be;
+}
+
+extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b,
+                                size_t *total)
+{
+    const struct cuda_ctx *c = (const struct cuda_ctx *)be->ctx;
+    *weights = c->weight_bytes;
+    *free_b = *total = 0;
+    cudaSetDevice(c->device);
+    return cudaMemGetInfo(free_b, total) == cudaSuccess ? 0 : INF_EDEVICE;
+}

@@ -1,0 +1,120 @@
+/* cuda/common — what every op file of the CUDA backend shares: the backend
+ * context, CUDA_CHECK, launch checking and small device helpers.
+ *
+ * Errors: an op never returns a code (backend.h); the first failure is kept
+ * in the context with the statement, file:line and device, every later op is
+ * skipped, and ops->sync reports it. cudaErrorMemoryAllocation maps to
+ * INF_ENOMEM (recoverable: the daemon answers 503 and lives), everything
+ * else to INF_EDEVICE (the device or its context is lost; ROBUSTNESS 33-35).
+ */
+#ifndef INFERD_CUDA_COMMON_CUH
+#define INFERD_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "engine/backend.h"
+#include "engine/err.h"
+#include "engine/quant_blocks.h"
+}
+
+#define CUDA_WARP 32
+
+struct cuda_ctx {
+    int device;
+    int sm;            /* major * 10 + minor */
+    int n_sm;
+    cudaStream_t stream;
+    int err;           /* first error (INF_E*), 0 when none */
+    char err_msg[256];
+    /* activation scratch: q8_1 blocks of max_rows rows of max_ne0 elements */
+    struct block_q8_1 *xq;
+    size_t xq_bytes;
+    size_t weight_bytes; /* resident weights, for the load log */
+    size_t alloc_bytes;  /* other device memory the graph asked for */
+};
+
+static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)
+{
+    return (struct cuda_ctx *)be->ctx;
+}
+
+/* Record a failed CUDA call (first one wins); returns 1 when e is an error. */
+int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *file, int line);
+
+#define CUDA_CHECK_CTX(c, stmt) cuda_fail((c), (stmt), #stmt, __FILE__, __LINE__)
+/* After a launch: the launch's own error (bad configuration, no kernel image). */
+#define CUDA_CHECK_LAUNCH(c, what) cuda_fail((c), cudaGetLastError(), what, __FILE__, __LINE__)
+
+/* An op entry starts with this: skip when an earlier op failed, and make the
+ * backend's device current on this thread (the engine thread is not the one
+ * that loaded the model). */
+int cuda_op_begin(struct cuda_ctx *c);
+
+static inline unsigned cuda_blocks(int64_t n, int per)
+{
+    return (unsigned)((n + per - 1) / per);
+}
+
+/* ---- device helpers --------------------------------------------------- */
+
+static __device__ __forceinline__ float cuda_h2f(quant_f16 h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+static __device__ __forceinline__ float cuda_bf2f(quant_bf16 h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* Butterfly sum over the warp: every lane ends with the same value, in the
+ * same order whatever the caller's batch, so results are batch invariant. */
+static __device__ __forceinline__ float cuda_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ float cuda_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* ---- op entries (one file each) --------------------------------------- */
+
+void cuda_op_get_rows(struct backend *be, const struct backend_weight *w, const int32_t *ids,
+                      int32_t n, float *y);
+void cuda_op_gather(struct backend *be, const float *x, const int32_t *rows, int32_t n,
+                    int32_t row_len, float *y);
+void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_weight *w,
+                      float *y, int32_t n_rows, int32_t n, float eps);
+void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const float *x,
+                     float *y, int32_t n_rows);
+void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight *b,
+                      int32_t n_rows);
+void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
+                  const int32_t *pos, const struct backend_rope *r);
+void cuda_op_kv_store(struct backend *be, void *k_cache, void *v_cache, const float *k,
+                      const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len);
+void cuda_op_attention(struct backend *be, const float *q, const void *k_cache,
+                       const void *v_cache, float *out, int32_t n_rows, const int32_t *pos,
+                       const int32_t *seq, const int32_t *block_table,
+                       const struct backend_attn *a);
+void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t n,
+                      int64_t row_len);
+void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n);
+
+/* q8_1 quantization of n_rows rows of n floats (n % 32 == 0) into dst. */
+void cuda_quantize_q8_1(struct cuda_ctx *c, const float *x, struct block_q8_1 *dst,
+                        int32_t n_rows, int64_t n);
+
+#endif

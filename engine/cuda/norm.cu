@@ -1,0 +1,51 @@
+/* cuda/norm — RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w.
+ * One warp per row for short rows (the per-head QK-norm of qwen3, head_dim
+ * 64-128) and a 256-thread block for model-width rows; the reduction order
+ * depends only on the row length, so results are batch invariant. */
+#include "engine/cuda/common.cuh"
+
+template <int NT>
+static __global__ void __launch_bounds__(NT)
+rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float *y, int32_t n,
+                float eps, int32_t n_rows)
+{
+    const int32_t r = NT == CUDA_WARP ? blockIdx.x * 4 + threadIdx.y : blockIdx.x;
+    if (r >= n_rows)
+        return;
+    const float *xr = x + (int64_t)r * n;
+    float *yr = y + (int64_t)r * n;
+    float ss = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += NT)
+        ss = __fmaf_rn(xr[i], xr[i], ss);
+    ss = cuda_warp_sum(ss);
+    if (NT > CUDA_WARP) {
+        __shared__ float part[NT / CUDA_WARP];
+        const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+        if (lane == 0)
+            part[wid] = ss;
+        __syncthreads();
+        ss = lane < NT / CUDA_WARP ? part[lane] : 0.0f;
+        ss = cuda_warp_sum(ss);
+    }
+    const float scale = rsqrtf(ss / (float)n + eps);
+    for (int32_t i = threadIdx.x; i < n; i += NT) {
+        const float v = xr[i] * scale;
+        yr[i] = w ? v * w[i] : v;
+    }
+}
+
+void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_weight *w,
+                      float *y, int32_t n_rows, int32_t n, float eps)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || n_rows <= 0)
+        return;
+    const float *wd = w ? (const float *)w->data : NULL;
+    if (n <= 256) {
+        rms_norm_kernel<CUDA_WARP><<<cuda_blocks(n_rows, 4), dim3(CUDA_WARP, 4), 0, c->stream>>>(
+            x, wd, y, n, eps, n_rows);
+    } else {
+        rms_norm_kernel<256><<<n_rows, 256, 0, c->stream>>>(x, wd, y, n, eps, n_rows);
+    }
+    CUDA_CHECK_LAUNCH(c, "rms_norm_kernel");
+}
