@@ -236,8 +236,14 @@ int cmd_bench(int argc, char **argv)
     base = base ? base + 1 : model_path;
 
     bench_load("before");
-    printf("| model | threads | test | t/s |%s\n", peer ? " llama.cpp t/s |" : "");
-    printf("|---|---:|---:|---:|%s\n", peer ? "---:|" : "");
+    /* the CPU's thread count, or the GPU backend's name */
+    char where[32];
+    if (!strcmp(be->ops->name, "cpu"))
+        snprintf(where, sizeof(where), "cpu %ld threads", threads);
+    else
+        snprintf(where, sizeof(where), "%s", be->ops->name);
+    printf("| model | backend | test | t/s |%s\n", peer ? " llama.cpp t/s |" : "");
+    printf("|---|---|---:|---:|%s\n", peer ? "---:|" : "");
     for (int k = 0; k < n_pp + n_tg && !rc; k++) {
         const int is_tg = k >= n_pp, n = is_tg ? tg[k - n_pp] : pp[k];
         double sum = 0, sum2 = 0;
@@ -258,7 +264,7 @@ int cmd_bench(int argc, char **argv)
         snprintf(test, sizeof(test), "%s%d", is_tg ? "tg" : "pp", n);
         if (peer && bench_peer(peer, base, test, peer_cell, sizeof(peer_cell)) != 0)
             snprintf(peer_cell, sizeof(peer_cell), "n/a");
-        printf("| %s | %ld | %s | %.0f ± %.0f |", base, threads, test, mean, sd);
+        printf("| %s | %s | %s | %.0f ± %.0f |", base, where, test, mean, sd);
         if (peer)
             printf(" %s |", peer_cell);
         printf("\n");

@@ -121,9 +121,6 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     default:
         return INF_EUNSUPPORTED;
     }
-    /* mul_mat quantizes activations in 32-element blocks */
-    if (w->ne1 > 1 && w->ne0 % QK8_1)
-        return INF_EUNSUPPORTED;
     const size_t bytes = w->row_bytes * (size_t)w->ne1;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);

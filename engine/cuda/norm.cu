@@ -4,8 +4,9 @@
  * depends only on the row length, so results are batch invariant. */
 #include "engine/cuda/common.cuh"
 
+/* NT threads per row: CUDA_WARP (4 rows per 128-thread block) or 256 (one row) */
 template <int NT>
-static __global__ void __launch_bounds__(NT)
+static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
 rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float *y, int32_t n,
                 float eps, int32_t n_rows)
 {

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# device-prep — fill devcarry/ (git-ignored) for tests/cuda/run-on-gpu.sh:
+# the binaries built here (build/, configured with CUDA), the non-system
+# shared libraries ldd lists (the GPU machine has no libmicrohttpd, jansson
+# or libuv), and a copy of the ../shared files the GPU tests read, laid out
+# as ../shared is (INFERD_SHARED points at it there). The device tool
+# carries at most 64 MiB: MODELS picks the models (default: all but
+# tiny-qwen2, 39 MB; MODELS=all takes every one).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+models=${MODELS:-"stories260K tiny-llama-Q4_K_M tiny-llama-mixed"}
+[ "$models" = all ] && models="stories260K tiny-llama-Q4_K_M tiny-llama-mixed tiny-qwen2-Q4_K_M"
+rm -rf devcarry && mkdir -p devcarry/lib devcarry/bin devcarry/shared/models \
+    devcarry/shared/reference devcarry/shared/vocab
+bins="build/daemon/inferd build/tests/cuda/test_cuda build/tests/cuda/test_cuda_ops
+      build/tests/cuda/test_cuda_model build/tests/engine/test_parity"
+cp $bins devcarry/bin/
+for b in devcarry/bin/*; do
+    ldd "$b" | awk '/=> \// {print $3}' |
+        grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+        grep -v -E 'libstdc\+\+|libgcc_s' | xargs -r -I{} cp -L {} devcarry/lib/
+done
+for m in $models; do
+    cp ../shared/models/$m.gguf devcarry/shared/models/
+    cp ../shared/reference/$m.json devcarry/shared/reference/
+done
+cp ../shared/reference/prompts-*.json devcarry/shared/reference/
+cp ../shared/vocab/ggml-vocab-qwen2.gguf ../shared/vocab/ggml-vocab-llama-spm.gguf* devcarry/shared/vocab/
+du -sh devcarry

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# run-on-gpu — everything the CUDA backend must show on a GPU machine, in one
+# device call: the self-test, the per-op tests (CUDA vs CPU), the whole model
+# against the CPU backend and llama.cpp's references, the generate CLI, the
+# API suite against a daemon serving from the GPU, compute-sanitizer, and
+# the benchmarks. Expects devcarry/ from tests/cuda/device-prep.sh (built
+# here: the GPU machine has no libmicrohttpd, jansson or libuv).
+#   tests/cuda/run-on-gpu.sh [PHASE ...]   phases: self ops model cli api sanitize bench
+# (default: all). Logs go to $OUT (the device tool brings them back), one
+# file per phase, and a summary line per step to $OUT/summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+d=$PWD/devcarry
+export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export INFERD_SHARED=$d/shared INFERD_SRC=$PWD PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+phases=${*:-self ops model cli api sanitize bench}
+summary=$out/summary.txt
+step() { # name command...: run, log, one summary line with the status and time
+    local name=$1; shift
+    local t0=$(date +%s%N)
+    "$@" >>"$out/$phase.log" 2>&1
+    local rc=$?
+    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    printf '%-8s %-44s rc=%-3s %6d ms\n' "$phase" "$name" "$rc" "$ms" | tee -a "$summary"
+}
+echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader)" | tee "$summary"
+for phase in $phases; do
+    case $phase in
+    self)
+        step selftest $d/bin/test_cuda
+        step info-devices $d/bin/inferd info --devices ;;
+    ops)
+        step cuda-ops $d/bin/test_cuda_ops ;;
+    model)
+        for m in $d/shared/reference/*.json; do
+            b=$(basename "$m")
+            case $b in prompts-*) continue ;; esac
+            step "cuda-model $b" $d/bin/test_cuda_model "$b"
+        done ;;
+    cli)
+        for m in stories260K tiny-llama-Q4_K_M; do
+            step "generate --backend cuda $m" $d/bin/inferd generate --backend cuda \
+                --model $d/shared/models/$m.gguf --prompt "Once upon a time" --max-tokens 48
+        done ;;
+    api)
+        # the API suite against a daemon on the GPU (INFERD_BACKEND pins it)
+        for t in completions errors lifecycle; do
+            INFERD_BACKEND=cuda step "api-$t (cuda)" python3 tests/api/test_$t.py $d/bin/inferd
+        done ;;
+    sanitize)
+        step "memcheck cuda-model stories" compute-sanitizer --tool memcheck --error-exitcode 9 \
+            $d/bin/test_cuda_model stories260K.json
+        step "memcheck cuda-model tiny-llama-mixed" compute-sanitizer --tool memcheck \
+            --error-exitcode 9 $d/bin/test_cuda_model tiny-llama-mixed.json
+        INFERD_TEST_QUICK=1 step "memcheck cuda-ops" compute-sanitizer --tool memcheck \
+            --error-exitcode 9 $d/bin/test_cuda_ops
+        INFERD_TEST_QUICK=1 step "racecheck cuda-ops" compute-sanitizer --tool racecheck \
+            --error-exitcode 9 $d/bin/test_cuda_ops ;;
+    bench)
+        step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
+            --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
+        step "bench tiny-llama cuda" $d/bin/inferd bench --backend cuda \
+            --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 128,512 --tg 128 --reps 3
+        step "bench q7 cuda pp512 tg128" timeout 300 $d/bin/inferd bench --backend cuda \
+            --model /tmp/q7.gguf --pp 512 --tg 128 --reps 2 ;;
+    *)
+        echo "unknown phase $phase" | tee -a "$summary" ;;
+    esac
+done
