@@ -34,11 +34,16 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
     const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
     const int32_t last = pos[r];
 
+    /* The CPU backend's (and llama.cpp's) flash-attention numerics: the
+     * query rounded to F16, an F32 score times the scale, an F16 output
+     * accumulator (rounded after every update), the running sum in F32.
+     * Against all-F32 attention this moves logprobs by ~1e-3; mirroring it
+     * keeps the GPU within the F32 model's 1e-3 gate of the reference. */
     float qv[ATT_MAX_DPL], acc[ATT_MAX_DPL];
 #pragma unroll
     for (int k = 0; k < ATT_MAX_DPL; k++) {
         const int d = lane + k * CUDA_WARP;
-        qv[k] = d < hd ? qr[d] * a.scale : 0.0f;
+        qv[k] = d < hd ? __half2float(__float2half_rn(qr[d])) : 0.0f;
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -53,20 +58,28 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
             if (d < hd)
                 s = __fmaf_rn(qv[k], cuda_h2f(kr[d]), s);
         }
-        s = cuda_warp_sum(s);
-        const float m_new = fmaxf(m, s);
-        const float corr = __expf(m - m_new), e = __expf(s - m_new);
-        l = __fmaf_rn(l, corr, e);
+        s = __fmul_rn(cuda_warp_sum(s), a.scale);
+        /* every lane holds the same s: the branch is uniform */
+        float ms = 1.0f, vs = 1.0f;
+        if (s > m) {
+            ms = expf(m - s);
+            m = s;
+#pragma unroll
+            for (int k = 0; k < ATT_MAX_DPL; k++)
+                acc[k] = __half2float(__float2half_rn(__fmul_rn(acc[k], ms)));
+        } else {
+            vs = expf(s - m);
+        }
 #pragma unroll
         for (int k = 0; k < ATT_MAX_DPL; k++) {
             const int d = lane + k * CUDA_WARP;
             if (d < hd)
-                acc[k] = __fmaf_rn(acc[k], corr, e * cuda_h2f(vr[d]));
+                acc[k] = __half2float(__float2half_rn(__fmaf_rn(cuda_h2f(vr[d]), vs, acc[k])));
         }
-        m = m_new;
+        l = __fmaf_rn(l, ms, vs);
     }
     float *o = out + ((int64_t)r * a.n_head + h) * hd;
-    const float inv = 1.0f / l;
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
 #pragma unroll
     for (int k = 0; k < ATT_MAX_DPL; k++) {
         const int d = lane + k * CUDA_WARP;

@@ -161,8 +161,10 @@ static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c))
         return c->err;
-    const size_t need = (size_t)r->max_rows * (size_t)((r->max_ne0 + QK8_1 - 1) / QK8_1) *
-                        sizeof(struct block_q8_1);
+    const size_t blk256 = (size_t)((r->max_ne0 + QK_K - 1) / QK_K);
+    const size_t k_bytes = blk256 * sizeof(struct block_q8_K);
+    const size_t o_bytes = blk256 * (QK_K / QK8_0) * sizeof(struct block_q8_0);
+    const size_t need = (size_t)r->max_rows * (k_bytes > o_bytes ? k_bytes : o_bytes);
     if (need <= c->xq_bytes)
         return 0;
     void *p = NULL;
@@ -174,7 +176,7 @@ static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
         cudaStreamSynchronize(c->stream);
         cudaFree(c->xq);
     }
-    c->xq = (struct block_q8_1 *)p;
+    c->xq = p;
     c->xq_bytes = need;
     return 0;
 }

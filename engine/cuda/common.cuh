@@ -30,8 +30,9 @@ struct cuda_ctx {
     cudaStream_t stream;
     int err;           /* first error (INF_E*), 0 when none */
     char err_msg[256];
-    /* activation scratch: q8_1 blocks of max_rows rows of max_ne0 elements */
-    struct block_q8_1 *xq;
+    /* activation scratch: max_rows rows of max_ne0 elements quantized
+     * (Q8_K or Q8_0, whichever is larger) */
+    void *xq;
     size_t xq_bytes;
     size_t weight_bytes; /* resident weights, for the load log */
     size_t alloc_bytes;  /* other device memory the graph asked for */
@@ -113,8 +114,9 @@ void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t 
                       int64_t row_len);
 void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n);
 
-/* q8_1 quantization of n_rows rows of n floats (n % 32 == 0) into dst. */
-void cuda_quantize_q8_1(struct cuda_ctx *c, const float *x, struct block_q8_1 *dst,
-                        int32_t n_rows, int64_t n);
+/* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
+ * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */
+void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
+                       int32_t n_rows, int64_t n);
 
 #endif

@@ -1,52 +1,79 @@
 /* cuda/mul_mat — y[r][j] = dot(row j of w, x[r]) for every weight type.
  *
- * This is the simple, correct product the MMQ issue replaces with tuned
- * tensor-core kernels: one warp per weight row and up to MM_COLS activation
- * rows, so each weight row is read once per MM_COLS activation rows.
- *  - quantized weights: the activations are quantized to q8_1 once per call
- *    (all rows), then lane l takes 32-element sub-blocks l, l+32, ... of the
- *    row (cuda_dot32, exact int32 sums) and the warp sums the lanes;
- *  - F32/F16/BF16 weights: float products of 4-element groups in the same
- *    lane pattern, activations kept in F32.
- * Batch invariance: what a lane adds, and in which order, depends only on
- * the row length, never on n_rows or on which other rows share the warp, and
- * the warp sum is a fixed butterfly; a row's result is the same bits at
- * every batch size and however the scheduler chunks a prompt.
+ * The simple product every batch size can use (the MMQ issue adds tuned
+ * tensor-core kernels for large batches that give the same bits): one warp
+ * per weight row and up to MM_COLS activation rows, so a weight row is read
+ * once per MM_COLS activation rows.
+ *  - quantized weights: the activations are quantized once per call to the
+ *    CPU's vec_dot type (cuda/quantize.cu); lane l takes weight blocks l,
+ *    l+32, ... and forms their exact integer terms (cuda/qtypes.cuh), the
+ *    warp parks them in shared memory, and one lane per activation row runs
+ *    the float chain over the blocks in k order;
+ *  - F32/F16/BF16 weights: the activations rounded to the weight's type as
+ *    the CPU rounds them (F16/BF16), float products in a lane-strided order
+ *    and a fixed butterfly sum.
+ * Batch invariance: a row's arithmetic depends only on the row length,
+ * never on n_rows or on which rows share the warp.
  */
 #include "engine/cuda/qtypes.cuh"
 
-#define MM_COLS 8 /* activation rows per warp */
+#define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
 
 template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
-                 const struct block_q8_1 *__restrict__ xq, int64_t n_sub, float *__restrict__ y,
+                 const typename cuda_qt<T>::xb *__restrict__ xq, int64_t nb, float *__restrict__ y,
                  int32_t n_rows)
 {
-    const int32_t j = blockIdx.x * MM_WARPS + threadIdx.x / CUDA_WARP;
-    const int lane = threadIdx.x % CUDA_WARP;
+    typedef cuda_qt<T> Q;
+    /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1, p2, v2) */
+    __shared__ float4 terms[MM_WARPS][CUDA_WARP][MM_COLS];
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int32_t j = blockIdx.x * MM_WARPS + wid;
     const int32_t r0 = blockIdx.y * MM_COLS;
     if (j >= n_w_rows)
-        return;
+        return; /* whole warps only: the __syncwarp below stays full */
     const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
     const uint8_t *row = w + (size_t)j * row_bytes;
-    float acc[MM_COLS];
+    const typename Q::xb *x0 = xq + (int64_t)r0 * nb;
+    float acc = 0.0f; /* lane c < ncols: activation row r0 + c */
+    for (int64_t base = 0; base < nb; base += CUDA_WARP) {
+        const int64_t ib = base + lane;
+        const int cnt = nb - base < CUDA_WARP ? (int)(nb - base) : CUDA_WARP;
+        if (lane < cnt) {
+            int v1[MM_COLS], v2[MM_COLS];
+            Q::template terms<MM_COLS>(row, ib, x0 + ib, nb, ncols, v1, v2);
 #pragma unroll
-    for (int c = 0; c < MM_COLS; c++)
-        acc[c] = 0.0f;
-    for (int64_t ib = lane; ib < n_sub; ib += CUDA_WARP) {
-#pragma unroll
-        for (int c = 0; c < MM_COLS; c++)
-            if (c < ncols)
-                acc[c] = __fadd_rn(acc[c], cuda_dot32<T>(row, ib, xq + (int64_t)(r0 + c) * n_sub + ib));
+            for (int c = 0; c < MM_COLS; c++)
+                if (c < ncols) {
+                    float p1, p2;
+                    Q::scales(row, ib, x0 + ib + c * nb, &p1, &p2);
+                    terms[wid][lane][c] = make_float4(p1, (float)v1[c], p2, (float)v2[c]);
+                }
+        }
+        __syncwarp();
+        if (lane < ncols)
+            for (int k = 0; k < cnt; k++) {
+                const float4 t = terms[wid][k][lane];
+                acc = __fmaf_rn(t.x, t.y, acc);
+                if (Q::HAS_MIN)
+                    acc = __fmaf_rn(t.z, t.w, acc);
+            }
+        __syncwarp();
     }
-#pragma unroll
-    for (int c = 0; c < MM_COLS; c++) {
-        const float s = cuda_warp_sum(acc[c]);
-        if (lane == 0 && c < ncols)
-            y[(int64_t)(r0 + c) * n_w_rows + j] = s;
-    }
+    if (lane < ncols)
+        y[(int64_t)(r0 + lane) * n_w_rows + j] = acc;
+}
+
+/* activation element as the CPU's vec_dot type for weight type T holds it */
+template <int T> static __device__ __forceinline__ float mm_act(float v)
+{
+    if (T == QT_F16)
+        return __half2float(__float2half_rn(v));
+    if (T == QT_BF16)
+        return __bfloat162float(__float2bfloat16_rn(v));
+    return v;
 }
 
 template <int T>
@@ -70,7 +97,7 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
 #pragma unroll
         for (int c = 0; c < MM_COLS; c++)
             if (c < ncols)
-                acc[c] = __fmaf_rn(wv, x[(int64_t)(r0 + c) * ne0 + i], acc[c]);
+                acc[c] = __fmaf_rn(wv, mm_act<T>(x[(int64_t)(r0 + c) * ne0 + i]), acc[c]);
     }
 #pragma unroll
     for (int c = 0; c < MM_COLS; c++) {
@@ -78,6 +105,26 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
         if (lane == 0 && c < ncols)
             y[(int64_t)(r0 + c) * n_w_rows + j] = s;
     }
+}
+
+template <int T>
+static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                      int32_t n_rows, dim3 grid, dim3 block)
+{
+    typedef cuda_qt<T> Q;
+    const int vdt = Q::QK == QK_K ? QT_Q8_K : QT_Q8_0;
+    cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
+    mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
+        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+        (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
+}
+
+template <int T>
+static void mul_mat_f(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                      int32_t n_rows, dim3 grid, dim3 block)
+{
+    mul_mat_f_kernel<T><<<grid, block, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes,
+                                                        (int32_t)w->ne1, x, w->ne0, y, n_rows);
 }
 
 void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const float *x, float *y,
@@ -88,31 +135,15 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
         return;
     const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), cuda_blocks(n_rows, MM_COLS));
     const dim3 block(MM_WARPS * CUDA_WARP);
-    const uint8_t *wd = (const uint8_t *)w->data;
-    const int32_t nw = (int32_t)w->ne1;
-    const int64_t n_sub = w->ne0 / QK8_1;
     switch (w->type) {
-    case QT_F32:
-        mul_mat_f_kernel<QT_F32><<<grid, block, 0, c->stream>>>(wd, w->row_bytes, nw, x, w->ne0, y, n_rows);
-        break;
-    case QT_F16:
-        mul_mat_f_kernel<QT_F16><<<grid, block, 0, c->stream>>>(wd, w->row_bytes, nw, x, w->ne0, y, n_rows);
-        break;
-    case QT_BF16:
-        mul_mat_f_kernel<QT_BF16><<<grid, block, 0, c->stream>>>(wd, w->row_bytes, nw, x, w->ne0, y, n_rows);
-        break;
-#define MM_Q(TY)                                                                                   \
-    case TY:                                                                                       \
-        cuda_quantize_q8_1(c, x, c->xq, n_rows, w->ne0);                                           \
-        mul_mat_q_kernel<TY><<<grid, block, 0, c->stream>>>(wd, w->row_bytes, nw, c->xq, n_sub, y, \
-                                                            n_rows);                               \
-        break;
-        MM_Q(QT_Q4_0)
-        MM_Q(QT_Q8_0)
-        MM_Q(QT_Q4_K)
-        MM_Q(QT_Q5_K)
-        MM_Q(QT_Q6_K)
-#undef MM_Q
+    case QT_F32: mul_mat_f<QT_F32>(c, w, x, y, n_rows, grid, block); break;
+    case QT_F16: mul_mat_f<QT_F16>(c, w, x, y, n_rows, grid, block); break;
+    case QT_BF16: mul_mat_f<QT_BF16>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q4_0: mul_mat_q<QT_Q4_0>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q8_0: mul_mat_q<QT_Q8_0>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q4_K: mul_mat_q<QT_Q4_K>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q5_K: mul_mat_q<QT_Q5_K>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q6_K: mul_mat_q<QT_Q6_K>(c, w, x, y, n_rows, grid, block); break;
     default:
         c->err = INF_EUNSUPPORTED;
         return;

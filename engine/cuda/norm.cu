@@ -1,4 +1,6 @@
-/* cuda/norm — RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w.
+/* cuda/norm — RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, with the
+ * CPU backend's (ggml's) rounding: squares in float, summed in double, the
+ * mean rounded to float, 1/sqrtf (not rsqrtf), (x * scale) * w.
  * One warp per row for short rows (the per-head QK-norm of qwen3, head_dim
  * 64-128) and a 256-thread block for model-width rows; the reduction order
  * depends only on the row length, so results are batch invariant. */
@@ -15,23 +17,28 @@ rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float 
         return;
     const float *xr = x + (int64_t)r * n;
     float *yr = y + (int64_t)r * n;
-    float ss = 0.0f;
+    double ss = 0.0;
     for (int32_t i = threadIdx.x; i < n; i += NT)
-        ss = __fmaf_rn(xr[i], xr[i], ss);
-    ss = cuda_warp_sum(ss);
+        ss += (double)__fmul_rn(xr[i], xr[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (NT > CUDA_WARP) {
-        __shared__ float part[NT / CUDA_WARP];
+        __shared__ double part[NT / CUDA_WARP];
         const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
         if (lane == 0)
             part[wid] = ss;
         __syncthreads();
-        ss = lane < NT / CUDA_WARP ? part[lane] : 0.0f;
-        ss = cuda_warp_sum(ss);
+        ss = lane < NT / CUDA_WARP ? part[lane] : 0.0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
     }
-    const float scale = rsqrtf(ss / (float)n + eps);
+    const float mean = (float)(ss / n);
+    const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
     for (int32_t i = threadIdx.x; i < n; i += NT) {
-        const float v = xr[i] * scale;
-        yr[i] = w ? v * w[i] : v;
+        const float v = __fmul_rn(xr[i], scale);
+        yr[i] = w ? __fmul_rn(v, w[i]) : v;
     }
 }
 

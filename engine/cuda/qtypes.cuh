@@ -86,113 +86,249 @@ template <> __device__ __forceinline__ float cuda_dequant1<QT_Q6_K>(const uint8_
     return cuda_h2f(b->d) * (float)b->scales[8 * h + l / 16 + 2 * t] * (float)q;
 }
 
-/* ---- sub-block dots --------------------------------------------------- */
+/* ---- block terms: the canonical arithmetic of a quantized product -------
+ *
+ * Activations are quantized exactly as the CPU backend quantizes them
+ * (quant_vec_dot_type: Q8_K per 256 for the K-quants, Q8_0 per 32 for
+ * Q4_0/Q8_0; cuda/quantize.cu gives the CPU's bytes), so every integer
+ * sum below equals the CPU's. One weight block (a 256-element super-block,
+ * or a 32-element block) against one activation block gives exact int32
+ * sums and their float scales:
+ *     acc = fmaf(p1, (float)v1, acc);   acc = fmaf(p2, (float)v2, acc)
+ * (p2/v2 only for types with a min term), applied block after block in k
+ * order. Every kernel (the warp-per-row product here, the tensor-core MMQ
+ * kernels) forms the same ints, however it adds them (integer sums do not
+ * depend on the order), and runs the same float chain, so all of them give
+ * a row the same bits at every batch size (DESIGN gate 4).
+ */
+template <int T> struct cuda_qt;
 
 static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
 {
-    /* the blocks are only 2-byte aligned (block_q4_0 is 18 bytes) */
+    /* the blocks are only 2-byte aligned (block_q8_0 is 34 bytes) */
     const uint16_t *h = (const uint16_t *)p;
     return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
-/* Dot of 32-element sub-block ib of a weight row of type T with the q8_1
- * block x holding the same 32 activations. */
-template <int T> __device__ float cuda_dot32(const uint8_t *row, int64_t ib, const struct block_q8_1 *x);
-
-template <> __device__ __forceinline__ float cuda_dot32<QT_Q8_0>(const uint8_t *row, int64_t ib,
-                                                                const struct block_q8_1 *x)
+/* int32 dot of 8 packed int8 quads with 8 quads of activations */
+static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
 {
-    const struct block_q8_0 *b = (const struct block_q8_0 *)row + ib;
-    const int *xq = (const int *)x->qs;
-    int sumi = 0;
+    int s = 0;
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        sumi = __dp4a(cuda_load_i32((const uint8_t *)b->qs + 4 * k), xq[k], sumi);
-    return __fmul_rn(__fmul_rn(cuda_h2f(b->d), cuda_h2f(x->d)), (float)sumi);
+        s = __dp4a(q[k], x[k], s);
+    return s;
 }
 
-template <> __device__ __forceinline__ float cuda_dot32<QT_Q4_0>(const uint8_t *row, int64_t ib,
-                                                                const struct block_q8_1 *x)
-{
-    const struct block_q4_0 *b = (const struct block_q4_0 *)row + ib;
-    const int *xq = (const int *)x->qs;
-    int sumi = 0;
+template <> struct cuda_qt<QT_Q4_K> {
+    static constexpr int QK = QK_K, HAS_MIN = 1;
+    typedef struct block_q8_K xb;
+    /* 4-bit values of sub-block j as 8 packed quads */
+    static __device__ __forceinline__ void unpack(const struct block_q4_K *b, int j, int q[8])
+    {
+        const int *p = (const int *)(b->qs + 32 * (j / 2)); /* 144-byte blocks: 4-aligned */
+        const int shift = 4 * (j & 1);
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int v = cuda_load_i32(b->qs + 4 * k);
-        sumi = __dp4a(v & 0x0f0f0f0f, xq[k], sumi);            /* elements 4k..4k+3 */
-        sumi = __dp4a((v >> 4) & 0x0f0f0f0f, xq[k + 4], sumi); /* 16+4k.. */
+        for (int k = 0; k < 8; k++)
+            q[k] = (p[k] >> shift) & 0x0f0f0f0f;
     }
-    /* sum((q-8) dw * qx dx) = dw * (dx*sumi - 8 * s) */
-    const float dw = cuda_h2f(b->d);
-    return __fmul_rn(dw, __fmaf_rn(cuda_h2f(x->d), (float)sumi, __fmul_rn(-8.0f, cuda_h2f(x->s))));
-}
-
-template <> __device__ __forceinline__ float cuda_dot32<QT_Q4_K>(const uint8_t *row, int64_t ib,
-                                                                const struct block_q8_1 *x)
-{
-    const struct block_q4_K *b = (const struct block_q4_K *)row + ib / 8;
-    const int s = (int)(ib % 8);
-    int sc, m;
-    cuda_k4_scale_min(b->scales, s, &sc, &m);
-    const int *q = (const int *)(b->qs + 32 * (s / 2)); /* 4-byte aligned: 144-byte blocks */
-    const int *xq = (const int *)x->qs;
-    const int shift = 4 * (s & 1);
-    int sumi = 0;
+    template <int NC>
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    {
+        const struct block_q4_K *b = (const struct block_q4_K *)row + ib;
 #pragma unroll
-    for (int k = 0; k < 8; k++)
-        sumi = __dp4a((q[k] >> shift) & 0x0f0f0f0f, xq[k], sumi);
-    const float dd = __fmul_rn(__fmul_rn(cuda_h2f(b->d), (float)sc), cuda_h2f(x->d));
-    const float mm = __fmul_rn(__fmul_rn(cuda_h2f(b->dmin), (float)m), cuda_h2f(x->s));
-    return __fmaf_rn(dd, (float)sumi, -mm);
-}
-
-template <> __device__ __forceinline__ float cuda_dot32<QT_Q5_K>(const uint8_t *row, int64_t ib,
-                                                                const struct block_q8_1 *x)
-{
-    const struct block_q5_K *b = (const struct block_q5_K *)row + ib / 8;
-    const int s = (int)(ib % 8);
-    int sc, m;
-    cuda_k4_scale_min(b->scales, s, &sc, &m);
-    const int *q = (const int *)(b->qs + 32 * (s / 2)); /* 176-byte blocks: 4-byte aligned */
-    const int *qh = (const int *)b->qh;
-    const int *xq = (const int *)x->qs;
-    const int shift = 4 * (s & 1);
-    int sumi = 0;
+        for (int c = 0; c < NC; c++)
+            v1[c] = v2[c] = 0;
+#pragma unroll 1
+        for (int j = 0; j < 8; j++) {
+            int q[8], sc, m;
+            unpack(b, j, q);
+            cuda_k4_scale_min(b->scales, j, &sc, &m);
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        /* bit s of qh[4k..4k+3] to bit 4 of each byte */
-        const int hi = ((qh[k] >> s) & 0x01010101) << 4;
-        sumi = __dp4a(((q[k] >> shift) & 0x0f0f0f0f) | hi, xq[k], sumi);
+            for (int c = 0; c < NC; c++)
+                if (c < ncols) {
+                    const xb *xc = x + c * xs;
+                    v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
+                    v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
+                }
+        }
     }
-    const float dd = __fmul_rn(__fmul_rn(cuda_h2f(b->d), (float)sc), cuda_h2f(x->d));
-    const float mm = __fmul_rn(__fmul_rn(cuda_h2f(b->dmin), (float)m), cuda_h2f(x->s));
-    return __fmaf_rn(dd, (float)sumi, -mm);
-}
-
-template <> __device__ __forceinline__ float cuda_dot32<QT_Q6_K>(const uint8_t *row, int64_t ib,
-                                                                const struct block_q8_1 *x)
-{
-    const struct block_q6_K *b = (const struct block_q6_K *)row + ib / 8;
-    const int s = (int)(ib % 8), h = s / 4, t = s % 4;
-    const uint8_t *ql = b->ql + 64 * h + 32 * (t & 1);
-    const uint8_t *qh = b->qh + 32 * h;
-    const int *xq = (const int *)x->qs;
-    const int lshift = 4 * (t >> 1), hshift = 2 * t;
-    int sum0 = 0, sum1 = 0; /* elements 0-15 and 16-31 have their own scales */
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const int lo = (cuda_load_i32(ql + 4 * k) >> lshift) & 0x0f0f0f0f;
-        const int hi = ((cuda_load_i32(qh + 4 * k) >> hshift) & 0x03030303) << 4;
-        const int v = __vsubss4(lo | hi, 0x20202020); /* q - 32, in [-32, 31] */
-        if (k < 4)
-            sum0 = __dp4a(v, xq[k], sum0);
-        else
-            sum1 = __dp4a(v, xq[k], sum1);
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+                                                  float *p1, float *p2)
+    {
+        const struct block_q4_K *b = (const struct block_q4_K *)row + ib;
+        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
+        *p2 = -__fmul_rn(cuda_h2f(b->dmin), x->d);
     }
-    const int8_t *sc = b->scales + 8 * h + 2 * t;
-    const int sumi = sum0 * (int)sc[0] + sum1 * (int)sc[1];
-    return __fmul_rn(__fmul_rn(cuda_h2f(b->d), cuda_h2f(x->d)), (float)sumi);
-}
+};
+
+template <> struct cuda_qt<QT_Q5_K> {
+    static constexpr int QK = QK_K, HAS_MIN = 1;
+    typedef struct block_q8_K xb;
+    static __device__ __forceinline__ void unpack(const struct block_q5_K *b, int j, int q[8])
+    {
+        const int *p = (const int *)(b->qs + 32 * (j / 2)); /* 176-byte blocks: 4-aligned */
+        const int *qh = (const int *)b->qh;
+        const int shift = 4 * (j & 1);
+#pragma unroll
+        for (int k = 0; k < 8; k++) /* bit j of qh[4k..4k+3] becomes bit 4 of each byte */
+            q[k] = ((p[k] >> shift) & 0x0f0f0f0f) | (((qh[k] >> j) & 0x01010101) << 4);
+    }
+    template <int NC>
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    {
+        const struct block_q5_K *b = (const struct block_q5_K *)row + ib;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            v1[c] = v2[c] = 0;
+#pragma unroll 1
+        for (int j = 0; j < 8; j++) {
+            int q[8], sc, m;
+            unpack(b, j, q);
+            cuda_k4_scale_min(b->scales, j, &sc, &m);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c < ncols) {
+                    const xb *xc = x + c * xs;
+                    v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
+                    v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
+                }
+        }
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+                                                  float *p1, float *p2)
+    {
+        const struct block_q5_K *b = (const struct block_q5_K *)row + ib;
+        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
+        *p2 = -__fmul_rn(cuda_h2f(b->dmin), x->d);
+    }
+};
+
+template <> struct cuda_qt<QT_Q6_K> {
+    static constexpr int QK = QK_K, HAS_MIN = 0;
+    typedef struct block_q8_K xb;
+    /* q - 32 of sub-block j (elements 32j..32j+31) as 8 signed quads:
+     * half h = j/4, quarter t = j%4 (engine/quant.c's dequant_q6_K order) */
+    static __device__ __forceinline__ void unpack(const struct block_q6_K *b, int j, int q[8])
+    {
+        const int h = j / 4, t = j % 4;
+        const uint8_t *ql = b->ql + 64 * h + 32 * (t & 1);
+        const uint8_t *qh = b->qh + 32 * h;
+        const int lshift = 4 * (t >> 1), hshift = 2 * t;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int lo = (cuda_load_i32(ql + 4 * k) >> lshift) & 0x0f0f0f0f;
+            const int hi = ((cuda_load_i32(qh + 4 * k) >> hshift) & 0x03030303) << 4;
+            q[k] = __vsubss4(lo | hi, 0x20202020);
+        }
+    }
+    template <int NC>
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    {
+        const struct block_q6_K *b = (const struct block_q6_K *)row + ib;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            v1[c] = v2[c] = 0;
+#pragma unroll 1
+        for (int j = 0; j < 8; j++) {
+            int q[8];
+            unpack(b, j, q);
+            /* element 32j+l has scale index 8h + 2t + l/16 = 2j + l/16 */
+            const int sa = b->scales[2 * j], sb = b->scales[2 * j + 1];
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c < ncols) {
+                    const int *xq = (const int *)((x + c * xs)->qs + 32 * j);
+                    int s0 = 0, s1 = 0;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        s0 = __dp4a(q[k], xq[k], s0);
+                        s1 = __dp4a(q[k + 4], xq[k + 4], s1);
+                    }
+                    v1[c] += sa * s0 + sb * s1;
+                }
+        }
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+                                                  float *p1, float *p2)
+    {
+        const struct block_q6_K *b = (const struct block_q6_K *)row + ib;
+        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
+        *p2 = 0.0f;
+    }
+};
+
+template <> struct cuda_qt<QT_Q8_0> {
+    static constexpr int QK = QK8_0, HAS_MIN = 0;
+    typedef struct block_q8_0 xb;
+    static __device__ __forceinline__ void unpack(const struct block_q8_0 *b, int q[8])
+    {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            q[k] = cuda_load_i32((const uint8_t *)b->qs + 4 * k);
+    }
+    template <int NC>
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    {
+        int q[8];
+        unpack((const struct block_q8_0 *)row + ib, q);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            v1[c] = v2[c] = 0;
+            if (c < ncols) {
+                int xq[8];
+                unpack(x + c * xs, xq);
+                v1[c] = cuda_dot8(q, xq);
+            }
+        }
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+                                                  float *p1, float *p2)
+    {
+        *p1 = __fmul_rn(cuda_h2f(((const struct block_q8_0 *)row + ib)->d), cuda_h2f(x->d));
+        *p2 = 0.0f;
+    }
+};
+
+template <> struct cuda_qt<QT_Q4_0> {
+    static constexpr int QK = QK4_0, HAS_MIN = 0;
+    typedef struct block_q8_0 xb;
+    /* q - 8 as 8 signed quads: quads 0-3 elements 0-15 (low nibbles), 4-7 16-31 */
+    static __device__ __forceinline__ void unpack(const struct block_q4_0 *b, int q[8])
+    {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int v = cuda_load_i32(b->qs + 4 * k);
+            q[k] = __vsubss4(v & 0x0f0f0f0f, 0x08080808);
+            q[k + 4] = __vsubss4((v >> 4) & 0x0f0f0f0f, 0x08080808);
+        }
+    }
+    template <int NC>
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    {
+        int q[8];
+        unpack((const struct block_q4_0 *)row + ib, q);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            v1[c] = v2[c] = 0;
+            if (c < ncols) {
+                int xq[8];
+                cuda_qt<QT_Q8_0>::unpack(x + c * xs, xq);
+                v1[c] = cuda_dot8(q, xq);
+            }
+        }
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+                                                  float *p1, float *p2)
+    {
+        *p1 = __fmul_rn(cuda_h2f(((const struct block_q4_0 *)row + ib)->d), cuda_h2f(x->d));
+        *p2 = 0.0f;
+    }
+};
 
 #endif

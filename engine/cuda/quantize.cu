@@ -1,36 +1,100 @@
-/* cuda/quantize — activations to q8_1 (ggml's block: d = amax/127,
- * q = round(x/d), s = d * sum(q)), one warp per 32-element block.
- * The rounding is round-half-even (rintf) as the CPU's quantizers round. */
+/* cuda/quantize — activations to the CPU backend's vec_dot types, byte for
+ * byte what engine/quant.c's reference quantizers write, so the GPU's
+ * integer sums equal the CPU's (cuda/qtypes.cuh):
+ *  - Q8_K (K-quant weights): per 256, the first element of largest
+ *    magnitude maps to -127, q = nearest(iscale * x) capped at 127, float
+ *    d = 1/iscale, bsums of each 16;
+ *  - Q8_0 (Q4_0/Q8_0 weights): per 32, d = amax/127 (stored F16), q =
+ *    nearest(x * (127/amax)).
+ * nearest() is round-half-even (rintf), and every product is rounded on
+ * its own (__fmul_rn: no contraction the CPU does not do). */
 #include "engine/cuda/common.cuh"
 
-static __global__ void quantize_q8_1_kernel(const float *__restrict__ x,
-                                            struct block_q8_1 *__restrict__ y, int64_t n_blocks)
+/* One warp per 256-element block, 8 elements per lane. */
+static __global__ void quantize_q8_K_kernel(const float *__restrict__ x,
+                                            struct block_q8_K *__restrict__ y, int64_t n_blocks)
 {
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     if (ib >= n_blocks)
         return;
-    const float v = x[ib * QK8_1 + lane];
-    const float amax = cuda_warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const int q = amax == 0.0f ? 0 : (int)rintf(v / d);
-    int sum = q;
+    const float *xb = x + ib * QK_K + 8 * lane;
+    float v[8], amax = 0.0f;
+    int imax = 8 * lane;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    y[ib].qs[lane] = (int8_t)q;
-    if (lane == 0) {
-        y[ib].d = __half_as_ushort(__float2half_rn(d));
-        y[ib].s = __half_as_ushort(__float2half_rn(d * (float)sum));
+    for (int k = 0; k < 8; k++) {
+        v[k] = xb[k];
+        if (fabsf(v[k]) > amax) {
+            amax = fabsf(v[k]);
+            imax = 8 * lane + k;
+        }
     }
+    /* the largest magnitude, the first index on ties (the CPU scans in order) */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, imax, o);
+        if (a2 > amax || (a2 == amax && i2 < imax)) {
+            amax = a2;
+            imax = i2;
+        }
+    }
+    struct block_q8_K *out = y + ib;
+    if (amax == 0.0f) {
+        for (int k = 0; k < 8; k++)
+            out->qs[8 * lane + k] = 0;
+        if (lane < QK_K / 16)
+            out->bsums[lane] = 0;
+        if (lane == 0)
+            out->d = 0.0f;
+        return;
+    }
+    const float max = x[ib * QK_K + imax];
+    const float iscale = -127.0f / max;
+    int sum = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        int q = (int)rintf(__fmul_rn(iscale, v[k]));
+        q = q > 127 ? 127 : q;
+        out->qs[8 * lane + k] = (int8_t)q;
+        sum += q;
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 16 elements = 2 lanes */
+    if ((lane & 1) == 0)
+        out->bsums[lane / 2] = (int16_t)sum;
+    if (lane == 0)
+        out->d = 1.0f / iscale;
 }
 
-void cuda_quantize_q8_1(struct cuda_ctx *c, const float *x, struct block_q8_1 *dst,
-                        int32_t n_rows, int64_t n)
+/* One warp per 32-element block. */
+static __global__ void quantize_q8_0_kernel(const float *__restrict__ x,
+                                            struct block_q8_0 *__restrict__ y, int64_t n_blocks)
 {
-    const int64_t n_blocks = (int64_t)n_rows * (n / QK8_1);
+    const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
+    const int lane = threadIdx.x % CUDA_WARP;
+    if (ib >= n_blocks)
+        return;
+    const float v = x[ib * QK8_0 + lane];
+    const float amax = cuda_warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[ib].qs[lane] = (int8_t)(int)rintf(__fmul_rn(v, id));
+    if (lane == 0)
+        y[ib].d = __half_as_ushort(__float2half_rn(d));
+}
+
+void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
+                       int32_t n_rows, int64_t n)
+{
     const int per = 8; /* warps per thread block */
-    quantize_q8_1_kernel<<<cuda_blocks(n_blocks, per), per * CUDA_WARP, 0, c->stream>>>(x, dst,
-                                                                                        n_blocks);
-    CUDA_CHECK_LAUNCH(c, "quantize_q8_1_kernel");
+    if (vec_dot_type == QT_Q8_K) {
+        const int64_t nb = (int64_t)n_rows * (n / QK_K);
+        quantize_q8_K_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
+            x, (struct block_q8_K *)dst, nb);
+    } else {
+        const int64_t nb = (int64_t)n_rows * (n / QK8_0);
+        quantize_q8_0_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
+            x, (struct block_q8_0 *)dst, nb);
+    }
+    CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }

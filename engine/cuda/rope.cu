@@ -2,7 +2,9 @@
  * neox (pairs i, i + n_dims/2) order, Llama 3.1 frequency factors.
  * theta_i = p * base^(-2i/n_dims) is built by i repeated float
  * multiplications, as the CPU backend (and ggml) build it, so the angles
- * round the same way on both. One thread per (row, head, pair). */
+ * round the same way on both; cos and sin are computed in double and rounded
+ * to float, the correctly rounded values glibc's cosf/sinf give the CPU.
+ * One thread per (row, head, pair). */
 #include "engine/cuda/common.cuh"
 
 static __global__ void rope_kernel(float *x, int32_t n_rows, int32_t n_head, int32_t n_dims,
@@ -19,14 +21,16 @@ static __global__ void rope_kernel(float *x, int32_t n_rows, int32_t n_head, int
     float theta = (float)pos[r];
     for (int32_t k = 0; k < i; k++)
         theta *= theta_scale;
-    const float a = freq_scale * (theta / (ff ? ff[i] : 1.0f));
-    float s, co;
-    sincosf(a, &s, &co);
+    const float a = __fmul_rn(freq_scale, __fdiv_rn(theta, ff ? ff[i] : 1.0f));
+    double sd, cd;
+    sincos((double)a, &sd, &cd);
+    const float s = (float)sd, co = (float)cd;
     float *h = x + rh * n_dims;
     const int32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
     const float x0 = h[i0], x1 = h[i1];
-    h[i0] = x0 * co - x1 * s;
-    h[i1] = x0 * s + x1 * co;
+    /* as the CPU's build: x0's product fused, x1's rounded */
+    h[i0] = __fmaf_rn(x0, co, -__fmul_rn(x1, s));
+    h[i1] = __fmaf_rn(x0, s, __fmul_rn(x1, co));
 }
 
 void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head, const int32_t *pos,
