@@ -1,9 +1,10 @@
 /* cuda/mul_mat — y[r][j] = dot(row j of w, x[r]) for every weight type.
  *
- * The simple product every batch size can use (the MMQ issue adds tuned
- * tensor-core kernels for large batches that give the same bits): one warp
- * per weight row and up to MM_COLS activation rows, so a weight row is read
- * once per MM_COLS activation rows.
+ * Two kernel families that give every row the same bits: the warp-per-row
+ * product below (any batch; used up to MM_COLS rows: one warp per weight
+ * row and up to MM_COLS activation rows, so a weight row is read once per
+ * MM_COLS activation rows) and, past MM_COLS rows, the int8 tensor-core
+ * kernels of cuda/mmq_*.cu.
  *  - quantized weights: the activations are quantized once per call to the
  *    CPU's vec_dot type (cuda/quantize.cu); lane l takes weight blocks l,
  *    l+32, ... and forms their exact integer terms (cuda/qtypes.cuh), the
@@ -15,6 +16,7 @@
  * Batch invariance: a row's arithmetic depends only on the row length,
  * never on n_rows or on which rows share the warp.
  */
+#include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
 #define MM_COLS 8  /* activation rows per warp */
@@ -114,6 +116,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     typedef cuda_qt<T> Q;
     const int vdt = Q::QK == QK_K ? QT_Q8_K : QT_Q8_0;
     cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
+    /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
+     * it steps 256 elements at a time. */
+    if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
+        cuda_mmq<T>(c, w, c->xq, y, n_rows);
+        return;
+    }
     mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
         (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);

@@ -1,0 +1,308 @@
+/* cuda/mmq_impl — the MMQ kernel template (included by mmq_<type>.cu only).
+ *
+ * Tile: MMQ_BM = 64 weight rows x MMQ_BN = 64 activation rows per 256-thread
+ * block; 8 warps as 2 (weight rows) x 4 (activation rows), each warp 32 x 16
+ * = 2 x 2 mma tiles. K advances one stage of 256 elements (one K-quant
+ * super-block, or 8 Q8_0/Q4_0 blocks): every thread unpacks its share of
+ * the weights to int8 (ready for mma) with their integer group scales, and
+ * copies its share of the activations, into shared memory; then each warp
+ * runs, per scale group of the stage, one mma per tile with a zero
+ * accumulator, multiplies the int32 result by the weight row's integer scale
+ * and adds it to an int32 block sum (exact); at each float step (the stage
+ * for K-quants, each 32 for Q8_0/Q4_0) the block sums enter the float
+ * chain exactly as cuda/qtypes.cuh's cuda_qt<T>::terms/scales define it.
+ *
+ * Shared memory rows are padded to 272 bytes (68 words): the fragment loads
+ * (8 rows x 4 words per phase) then fall on 32 distinct banks.
+ */
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
+
+#define MMQ_BM 64
+#define MMQ_BN 64
+#define MMQ_K 256   /* elements per stage */
+#define MMQ_ROW 272 /* padded shared-memory row, bytes */
+
+/* Per-type stage layout: GROUP elements share an integer scale (32, or 16
+ * for Q6_K); FS elements share a float step (256 for K-quants, 32 else). */
+template <int T> struct mmq_traits;
+template <> struct mmq_traits<QT_Q4_K> { enum { GROUP = 32, FS = 256, MIN = 1 }; };
+template <> struct mmq_traits<QT_Q5_K> { enum { GROUP = 32, FS = 256, MIN = 1 }; };
+template <> struct mmq_traits<QT_Q6_K> { enum { GROUP = 16, FS = 256, MIN = 0 }; };
+template <> struct mmq_traits<QT_Q8_0> { enum { GROUP = 32, FS = 32, MIN = 0 }; };
+template <> struct mmq_traits<QT_Q4_0> { enum { GROUP = 32, FS = 32, MIN = 0 }; };
+
+struct mmq_smem {
+    int8_t wq[MMQ_BM][MMQ_ROW];     /* weights, int8 */
+    int8_t xq[MMQ_BN][MMQ_ROW];     /* activations, int8 */
+    int8_t wsc[MMQ_BM][16];         /* integer scale per group */
+    int8_t wmin[MMQ_BM][8];         /* Q4_K/Q5_K min per 32 */
+    float wd[MMQ_BM][8];            /* weight float scale per float step */
+    float wdmin[MMQ_BM];            /* Q4_K/Q5_K dmin */
+    float xd[MMQ_BN][8];            /* activation scale per float step */
+    int xbs[MMQ_BN][8];             /* activation sums per 32 (K-quants) */
+};
+
+static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])
+{
+    int *d = (int *)dst;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        d[k] = q[k];
+}
+
+/* Unpack part p (0..3: a quarter, 64 elements) of stage s of one weight row. */
+template <int T> struct mmq_unpack;
+
+template <> struct mmq_unpack<QT_Q4_K> {
+    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
+    {
+        const struct block_q4_K *b = (const struct block_q4_K *)row + s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8], sc, m;
+            cuda_qt<QT_Q4_K>::unpack(b, j, q);
+            cuda_k4_scale_min(b->scales, j, &sc, &m);
+            mmq_st4(&S.wq[r][32 * j], q);
+            S.wsc[r][j] = (int8_t)sc;
+            S.wmin[r][j] = (int8_t)m;
+        }
+        if (p == 0) {
+            S.wd[r][0] = cuda_h2f(b->d);
+            S.wdmin[r] = cuda_h2f(b->dmin);
+        }
+    }
+};
+template <> struct mmq_unpack<QT_Q5_K> {
+    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
+    {
+        const struct block_q5_K *b = (const struct block_q5_K *)row + s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8], sc, m;
+            cuda_qt<QT_Q5_K>::unpack(b, j, q);
+            cuda_k4_scale_min(b->scales, j, &sc, &m);
+            mmq_st4(&S.wq[r][32 * j], q);
+            S.wsc[r][j] = (int8_t)sc;
+            S.wmin[r][j] = (int8_t)m;
+        }
+        if (p == 0) {
+            S.wd[r][0] = cuda_h2f(b->d);
+            S.wdmin[r] = cuda_h2f(b->dmin);
+        }
+    }
+};
+template <> struct mmq_unpack<QT_Q6_K> {
+    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
+    {
+        const struct block_q6_K *b = (const struct block_q6_K *)row + s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8];
+            cuda_qt<QT_Q6_K>::unpack(b, j, q);
+            mmq_st4(&S.wq[r][32 * j], q);
+            S.wsc[r][2 * j] = b->scales[2 * j];
+            S.wsc[r][2 * j + 1] = b->scales[2 * j + 1];
+        }
+        if (p == 0)
+            S.wd[r][0] = cuda_h2f(b->d);
+    }
+};
+template <> struct mmq_unpack<QT_Q8_0> {
+    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
+    {
+        const struct block_q8_0 *b = (const struct block_q8_0 *)row + 8 * s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8];
+            cuda_qt<QT_Q8_0>::unpack(b + j, q);
+            mmq_st4(&S.wq[r][32 * j], q);
+            S.wsc[r][j] = 1;
+            S.wd[r][j] = cuda_h2f(b[j].d);
+        }
+    }
+};
+template <> struct mmq_unpack<QT_Q4_0> {
+    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
+    {
+        const struct block_q4_0 *b = (const struct block_q4_0 *)row + 8 * s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8];
+            cuda_qt<QT_Q4_0>::unpack(b + j, q);
+            mmq_st4(&S.wq[r][32 * j], q);
+            S.wsc[r][j] = 1;
+            S.wd[r][j] = cuda_h2f(b[j].d);
+        }
+    }
+};
+
+/* Part p (0..3) of stage s of one activation row: 64 bytes of qs and the
+ * scales/sums of the float steps in it. */
+template <int T>
+static __device__ __forceinline__ void mmq_load_x(mmq_smem &S, int r, const void *xrow, int64_t s, int p)
+{
+    if (mmq_traits<T>::FS == 256) {
+        const struct block_q8_K *b = (const struct block_q8_K *)xrow + s;
+        const int *src = (const int *)(b->qs + 64 * p);
+        int *dst = (int *)&S.xq[r][64 * p];
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            dst[k] = src[k];
+        S.xbs[r][2 * p] = (int)b->bsums[4 * p] + (int)b->bsums[4 * p + 1];
+        S.xbs[r][2 * p + 1] = (int)b->bsums[4 * p + 2] + (int)b->bsums[4 * p + 3];
+        if (p == 0)
+            S.xd[r][0] = b->d;
+    } else {
+        const struct block_q8_0 *b = (const struct block_q8_0 *)xrow + 8 * s;
+        for (int j = 2 * p; j < 2 * p + 2; j++) {
+            int q[8];
+            cuda_qt<QT_Q8_0>::unpack(b + j, q);
+            mmq_st4(&S.xq[r][32 * j], q);
+            S.xd[r][j] = cuda_h2f(b[j].d);
+        }
+    }
+}
+
+/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
+static __device__ __forceinline__ void mmq_mma_k32(int d[4], const int a[4], const int b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
+}
+
+/* D = A(16x16 s8) * B(16x8 s8), zero accumulator */
+static __device__ __forceinline__ void mmq_mma_k16(int d[4], const int a[2], int b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0));
+}
+
+template <int T>
+static __global__ void __launch_bounds__(256, 2)
+mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const void *__restrict__ xq,
+           size_t x_row_bytes, int64_t n_stages, float *__restrict__ y, int32_t n_rows)
+{
+    typedef mmq_traits<T> TR;
+    __shared__ mmq_smem S;
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int wm = warp / 4, wn = warp % 4; /* warp tile: rows 32*wm.., activations 16*wn.. */
+    const int g = lane >> 2, t4 = lane & 3;
+    const int32_t m0 = blockIdx.x * MMQ_BM, n0 = blockIdx.y * MMQ_BN;
+
+    /* loader roles: 4 threads per row (a quarter of the stage each) */
+    const int lr = tid / 4, lp = tid % 4;
+    const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1;        /* clamped: read, never stored */
+    const int32_t xrow = n0 + lr < n_rows ? n0 + lr : n_rows - 1;
+    const uint8_t *wp = w + (size_t)wrow * row_bytes;
+    const void *xp = (const uint8_t *)xq + (size_t)xrow * x_row_bytes;
+
+    float acc[2][2][4];
+    int sum[2][2][4];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 2; b++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                acc[a][b][i] = 0.0f;
+                sum[a][b][i] = 0;
+            }
+
+    for (int64_t s = 0; s < n_stages; s++) {
+        __syncthreads(); /* the previous stage's readers are done */
+        mmq_unpack<T>::run(S, lr, wp, s, lp);
+        mmq_load_x<T>(S, lr, xp, s, lp);
+        __syncthreads();
+
+#pragma unroll
+        for (int k = 0; k < MMQ_K; k += TR::GROUP) {
+            int c[2][2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const int ra = 32 * wm + 16 * mt + g;
+                int a[4];
+                a[0] = *(const int *)&S.wq[ra][k + 4 * t4];
+                a[1] = *(const int *)&S.wq[ra + 8][k + 4 * t4];
+                if (TR::GROUP == 32) {
+                    a[2] = *(const int *)&S.wq[ra][k + 16 + 4 * t4];
+                    a[3] = *(const int *)&S.wq[ra + 8][k + 16 + 4 * t4];
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const int rb = 16 * wn + 8 * nt + g;
+                    int b[2];
+                    b[0] = *(const int *)&S.xq[rb][k + 4 * t4];
+                    if (TR::GROUP == 32) {
+                        b[1] = *(const int *)&S.xq[rb][k + 16 + 4 * t4];
+                        mmq_mma_k32(c[mt][nt], a, b);
+                    } else {
+                        mmq_mma_k16(c[mt][nt], a, b[0]);
+                    }
+                }
+            }
+            /* integer group scale of each C element's weight row */
+            const int grp = k / TR::GROUP;
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const int ra = 32 * wm + 16 * mt + g;
+                const int s0 = S.wsc[ra][grp], s1 = S.wsc[ra + 8][grp];
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    sum[mt][nt][0] += s0 * c[mt][nt][0];
+                    sum[mt][nt][1] += s0 * c[mt][nt][1];
+                    sum[mt][nt][2] += s1 * c[mt][nt][2];
+                    sum[mt][nt][3] += s1 * c[mt][nt][3];
+                }
+            }
+            /* a float step ends: the block's terms enter the chain */
+            if ((k + TR::GROUP) % TR::FS == 0) {
+                const int st = k / TR::FS;
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const int ra = 32 * wm + 16 * mt + g + 8 * (i >> 1);
+                            const int rb = 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                            const float p1 = __fmul_rn(S.wd[ra][st], S.xd[rb][st]);
+                            float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
+                            if (TR::MIN) {
+                                int v2 = 0;
+#pragma unroll
+                                for (int j = 0; j < 8; j++)
+                                    v2 += (int)S.wmin[ra][j] * S.xbs[rb][j];
+                                const float p2 = -__fmul_rn(S.wdmin[ra], S.xd[rb][0]);
+                                a2 = __fmaf_rn(p2, (float)v2, a2);
+                            }
+                            acc[mt][nt][i] = a2;
+                            sum[mt][nt][i] = 0;
+                        }
+            }
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
+                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                if (j < n_w && r < n_rows)
+                    y[(int64_t)r * n_w + j] = acc[mt][nt][i];
+            }
+}
+
+template <int T>
+void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+              int32_t n_rows)
+{
+    typedef cuda_qt<T> Q;
+    const int64_t nb = w->ne0 / Q::QK; /* activation blocks per row */
+    const size_t x_row_bytes = (size_t)nb * sizeof(typename Q::xb);
+    const dim3 grid(cuda_blocks(w->ne1, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
+    mmq_kernel<T><<<grid, 256, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes,
+                                               (int32_t)w->ne1, xq, x_row_bytes, w->ne0 / MMQ_K,
+                                               y, n_rows);
+}

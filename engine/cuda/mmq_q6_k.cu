@@ -1,0 +1,5 @@
+/* cuda/mmq_q6_k — the MMQ instantiation for Q6_K weights (cuda/mmq_impl.cuh). */
+#include "engine/cuda/mmq_impl.cuh"
+
+template void cuda_mmq<QT_Q6_K>(struct cuda_ctx *c, const struct backend_weight *w, const void *xq,
+                              float *y, int32_t n_rows);
