@@ -128,11 +128,15 @@ static void bench_load(const char *when)
 static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: inferd bench --model M [--threads 2] [--pp 128,512] [--tg 128] [--reps 3]\n"
-               "                    [--peer ../shared/peer/llamacpp-cpu.md] [--backend auto|cuda|cpu]\n");
+               "                    [--peer ../shared/peer/llamacpp-cpu.md] [--backend auto|cuda|cpu]\n"
+               "       inferd bench --op [...]   one matrix product per type/shape (--op --help)\n");
 }
 
 int cmd_bench(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--op"))
+            return cmd_bench_op(argc, argv);
     const char *model_path = NULL, *peer = NULL;
     int pp[BENCH_MAX_TESTS] = {128, 512}, tg[BENCH_MAX_TESTS] = {128};
     int n_pp = 2, n_tg = 1;

@@ -20,6 +20,7 @@ int cmd_mkmodel(int argc, char **argv);  /* tools/mkmodel.c */
 int cmd_generate(int argc, char **argv); /* tools/cmd_generate.c */
 int cmd_score(int argc, char **argv);    /* tools/cmd_generate.c */
 int cmd_bench(int argc, char **argv);    /* tools/cmd_bench.c */
+int cmd_bench_op(int argc, char **argv); /* tools/cmd_bench_op.c: bench --op */
 int cmd_bench_serve(int argc, char **argv); /* tools/cmd_bench_serve.c */
 
 #endif

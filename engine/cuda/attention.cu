@@ -95,7 +95,7 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
-    if (a->head_dim > ATT_MAX_DPL * CUDA_WARP || a->n_head % a->n_head_kv) {
+    if (a->head_dim > ATT_MAX_DPL * CUDA_WARP || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) {
         c->err = INF_EUNSUPPORTED;
         return;
     }

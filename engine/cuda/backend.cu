@@ -65,7 +65,6 @@ static void *cuda_be_alloc(struct backend *be, size_t bytes)
         cudaFree(p);
         return NULL;
     }
-    c->alloc_bytes += bytes;
     return p;
 }
 
@@ -133,7 +132,11 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
                   w->name, bytes >> 20, fr >> 20, tot >> 20, c->weight_bytes >> 20);
         return INF_ENOMEM;
     }
-    if (CUDA_CHECK_CTX(c, cudaMemcpy(p, w->host, bytes, cudaMemcpyHostToDevice))) {
+    /* on the backend's stream, then waited for: a plain cudaMemcpy from
+     * pageable memory may return before the data has landed, and the ops
+     * run on a non-blocking stream that would not wait for it */
+    if (CUDA_CHECK_CTX(c, cudaMemcpyAsync(p, w->host, bytes, cudaMemcpyHostToDevice, c->stream)) ||
+        CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream))) {
         cudaFree(p);
         return c->err;
     }

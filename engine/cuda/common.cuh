@@ -35,7 +35,6 @@ struct cuda_ctx {
     void *xq;
     size_t xq_bytes;
     size_t weight_bytes; /* resident weights, for the load log */
-    size_t alloc_bytes;  /* other device memory the graph asked for */
 };
 
 static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)

@@ -6,9 +6,8 @@
  * MM_COLS activation rows) and, past MM_COLS rows, the int8 tensor-core
  * kernels of cuda/mmq_*.cu.
  *  - quantized weights: the activations are quantized once per call to the
- *    CPU's vec_dot type (cuda/quantize.cu); lane l takes weight blocks l,
- *    l+32, ... and forms their exact integer terms (cuda/qtypes.cuh), the
- *    warp parks them in shared memory, and one lane per activation row runs
+ *    CPU's vec_dot type (cuda/quantize.cu); lanes form the blocks' exact
+ *    integer terms (cuda/qtypes.cuh) and one lane per activation row runs
  *    the float chain over the blocks in k order;
  *  - F32/F16/BF16 weights: the activations rounded to the weight's type as
  *    the CPU rounds them (F16/BF16), float products in a lane-strided order
@@ -16,12 +15,81 @@
  * Batch invariance: a row's arithmetic depends only on the row length,
  * never on n_rows or on which rows share the warp.
  */
+#include <stdio.h>
+
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
 
+/* K-quants: 8 lanes per super-block (lane j of a group takes sub-block j),
+ * 4 consecutive super-blocks per warp step, so a group reads its 144-210
+ * bytes together; the group's integer terms meet by an exact shuffle sum,
+ * then lane c runs activation row c's float chain over the 4 in k order. */
+template <int T>
+static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
+mul_mat_qk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
+                  const typename cuda_qt<T>::xb *__restrict__ xq, int64_t nb, float *__restrict__ y,
+                  int32_t n_rows)
+{
+    typedef cuda_qt<T> Q;
+    __shared__ float4 terms[MM_WARPS][4][MM_COLS];
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int grp = lane / 8, j = lane % 8;
+    const int32_t jr = blockIdx.x * MM_WARPS + wid;
+    const int32_t r0 = blockIdx.y * MM_COLS;
+    if (jr >= n_w_rows)
+        return; /* whole warps only: the shuffles and __syncwarp stay full */
+    const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
+    const uint8_t *row = w + (size_t)jr * row_bytes;
+    const typename Q::xb *x0 = xq + (int64_t)r0 * nb;
+    float acc = 0.0f; /* lane c < ncols: activation row r0 + c */
+    for (int64_t base = 0; base < nb; base += 4) {
+        const int64_t ib = base + grp;
+        const int cnt = nb - base < 4 ? (int)(nb - base) : 4;
+        int v1[MM_COLS], v2[MM_COLS];
+#pragma unroll
+        for (int c = 0; c < MM_COLS; c++)
+            v1[c] = v2[c] = 0;
+        if (grp < cnt)
+            Q::template sub<MM_COLS>(row, ib, j, x0 + ib, nb, ncols, v1, v2);
+#pragma unroll
+        for (int c = 0; c < MM_COLS; c++)
+            if (c < ncols) {
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) {
+                    v1[c] += __shfl_xor_sync(0xffffffffu, v1[c], o);
+                    if (Q::HAS_MIN)
+                        v2[c] += __shfl_xor_sync(0xffffffffu, v2[c], o);
+                }
+            }
+        if (j == 0 && grp < cnt) {
+#pragma unroll
+            for (int c = 0; c < MM_COLS; c++)
+                if (c < ncols) {
+                    float p1, p2;
+                    Q::scales(row, ib, x0 + ib + c * nb, &p1, &p2);
+                    terms[wid][grp][c] = make_float4(p1, (float)v1[c], p2, (float)v2[c]);
+                }
+        }
+        __syncwarp();
+        if (lane < ncols)
+            for (int k = 0; k < cnt; k++) {
+                const float4 t = terms[wid][k][lane];
+                acc = __fmaf_rn(t.x, t.y, acc);
+                if (Q::HAS_MIN)
+                    acc = __fmaf_rn(t.z, t.w, acc);
+            }
+        __syncwarp();
+    }
+    if (lane < ncols)
+        y[(int64_t)(r0 + lane) * n_w_rows + jr] = acc;
+}
+
+/* Q8_0/Q4_0: lane l takes 32-element blocks l, l+32, ... (a warp reads 32
+ * consecutive 18-34-byte blocks together); the warp parks their terms in
+ * shared memory and lane c runs row c's float chain over them in k order. */
 template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
@@ -29,8 +97,8 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
                  int32_t n_rows)
 {
     typedef cuda_qt<T> Q;
-    /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1, p2, v2) */
-    __shared__ float4 terms[MM_WARPS][CUDA_WARP][MM_COLS];
+    /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1) */
+    __shared__ float2 terms[MM_WARPS][CUDA_WARP][MM_COLS];
     const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t j = blockIdx.x * MM_WARPS + wid;
     const int32_t r0 = blockIdx.y * MM_COLS;
@@ -51,16 +119,14 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
                 if (c < ncols) {
                     float p1, p2;
                     Q::scales(row, ib, x0 + ib + c * nb, &p1, &p2);
-                    terms[wid][lane][c] = make_float4(p1, (float)v1[c], p2, (float)v2[c]);
+                    terms[wid][lane][c] = make_float2(p1, (float)v1[c]);
                 }
         }
         __syncwarp();
         if (lane < ncols)
             for (int k = 0; k < cnt; k++) {
-                const float4 t = terms[wid][k][lane];
+                const float2 t = terms[wid][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);
-                if (Q::HAS_MIN)
-                    acc = __fmaf_rn(t.z, t.w, acc);
             }
         __syncwarp();
     }
@@ -115,6 +181,14 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
 {
     typedef cuda_qt<T> Q;
     const int vdt = Q::QK == QK_K ? QT_Q8_K : QT_Q8_0;
+    /* the activation scratch is sized by ops->reserve */
+    const size_t need = (size_t)n_rows * (size_t)(w->ne0 / Q::QK) * sizeof(typename Q::xb);
+    if (!c->xq || need > c->xq_bytes) {
+        c->err = INF_EINTERNAL;
+        snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: %d rows of %lld exceed the reserved scratch",
+                 n_rows, (long long)w->ne0);
+        return;
+    }
     cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
@@ -122,9 +196,14 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
-        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-        (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
+    if constexpr (Q::QK == QK_K)
+        mul_mat_qk_kernel<T><<<grid, block, 0, c->stream>>>(
+            (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+            (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
+    else
+        mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
+            (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+            (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
 }
 
 template <int T>

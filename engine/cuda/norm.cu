@@ -9,7 +9,7 @@
 /* NT threads per row: CUDA_WARP (4 rows per 128-thread block) or 256 (one row) */
 template <int NT>
 static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
-rms_norm_kernel(const float *__restrict__ x, const float *__restrict__ w, float *y, int32_t n,
+rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n, /* y may be x */
                 float eps, int32_t n_rows)
 {
     const int32_t r = NT == CUDA_WARP ? blockIdx.x * 4 + threadIdx.y : blockIdx.x;

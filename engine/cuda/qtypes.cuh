@@ -93,7 +93,9 @@ template <> __device__ __forceinline__ float cuda_dequant1<QT_Q6_K>(const uint8_
  * Q4_0/Q8_0; cuda/quantize.cu gives the CPU's bytes), so every integer
  * sum below equals the CPU's. One weight block (a 256-element super-block,
  * or a 32-element block) against one activation block gives exact int32
- * sums and their float scales:
+ * sums (v1 = sum over groups of scale * dot, v2 = sum of min * activation
+ * sums; K-quants: `sub` adds sub-block j's share, the Q8_0/Q4_0 `terms` the
+ * whole block's) and their float scales p1, p2 (`scales`):
  *     acc = fmaf(p1, (float)v1, acc);   acc = fmaf(p2, (float)v2, acc)
  * (p2/v2 only for types with a min term), applied block after block in k
  * order. Every kernel (the warp-per-row product here, the tensor-core MMQ
@@ -132,27 +134,22 @@ template <> struct cuda_qt<QT_Q4_K> {
         for (int k = 0; k < 8; k++)
             q[k] = (p[k] >> shift) & 0x0f0f0f0f;
     }
+    /* adds sub-block j's integer terms of activation rows c < ncols (x + c*xs) */
     template <int NC>
-    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
-                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
+                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
         const struct block_q4_K *b = (const struct block_q4_K *)row + ib;
+        int q[8], sc, m;
+        unpack(b, j, q);
+        cuda_k4_scale_min(b->scales, j, &sc, &m);
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            v1[c] = v2[c] = 0;
-#pragma unroll 1
-        for (int j = 0; j < 8; j++) {
-            int q[8], sc, m;
-            unpack(b, j, q);
-            cuda_k4_scale_min(b->scales, j, &sc, &m);
-#pragma unroll
-            for (int c = 0; c < NC; c++)
-                if (c < ncols) {
-                    const xb *xc = x + c * xs;
-                    v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
-                    v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
-                }
-        }
+            if (c < ncols) {
+                const xb *xc = x + c * xs;
+                v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
+                v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
+            }
     }
     static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
                                                   float *p1, float *p2)
@@ -175,27 +172,22 @@ template <> struct cuda_qt<QT_Q5_K> {
         for (int k = 0; k < 8; k++) /* bit j of qh[4k..4k+3] becomes bit 4 of each byte */
             q[k] = ((p[k] >> shift) & 0x0f0f0f0f) | (((qh[k] >> j) & 0x01010101) << 4);
     }
+    /* adds sub-block j's integer terms of activation rows c < ncols (x + c*xs) */
     template <int NC>
-    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
-                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
+                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
         const struct block_q5_K *b = (const struct block_q5_K *)row + ib;
+        int q[8], sc, m;
+        unpack(b, j, q);
+        cuda_k4_scale_min(b->scales, j, &sc, &m);
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            v1[c] = v2[c] = 0;
-#pragma unroll 1
-        for (int j = 0; j < 8; j++) {
-            int q[8], sc, m;
-            unpack(b, j, q);
-            cuda_k4_scale_min(b->scales, j, &sc, &m);
-#pragma unroll
-            for (int c = 0; c < NC; c++)
-                if (c < ncols) {
-                    const xb *xc = x + c * xs;
-                    v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
-                    v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
-                }
-        }
+            if (c < ncols) {
+                const xb *xc = x + c * xs;
+                v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
+                v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
+            }
     }
     static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
                                                   float *p1, float *p2)
@@ -225,32 +217,26 @@ template <> struct cuda_qt<QT_Q6_K> {
         }
     }
     template <int NC>
-    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
-                                                 int64_t xs, int ncols, int v1[NC], int v2[NC])
+    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
+                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
         const struct block_q6_K *b = (const struct block_q6_K *)row + ib;
+        int q[8];
+        unpack(b, j, q);
+        /* element 32j+l has scale index 8h + 2t + l/16 = 2j + l/16 */
+        const int sa = b->scales[2 * j], sb = b->scales[2 * j + 1];
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            v1[c] = v2[c] = 0;
-#pragma unroll 1
-        for (int j = 0; j < 8; j++) {
-            int q[8];
-            unpack(b, j, q);
-            /* element 32j+l has scale index 8h + 2t + l/16 = 2j + l/16 */
-            const int sa = b->scales[2 * j], sb = b->scales[2 * j + 1];
+            if (c < ncols) {
+                const int *xq = (const int *)((x + c * xs)->qs + 32 * j);
+                int s0 = 0, s1 = 0;
 #pragma unroll
-            for (int c = 0; c < NC; c++)
-                if (c < ncols) {
-                    const int *xq = (const int *)((x + c * xs)->qs + 32 * j);
-                    int s0 = 0, s1 = 0;
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        s0 = __dp4a(q[k], xq[k], s0);
-                        s1 = __dp4a(q[k + 4], xq[k + 4], s1);
-                    }
-                    v1[c] += sa * s0 + sb * s1;
+                for (int k = 0; k < 4; k++) {
+                    s0 = __dp4a(q[k], xq[k], s0);
+                    s1 = __dp4a(q[k + 4], xq[k + 4], s1);
                 }
-        }
+                v1[c] += sa * s0 + sb * s1;
+            }
     }
     static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
                                                   float *p1, float *p2)

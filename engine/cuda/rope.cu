@@ -39,6 +39,10 @@ void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head, 
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
+    if (r->n_dims <= 0 || r->n_dims % 2) {
+        c->err = INF_EUNSUPPORTED;
+        return;
+    }
     const int64_t n = (int64_t)n_rows * n_head * (r->n_dims / 2);
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
     rope_kernel<<<cuda_blocks(n, 256), 256, 0, c->stream>>>(x, n_rows, n_head, r->n_dims, pos,
