@@ -5,6 +5,7 @@
  * the auth check saw. Thread: the loop thread.
  */
 #include "api/internal.h"
+#include "api/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,31 +46,8 @@ int routes_find(const char *path, const char *method, int *route, const char **a
     return INF_ENOTFOUND;
 }
 
-int api_json_parse_object(const char *p, size_t n, json_t **out, char *msg, size_t cap)
-{
-    json_error_t je;
-    *out = NULL;
-    if (n == 0) {
-        snprintf(msg, cap, "request body is empty (expected JSON)");
-        return INF_EINVAL;
-    }
-    /* jansson rejects trailing garbage, invalid UTF-8, lone surrogates and
-     * \u0000 (without JSON_ALLOW_NUL), and nesting past its depth limit */
-    json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
-    if (!j) {
-        snprintf(msg, cap, "invalid JSON: %s (at byte %d)", je.text, je.position);
-        return INF_EINVAL;
-    }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        snprintf(msg, cap, "the request body must be a JSON object");
-        return INF_EINVAL;
-    }
-    *out = j;
-    return 0;
-}
-
-json_t *routes_parse_body(struct http_req *r)
+/* r->body as a JSON object; on error responds 400 and returns NULL. */
+static json_t *routes_parse_body(struct http_req *r)
 {
     char msg[256];
     json_t *j;
@@ -182,18 +160,6 @@ static enum MHD_Result routes_tokenize(struct http_req *r, json_t *body)
     return ok;
 }
 
-size_t routes_drop_special(const struct tok *t, int32_t *ids, size_t n)
-{
-    /* Special tokens render as nothing without render_special; dropping them
-     * first gives the same text and keeps tok_decode away from empty pieces
-     * (tok.c passes their NULL piece to memcpy, which UBSan rejects). */
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_special(t, ids[i]))
-            ids[k++] = ids[i];
-    return k;
-}
-
 static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
 {
     struct api *a = r->api;
@@ -216,7 +182,7 @@ static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
         }
         ids[i] = (int32_t)id;
     }
-    n = routes_drop_special(a->tok, ids, n);
+    n = api_req_drop_special(a->tok, ids, n);
     size_t need = tok_decode(a->tok, ids, n, 0, 1, NULL, 0);
     char *text = malloc(need + 1);
     if (!text) {
@@ -274,11 +240,4 @@ enum MHD_Result routes_dispatch(struct http_req *r)
     }
     json_decref(body);
     return ok;
-}
-
-enum MHD_Result routes_continue(struct http_req *r)
-{
-    if (r->cmpl)
-        return cmpl_continue(r);
-    return MHD_YES;
 }
