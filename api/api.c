@@ -10,11 +10,13 @@
 #include "api/internal.h"
 #include "api/request.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "engine/gguf.h"
 #include "engine/log.h"
 #include "engine/model.h"
 #include "engine/sched.h"
@@ -101,8 +103,29 @@ void api_set_engine(struct api *a, struct model *m, struct sched *s, int32_t n_c
     a->n_vocab = tok_n_vocab(a->tok);
     api_request_ctx_free(a->rctx);
     a->rctx = NULL;
-    if (api_request_ctx_new(&a->cfg, a->tok, n_ctx, &a->rctx))
+    struct gguf_str tmpl = {NULL, 0};
+    int has_tmpl = gguf_get_str(model_gguf(m), "tokenizer.chat_template", &tmpl) == 0;
+    int rc = api_request_ctx_new(&a->cfg, a->tok, n_ctx, has_tmpl ? tmpl.ptr : NULL,
+                                 has_tmpl ? (size_t)tmpl.len : 0, &a->rctx);
+    if (rc == INF_EINVAL) {
+        /* the config names no family (cfg_validate should have caught it):
+         * chat off rather than a guess */
+        struct api_config c = a->cfg;
+        log_error("chat_template: \"%s\" is not a known family; chat disabled",
+                  c.chat_template);
+        snprintf(c.chat_template, sizeof(c.chat_template), "auto");
+        rc = api_request_ctx_new(&c, a->tok, n_ctx, NULL, 0, &a->rctx);
+    }
+    if (rc) {
         log_error("api: out of memory for the request context");
+        return;
+    }
+    const char *why;
+    const char *family = api_request_ctx_chat(a->rctx, &why);
+    if (strcmp(family, "none"))
+        log_info("chat: %s", why);
+    else
+        log_warn("chat: /v1/chat/completions is unavailable: %s", why);
 }
 
 /* ---- the loop callbacks ----------------------------------------------- */

@@ -1,4 +1,6 @@
-/* completions — POST /v1/completions on a connection: validate the body
+/* completions — POST /v1/completions and /v1/chat/completions on a
+ * connection (the two differ only in validation and output format, both
+ * below this file): validate the body
  * (api/request.c), start a generation (api/gen.c), write what it produces
  * (api/format.c) as one JSON body or as SSE, and keep the connection in
  * step with it.
@@ -312,7 +314,8 @@ enum MHD_Result cmpl_handle(struct http_req *r, json_t *body)
     struct api_req q;
     if (!a->rctx)
         return http_respond_error(r, 500, NULL, NULL, NULL, "no request context");
-    if (api_req_parse_completion(a->rctx, body, &q, &e))
+    int chat = r->route == ROUTE_CHAT;
+    if ((chat ? api_req_parse_chat : api_req_parse_completion)(a->rctx, body, &q, &e))
         return cmpl_reject(r, &e);
 
     struct cmpl *c = calloc(1, sizeof(*c));
@@ -322,8 +325,8 @@ enum MHD_Result cmpl_handle(struct http_req *r, json_t *body)
     }
     c->api = a;
     c->r = r;
-    snprintf(c->id, sizeof(c->id), "cmpl-%016" PRIx64 "%04x", api_rand(a),
-             (unsigned)(r->id & 0xffff));
+    snprintf(c->id, sizeof(c->id), "%s-%016" PRIx64 "%04x", chat ? "chatcmpl" : "cmpl",
+             api_rand(a), (unsigned)(r->id & 0xffff));
     c->head.id = c->id;
     c->head.created = (int64_t)time(NULL);
     c->head.model = a->cfg.model_id;

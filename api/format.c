@@ -110,8 +110,8 @@ static int format_text_lps_of(const struct gen *g, const struct gen_choice *ch, 
 
 static const char *format_object(const struct gen *g, int chunk)
 {
-    (void)chunk;
-    (void)g;
+    if (g->req.kind == API_REQ_CHAT)
+        return chunk ? "chat.completion.chunk" : "chat.completion";
     return "text_completion";
 }
 
@@ -169,9 +169,128 @@ static int format_text_body(const struct gen *g, const struct format_head *h, st
     return rc;
 }
 
+/* ---- chat ------------------------------------------------------------- */
+
+/* A token's text as JSON string + its bytes (the chat logprobs format:
+ * "token" is the text, U+FFFD where it is not valid UTF-8 on its own, and
+ * "bytes" the exact bytes). */
+static int format_chat_token(const struct tok *t, int32_t id, double lp, struct buf *o)
+{
+    char tb[512];
+    int n = tok_token_bytes(t, id, 1, tb, sizeof(tb));
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof(tb))
+        n = (int)sizeof(tb);
+    int rc = buf_puts(o, "{\"token\":");
+    rc |= buf_json_str(o, tb, (size_t)n);
+    rc |= buf_printf(o, ",\"logprob\":%.6g,\"bytes\":[", lp);
+    for (int i = 0; i < n; i++)
+        rc |= buf_printf(o, i ? ",%u" : "%u", (unsigned)(unsigned char)tb[i]);
+    return rc | buf_puts(o, "]");
+}
+
+/* {"content":[...]} of entries e[0..n). */
+static int format_chat_lps(const struct tok *t, const struct gen_lp *e, size_t n, struct buf *o)
+{
+    int rc = buf_puts(o, "{\"content\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            rc |= buf_puts(o, ",");
+        rc |= format_chat_token(t, e[i].token, format_lp_value(e[i].lp), o);
+        rc |= buf_puts(o, ",\"top_logprobs\":[");
+        for (int32_t k = 0; k < e[i].n_top; k++) {
+            if (k)
+                rc |= buf_puts(o, ",");
+            rc |= format_chat_token(t, e[i].top_ids[k], format_lp_value(e[i].top_lps[k]), o);
+            rc |= buf_puts(o, "}");
+        }
+        rc |= buf_puts(o, "]}");
+    }
+    return rc | buf_puts(o, "],\"refusal\":null}");
+}
+
+static int format_chat_body(const struct gen *g, const struct format_head *h, struct buf *o)
+{
+    int rc = format_head(g, h, 0, o);
+    rc |= buf_puts(o, ",\"choices\":[");
+    for (int i = 0; i < g->n_choices; i++) {
+        const struct gen_choice *ch = &g->choices[i];
+        if (i)
+            rc |= buf_puts(o, ",");
+        rc |= buf_printf(o, "{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i);
+        rc |= buf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.len);
+        rc |= buf_puts(o, ",\"refusal\":null},\"logprobs\":");
+        if (g->req.logprobs >= 0)
+            rc |= format_chat_lps(g->tok, ch->lps, ch->n_lps, o);
+        else
+            rc |= buf_puts(o, "null");
+        rc |= buf_printf(o, ",\"finish_reason\":\"%s\"}", ch->finish ? ch->finish : "stop");
+    }
+    rc |= buf_puts(o, "],\"usage\":");
+    rc |= format_usage(g, o);
+    rc |= buf_puts(o, ",\"system_fingerprint\":null}\n");
+    return rc;
+}
+
+static int format_chat_event_head(const struct gen *g, const struct format_head *h, int idx,
+                                  struct buf *o)
+{
+    int rc = buf_puts(o, "data: ");
+    rc |= format_head(g, h, 1, o);
+    rc |= buf_printf(o, ",\"system_fingerprint\":null,\"choices\":[{\"index\":%d,\"delta\":", idx);
+    return rc;
+}
+
+static int format_chat_event_tail(const struct gen *g, struct buf *o)
+{
+    int rc = buf_puts(o, "}]");
+    if (g->req.include_usage)
+        rc |= buf_puts(o, ",\"usage\":null");
+    return rc | buf_puts(o, "}\n\n");
+}
+
+/* A chat stream, per choice: the first event carries the role (and what
+ * text there is), then one event per new text, then an event with an empty
+ * delta and the finish_reason, as OpenAI streams. */
+static int format_chat_chunk(struct gen *g, int idx, const struct format_head *h,
+                             struct buf *o)
+{
+    struct gen_choice *ch = &g->choices[idx];
+    size_t new_text = ch->safe > ch->sent ? ch->safe - ch->sent : 0;
+    size_t new_lps = ch->n_lps > ch->lp_sent ? ch->n_lps - ch->lp_sent : 0;
+    int finish_now = ch->done && !ch->reported;
+    int rc = 0;
+    if (!ch->started || new_text || new_lps) {
+        rc |= format_chat_event_head(g, h, idx, o);
+        rc |= buf_puts(o, ch->started ? "{\"content\":" : "{\"role\":\"assistant\",\"content\":");
+        rc |= buf_json_str(o, ch->text.p ? ch->text.p + ch->sent : "", new_text);
+        rc |= buf_puts(o, "},\"logprobs\":");
+        if (g->req.logprobs >= 0 && new_lps)
+            rc |= format_chat_lps(g->tok, ch->lps + ch->lp_sent, new_lps, o);
+        else
+            rc |= buf_puts(o, "null");
+        rc |= buf_puts(o, ",\"finish_reason\":null");
+        rc |= format_chat_event_tail(g, o);
+        ch->started = 1;
+        ch->sent += new_text;
+        ch->lp_sent = ch->n_lps;
+    }
+    if (finish_now) {
+        rc |= format_chat_event_head(g, h, idx, o);
+        rc |= buf_printf(o, "{},\"logprobs\":null,\"finish_reason\":\"%s\"",
+                         ch->finish ? ch->finish : "stop");
+        rc |= format_chat_event_tail(g, o);
+        ch->reported = 1;
+    }
+    return rc;
+}
+
 int format_body(const struct gen *g, const struct format_head *h, struct buf *o)
 {
     buf_clear(o);
+    if (g->req.kind == API_REQ_CHAT)
+        return format_chat_body(g, h, o);
     return format_text_body(g, h, o);
 }
 
@@ -215,6 +334,8 @@ static int format_text_chunk(struct gen *g, int idx, const struct format_head *h
 
 int format_chunk(struct gen *g, int i, const struct format_head *h, struct buf *o)
 {
+    if (g->req.kind == API_REQ_CHAT)
+        return format_chat_chunk(g, i, h, o);
     return format_text_chunk(g, i, h, o);
 }
 

@@ -4,8 +4,10 @@
  * Dependencies point one way (a module calls only those below it):
  *   api.c (the api object's lifecycle: api.h)
  *     -> routes.c (route table, small endpoints)
- *       -> completions.c (/v1/completions: a gen tied to a connection)
- *         -> request.c (validation) gen.c (generation) format.c (output)
+ *       -> completions.c (/v1/completions, /v1/chat/completions: a gen
+ *          tied to a connection)
+ *         -> request.c (validation; chat: messages.c, chat_template.c)
+ *            gen.c (generation) format.c (output)
  *     -> http.c (the MHD adapter: connections, framing, auth, responses)
  *       -> buf.c metrics.c
  * http.c reaches the layers above only through what they registered: the
@@ -52,6 +54,8 @@ enum http_route {
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_CHAT,
+    ROUTE_APPLY_TEMPLATE,
 };
 
 enum http_phase { HTTP_PHASE_BODY = 1, HTTP_PHASE_DISPATCHED, HTTP_PHASE_RESPONDED };

@@ -1,12 +1,14 @@
-/* request — validation of POST /v1/completions bodies as a pure function: JSON in, a validated request (prompt token ids,
+/* request — validation of POST /v1/completions and /v1/chat/completions
+ * bodies as a pure function: JSON in, a validated request (prompt token ids,
  * sampling, stop strings, ...) or an error naming the field out. No daemon,
  * no socket, no scheduler: what it reads is an immutable context (limits,
- * tokenizer, context length).
+ * tokenizer, context length, chat template).
  *
- * api_req_parse_completion is exactly what the live endpoint runs before they submit (api/completions.c), including prompt
+ * api_req_parse_completion / api_req_parse_chat are exactly what the live
+ * endpoints run before they submit (api/completions.c), including prompt
  * tokenization and the context-length checks, so the status / error.param /
- * message are the ones a client gets. The string wrapper
- * api_parse_completion_request adds the JSON parse
+ * message are the ones a client gets. The string wrappers
+ * api_parse_completion_request / api_parse_chat_request add the JSON parse
  * (as the router does) and exist for the fuzz target and the unit tests.
  *
  * The body-size limit (413) is the HTTP layer's and is not applied here.
@@ -29,7 +31,7 @@ struct api_request_ctx;
 
 #define API_REQ_MAX_STOP 64
 
-enum api_req_kind { API_REQ_COMPLETION = 1 };
+enum api_req_kind { API_REQ_COMPLETION = 1, API_REQ_CHAT = 2 };
 
 /* One prompt, tokenized. echo: its text (completions with echo only). */
 struct api_req_prompt {
@@ -51,7 +53,7 @@ struct api_req {
     int echo, stream, include_usage, ignore_eos;
     struct sample_bias *bias;
     int32_t n_bias;
-    int32_t *stop_ids; /* stop_token_ids */
+    int32_t *stop_ids; /* stop_token_ids, plus the template's end-of-turn for chat */
     int32_t n_stop_ids;
     int n_stop;
     char *stop[API_REQ_MAX_STOP];
@@ -72,18 +74,37 @@ struct api_req_error {
 };
 
 /* A validation context: the limits of cfg (copied), tok (borrowed: it must
- * outlive the context) and n_ctx (the context a sequence may use). */
+ * outlive the context), n_ctx (the context a sequence may use) and the chat
+ * template: cfg->chat_template names a family, or "" / "auto" to recognise
+ * tmpl[0..tmpl_len) (the GGUF's tokenizer.chat_template; NULL when absent).
+ * A template that cannot be used is not an error here: chat requests then
+ * get a 400 that says why (api_request_ctx_chat says it for the log).
+ * INF_EINVAL for a cfg->chat_template that names no family. */
 int api_request_ctx_new(const struct api_config *cfg, const struct tok *tok, int32_t n_ctx,
-                        struct api_request_ctx **out);
+                        const char *tmpl, size_t tmpl_len, struct api_request_ctx **out);
 void api_request_ctx_free(struct api_request_ctx *ctx); /* accepts NULL */
 /* Replace the limits (SIGHUP); not while another thread parses with ctx. */
 void api_request_ctx_set_limits(struct api_request_ctx *ctx, const struct api_config *cfg);
+/* The chat family in use (chat_template_name: "none" when chat is
+ * unavailable) and a sentence for the log saying where it came from or why
+ * there is none. */
+const char *api_request_ctx_chat(const struct api_request_ctx *ctx, const char **why);
 
 /* Validate a parsed body. 0: out is filled (release it); -1: err is filled
  * and out holds nothing. */
 int api_req_parse_completion(const struct api_request_ctx *ctx, json_t *body,
                              struct api_req *out, struct api_req_error *err);
+int api_req_parse_chat(const struct api_request_ctx *ctx, json_t *body, struct api_req *out,
+                       struct api_req_error *err);
 void api_req_release(struct api_req *r);
+
+/* POST /apply-template: the prompt body's messages render to (with
+ * add_generation_prompt, default true) and its tokens, exactly as
+ * api_req_parse_chat would submit them. 0: *text (malloc'd, NUL-terminated,
+ * *text_len bytes) and *ids (malloc'd, *n_ids) are set; -1: err is filled. */
+int api_req_apply_template(const struct api_request_ctx *ctx, json_t *body, char **text,
+                           size_t *text_len, int32_t **ids, int32_t *n_ids,
+                           struct api_req_error *err);
 
 /* Parse n bytes as one JSON object (what every POST body must be); on error
  * msg gets the 400 message and INF_EINVAL is returned. */
@@ -108,6 +129,8 @@ struct api_request_result {
  * filled (valid or not: see out->status), INF_ENOMEM when out of memory. */
 int api_parse_completion_request(struct api_request_ctx *ctx, const char *body, size_t len,
                                  struct api_request_result *out);
+int api_parse_chat_request(struct api_request_ctx *ctx, const char *body, size_t len,
+                           struct api_request_result *out);
 
 /* Drop special tokens (they decode to nothing); returns the new count. */
 size_t api_req_drop_special(const struct tok *t, int32_t *ids, size_t n);

@@ -1,5 +1,6 @@
 /* routes — the route table and the small endpoints: /health, /v1/models,
- * /metrics, /tokenize, /detokenize (completions.c has /v1/completions).
+ * /metrics, /tokenize, /detokenize, /apply-template (completions.c has
+ * /v1/completions and /v1/chat/completions).
  *
  * Routing sees only the normalized path (http_normalize_path), the same one
  * the auth check saw. Thread: the loop thread.
@@ -25,6 +26,8 @@ static const struct {
     {"/v1/models", "GET", ROUTE_MODELS, "GET, HEAD"},
     {"/metrics", "GET", ROUTE_METRICS, "GET, HEAD"},
     {"/v1/completions", "POST", ROUTE_COMPLETIONS, "POST"},
+    {"/v1/chat/completions", "POST", ROUTE_CHAT, "POST"},
+    {"/apply-template", "POST", ROUTE_APPLY_TEMPLATE, "POST"},
     {"/tokenize", "POST", ROUTE_TOKENIZE, "POST"},
     {"/detokenize", "POST", ROUTE_DETOKENIZE, "POST"},
 };
@@ -202,6 +205,35 @@ static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
     return ok;
 }
 
+/* The rendered chat prompt and its tokens, to debug templates. */
+static enum MHD_Result routes_apply_template(struct http_req *r, json_t *body)
+{
+    struct api *a = r->api;
+    struct api_req_error e;
+    char *text;
+    size_t len;
+    int32_t *ids, n;
+    if (!a->rctx)
+        return http_respond_error(r, 500, NULL, NULL, NULL, "no request context");
+    if (api_req_apply_template(a->rctx, body, &text, &len, &ids, &n, &e))
+        return http_respond_error(r, e.status, NULL, e.param[0] ? e.param : NULL,
+                                  e.code[0] ? e.code : NULL, "%s", e.message);
+    struct buf b = {0};
+    int rc = buf_reserve(&b, len + (size_t)n * 8 + 96) || buf_puts(&b, "{\"prompt\":");
+    rc = rc || buf_json_str(&b, text, len);
+    const char *family = api_request_ctx_chat(a->rctx, NULL);
+    rc = rc || buf_printf(&b, ",\"template\":\"%s\",\"tokens\":[", family);
+    for (int32_t i = 0; i < n && !rc; i++)
+        rc = buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
+    rc = rc || buf_printf(&b, "],\"count\":%d}\n", (int)n);
+    free(text);
+    free(ids);
+    enum MHD_Result ok = rc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
+                            : http_respond(r, 200, "application/json", b.p, b.len);
+    buf_free(&b);
+    return ok;
+}
+
 enum MHD_Result routes_dispatch(struct http_req *r)
 {
     struct api *a = r->api;
@@ -233,7 +265,11 @@ enum MHD_Result routes_dispatch(struct http_req *r)
         ok = routes_detokenize(r, body);
         break;
     case ROUTE_COMPLETIONS:
+    case ROUTE_CHAT:
         ok = cmpl_handle(r, body);
+        break;
+    case ROUTE_APPLY_TEMPLATE:
+        ok = routes_apply_template(r, body);
         break;
     default:
         ok = http_respond_error(r, 404, NULL, NULL, "not_found", "no such route");
