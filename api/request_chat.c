@@ -149,8 +149,10 @@ int api_req_parse_chat(const struct api_request_ctx *x, json_t *b, struct api_re
     if (!rc)
         rc = req_bool(b, "add_generation_prompt", &add_gen, e);
     if (!rc) {
-        /* generation also ends on the template's end-of-turn token */
-        if (x->eot >= 0)
+        /* generation also ends on the template's end-of-turn token (not
+         * with ignore_eos: benchmarks ask for exactly max_tokens, and the
+         * end of turn is the chat's EOS) */
+        if (x->eot >= 0 && !q->ignore_eos)
             q->stop_ids[q->n_stop_ids++] = x->eot;
         q->prompts = calloc(1, sizeof(*q->prompts));
         if (!q->prompts)

@@ -186,6 +186,9 @@ def test_end_of_turn(exe):
     c = r["choices"][0]
     check(c["finish_reason"] == "stop" and c["message"]["content"] == "", r)
     check(r["usage"]["completion_tokens"] == 0, r["usage"])
+    # ignore_eos: exactly max_tokens, through the end-of-turn token
+    r = chat(d, max_tokens=3, temperature=0, logit_bias={str(IM_END): 100}, ignore_eos=True)
+    check(r["usage"]["completion_tokens"] == 3 and r["choices"][0]["finish_reason"] == "length", r)
 
 
 def test_errors(exe):
