@@ -43,6 +43,9 @@ struct api_config {
     int max_stop_len;
     int max_logprobs;
     int max_logit_bias;
+    /* chat template family ("chatml", "llama3", "llama3.1", "llama2", "mistral",
+     * "gemma"), or "" / "auto": recognise the GGUF's tokenizer.chat_template */
+    char chat_template[32];
 };
 
 struct api;

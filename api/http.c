@@ -20,6 +20,9 @@
  * request waits for tokens would go unnoticed: completions.c watches the
  * socket with a uv_poll (UV_DISCONNECT) while it is suspended.
  *
+ * This file knows no route and no endpoint: it calls up only through the
+ * api's hooks (route_find, dispatch, request_done) and a request's ops.
+ *
  * Limits that MHD lacks are done here: per-IP and total connection caps in
  * the accept policy (so SIGHUP can change them), a read deadline for the whole
  * request (MHD's timeout counts idle time only: a slowloris client sending a
@@ -37,31 +40,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine/log.h"
-#include "engine/sched.h"
-
-double api_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-uint64_t api_rand(struct api *a)
-{
-    /* xorshift64*: request ids and default seeds, not cryptography */
-    uint64_t x = a->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    a->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
 
 /* ---- responses ------------------------------------------------------- */
 
@@ -92,7 +75,7 @@ enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, 
     if (status == 405) {
         const char *allow = NULL;
         int route;
-        routes_find(r->path, "", &route, &allow);
+        r->api->route_find(r->path, "", &route, &allow);
         if (allow)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     }
@@ -413,8 +396,8 @@ static void http_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
     double now = api_now();
     if (r->status >= 100 && r->status < 600)
         a->metrics.status[r->status]++;
-    if (r->cmpl)
-        cmpl_detach(r); /* logs its own line with the token counts */
+    if (r->ops)
+        r->ops->detach(r); /* logs its own line with the token counts */
     else
         log_info("request id=%llu method=%s path=%s status=%d total_ms=%.1f%s%s",
                  (unsigned long long)r->id, r->method, r->path[0] ? r->path : "-", r->status,
@@ -427,7 +410,7 @@ static void http_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
     r->conn = NULL;
     a->n_reqs--;
     http_req_unref(r);
-    api_check_drained(a);
+    a->request_done(a);
 }
 
 /* ---- the access handler ---------------------------------------------- */
@@ -520,7 +503,7 @@ static enum MHD_Result http_begin(struct http_req *r)
         return http_respond_error(r, 400, NULL, NULL, NULL, "invalid request path");
     }
     const char *allow = NULL;
-    int found = routes_find(r->path, r->method, &r->route, &allow);
+    int found = a->route_find(r->path, r->method, &r->route, &allow);
     if (r->route != ROUTE_HEALTH && !http_auth_ok(a, mc))
         return http_respond_error(r, 401, NULL, NULL, "invalid_api_key",
                                   "missing or invalid API key (Authorization: Bearer <key>)");
@@ -595,10 +578,10 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *mc, const c
             return http_respond_error(r, 413, NULL, NULL, "request_too_large",
                                       "request body exceeds the limit of %lld bytes",
                                       (long long)r->body_limit);
-        return routes_dispatch(r);
+        return a->dispatch(r);
     case HTTP_PHASE_DISPATCHED:
         *upload_data_size = 0;
-        return routes_continue(r);
+        return r->ops ? r->ops->resumed(r) : MHD_YES;
     default:
         /* responded early; MHD may still hand us the rest of the body */
         *upload_data_size = 0;
@@ -610,10 +593,10 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *mc, const c
 
 static void http_mhd_timer_cb(uv_timer_t *t)
 {
-    api_mhd_run(t->data);
+    http_run(t->data);
 }
 
-void api_mhd_run(struct api *a)
+void http_run(struct api *a)
 {
     if (!a->mhd || a->in_mhd_run)
         return;
@@ -635,20 +618,11 @@ static void http_poll_cb(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    api_mhd_run(p->data);
+    http_run(p->data);
 }
 
-static void http_wake_cb(uv_async_t *h)
+void http_tick(struct api *a, double now)
 {
-    struct api *a = h->data;
-    cmpl_on_wake(a);
-    api_mhd_run(a);
-}
-
-static void http_tick_cb(uv_timer_t *t)
-{
-    struct api *a = t->data;
-    double now = api_now();
     /* read deadline: a request must arrive whole within read_timeout_s */
     for (struct http_conn *c = a->conns; c; c = c->next) {
         if (c->reading && c->fd >= 0 && now - c->phase_start > a->cfg.read_timeout_s) {
@@ -659,28 +633,6 @@ static void http_tick_cb(uv_timer_t *t)
             shutdown(c->fd, SHUT_RDWR);
             c->reading = 0;
         }
-    }
-    cmpl_tick(a, now);
-    if (a->state == API_DRAINING && !a->canceled_all && now >= a->drain_deadline) {
-        a->canceled_all = 1;
-        log_warn("drain timeout: canceling %d requests still running", a->n_cmpls);
-        cmpl_cancel_all(a, "server is shutting down");
-    }
-    api_check_drained(a);
-    api_mhd_run(a);
-}
-
-void api_check_drained(struct api *a)
-{
-    if (a->state != API_DRAINING || !a->sd_done)
-        return;
-    /* finished: no completion left, and every response was sent (or the
-     * clients had a few seconds past the deadline to read it) */
-    if (a->n_cmpls == 0 && (a->n_reqs == 0 || api_now() > a->drain_deadline + 5.0)) {
-        void (*done)(void *) = a->sd_done;
-        a->sd_done = NULL;
-        a->state = API_STOPPED;
-        done(a->sd_ud);
     }
 }
 
@@ -711,35 +663,14 @@ static int http_sockaddr(const char *host, int port, struct sockaddr_storage *ss
     return INF_EINVAL;
 }
 
-static void http_handle_closed(uv_handle_t *h)
+int http_start(struct api *a, struct inf_error *err)
 {
-    struct api *a = h->data;
-    if (--a->handles_open == 0)
-        free(a);
-}
-
-int api_new(uv_loop_t *loop, const struct api_config *c, struct api **out,
-            struct inf_error *err)
-{
-    *out = NULL;
-    struct api *a = calloc(1, sizeof(*a));
-    if (!a)
-        return inf_error_set(err, INF_ENOMEM, "out of memory");
-    a->loop = loop;
-    a->cfg = *c;
-    a->state = API_LOADING;
-    metrics_init(&a->metrics);
-    if (getrandom(&a->rng, sizeof(a->rng), 0) != sizeof(a->rng))
-        a->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)a << 16);
-    a->rng |= 1;
-
+    const struct api_config *c = &a->cfg;
     struct sockaddr_storage ss;
     int v6 = 0;
-    if (http_sockaddr(c->host, c->port, &ss, &v6)) {
-        free(a);
+    if (http_sockaddr(c->host, c->port, &ss, &v6))
         return inf_error_set(err, INF_EINVAL, "host: \"%s\" is not an IPv4/IPv6 address",
                              c->host);
-    }
     /* MHD's per-connection memory pool holds the request line and headers:
      * leave room past our own limit so ours (JSON 431) fires first. */
     size_t pool = (size_t)c->max_header_bytes * 2 + 32768;
@@ -760,104 +691,46 @@ int api_new(uv_loop_t *loop, const struct api_config *c, struct api **out,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511,
         MHD_OPTION_END);
-    if (!a->mhd) {
-        free(a);
+    if (!a->mhd)
         return inf_error_set(err, INF_EIO, "MHD_start_daemon() on %s:%d failed (address in "
                                            "use or not available?)", c->host, c->port);
-    }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_BIND_PORT);
     a->port = di ? di->port : c->port;
     di = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     if (!di) {
         MHD_stop_daemon(a->mhd);
-        free(a);
+        a->mhd = NULL;
         return inf_error_set(err, INF_EINTERNAL, "MHD has no epoll fd");
     }
-    uv_poll_init(loop, &a->mhd_poll, di->epoll_fd);
-    uv_timer_init(loop, &a->mhd_timer);
-    uv_timer_init(loop, &a->tick);
-    uv_async_init(loop, &a->wake, http_wake_cb);
-    a->mhd_poll.data = a->mhd_timer.data = a->tick.data = a->wake.data = a;
-    a->handles_open = 4;
+    uv_poll_init(a->loop, &a->mhd_poll, di->epoll_fd);
+    uv_timer_init(a->loop, &a->mhd_timer);
+    a->mhd_poll.data = a->mhd_timer.data = a;
     uv_poll_start(&a->mhd_poll, UV_READABLE, http_poll_cb);
-    uv_timer_start(&a->tick, http_tick_cb, 1000, 1000);
-    api_mhd_run(a);
-    *out = a;
     return 0;
 }
 
-int api_port(const struct api *a)
+void http_quiesce(struct api *a)
 {
-    return a->port;
-}
-
-void api_reconfigure(struct api *a, const struct api_config *c)
-{
-    char host[256], model_id[256];
-    int port = a->cfg.port;
-    memcpy(host, a->cfg.host, sizeof(host));
-    memcpy(model_id, a->cfg.model_id, sizeof(model_id));
-    a->cfg = *c;
-    memcpy(a->cfg.host, host, sizeof(host));
-    memcpy(a->cfg.model_id, model_id, sizeof(model_id));
-    a->cfg.port = port;
-    for (struct http_conn *k = a->conns; k; k = k->next)
-        MHD_set_connection_option(k->mc, MHD_CONNECTION_OPTION_TIMEOUT,
-                                  (unsigned)a->cfg.idle_timeout_s);
-}
-
-void api_shutdown(struct api *a, uint64_t drain_ms, void (*done)(void *ud), void *ud)
-{
-    if (a->state == API_DRAINING || a->state == API_STOPPED) {
-        /* asked again (a second SIGTERM): stop waiting */
-        double now = api_now();
-        if (a->drain_deadline > now)
-            a->drain_deadline = now;
-        return;
-    }
-    a->state = API_DRAINING;
-    a->drain_deadline = api_now() + (double)drain_ms / 1e3;
-    a->sd_done = done;
-    a->sd_ud = ud;
     if (a->mhd) {
         MHD_socket ls = MHD_quiesce_daemon(a->mhd);
         if (ls != MHD_INVALID_SOCKET)
             close(ls);
     }
-    if (a->pw) { /* still prewarming: nothing to wait for */
-        sched_release(a->pw);
-        a->pw = NULL;
-    }
-    log_info("draining: %d requests in flight, %d connections open (deadline %.0f s)",
-             a->n_cmpls, a->n_conns, (double)drain_ms / 1e3);
-    api_check_drained(a);
-    api_mhd_run(a);
 }
 
-int api_active(const struct api *a)
+void http_stop(struct api *a)
 {
-    return a->n_cmpls;
-}
-
-void api_free(struct api *a)
-{
-    if (!a)
+    if (!a->mhd)
         return;
-    if (a->mhd) {
-        /* every request is finished (api_shutdown's contract) or is cut here;
-         * MHD must not be stopped with suspended connections */
-        cmpl_cancel_all(a, "server is shutting down");
-        api_mhd_run(a);
-        uv_poll_stop(&a->mhd_poll);
-        MHD_stop_daemon(a->mhd);
-        a->mhd = NULL;
-    }
-    if (a->pw) {
-        sched_release(a->pw);
-        a->pw = NULL;
-    }
-    uv_close((uv_handle_t *)&a->mhd_poll, http_handle_closed);
-    uv_close((uv_handle_t *)&a->mhd_timer, http_handle_closed);
-    uv_close((uv_handle_t *)&a->tick, http_handle_closed);
-    uv_close((uv_handle_t *)&a->wake, http_handle_closed);
+    http_run(a);
+    uv_poll_stop(&a->mhd_poll);
+    MHD_stop_daemon(a->mhd);
+    a->mhd = NULL;
+}
+
+void http_reconfigure(struct api *a)
+{
+    for (struct http_conn *k = a->conns; k; k = k->next)
+        MHD_set_connection_option(k->mc, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned)a->cfg.idle_timeout_s);
 }

@@ -1,5 +1,18 @@
-/* internal — what the api/ files share: the api object, one HTTP request,
- * and the functions http.c, routes.c and completions.c call in each other.
+/* internal — what the api/ modules share: the api object, one HTTP
+ * connection and request, and the calls between the modules.
+ *
+ * Dependencies point one way (a module calls only those below it):
+ *   api.c (the api object's lifecycle: api.h)
+ *     -> routes.c (route table, small endpoints)
+ *       -> completions.c (/v1/completions, /v1/chat/completions: a gen
+ *          tied to a connection)
+ *         -> request.c (validation; chat: messages.c, chat_template.c)
+ *            gen.c (generation) format.c (output)
+ *     -> http.c (the MHD adapter: connections, framing, auth, responses)
+ *       -> buf.c metrics.c
+ * http.c reaches the layers above only through what they registered: the
+ * api's route_find / dispatch / request_done hooks (set by api.c) and a
+ * request's ops (set by the endpoint that took it over).
  *
  * Ownership: MHD owns connections; a struct http_conn shadows each one (for
  * the per-IP cap and the read deadline) from NOTIFY_CONNECTION STARTED to
@@ -14,6 +27,7 @@
 
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <microhttpd.h>
@@ -27,6 +41,8 @@
 struct tok;
 struct cmpl;
 struct sched_handle;
+struct api_request_ctx;
+struct http_req;
 
 enum api_state { API_LOADING = 0, API_READY, API_DRAINING, API_STOPPED };
 
@@ -38,6 +54,8 @@ enum http_route {
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_CHAT,
+    ROUTE_APPLY_TEMPLATE,
 };
 
 enum http_phase { HTTP_PHASE_BODY = 1, HTTP_PHASE_DISPATCHED, HTTP_PHASE_RESPONDED };
@@ -52,6 +70,14 @@ struct http_conn {
     int reading;        /* 1 while a request is being received */
     double phase_start; /* when the current read phase began (monotonic s) */
     char *raw_url;      /* raw request target of the request being read */
+};
+
+/* What an endpoint that keeps a request past dispatch (suspends it) gives
+ * http.c: resumed(r) when MHD calls again for it, detach(r) once the
+ * request is over (response sent, or the connection died). */
+struct http_req_ops {
+    enum MHD_Result (*resumed)(struct http_req *r);
+    void (*detach)(struct http_req *r);
 };
 
 struct http_req {
@@ -73,7 +99,8 @@ struct http_req {
     int status;        /* queued status, for the log and /metrics */
     int suspended;
     double t_start;
-    struct cmpl *cmpl; /* ROUTE_COMPLETIONS once dispatched */
+    const struct http_req_ops *ops; /* NULL: nothing holds the request */
+    void *ctx;                      /* the endpoint's state (ops's) */
     char log_extra[192]; /* route-specific key=value pairs for the request log */
 };
 
@@ -90,12 +117,17 @@ struct api {
     int in_mhd_run;
     int state;
 
+    /* set by api.c, called by http.c */
+    int (*route_find)(const char *path, const char *method, int *route, const char **allow);
+    enum MHD_Result (*dispatch)(struct http_req *r);
+    void (*request_done)(struct api *a); /* a request ended (drain check) */
+
     struct model *model;
     struct sched *sched;
     const struct tok *tok;
     int32_t n_vocab;
     int32_t n_ctx;
-    int32_t max_token_bytes; /* longest token text: bounds tokens per prompt byte */
+    struct api_request_ctx *rctx; /* validation context (limits, tokenizer) */
 
     struct http_conn *conns;
     int n_conns;
@@ -119,15 +151,42 @@ struct api {
 };
 
 /* Monotonic seconds. */
-double api_now(void);
-/* Next 64-bit random number (xorshift; seeded from getrandom). */
-uint64_t api_rand(struct api *a);
-/* Run MHD now and re-arm its timer (no-op when called from inside MHD). */
-void api_mhd_run(struct api *a);
-/* Called when a completion finished; checks whether a drain is over. */
-void api_check_drained(struct api *a);
+static inline double api_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
-/* http.c: responses. Each queues on r->conn and records r->status. */
+/* Next 64-bit random number (xorshift64*: request ids and default seeds, not
+ * cryptography; a->rng is seeded from getrandom and never 0). */
+static inline uint64_t api_rand(struct api *a)
+{
+    uint64_t x = a->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    a->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* ---- http.c: the MHD adapter ---- */
+
+/* Bind (a->cfg host/port) and start MHD on a->loop: the poll handle and
+ * the timer are initialized (2 of a's handles). err names the failure. */
+int http_start(struct api *a, struct inf_error *err);
+/* Stop accepting (drain): close the listening socket. */
+void http_quiesce(struct api *a);
+/* Stop MHD (every connection must have been resumed). */
+void http_stop(struct api *a);
+/* Run MHD now and re-arm its timer (no-op when called from inside MHD). */
+void http_run(struct api *a);
+/* The read deadline (slow clients), once a second. */
+void http_tick(struct api *a, double now);
+/* New limits (idle timeout) on the open connections. */
+void http_reconfigure(struct api *a);
+
+/* Responses. Each queues on r->conn and records r->status. */
 enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, const void *data,
                              size_t len);
 enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body); /* steals body */
@@ -143,23 +202,12 @@ void http_req_unref(struct http_req *r);
  * a NUL or bad escape, INF_ETOOBIG when it does not fit. */
 int http_normalize_path(const char *raw, char *out, size_t cap);
 
-/* routes.c */
+/* ---- routes.c ---- */
 int routes_find(const char *path, const char *method, int *route, const char **allow);
 enum MHD_Result routes_dispatch(struct http_req *r);
-enum MHD_Result routes_continue(struct http_req *r);
-/* Parse r->body as a JSON object; on error responds 400 and returns NULL. */
-json_t *routes_parse_body(struct http_req *r);
-/* Parse n bytes as one JSON object (what every POST body must be); on error
- * msg gets the 400 message and INF_EINVAL is returned. Pure (no request). */
-int api_json_parse_object(const char *p, size_t n, json_t **out, char *msg, size_t cap);
 
-/* Drop special tokens (they decode to nothing); returns the new count. */
-size_t routes_drop_special(const struct tok *t, int32_t *ids, size_t n);
-
-/* completions.c */
+/* ---- completions.c ---- */
 enum MHD_Result cmpl_handle(struct http_req *r, json_t *body);
-enum MHD_Result cmpl_continue(struct http_req *r);
-void cmpl_detach(struct http_req *r);
 void cmpl_on_wake(struct api *a);
 void cmpl_tick(struct api *a, double now);
 void cmpl_cancel_all(struct api *a, const char *why);

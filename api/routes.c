@@ -1,10 +1,12 @@
 /* routes — the route table and the small endpoints: /health, /v1/models,
- * /metrics, /tokenize, /detokenize (completions.c has /v1/completions).
+ * /metrics, /tokenize, /detokenize, /apply-template (completions.c has
+ * /v1/completions and /v1/chat/completions).
  *
  * Routing sees only the normalized path (http_normalize_path), the same one
  * the auth check saw. Thread: the loop thread.
  */
 #include "api/internal.h"
+#include "api/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,8 @@ static const struct {
     {"/v1/models", "GET", ROUTE_MODELS, "GET, HEAD"},
     {"/metrics", "GET", ROUTE_METRICS, "GET, HEAD"},
     {"/v1/completions", "POST", ROUTE_COMPLETIONS, "POST"},
+    {"/v1/chat/completions", "POST", ROUTE_CHAT, "POST"},
+    {"/apply-template", "POST", ROUTE_APPLY_TEMPLATE, "POST"},
     {"/tokenize", "POST", ROUTE_TOKENIZE, "POST"},
     {"/detokenize", "POST", ROUTE_DETOKENIZE, "POST"},
 };
@@ -45,31 +49,8 @@ int routes_find(const char *path, const char *method, int *route, const char **a
     return INF_ENOTFOUND;
 }
 
-int api_json_parse_object(const char *p, size_t n, json_t **out, char *msg, size_t cap)
-{
-    json_error_t je;
-    *out = NULL;
-    if (n == 0) {
-        snprintf(msg, cap, "request body is empty (expected JSON)");
-        return INF_EINVAL;
-    }
-    /* jansson rejects trailing garbage, invalid UTF-8, lone surrogates and
-     * \u0000 (without JSON_ALLOW_NUL), and nesting past its depth limit */
-    json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
-    if (!j) {
-        snprintf(msg, cap, "invalid JSON: %s (at byte %d)", je.text, je.position);
-        return INF_EINVAL;
-    }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        snprintf(msg, cap, "the request body must be a JSON object");
-        return INF_EINVAL;
-    }
-    *out = j;
-    return 0;
-}
-
-json_t *routes_parse_body(struct http_req *r)
+/* r->body as a JSON object; on error responds 400 and returns NULL. */
+static json_t *routes_parse_body(struct http_req *r)
 {
     char msg[256];
     json_t *j;
@@ -182,18 +163,6 @@ static enum MHD_Result routes_tokenize(struct http_req *r, json_t *body)
     return ok;
 }
 
-size_t routes_drop_special(const struct tok *t, int32_t *ids, size_t n)
-{
-    /* Special tokens render as nothing without render_special; dropping them
-     * first gives the same text and keeps tok_decode away from empty pieces
-     * (tok.c passes their NULL piece to memcpy, which UBSan rejects). */
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!tok_is_special(t, ids[i]))
-            ids[k++] = ids[i];
-    return k;
-}
-
 static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
 {
     struct api *a = r->api;
@@ -216,7 +185,7 @@ static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
         }
         ids[i] = (int32_t)id;
     }
-    n = routes_drop_special(a->tok, ids, n);
+    n = api_req_drop_special(a->tok, ids, n);
     size_t need = tok_decode(a->tok, ids, n, 0, 1, NULL, 0);
     char *text = malloc(need + 1);
     if (!text) {
@@ -230,6 +199,35 @@ static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
     rc |= buf_json_str(&b, text, need); /* invalid UTF-8 (partial tokens) -> U+FFFD */
     rc |= buf_puts(&b, "}\n");
     free(text);
+    enum MHD_Result ok = rc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
+                            : http_respond(r, 200, "application/json", b.p, b.len);
+    buf_free(&b);
+    return ok;
+}
+
+/* The rendered chat prompt and its tokens, to debug templates. */
+static enum MHD_Result routes_apply_template(struct http_req *r, json_t *body)
+{
+    struct api *a = r->api;
+    struct api_req_error e;
+    char *text;
+    size_t len;
+    int32_t *ids, n;
+    if (!a->rctx)
+        return http_respond_error(r, 500, NULL, NULL, NULL, "no request context");
+    if (api_req_apply_template(a->rctx, body, &text, &len, &ids, &n, &e))
+        return http_respond_error(r, e.status, NULL, e.param[0] ? e.param : NULL,
+                                  e.code[0] ? e.code : NULL, "%s", e.message);
+    struct buf b = {0};
+    int rc = buf_reserve(&b, len + (size_t)n * 8 + 96) || buf_puts(&b, "{\"prompt\":");
+    rc = rc || buf_json_str(&b, text, len);
+    const char *family = api_request_ctx_chat(a->rctx, NULL);
+    rc = rc || buf_printf(&b, ",\"template\":\"%s\",\"tokens\":[", family);
+    for (int32_t i = 0; i < n && !rc; i++)
+        rc = buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
+    rc = rc || buf_printf(&b, "],\"count\":%d}\n", (int)n);
+    free(text);
+    free(ids);
     enum MHD_Result ok = rc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
                             : http_respond(r, 200, "application/json", b.p, b.len);
     buf_free(&b);
@@ -267,18 +265,15 @@ enum MHD_Result routes_dispatch(struct http_req *r)
         ok = routes_detokenize(r, body);
         break;
     case ROUTE_COMPLETIONS:
+    case ROUTE_CHAT:
         ok = cmpl_handle(r, body);
+        break;
+    case ROUTE_APPLY_TEMPLATE:
+        ok = routes_apply_template(r, body);
         break;
     default:
         ok = http_respond_error(r, 404, NULL, NULL, "not_found", "no such route");
     }
     json_decref(body);
     return ok;
-}
-
-enum MHD_Result routes_continue(struct http_req *r)
-{
-    if (r->cmpl)
-        return cmpl_continue(r);
-    return MHD_YES;
 }

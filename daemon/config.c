@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/chat_template.h"
 #include "engine/log.h"
 
 enum cfg_type { CFG_INT, CFG_I64, CFG_STR, CFG_BOOL, CFG_LEVEL };
@@ -94,6 +95,9 @@ static const struct cfg_key cfg_keys[] = {
     {"max_logprobs", CFG_INT, CFG_OFF(max_logprobs), 0, 20, "20", 1, "largest logprobs"},
     {"max_logit_bias", CFG_INT, CFG_OFF(max_logit_bias), 0, 1 << 20, "1024", 1,
      "most logit_bias entries"},
+    {"chat_template", CFG_STR, CFG_OFF(chat_template), 0, 0, "auto", 0,
+     "chat template family for /v1/chat/completions: auto (recognise the GGUF's "
+     "tokenizer.chat_template), chatml, llama3, llama3.1, llama2, mistral or gemma"},
 };
 
 #define CFG_NKEYS (sizeof(cfg_keys) / sizeof(cfg_keys[0]))
@@ -330,6 +334,12 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
         return inf_error_set(err, INF_EINVAL,
                              "max_connections_per_ip (%d) exceeds max_connections (%d)",
                              c->max_connections_per_ip, c->max_connections);
+    if (c->chat_template[0] && strcmp(c->chat_template, "auto") &&
+        chat_template_family(c->chat_template) < 0)
+        return inf_error_set(err, INF_EINVAL,
+                             "chat_template: \"%s\" is not one of auto, chatml, llama3, llama3.1, "
+                             "llama2, mistral, gemma",
+                             c->chat_template);
     if (c->kv_tokens && c->n_ctx && c->kv_tokens < c->n_ctx)
         return inf_error_set(err, INF_EINVAL,
                              "kv_tokens (%d) is smaller than n_ctx (%d): no sequence could fit",

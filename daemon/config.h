@@ -59,6 +59,7 @@ struct cfg {
     int max_stop_len;
     int max_logprobs;
     int max_logit_bias;
+    char chat_template[32]; /* auto, or a family name (api/chat_template.h) */
 };
 
 void cfg_defaults(struct cfg *c);

@@ -1392,11 +1392,20 @@ static int match_by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* 1 when every byte of [p, p + n) may be matched as a special token. */
+static int tok_allowed(const uint8_t *allow, size_t p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!allow[p + i])
+            return 0;
+    return 1;
+}
+
 /* Occurrences of the special tokens that apply, then the ones that survive
  * llama.cpp's partition: tokens by priority, each taking its leftmost
  * occurrences that do not overlap text already taken. Sorted by start. */
 static int tok_find_specials(const struct tok *t, const char *text, size_t len, int parse_special,
-                             struct tok_match **out, size_t *n_out)
+                             const uint8_t *allow, struct tok_match **out, size_t *n_out)
 {
     const uint8_t *first = parse_special ? t->first_all : t->first_user;
     struct tok_match *m = NULL;
@@ -1417,6 +1426,8 @@ static int tok_find_specials(const struct tok *t, const char *text, size_t len, 
             if (!parse_special && t->type[id] != TOK_T_USER)
                 continue;
             if (sp->len > len - p || memcmp(sp->ptr, text + p, sp->len) != 0)
+                continue;
+            if (allow && t->type[id] != TOK_T_USER && !tok_allowed(allow, p, sp->len))
                 continue;
             if (n == cap) {
                 size_t nc = cap ? cap * 2 : 16;
@@ -1463,8 +1474,8 @@ static int tok_find_specials(const struct tok *t, const char *text, size_t len, 
 
 /* ---- encode ------------------------------------------------------------------ */
 
-int tok_encode(const struct tok *t, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
-               size_t cap, size_t *n_out)
+static int tok_encode_impl(const struct tok *t, const char *text, size_t len, int add_special, int parse_special,
+                           const uint8_t *allow, int32_t *out, size_t cap, size_t *n_out)
 {
     struct tok_work w;
     struct tok_match *sp = NULL;
@@ -1480,7 +1491,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int add_specia
     w.t = t;
     w.out = out;
     w.cap = out ? cap : 0;
-    if ((rc = tok_find_specials(t, text, len, parse_special, &sp, &n_sp)))
+    if ((rc = tok_find_specials(t, text, len, parse_special, allow, &sp, &n_sp)))
         return rc;
     if (add_special && t->add_bos)
         work_emit(&w, t->bos);
@@ -1509,6 +1520,20 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int add_specia
         return w.err;
     *n_out = w.n;
     return w.n > w.cap ? INF_ETOOBIG : 0;
+}
+
+int tok_encode(const struct tok *t, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
+               size_t cap, size_t *n_out)
+{
+    return tok_encode_impl(t, text, len, add_special, parse_special, NULL, out, cap, n_out);
+}
+
+int tok_encode_masked(const struct tok *t, const char *text, size_t len, int add_special, const uint8_t *allow,
+                      int32_t *out, size_t cap, size_t *n_out)
+{
+    if (!allow && len)
+        return INF_EINVAL;
+    return tok_encode_impl(t, text, len, add_special, 1, allow, out, cap, n_out);
 }
 
 /* ---- decoding ------------------------------------------------------------------ */

@@ -63,6 +63,15 @@ size_t tok_max_token_bytes(const struct tok *t);
 int tok_encode(const struct tok *t, const char *text, size_t len, int add_special,
                int parse_special, int32_t *out, size_t cap, size_t *n_out);
 
+/* tok_encode with parse_special on, but a special token's text is matched
+ * only where every byte of it has allow[i] != 0 (user-defined tokens are
+ * matched everywhere, as always). For chat prompts: the template's own
+ * markers (allow 1) become special tokens, message content (allow 0) stays
+ * text even when it spells <|im_start|>; the text between matches is
+ * tokenized exactly as tok_encode would. allow has len bytes. */
+int tok_encode_masked(const struct tok *t, const char *text, size_t len, int add_special, const uint8_t *allow,
+                      int32_t *out, size_t cap, size_t *n_out);
+
 /* BPE only: the pre-tokenizer's split of text[0..len) into words (no
  * special-token matching): ends[i] is the byte offset where word i ends.
  * Writes at most cap offsets; *n_out gets the word count. 0, INF_ETOOBIG

@@ -1,11 +1,14 @@
-/* fuzz_request — libFuzzer target for the POST /v1/completions request
- * parser, plus a corpus replay.
+/* fuzz_request — libFuzzer target for the POST /v1/completions and
+ * /v1/chat/completions request parsers, plus a corpus replay.
  *
  * Each input is a request body. It goes through api_parse_completion_request
- * (api/request.h: the very code the endpoint runs before it submits to the
- * scheduler, JSON parse and prompt tokenization included) twice: with the
+ * and api_parse_chat_request (api/request.h: the very code the endpoints run
+ * before they submit to the scheduler, JSON parse, chat messages, template
+ * rendering and prompt tokenization included) with the
  * SPM tokenizer of stories260K.gguf and with the byte-level BPE tokenizer of
- * ggml-vocab-qwen2.gguf, both from $INFERD_SHARED (default ../shared). The
+ * ggml-vocab-qwen2.gguf (whose tokenizer.chat_template is ChatML; the
+ * stories260K one has none, so chat there is always refused), both from
+ * $INFERD_SHARED (default ../shared). The
  * limits are the daemon's defaults except n_ctx = 512 and max_tokens = 256,
  * small enough that the context checks are reachable with short inputs.
  *
@@ -21,7 +24,9 @@
  * corpus in tests/fuzz/corpus/request), each from an exact-size heap copy,
  * and checks the expectation a corpus file may carry in its name:
  * `ok-*` must be valid, `e400-<param>-*` must be a 400 naming <param> (with
- * '.' written as '+'; `e400--*` names no param), `e404-*` a 404. Files
+ * '.' written as '+' and '[i]' as '_i_'; `e400--*` names no param), `e404-*`
+ * a 404 (completions, SPM tokenizer); `chat-` before any of these checks the
+ * chat parser with the ChatML (qwen2) tokenizer instead. Files
  * without such a prefix (fuzzer finds) only have to pass the checks above.
  */
 #include <dirent.h>
@@ -96,8 +101,10 @@ static int fuzz_init(void)
         char path[4096];
         struct inf_error e;
         snprintf(path, sizeof(path), "%s/%s", root, f->file);
+        struct gguf_str tmpl = {NULL, 0};
         if (gguf_open(path, &f->g, &e) || tok_load(f->g, &f->t, &e) ||
-            api_request_ctx_new(&cfg, f->t, FUZZ_N_CTX, &f->ctx)) {
+            (gguf_get_str(f->g, "tokenizer.chat_template", &tmpl), 0) ||
+            api_request_ctx_new(&cfg, f->t, FUZZ_N_CTX, tmpl.ptr, (size_t)tmpl.len, &f->ctx)) {
             fprintf(stderr, "fuzz_request: cannot load %s: %s\n", path, e.msg);
             fuzz_ready = -1;
             break;
@@ -152,18 +159,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fuzz_init() != 1)
         abort(); /* the fuzzer cannot run without its tokenizers */
     const char *body = (const char *)data;
-    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
-        struct api_request_result r1, r2;
-        if (api_parse_completion_request(fuzz_toks[i].ctx, body, size, &r1))
-            abort();
-        fuzz_check(&r1);
-        if (i == 0) {
-            if (api_parse_completion_request(fuzz_toks[i].ctx, body, size, &r2))
+    int (*parse[2])(struct api_request_ctx *, const char *, size_t,
+                    struct api_request_result *) = {api_parse_completion_request,
+                                                    api_parse_chat_request};
+    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++)
+        for (int k = 0; k < 2; k++) {
+            struct api_request_result r1, r2;
+            if (parse[k](fuzz_toks[i].ctx, body, size, &r1))
                 abort();
-            if (memcmp(&r1, &r2, sizeof(r1)))
-                fuzz_fail("the same body gave a different result", &r1);
+            fuzz_check(&r1);
+            if (i == (size_t)k) { /* completions on SPM, chat on the ChatML vocab */
+                if (parse[k](fuzz_toks[i].ctx, body, size, &r2))
+                    abort();
+                if (memcmp(&r1, &r2, sizeof(r1)))
+                    fuzz_fail("the same body gave a different result", &r1);
+            }
         }
-    }
     return 0;
 }
 
@@ -201,9 +212,18 @@ static int replay_expect(const char *name, const struct api_request_result *r)
             n = sizeof(want) - 1;
         memcpy(want, p, n);
         want[n] = '\0';
-        for (char *c = want; *c; c++)
+        size_t k = 0;
+        for (char *c = want; *c; c++) /* '+' -> '.', "_i_" -> "[i]" */
             if (*c == '+')
-                *c = '.';
+                want[k++] = '.';
+            else if (*c == '_' && c[1] >= '0' && c[1] <= '9' && strchr(c + 1, '_')) {
+                want[k++] = '[';
+                for (c++; *c != '_'; c++)
+                    want[k++] = *c;
+                want[k++] = ']';
+            } else
+                want[k++] = *c;
+        want[k] = '\0';
         if (r->status == 400 && !strcmp(r->param, want))
             return 0;
         fprintf(stderr, "%s: want 400 param '%s', got %d param '%s': %s\n", name, want,
@@ -222,11 +242,14 @@ static int replay_file(const char *path, const char *name)
         return 1;
     }
     LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
-    /* the expectation is checked against the SPM model (stories260K) */
+    /* the expectation is checked against the SPM model (stories260K), or
+     * for chat- files the chat parser with the ChatML vocab (qwen2) */
     struct api_request_result r;
-    int bad = api_parse_completion_request(fuzz_toks[0].ctx, buf, n, &r)
+    int chat = !strncmp(name, "chat-", 5);
+    int bad = (chat ? api_parse_chat_request(fuzz_toks[1].ctx, buf, n, &r)
+                    : api_parse_completion_request(fuzz_toks[0].ctx, buf, n, &r))
                   ? 1
-                  : replay_expect(name, &r);
+                  : replay_expect(chat ? name + 5 : name, &r);
     free(buf);
     return bad;
 }

@@ -1,0 +1,267 @@
+/* api — the api object's lifecycle (api/api.h): create it and start the
+ * HTTP side, take over the engine, prewarm, reconfigure, drain, free. Also
+ * the two loop callbacks that are not MHD's: the engine's wake-up (drain
+ * completion events) and the one-second tick (read deadline, SSE pings,
+ * drain deadline).
+ *
+ * This is the top of api/: it wires routes.c and completions.c into http.c
+ * (internal.h has the dependency picture). Thread: the loop thread.
+ */
+#include "api/internal.h"
+#include "api/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "engine/gguf.h"
+#include "engine/log.h"
+#include "engine/model.h"
+#include "engine/sched.h"
+#include "engine/tok.h"
+
+static void api_check_drained(struct api *a)
+{
+    if (a->state != API_DRAINING || !a->sd_done)
+        return;
+    /* finished: no completion left, and every response was sent (or the
+     * clients had a few seconds past the deadline to read it) */
+    if (a->n_cmpls == 0 && (a->n_reqs == 0 || api_now() > a->drain_deadline + 5.0)) {
+        void (*done)(void *) = a->sd_done;
+        a->sd_done = NULL;
+        a->state = API_STOPPED;
+        done(a->sd_ud);
+    }
+}
+
+/* ---- prewarm ---------------------------------------------------------- */
+
+static void api_prewarm_poll(struct api *a)
+{
+    struct sched_event ev[8];
+    int n, done = 0, rc = 0;
+    while ((n = sched_poll(a->pw, ev, 8)) > 0)
+        for (int i = 0; i < n; i++) {
+            if (ev[i].kind == SCHED_EV_DONE)
+                done = 1;
+            else if (ev[i].kind == SCHED_EV_ERROR) {
+                done = 1;
+                rc = ev[i].error ? ev[i].error : INF_EINTERNAL;
+            }
+        }
+    if (!done)
+        return;
+    sched_release(a->pw);
+    a->pw = NULL;
+    if (!rc && a->state == API_LOADING)
+        a->state = API_READY;
+    if (a->pw_done)
+        a->pw_done(a->pw_ud, rc);
+}
+
+int api_prewarm(struct api *a, void (*done)(void *ud, int rc), void *ud)
+{
+    int32_t tok[2];
+    int32_t n = 0;
+    int32_t bos = tok_bos(a->tok);
+    tok[n++] = bos >= 0 ? bos : 0;
+    struct sched_request sr;
+    memset(&sr, 0, sizeof(sr));
+    sr.prompt = tok;
+    sr.n_prompt = n;
+    sr.n_choices = 1;
+    sr.max_tokens = 2;
+    sr.logprobs = -1;
+    sample_params_default(&sr.sampling);
+    sr.sampling.temperature = 0;
+    a->pw_done = done;
+    a->pw_ud = ud;
+    struct inf_error e = {0};
+    int rc = sched_submit(a->sched, &sr, cmpl_notify, a, &a->pw, &e);
+    if (rc) {
+        a->pw = NULL;
+        log_error("prewarm: sched_submit failed: %s %s", inf_strerror(rc), e.msg);
+        return rc;
+    }
+    return 0;
+}
+
+void api_set_ready(struct api *a)
+{
+    if (a->state == API_LOADING)
+        a->state = API_READY;
+}
+
+void api_set_engine(struct api *a, struct model *m, struct sched *s, int32_t n_ctx)
+{
+    a->model = m;
+    a->sched = s;
+    a->tok = model_tok(m);
+    a->n_ctx = n_ctx;
+    a->n_vocab = tok_n_vocab(a->tok);
+    api_request_ctx_free(a->rctx);
+    a->rctx = NULL;
+    struct gguf_str tmpl = {NULL, 0};
+    int has_tmpl = gguf_get_str(model_gguf(m), "tokenizer.chat_template", &tmpl) == 0;
+    int rc = api_request_ctx_new(&a->cfg, a->tok, n_ctx, has_tmpl ? tmpl.ptr : NULL,
+                                 has_tmpl ? (size_t)tmpl.len : 0, &a->rctx);
+    if (rc == INF_EINVAL) {
+        /* the config names no family (cfg_validate should have caught it):
+         * chat off rather than a guess */
+        struct api_config c = a->cfg;
+        log_error("chat_template: \"%s\" is not a known family; chat disabled",
+                  c.chat_template);
+        snprintf(c.chat_template, sizeof(c.chat_template), "auto");
+        rc = api_request_ctx_new(&c, a->tok, n_ctx, NULL, 0, &a->rctx);
+    }
+    if (rc) {
+        log_error("api: out of memory for the request context");
+        return;
+    }
+    const char *why;
+    const char *family = api_request_ctx_chat(a->rctx, &why);
+    if (strcmp(family, "none"))
+        log_info("chat: %s", why);
+    else
+        log_warn("chat: /v1/chat/completions is unavailable: %s", why);
+}
+
+/* ---- the loop callbacks ----------------------------------------------- */
+
+static void api_wake_cb(uv_async_t *h)
+{
+    struct api *a = h->data;
+    cmpl_on_wake(a);
+    if (a->pw)
+        api_prewarm_poll(a);
+    http_run(a);
+}
+
+static void api_tick_cb(uv_timer_t *t)
+{
+    struct api *a = t->data;
+    double now = api_now();
+    http_tick(a, now);
+    cmpl_tick(a, now);
+    if (a->state == API_DRAINING && !a->canceled_all && now >= a->drain_deadline) {
+        a->canceled_all = 1;
+        log_warn("drain timeout: canceling %d requests still running", a->n_cmpls);
+        cmpl_cancel_all(a, "server is shutting down");
+    }
+    api_check_drained(a);
+    http_run(a);
+}
+
+static void api_handle_closed(uv_handle_t *h)
+{
+    struct api *a = h->data;
+    if (--a->handles_open == 0) {
+        api_request_ctx_free(a->rctx);
+        free(a);
+    }
+}
+
+/* ---- create, reconfigure, drain, free --------------------------------- */
+
+int api_new(uv_loop_t *loop, const struct api_config *c, struct api **out,
+            struct inf_error *err)
+{
+    *out = NULL;
+    struct api *a = calloc(1, sizeof(*a));
+    if (!a)
+        return inf_error_set(err, INF_ENOMEM, "out of memory");
+    a->loop = loop;
+    a->cfg = *c;
+    a->state = API_LOADING;
+    a->route_find = routes_find;
+    a->dispatch = routes_dispatch;
+    a->request_done = api_check_drained;
+    metrics_init(&a->metrics);
+    if (getrandom(&a->rng, sizeof(a->rng), 0) != sizeof(a->rng))
+        a->rng = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)a << 16);
+    a->rng |= 1;
+    int rc = http_start(a, err);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    uv_timer_init(loop, &a->tick);
+    uv_async_init(loop, &a->wake, api_wake_cb);
+    a->tick.data = a->wake.data = a;
+    a->handles_open = 4; /* mhd_poll, mhd_timer (http_start), tick, wake */
+    uv_timer_start(&a->tick, api_tick_cb, 1000, 1000);
+    http_run(a);
+    *out = a;
+    return 0;
+}
+
+int api_port(const struct api *a)
+{
+    return a->port;
+}
+
+void api_reconfigure(struct api *a, const struct api_config *c)
+{
+    char host[256], model_id[256];
+    int port = a->cfg.port;
+    memcpy(host, a->cfg.host, sizeof(host));
+    memcpy(model_id, a->cfg.model_id, sizeof(model_id));
+    a->cfg = *c;
+    memcpy(a->cfg.host, host, sizeof(host));
+    memcpy(a->cfg.model_id, model_id, sizeof(model_id));
+    a->cfg.port = port;
+    if (a->rctx)
+        api_request_ctx_set_limits(a->rctx, &a->cfg);
+    http_reconfigure(a);
+}
+
+void api_shutdown(struct api *a, uint64_t drain_ms, void (*done)(void *ud), void *ud)
+{
+    if (a->state == API_DRAINING || a->state == API_STOPPED) {
+        /* asked again (a second SIGTERM): stop waiting */
+        double now = api_now();
+        if (a->drain_deadline > now)
+            a->drain_deadline = now;
+        return;
+    }
+    a->state = API_DRAINING;
+    a->drain_deadline = api_now() + (double)drain_ms / 1e3;
+    a->sd_done = done;
+    a->sd_ud = ud;
+    http_quiesce(a);
+    if (a->pw) { /* still prewarming: nothing to wait for */
+        sched_release(a->pw);
+        a->pw = NULL;
+    }
+    log_info("draining: %d requests in flight, %d connections open (deadline %.0f s)",
+             a->n_cmpls, a->n_conns, (double)drain_ms / 1e3);
+    api_check_drained(a);
+    http_run(a);
+}
+
+int api_active(const struct api *a)
+{
+    return a->n_cmpls;
+}
+
+void api_free(struct api *a)
+{
+    if (!a)
+        return;
+    if (a->mhd) {
+        /* every request is finished (api_shutdown's contract) or is cut here;
+         * MHD must not be stopped with suspended connections */
+        cmpl_cancel_all(a, "server is shutting down");
+        http_stop(a);
+    }
+    if (a->pw) {
+        sched_release(a->pw);
+        a->pw = NULL;
+    }
+    uv_close((uv_handle_t *)&a->mhd_poll, api_handle_closed);
+    uv_close((uv_handle_t *)&a->mhd_timer, api_handle_closed);
+    uv_close((uv_handle_t *)&a->tick, api_handle_closed);
+    uv_close((uv_handle_t *)&a->wake, api_handle_closed);
+}

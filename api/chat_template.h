@@ -1,0 +1,85 @@
+/* chat_template — a conversation rendered as the prompt text a chat model
+ * was trained on, for the template families inferd knows.
+ *
+ * inferd does not run Jinja. It recognises a GGUF's tokenizer.chat_template
+ * by the family's markers (chat_template_detect) and renders that family's
+ * published format itself:
+ *   chatml    <|im_start|>role\ncontent<|im_end|>\n ... <|im_start|>assistant\n
+ *             (Qwen2 / 2.5 / 3; the default system prompt a template inserts
+ *             when the conversation has none is taken from the template)
+ *   llama3    <|begin_of_text|><|start_header_id|>role<|end_header_id|>\n\n
+ *             content(trimmed)<|eot_id|> ... <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   llama3.1  llama3 with the system block the 3.1 template always writes
+ *             ("Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n")
+ *   llama2    <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s><s>[INST] ...
+ *   mistral   <s>[INST] user [/INST]answer</s>[INST] ... (system: "system\n\n" before
+ *             the first user message)
+ *   gemma     <bos><start_of_turn>user\ncontent(trimmed)<end_of_turn>\n ...
+ *             <start_of_turn>model\n (assistant is "model"; system as in mistral)
+ * A template that matches none is CHAT_TEMPLATE_NONE: the caller refuses
+ * chat rather than guess.
+ *
+ * Rendering also says which bytes are the template's own (mask 1) and which
+ * are message content (mask 0): only the template's bytes may become special
+ * tokens (tok_encode_masked), so "<|im_start|>" typed by a user stays text.
+ * Pure: no tokenizer, no I/O. Thread: any.
+ */
+#ifndef INFERD_API_CHAT_TEMPLATE_H
+#define INFERD_API_CHAT_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "api/buf.h"
+
+enum chat_template_family {
+    CHAT_TEMPLATE_NONE = 0,
+    CHAT_TEMPLATE_CHATML,
+    CHAT_TEMPLATE_LLAMA3,
+    CHAT_TEMPLATE_LLAMA31,
+    CHAT_TEMPLATE_LLAMA2,
+    CHAT_TEMPLATE_MISTRAL,
+    CHAT_TEMPLATE_GEMMA,
+};
+
+enum chat_role { CHAT_ROLE_SYSTEM = 1, CHAT_ROLE_USER, CHAT_ROLE_ASSISTANT };
+
+struct chat_msg {
+    int role;            /* enum chat_role */
+    const char *content; /* not NUL-terminated */
+    size_t len;
+};
+
+struct chat_template {
+    int family;
+    char bos[64];             /* the BOS token's text (bos_token), "" for none */
+    char eos[64];             /* the EOS token's text (eos_token) */
+    char default_system[512]; /* chatml: inserted when there is no system message */
+};
+
+/* The family a name stands for ("chatml", "llama3", "llama3.1", "llama2",
+ * "mistral", "gemma"), or -1. */
+int chat_template_family(const char *name);
+/* The family's name; "none" for CHAT_TEMPLATE_NONE. */
+const char *chat_template_name(int family);
+/* The family whose markers tmpl[0..len) has, or CHAT_TEMPLATE_NONE. */
+int chat_template_detect(const char *tmpl, size_t len);
+
+/* Set up ct for family. tmpl (may be NULL) is the model's template, read
+ * for the chatml default system prompt; bos / eos are the model's token
+ * texts (NULL for none). */
+void chat_template_init(struct chat_template *ct, int family, const char *tmpl, size_t len,
+                        const char *bos, const char *eos);
+
+/* The text of the token that ends an assistant turn ("<|im_end|>", ...). */
+const char *chat_template_eot(const struct chat_template *ct);
+
+/* Render msgs[0..n) (and the assistant turn's opening when add_generation
+ * is set) by appending to text, and one byte per text byte to mask (1: the
+ * template's, 0: content). 0; INF_EINVAL when the family cannot render the
+ * conversation (msg says why, e.g. roles that do not alternate);
+ * INF_ENOMEM. */
+int chat_template_render(const struct chat_template *ct, const struct chat_msg *msgs, size_t n,
+                         int add_generation, struct buf *text, struct buf *mask, char *msg,
+                         size_t msg_cap);
+
+#endif
