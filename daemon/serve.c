@@ -124,6 +124,12 @@ static void serve_watchdog(void *ud)
 
 /* ---- loading (worker thread) ------------------------------------------- */
 
+static void serve_prewarm_report(void *ud, const char *name, double ms)
+{
+    (*(int *)ud)++;
+    log_info("prewarm: %s %.3f ms", name, ms);
+}
+
 static void serve_load_work(uv_work_t *w)
 {
     struct serve *S = w->data;
@@ -176,6 +182,19 @@ static void serve_load_work(uv_work_t *w)
     S->load_rc = graph_new(S->model, &gp, &S->graph, err);
     if (S->load_rc)
         return;
+    /* every kernel the backend can dispatch to, once, before READY=1 */
+    if (S->cfg.prewarm && S->be->ops->prewarm) {
+        const double tp = serve_now();
+        int n = 0;
+        log_info("prewarming the %s kernels", S->be->ops->name);
+        S->load_rc = S->be->ops->prewarm(S->be, serve_prewarm_report, &n);
+        if (S->load_rc) {
+            inf_error_set(err, S->load_rc, "kernel prewarm failed after %d kernels: %s", n,
+                          inf_strerror(S->load_rc));
+            return;
+        }
+        log_info("prewarmed %d kernels in %.1f ms", n, (serve_now() - tp) * 1e3);
+    }
     S->load_rc = sched_new(S->model, S->graph, &sc, &S->sched, err);
     if (S->load_rc)
         return;

@@ -143,6 +143,13 @@ struct backend_ops {
 
     /* Wait for queued work; 0 or the first error since the last sync. */
     int (*sync)(struct backend *be);
+
+    /* Optional (NULL: nothing to warm). Launch every kernel the backend's
+     * dispatcher can choose once on scratch data, so the first request pays
+     * no module load; report(ud, name, ms) for each, in order. 0, or the
+     * first failure (nothing else is changed either way). */
+    int (*prewarm)(struct backend *be, void (*report)(void *ud, const char *name, double ms),
+                   void *ud);
 };
 
 struct backend {

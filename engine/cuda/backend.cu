@@ -209,6 +209,9 @@ static void cuda_be_destroy(struct backend *be)
     free(be);
 }
 
+extern "C" int cuda_be_prewarm(struct backend *be,
+                               void (*report)(void *ud, const char *name, double ms), void *ud);
+
 static const struct backend_ops cuda_backend_ops = {
     /* .name */ "cuda",
     /* .kv_type */ QT_F16,
@@ -232,6 +235,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .silu_mul */ cuda_op_silu_mul,
     /* .add */ cuda_op_add,
     /* .sync */ cuda_be_sync,
+    /* .prewarm */ cuda_be_prewarm,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)

@@ -5,7 +5,7 @@
 # API suite against a daemon serving from the GPU, compute-sanitizer, and
 # the benchmarks. Expects devcarry/ from tests/cuda/device-prep.sh (built
 # here: the GPU machine has no libmicrohttpd, jansson or libuv).
-#   tests/cuda/run-on-gpu.sh [PHASE ...]   phases: self ops model cli api sanitize bench
+#   tests/cuda/run-on-gpu.sh [PHASE ...]   phases: self ops model cli api sanitize bench op
 # (default: all). Logs go to $OUT (the device tool brings them back), one
 # file per phase, and a summary line per step to $OUT/summary.txt.
 set -uo pipefail
@@ -15,7 +15,7 @@ export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export INFERD_SHARED=$d/shared INFERD_SRC=$PWD PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
-phases=${*:-self ops model cli api sanitize bench}
+phases=${*:-self ops model cli api sanitize bench op}
 summary=$out/summary.txt
 step() { # name command...: run, log, one summary line with the status and time
     local name=$1; shift
@@ -64,7 +64,11 @@ for phase in $phases; do
         step "bench tiny-llama cuda" $d/bin/inferd bench --backend cuda \
             --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 128,512 --tg 128 --reps 3
         step "bench q7 cuda pp512 tg128" timeout 300 $d/bin/inferd bench --backend cuda \
-            --model /tmp/q7.gguf --pp 512 --tg 128 --reps 2 ;;
+            --model /tmp/q7.gguf --pp 512,2048 --tg 128 --reps 2
+        step "serve q7 on the gpu" timeout 300 python3 tests/cuda/serve_gpu.py $d/bin/inferd /tmp/q7.gguf ;;
+    op)
+        step "bench --op (all shapes)" timeout 300 $d/bin/inferd bench --op --backend cuda \
+            --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0,f16 --n 1,8,512,2048 ;;
     *)
         echo "unknown phase $phase" | tee -a "$summary" ;;
     esac

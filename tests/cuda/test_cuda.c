@@ -1,9 +1,36 @@
 /* test_cuda — the CUDA backend answers on a machine with a GPU; skips (77)
- * when the binary has no CUDA backend or the machine has no device. */
+ * when the binary has no CUDA backend or the machine has no device.
+ * Also: the backend's prewarm launches every kernel its dispatcher can pick
+ * (cuda_op_mul_mat: the warp-per-row product for every weight type, MMQ for
+ * every quantized type past 8 rows; get_rows per type; each variant of the
+ * other ops), each once, and reports it. */
 #include <stdio.h>
+#include <string.h>
 
+#include "engine/backend.h"
 #include "engine/cuda/cuda.h"
 #include "engine/err.h"
+#include "engine/quant.h"
+#include "tests/check.h"
+
+static char seen[64][64];
+static int n_seen;
+
+static void record(void *ud, const char *name, double ms)
+{
+    (void)ud;
+    if (n_seen < 64)
+        snprintf(seen[n_seen++], sizeof(seen[0]), "%s", name);
+    printf("prewarm: %-36s %.3f ms\n", name, ms);
+}
+
+static int has_prefix(const char *p)
+{
+    for (int i = 0; i < n_seen; i++)
+        if (!strncmp(seen[i], p, strlen(p)))
+            return 1;
+    return 0;
+}
 
 int main(void)
 {
@@ -23,5 +50,35 @@ int main(void)
                d[i].total_mem >> 20, d[i].n_sm);
     int rc = cuda_selftest(msg, sizeof(msg));
     printf("selftest: %s\n", msg);
-    return rc == INF_OK ? 0 : 1;
+    CHECK(rc == INF_OK);
+
+    struct inf_error err = {0, ""};
+    struct backend *be = cuda_backend_new(0, &err);
+    CHECK(be != NULL);
+    if (!be)
+        return 1;
+    CHECK(be->ops->prewarm != NULL);
+    CHECK(be->ops->prewarm(be, record, NULL) == 0);
+    static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0, QT_Q4_K, QT_Q5_K,
+                                QT_Q6_K};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        const int t = types[i], quantized = t != QT_F32 && t != QT_F16 && t != QT_BF16;
+        char p[64];
+        snprintf(p, sizeof(p), "get_rows<%s>", quant_type_name(t));
+        CHECK(has_prefix(p));
+        snprintf(p, sizeof(p), "mul_mat<%s> %s", quant_type_name(t),
+                 quantized ? "warp-per-row" : "float");
+        CHECK(has_prefix(p));
+        if (quantized) {
+            snprintf(p, sizeof(p), "mul_mat<%s> mmq", quant_type_name(t));
+            CHECK(has_prefix(p));
+        }
+    }
+    const char *others[] = {"rms_norm (warp", "rms_norm (block", "rope (llama)", "rope (neox)",
+                            "kv_store", "attention", "silu_mul", "add", "add_bias", "gather"};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        CHECK(has_prefix(others[i]));
+    printf("prewarm: %d kernels\n", n_seen);
+    backend_free(be);
+    return fails ? 1 : 0;
 }

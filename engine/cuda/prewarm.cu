@@ -1,0 +1,110 @@
+/* cuda/prewarm — launch every kernel the dispatcher can choose once, on
+ * scratch data, before the daemon reports ready: CUDA loads a module's
+ * kernels lazily at their first launch, which would otherwise land on the
+ * first request that needs each one. The list follows cuda_op_mul_mat's
+ * dispatch (warp-per-row product at n <= 8, MMQ past it, per weight type)
+ * and every other op's variants (rms_norm per-warp/per-block, RoPE llama/
+ * neox, both activation quantizers). Each is timed (host clock around
+ * launch + sync) and reported; the first failure stops it.
+ */
+#include <stdio.h>
+#include <time.h>
+
+#include "engine/cuda/common.cuh"
+
+extern "C" {
+#include "engine/quant.h"
+}
+
+static double pw_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+#define PW_N 64    /* activation rows: past MM_COLS, so MMQ runs */
+#define PW_NE0 256 /* one K-quant super-block per row */
+
+extern "C" int cuda_be_prewarm(struct backend *be,
+                               void (*report)(void *ud, const char *name, double ms), void *ud)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    const struct backend_reserve res = {PW_N, PW_NE0, 16, 4, 64};
+    int rc = be->ops->reserve(be, &res);
+    if (rc)
+        return rc;
+    /* scratch: zeroed bytes are valid blocks of every type (all scales 0) */
+    const size_t wbytes = (size_t)PW_N * PW_NE0 * sizeof(float);
+    uint8_t *wd = (uint8_t *)be->ops->alloc(be, wbytes);
+    float *x = (float *)be->ops->alloc(be, sizeof(float) * PW_N * PW_NE0);
+    float *y = (float *)be->ops->alloc(be, sizeof(float) * PW_N * PW_NE0);
+    int32_t *ints = (int32_t *)be->ops->alloc(be, sizeof(int32_t) * PW_N);
+    quant_f16 *kc = (quant_f16 *)be->ops->alloc(be, sizeof(quant_f16) * 16 * 4 * 64);
+    quant_f16 *vc = (quant_f16 *)be->ops->alloc(be, sizeof(quant_f16) * 16 * 4 * 64);
+    if (!wd || !x || !y || !ints || !kc || !vc) {
+        rc = INF_ENOMEM;
+        goto out;
+    }
+    {
+        static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0,
+                                    QT_Q4_K, QT_Q5_K, QT_Q6_K};
+        struct backend_weight w;
+        memset(&w, 0, sizeof(w));
+        char name[64];
+#define PW_RUN(label, stmt)                                                                       \
+    do {                                                                                          \
+        const double t0 = pw_now();                                                               \
+        stmt;                                                                                     \
+        if ((rc = be->ops->sync(be)) != 0)                                                        \
+            goto out;                                                                             \
+        report(ud, label, pw_now() - t0);                                                         \
+    } while (0)
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+            const int t = types[i];
+            const int quantized = t != QT_F32 && t != QT_F16 && t != QT_BF16;
+            w.type = t;
+            w.ne0 = PW_NE0;
+            w.ne1 = PW_N;
+            w.row_bytes = quant_row_bytes(t, PW_NE0);
+            w.data = wd;
+            snprintf(name, sizeof(name), "get_rows<%s>", quant_type_name(t));
+            PW_RUN(name, cuda_op_get_rows(be, &w, ints, 1, y));
+            snprintf(name, sizeof(name), "mul_mat<%s> %s, n=1", quant_type_name(t),
+                     quantized ? "warp-per-row" : "float");
+            PW_RUN(name, cuda_op_mul_mat(be, &w, x, y, 1));
+            if (quantized) {
+                snprintf(name, sizeof(name), "mul_mat<%s> mmq, n=%d", quant_type_name(t), PW_N);
+                PW_RUN(name, cuda_op_mul_mat(be, &w, x, y, PW_N));
+            }
+        }
+        w.type = QT_F32;
+        w.ne0 = PW_NE0;
+        w.ne1 = 1;
+        w.row_bytes = PW_NE0 * sizeof(float);
+        PW_RUN("rms_norm (warp per row)", cuda_op_rms_norm(be, x, &w, y, 4, 128, 1e-6f));
+        PW_RUN("rms_norm (block per row)", cuda_op_rms_norm(be, x, &w, y, 4, PW_NE0, 1e-6f));
+        PW_RUN("add_bias", cuda_op_add_bias(be, y, &w, 4));
+        struct backend_rope r = {64, 0, 10000.0f, 1.0f, NULL};
+        PW_RUN("rope (llama)", cuda_op_rope(be, y, 1, 4, ints, &r));
+        r.neox = 1;
+        PW_RUN("rope (neox)", cuda_op_rope(be, y, 1, 4, ints, &r));
+        PW_RUN("kv_store", cuda_op_kv_store(be, kc, vc, x, x, ints, 1, 4 * 64));
+        struct backend_attn a = {4, 4, 64, 16, 1, 0.125f};
+        PW_RUN("attention", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        PW_RUN("silu_mul", cuda_op_silu_mul(be, y, x, PW_NE0, PW_NE0));
+        PW_RUN("add", cuda_op_add(be, y, x, PW_NE0));
+        PW_RUN("gather", cuda_op_gather(be, x, ints, 1, PW_NE0, y));
+#undef PW_RUN
+    }
+out:
+    be->ops->free(be, wd);
+    be->ops->free(be, x);
+    be->ops->free(be, y);
+    be->ops->free(be, ints);
+    be->ops->free(be, kc);
+    be->ops->free(be, vc);
+    return rc;
+}
