@@ -18,6 +18,8 @@
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
+#include <cuda_pipeline.h>
+
 #define MMQ_BM 64
 #define MMQ_BN 64
 #define MMQ_K 256   /* elements per stage */
@@ -26,11 +28,18 @@
 /* Per-type stage layout: GROUP elements share an integer scale (32, or 16
  * for Q6_K); FS elements share a float step (256 for K-quants, 32 else). */
 template <int T> struct mmq_traits;
-template <> struct mmq_traits<QT_Q4_K> { enum { GROUP = 32, FS = 256, MIN = 1 }; };
-template <> struct mmq_traits<QT_Q5_K> { enum { GROUP = 32, FS = 256, MIN = 1 }; };
-template <> struct mmq_traits<QT_Q6_K> { enum { GROUP = 16, FS = 256, MIN = 0 }; };
-template <> struct mmq_traits<QT_Q8_0> { enum { GROUP = 32, FS = 32, MIN = 0 }; };
-template <> struct mmq_traits<QT_Q4_0> { enum { GROUP = 32, FS = 32, MIN = 0 }; };
+/* WB/XB: bytes of one stage of a weight / activation row. */
+template <> struct mmq_traits<QT_Q4_K> { enum { GROUP = 32, FS = 256, MIN = 1, WB = 144, XB = 292 }; };
+template <> struct mmq_traits<QT_Q5_K> { enum { GROUP = 32, FS = 256, MIN = 1, WB = 176, XB = 292 }; };
+template <> struct mmq_traits<QT_Q6_K> { enum { GROUP = 16, FS = 256, MIN = 0, WB = 210, XB = 292 }; };
+template <> struct mmq_traits<QT_Q8_0> { enum { GROUP = 32, FS = 32, MIN = 0, WB = 272, XB = 272 }; };
+template <> struct mmq_traits<QT_Q4_0> { enum { GROUP = 32, FS = 32, MIN = 0, WB = 144, XB = 272 }; };
+
+/* Raw staging: the next stage's bytes, copied with cp.async while the
+ * current stage computes. Rows start at a 4-byte boundary at or below the
+ * stage (Q6_K's 210-byte and Q8_0's 34-byte blocks are only 2-aligned):
+ * up to 2 bytes of slack, rounded up to words. */
+#define MMQ_RAW_WORDS 74 /* (292 + 2 + 3) / 4 */
 
 struct mmq_smem {
     int8_t wq[MMQ_BM][MMQ_ROW];     /* weights, int8 */
@@ -41,7 +50,23 @@ struct mmq_smem {
     float wdmin[MMQ_BM];            /* Q4_K/Q5_K dmin */
     float xd[MMQ_BN][8];            /* activation scale per float step */
     int xbs[MMQ_BN][8];             /* activation sums per 32 (K-quants) */
+    uint32_t raw_w[MMQ_BM][MMQ_RAW_WORDS];
+    uint32_t raw_x[MMQ_BN][MMQ_RAW_WORDS];
 };
+
+/* Queue the async copy of stage s of one row (bytes [base + s*SB, +SB) of
+ * global memory) into raw words; returns nothing, the caller commits. The
+ * row's byte offset inside its first word is (address & 3). */
+template <int SB>
+static __device__ __forceinline__ void mmq_raw_copy(uint32_t *dst, const uint8_t *src, int part,
+                                                    int parts)
+{
+    const uintptr_t a = (uintptr_t)src;
+    const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
+    const int words = (int)(((a & 3) + SB + 3) / 4);
+    for (int k = part; k < words; k += parts)
+        __pipeline_memcpy_async(dst + k, w0 + k, 4);
+}
 
 static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])
 {
@@ -183,7 +208,8 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
            size_t x_row_bytes, int64_t n_stages, float *__restrict__ y, int32_t n_rows)
 {
     typedef mmq_traits<T> TR;
-    __shared__ mmq_smem S;
+    extern __shared__ __align__(16) uint8_t mmq_smem_raw[];
+    mmq_smem &S = *(mmq_smem *)mmq_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int wm = warp / 4, wn = warp % 4; /* warp tile: rows 32*wm.., activations 16*wn.. */
     const int g = lane >> 2, t4 = lane & 3;
@@ -194,7 +220,7 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
     const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1;        /* clamped: read, never stored */
     const int32_t xrow = n0 + lr < n_rows ? n0 + lr : n_rows - 1;
     const uint8_t *wp = w + (size_t)wrow * row_bytes;
-    const void *xp = (const uint8_t *)xq + (size_t)xrow * x_row_bytes;
+    const uint8_t *xp = (const uint8_t *)xq + (size_t)xrow * x_row_bytes;
 
     float acc[2][2][4];
     int sum[2][2][4];
@@ -208,11 +234,25 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
                 sum[a][b][i] = 0;
             }
 
+    /* stage 0: copy, wait, unpack */
+    mmq_raw_copy<TR::WB>(S.raw_w[lr], wp, lp, 4);
+    mmq_raw_copy<TR::XB>(S.raw_x[lr], xp, lp, 4);
+    __pipeline_commit();
     for (int64_t s = 0; s < n_stages; s++) {
-        __syncthreads(); /* the previous stage's readers are done */
-        mmq_unpack<T>::run(S, lr, wp, s, lp);
-        mmq_load_x<T>(S, lr, xp, s, lp);
-        __syncthreads();
+        __pipeline_wait_prior(0);
+        __syncthreads(); /* raw stage s has landed; stage s-1's readers are done */
+        {
+            const uint8_t *rw = (const uint8_t *)S.raw_w[lr] + ((uintptr_t)(wp + s * TR::WB) & 3);
+            const uint8_t *rx = (const uint8_t *)S.raw_x[lr] + ((uintptr_t)(xp + s * TR::XB) & 3);
+            mmq_unpack<T>::run(S, lr, rw, 0, lp);
+            mmq_load_x<T>(S, lr, rx, 0, lp);
+        }
+        __syncthreads(); /* the tile is ready and the raw buffers are free */
+        if (s + 1 < n_stages) {
+            mmq_raw_copy<TR::WB>(S.raw_w[lr], wp + (s + 1) * TR::WB, lp, 4);
+            mmq_raw_copy<TR::XB>(S.raw_x[lr], xp + (s + 1) * TR::XB, lp, 4);
+        }
+        __pipeline_commit();
 
 #pragma unroll
         for (int k = 0; k < MMQ_K; k += TR::GROUP) {
@@ -302,7 +342,16 @@ void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     const int64_t nb = w->ne0 / Q::QK; /* activation blocks per row */
     const size_t x_row_bytes = (size_t)nb * sizeof(typename Q::xb);
     const dim3 grid(cuda_blocks(w->ne1, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
-    mmq_kernel<T><<<grid, 256, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes,
+    /* past the 48 KB a launch gets without asking; set once per instantiation */
+    static int attr_set;
+    if (!attr_set) {
+        if (cuda_fail(c, cudaFuncSetAttribute(mmq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)sizeof(mmq_smem)),
+                      "cudaFuncSetAttribute(mmq_kernel)", __FILE__, __LINE__))
+            return;
+        attr_set = 1;
+    }
+    mmq_kernel<T><<<grid, 256, sizeof(mmq_smem), c->stream>>>((const uint8_t *)w->data, w->row_bytes,
                                                (int32_t)w->ne1, xq, x_row_bytes, w->ne0 / MMQ_K,
                                                y, n_rows);
 }

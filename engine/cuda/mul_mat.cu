@@ -23,68 +23,79 @@
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
 
-/* K-quants: 8 lanes per super-block (lane j of a group takes sub-block j),
- * 4 consecutive super-blocks per warp step, so a group reads its 144-210
- * bytes together; the group's integer terms meet by an exact shuffle sum,
- * then lane c runs activation row c's float chain over the 4 in k order. */
+/* K-quants: one 128-thread block per weight row; 16 groups of 8 lanes take
+ * 16 super-blocks at a time (lane j of a group: sub-block j, so a group
+ * reads its 144-210 bytes together). A group's integer terms meet by an
+ * exact shuffle sum and are parked in shared memory for up to MMV_SB
+ * super-blocks; then thread c runs activation row c's float chain over them
+ * in k order. No barrier inside the load loop: every super-block's loads
+ * can be in flight at once, which is what a decode product needs (it is a
+ * stream of the weight bytes). */
+#define MMV_GROUPS 16
+#define MMV_SB 128 /* super-blocks parked per pass: rows up to 32768 in one */
+
 template <int T>
-static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
+static __global__ void __launch_bounds__(MMV_GROUPS * 8)
 mul_mat_qk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
                   const typename cuda_qt<T>::xb *__restrict__ xq, int64_t nb, float *__restrict__ y,
                   int32_t n_rows)
 {
     typedef cuda_qt<T> Q;
-    __shared__ float4 terms[MM_WARPS][4][MM_COLS];
-    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    const int grp = lane / 8, j = lane % 8;
-    const int32_t jr = blockIdx.x * MM_WARPS + wid;
+    __shared__ float4 terms[MMV_SB][MM_COLS];
+    const int grp = threadIdx.x / 8, j = threadIdx.x % 8;
+    const int32_t jr = blockIdx.x;
     const int32_t r0 = blockIdx.y * MM_COLS;
-    if (jr >= n_w_rows)
-        return; /* whole warps only: the shuffles and __syncwarp stay full */
     const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
     const uint8_t *row = w + (size_t)jr * row_bytes;
     const typename Q::xb *x0 = xq + (int64_t)r0 * nb;
-    float acc = 0.0f; /* lane c < ncols: activation row r0 + c */
-    for (int64_t base = 0; base < nb; base += 4) {
-        const int64_t ib = base + grp;
-        const int cnt = nb - base < 4 ? (int)(nb - base) : 4;
-        int v1[MM_COLS], v2[MM_COLS];
+    /* the group's own lanes: groups of one warp may run different trip counts */
+    const unsigned gmask = 0xffu << (threadIdx.x % CUDA_WARP & ~7u);
+    float acc = 0.0f; /* thread c < ncols: activation row r0 + c */
+    for (int64_t pass = 0; pass < nb; pass += MMV_SB) {
+        const int64_t end = nb - pass < MMV_SB ? nb : pass + MMV_SB;
+        for (int64_t ib = pass + grp; ib < end; ib += MMV_GROUPS) {
+            int v1[MM_COLS], v2[MM_COLS];
 #pragma unroll
-        for (int c = 0; c < MM_COLS; c++)
-            v1[c] = v2[c] = 0;
-        if (grp < cnt)
+            for (int c = 0; c < MM_COLS; c++)
+                v1[c] = v2[c] = 0;
             Q::template sub<MM_COLS>(row, ib, j, x0 + ib, nb, ncols, v1, v2);
-#pragma unroll
-        for (int c = 0; c < MM_COLS; c++)
-            if (c < ncols) {
-#pragma unroll
-                for (int o = 1; o < 8; o <<= 1) {
-                    v1[c] += __shfl_xor_sync(0xffffffffu, v1[c], o);
-                    if (Q::HAS_MIN)
-                        v2[c] += __shfl_xor_sync(0xffffffffu, v2[c], o);
-                }
-            }
-        if (j == 0 && grp < cnt) {
 #pragma unroll
             for (int c = 0; c < MM_COLS; c++)
                 if (c < ncols) {
-                    float p1, p2;
-                    Q::scales(row, ib, x0 + ib + c * nb, &p1, &p2);
-                    terms[wid][grp][c] = make_float4(p1, (float)v1[c], p2, (float)v2[c]);
+                    /* the group's 8 lanes are converged: same ib, same ncols */
+#pragma unroll
+                    for (int o = 1; o < 8; o <<= 1) {
+                        v1[c] += __shfl_xor_sync(gmask, v1[c], o, 8);
+                        if (Q::HAS_MIN)
+                            v2[c] += __shfl_xor_sync(gmask, v2[c], o, 8);
+                    }
                 }
+            if (j < ncols) {
+                /* lane j of the group parks activation row j's terms */
+                float p1 = 0.0f, p2 = 0.0f;
+                Q::scales(row, ib, x0 + ib + j * nb, &p1, &p2);
+                float t1 = 0.0f, t2 = 0.0f;
+#pragma unroll
+                for (int c = 0; c < MM_COLS; c++)
+                    if (c == j) {
+                        t1 = (float)v1[c];
+                        t2 = (float)v2[c];
+                    }
+                terms[ib - pass][j] = make_float4(p1, t1, p2, t2);
+            }
         }
-        __syncwarp();
-        if (lane < ncols)
-            for (int k = 0; k < cnt; k++) {
-                const float4 t = terms[wid][k][lane];
+        __syncthreads();
+        if (threadIdx.x < ncols)
+            for (int64_t k = 0; k < end - pass; k++) {
+                const float4 t = terms[k][threadIdx.x];
                 acc = __fmaf_rn(t.x, t.y, acc);
                 if (Q::HAS_MIN)
                     acc = __fmaf_rn(t.z, t.w, acc);
             }
-        __syncwarp();
+        __syncthreads();
     }
-    if (lane < ncols)
-        y[(int64_t)(r0 + lane) * n_w_rows + jr] = acc;
+    if (threadIdx.x < ncols)
+        y[(int64_t)(r0 + threadIdx.x) * n_w_rows + jr] = acc;
 }
 
 /* Q8_0/Q4_0: lane l takes 32-element blocks l, l+32, ... (a warp reads 32
@@ -197,7 +208,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         return;
     }
     if constexpr (Q::QK == QK_K)
-        mul_mat_qk_kernel<T><<<grid, block, 0, c->stream>>>(
+        mul_mat_qk_kernel<T><<<dim3((unsigned)w->ne1, grid.y), MMV_GROUPS * 8, 0, c->stream>>>(
             (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
             (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
     else

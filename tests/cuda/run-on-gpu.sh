@@ -69,6 +69,20 @@ for phase in $phases; do
     op)
         step "bench --op (all shapes)" timeout 300 $d/bin/inferd bench --op --backend cuda \
             --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0,f16 --n 1,8,512,2048 ;;
+    ab)
+        # A/B interleaved against the previous build (devcarry/prev/inferd, put
+        # there by hand before a kernel change), same bytes, same call
+        [ -x $d/prev/inferd ] || { echo "no devcarry/prev/inferd" | tee -a "$summary"; continue; }
+        [ -f /tmp/q7.gguf ] || $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
+            --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf >/dev/null
+        for round in 1 2; do
+            for v in prev bin; do
+                step "op $v round $round" $d/$v/inferd bench --op --backend cuda \
+                    --types ${AB_TYPES:-q4_K,q6_K,q8_0} --n 1,8,512 --shapes llama3-ffn-down
+                step "q7 $v round $round" $d/$v/inferd bench --backend cuda --model /tmp/q7.gguf \
+                    --pp 512 --tg 128 --reps 2
+            done
+        done ;;
     *)
         echo "unknown phase $phase" | tee -a "$summary" ;;
     esac
