@@ -49,7 +49,7 @@ struct mmq_smem {
     float wd[MMQ_BM][8];            /* weight float scale per float step */
     float wdmin[MMQ_BM];            /* Q4_K/Q5_K dmin */
     float xd[MMQ_BN][8];            /* activation scale per float step */
-    int xbs[MMQ_BN][8];             /* activation sums per 32 (K-quants) */
+    int16_t xbs[MMQ_BN][8];         /* activation sums per 32 (K-quants; |sum| <= 32*127) */
     uint32_t raw_w[MMQ_BM][MMQ_RAW_WORDS];
     uint32_t raw_x[MMQ_BN][MMQ_RAW_WORDS];
 };
@@ -169,8 +169,8 @@ static __device__ __forceinline__ void mmq_load_x(mmq_smem &S, int r, const void
 #pragma unroll
         for (int k = 0; k < 16; k++)
             dst[k] = src[k];
-        S.xbs[r][2 * p] = (int)b->bsums[4 * p] + (int)b->bsums[4 * p + 1];
-        S.xbs[r][2 * p + 1] = (int)b->bsums[4 * p + 2] + (int)b->bsums[4 * p + 3];
+        S.xbs[r][2 * p] = (int16_t)(b->bsums[4 * p] + b->bsums[4 * p + 1]);
+        S.xbs[r][2 * p + 1] = (int16_t)(b->bsums[4 * p + 2] + b->bsums[4 * p + 3]);
         if (p == 0)
             S.xd[r][0] = b->d;
     } else {
@@ -297,21 +297,45 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
             /* a float step ends: the block's terms enter the chain */
             if ((k + TR::GROUP) % TR::FS == 0) {
                 const int st = k / TR::FS;
+                /* min terms: sum_j m_j * bsum_j as two-way int16 x int8 dots
+                 * (4 dp2a per element, exact); the rows' mins and the
+                 * activations' sums loaded once for the thread's 4 x 4 */
+                int wmw[2][2][2], xbw[2][2][4];
+                if (TR::MIN) {
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int *m8 = (const int *)S.wmin[32 * wm + 16 * mt + g + 8 * h];
+                            wmw[mt][h][0] = m8[0];
+                            wmw[mt][h][1] = m8[1];
+                        }
+#pragma unroll
+                    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int *b16 = (const int *)S.xbs[16 * wn + 8 * nt + 2 * t4 + e];
+#pragma unroll
+                            for (int q = 0; q < 4; q++)
+                                xbw[nt][e][q] = b16[q];
+                        }
+                }
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
                     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                         for (int i = 0; i < 4; i++) {
-                            const int ra = 32 * wm + 16 * mt + g + 8 * (i >> 1);
-                            const int rb = 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                            const int h = i >> 1, e = i & 1;
+                            const int ra = 32 * wm + 16 * mt + g + 8 * h;
+                            const int rb = 16 * wn + 8 * nt + 2 * t4 + e;
                             const float p1 = __fmul_rn(S.wd[ra][st], S.xd[rb][st]);
                             float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
                             if (TR::MIN) {
-                                int v2 = 0;
-#pragma unroll
-                                for (int j = 0; j < 8; j++)
-                                    v2 += (int)S.wmin[ra][j] * S.xbs[rb][j];
+                                int v2 = __dp2a_lo(xbw[nt][e][0], wmw[mt][h][0], 0);
+                                v2 = __dp2a_hi(xbw[nt][e][1], wmw[mt][h][0], v2);
+                                v2 = __dp2a_lo(xbw[nt][e][2], wmw[mt][h][1], v2);
+                                v2 = __dp2a_hi(xbw[nt][e][3], wmw[mt][h][1], v2);
                                 const float p2 = -__fmul_rn(S.wdmin[ra], S.xd[rb][0]);
                                 a2 = __fmaf_rn(p2, (float)v2, a2);
                             }
