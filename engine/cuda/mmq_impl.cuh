@@ -63,9 +63,13 @@ static __device__ __forceinline__ void mmq_raw_copy(uint32_t *dst, const uint8_t
 {
     const uintptr_t a = (uintptr_t)src;
     const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
-    const int words = (int)(((a & 3) + SB + 3) / 4);
-    for (int k = part; k < words; k += parts)
+    /* whole words inside [a & ~3, a + SB); a 2-byte tail (blocks are 2-byte
+     * aligned) is read as such, never past the end of the allocation */
+    const int full = (int)(((a & 3) + SB) / 4);
+    for (int k = part; k < full; k += parts)
         __pipeline_memcpy_async(dst + k, w0 + k, 4);
+    if (((a & 3) + SB) % 4 && part == (full % parts))
+        *(uint16_t *)(dst + full) = *(const uint16_t *)(w0 + full);
 }
 
 static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])

@@ -50,14 +50,16 @@ for phase in $phases; do
             INFERD_BACKEND=cuda step "api-$t (cuda)" python3 tests/api/test_$t.py $d/bin/inferd
         done ;;
     sanitize)
+        # memcheck on every per-op case and on a whole model; racecheck (slow:
+        # it serializes shared memory) on a whole quantized model, which runs
+        # the shared-memory kernels (MMQ, the decode product, attention)
+        step "memcheck cuda-ops" compute-sanitizer --tool memcheck --error-exitcode 9 \
+            $d/bin/test_cuda_ops
         step "memcheck cuda-model stories" compute-sanitizer --tool memcheck --error-exitcode 9 \
             $d/bin/test_cuda_model stories260K.json
-        step "memcheck cuda-model tiny-llama-mixed" compute-sanitizer --tool memcheck \
-            --error-exitcode 9 $d/bin/test_cuda_model tiny-llama-mixed.json
-        INFERD_TEST_QUICK=1 step "memcheck cuda-ops" compute-sanitizer --tool memcheck \
-            --error-exitcode 9 $d/bin/test_cuda_ops
-        INFERD_TEST_QUICK=1 step "racecheck cuda-ops" compute-sanitizer --tool racecheck \
-            --error-exitcode 9 $d/bin/test_cuda_ops ;;
+        step "racecheck cuda-model tiny-llama-Q4_K_M" timeout ${RACE_TIMEOUT:-150} \
+            compute-sanitizer --tool racecheck --error-exitcode 9 \
+            $d/bin/test_cuda_model tiny-llama-Q4_K_M.json ;;
     bench)
         step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
             --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
