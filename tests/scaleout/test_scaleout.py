@@ -149,6 +149,9 @@ def test_sigterm(lb, backends, victim):
           "a drained stream was cut short: %r" % drained)
     check(not late, "%s got work after HAProxy marked it down: %r" % (victim.name, late[:2]))
     check(rc == 0, "drained daemon exit status %d" % rc)
+    # taken out by its /health 503, not by a refused connection
+    check("Server inferd_leastconn/%s is DOWN, reason: Layer7 wrong status, code: 503"
+          % victim.name in lb.log(), "HAProxy did not see /health 503 from %s" % victim.name)
 
 
 def test_sigkill(lb, backends, victim):
@@ -173,12 +176,17 @@ def test_sigkill(lb, backends, victim):
     check(bad, "nothing failed: the kill did not hit a request in flight")
     check(len(after) >= 8, "only %d requests after the kill" % len(after))
     # restart: HAProxy puts it back once /health is 200, and it gets work
+    up_line = ("Server inferd_leastconn/%s is UP, reason: Layer7 check passed, code: 200"
+               % victim.name)
+    ups0 = lb.log().count(up_line)
     victim.start(wait=False)
     t_restart = time.time()
     victim.wait_ready()
     ready_s = time.time() - t_restart
     lb.wait_status(victim.name, lambda s: s.startswith("UP"), 20)
     up_s = time.time() - t_restart
+    check(lb.log().count(up_line) > ups0, "HAProxy log: %s not put back by /health 200"
+          % victim.name)
     load = C.Load(lb.port, 6, body(32))
     got = 0
     t0 = time.time()
