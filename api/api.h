@@ -73,8 +73,9 @@ void api_reconfigure(struct api *a, const struct api_config *c);
 /* Stop taking work; requests already admitted keep running. New requests
  * get 503 + Retry-After + Connection: close, /health 503 (the listener stays
  * open until api_free so that a balancer's health check sees the 503).
- * drain_ms later whatever is still running is canceled. done(ud) runs when no request is left; then the
- * caller stops the scheduler and calls api_free. */
+ * drain_ms later whatever is still running is canceled. done(ud) runs when
+ * no request is left; then the caller stops the scheduler and calls
+ * api_free. */
 void api_shutdown(struct api *a, uint64_t drain_ms, void (*done)(void *ud), void *ud);
 
 /* Requests in flight (completions admitted or queued). */
