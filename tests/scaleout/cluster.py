@@ -247,7 +247,7 @@ class Result:
             self.status, self.backend, self.tokens, self.ok, self.error, self.t0, self.t1)
 
 
-def complete(port, body, headers=None, timeout=120.0):
+def complete(port, body, headers=None, timeout=120.0, path="/v1/completions"):
     """One completion through `port` on a new connection. Streaming requests
     are read to the end and checked: every event a chunk, no error event,
     the last one [DONE]. Never raises: a failure is a Result with ok False."""
@@ -259,7 +259,7 @@ def complete(port, body, headers=None, timeout=120.0):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         h = {"Content-Type": "application/json", "Connection": "close"}
         h.update(headers or {})
-        c.request("POST", "/v1/completions", json.dumps(body), h)
+        c.request("POST", path, json.dumps(body), h)
         resp = c.getresponse()
         r.status = resp.status
         r.backend = resp.getheader("X-Inferd-Backend")

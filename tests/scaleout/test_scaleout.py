@@ -132,6 +132,23 @@ def test_session(lb, backends):
         print("  session %-5s (%s) -> %s, prefix-cache hits %d -> %d"
               % (sid, "user" if via_user else "header", r1.backend, h0[r2.backend], hits))
     check(len(used) >= 2, "six sessions all on %r" % used)
+    # a chat conversation keyed by its "user" field: the second turn resends
+    # the first (what chat clients do) and hits the prefix cache
+    chat = "/v1/chat/completions"
+    m1 = [{"role": "user", "content": turn1}]
+    c1 = C.complete(lb.port, {"model": MODEL, "messages": m1, "max_tokens": 8, "user": "grace"},
+                    path=chat)
+    check(c1.ok, "chat turn 1: %r" % c1)
+    h0 = by_name[c1.backend].metrics().get("inferd_prefix_cache_hits_total", 0)
+    m2 = m1 + [{"role": "assistant", "content": "Yes."}, {"role": "user", "content": "More."}]
+    c2 = C.complete(lb.port, {"model": MODEL, "messages": m2, "max_tokens": 8, "user": "grace"},
+                    path=chat)
+    check(c2.ok and c2.backend == c1.backend, "chat turn 2: %r (turn 1 on %s)" %
+          (c2, c1.backend))
+    hits = by_name[c2.backend].metrics().get("inferd_prefix_cache_hits_total", 0)
+    check(hits > h0, "chat session: no prefix-cache hit on %s" % c2.backend)
+    print("  session grace (chat, user) -> %s, prefix-cache hits %d -> %d"
+          % (c1.backend, h0, hits))
 
 
 def test_sigterm(lb, backends, victim):
