@@ -4,9 +4,10 @@ behind HAProxy with the shipped deploy/haproxy/haproxy.cfg, all on 127.0.0.1,
 driven by concurrent streaming clients through HAProxy:
 
   spread     independent requests reach every backend (each one's /metrics);
-  session    one X-Session-Id (or body "user") always lands on one backend,
-             and its second turn is a prefix-cache hit in that backend's
-             /metrics; different ids use more than one backend;
+  session    one X-Session-Id (or body "user", completions and chat) always
+             lands on one backend, and its second turn is a prefix-cache hit
+             in that backend's /metrics; different ids use more than one
+             backend;
   sigterm    SIGTERM to a backend under load: /health on it answers 503 while
              its streams finish, HAProxy takes it out, no request fails, the
              daemon exits 0;
