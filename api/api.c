@@ -230,7 +230,10 @@ void api_shutdown(struct api *a, uint64_t drain_ms, void (*done)(void *ud), void
     a->drain_deadline = api_now() + (double)drain_ms / 1e3;
     a->sd_done = done;
     a->sd_ud = ud;
-    http_quiesce(a);
+    /* The listening socket stays open until api_free: while streams finish,
+     * /health answers 503 "stopping" and every new request 503 with
+     * Connection: close (routes_dispatch, http_respond), so balancers take
+     * this daemon out by their health check and retry that work elsewhere. */
     if (a->pw) { /* still prewarming: nothing to wait for */
         sched_release(a->pw);
         a->pw = NULL;

@@ -70,10 +70,12 @@ void api_set_ready(struct api *a);
 /* SIGHUP: apply new limits / api key (host, port and model_id are ignored). */
 void api_reconfigure(struct api *a, const struct api_config *c);
 
-/* Stop accepting connections; requests already admitted keep running. New
- * requests on open connections get 503. drain_ms later whatever is still
- * running is canceled. done(ud) runs when no request is left; then the
- * caller stops the scheduler and calls api_free. */
+/* Stop taking work; requests already admitted keep running. New requests
+ * get 503 + Retry-After + Connection: close, /health 503 (the listener stays
+ * open until api_free so that a balancer's health check sees the 503).
+ * drain_ms later whatever is still running is canceled. done(ud) runs when
+ * no request is left; then the caller stops the scheduler and calls
+ * api_free. */
 void api_shutdown(struct api *a, uint64_t drain_ms, void (*done)(void *ud), void *ud);
 
 /* Requests in flight (completions admitted or queued). */

@@ -287,7 +287,10 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
 {
     struct api *a = cls;
     (void)len;
-    if (a->state == API_DRAINING || a->state == API_STOPPED)
+    /* Draining still accepts: a load balancer's health check must get a
+     * 503 (not a refused connection it may count as a network fault), and
+     * new work gets a 503 + Retry-After it can retry elsewhere. */
+    if (a->state == API_STOPPED)
         return MHD_NO;
     if (a->n_conns >= a->cfg.max_connections) {
         a->metrics.refused_connections++;
@@ -394,8 +397,12 @@ static void http_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
         return;
     *req_cls = NULL;
     double now = api_now();
-    if (r->status >= 100 && r->status < 600)
+    if (r->status >= 100 && r->status < 600) {
         a->metrics.status[r->status]++;
+        /* the work a balancer spread, without its health checks and scrapes */
+        if (r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT)
+            a->metrics.completion_status[r->status]++;
+    }
     if (r->ops)
         r->ops->detach(r); /* logs its own line with the token counts */
     else
@@ -707,15 +714,6 @@ int http_start(struct api *a, struct inf_error *err)
     a->mhd_poll.data = a->mhd_timer.data = a;
     uv_poll_start(&a->mhd_poll, UV_READABLE, http_poll_cb);
     return 0;
-}
-
-void http_quiesce(struct api *a)
-{
-    if (a->mhd) {
-        MHD_socket ls = MHD_quiesce_daemon(a->mhd);
-        if (ls != MHD_INVALID_SOCKET)
-            close(ls);
-    }
 }
 
 void http_stop(struct api *a)

@@ -175,8 +175,6 @@ static inline uint64_t api_rand(struct api *a)
 /* Bind (a->cfg host/port) and start MHD on a->loop: the poll handle and
  * the timer are initialized (2 of a's handles). err names the failure. */
 int http_start(struct api *a, struct inf_error *err);
-/* Stop accepting (drain): close the listening socket. */
-void http_quiesce(struct api *a);
 /* Stop MHD (every connection must have been resumed). */
 void http_stop(struct api *a);
 /* Run MHD now and re-arm its timer (no-op when called from inside MHD). */

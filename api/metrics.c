@@ -66,6 +66,13 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, struct b
         if (m->status[i])
             rc |= buf_printf(o, "inferd_requests_total{status=\"%d\"} %llu\n", i,
                              (unsigned long long)m->status[i]);
+    rc |= buf_puts(o, "# HELP inferd_completion_requests_total responses of POST "
+                      "/v1/completions and /v1/chat/completions by status code\n"
+                      "# TYPE inferd_completion_requests_total counter\n");
+    for (int i = 100; i < 600; i++)
+        if (m->completion_status[i])
+            rc |= buf_printf(o, "inferd_completion_requests_total{status=\"%d\"} %llu\n", i,
+                             (unsigned long long)m->completion_status[i]);
     rc |= metrics_counter(o, "inferd_prompt_tokens_total", "counter",
                           "prompt tokens of admitted completion requests",
                           (double)m->prompt_tokens);

@@ -28,6 +28,7 @@ struct metrics {
     struct metrics_hist e2e;        /* request received -> last token */
     struct metrics_hist queue_wait; /* submitted -> admitted (KV reserved) */
     uint64_t status[600];           /* responses by HTTP status */
+    uint64_t completion_status[600]; /* the same, of the two completion routes */
     uint64_t prompt_tokens;
     uint64_t completion_tokens;
     uint64_t refused_connections;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test — the project's test command (README, .ci/run):
-#   1. the normal build (./build): every suite except cuda-only work, which
+#   1. the normal build (./build): every suite but `slow`; cuda-only work
 #      skips (77) without a GPU;
 #   2. an ASan+UBSan build (./build-asan, CPU only) running the suites that
 #      parse untrusted input: unit, gguf, tok, fuzz, engine, sched.
@@ -32,7 +32,8 @@ PY
 
 [ -d build ] || meson setup build >/dev/null || exit 1
 ninja -C build || exit 1
-meson test -C build --no-rebuild --print-errorlogs --num-processes 2 || rc=1
+# the slow suite (long scale-out runs) is left out: meson test -C build --suite slow
+meson test -C build --no-rebuild --print-errorlogs --num-processes 2 --no-suite slow || rc=1
 tally build
 
 if [ "${INFERD_TEST_QUICK:-0}" != 1 ]; then
