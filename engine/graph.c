@@ -396,7 +396,10 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
             op->download(be, b->logits, g->logits, (size_t)nr * hp->n_vocab * sizeof(float));
         }
     }
-    return op->sync(be) ? INF_EDEVICE : 0;
+    /* a recoverable allocation failure stays INF_ENOMEM (the request gets a
+     * 503, the daemon lives); anything else the backend reports is the device */
+    rc = op->sync(be);
+    return rc == INF_ENOMEM ? INF_ENOMEM : rc ? INF_EDEVICE : 0;
 }
 
 int graph_kv_copy_block(struct graph *g, int32_t src_block, int32_t dst_block)

@@ -53,7 +53,8 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
 void graph_free(struct graph *g); /* accepts NULL */
 
 /* Run the batch. Returns 0, or INF_EINVAL when the batch breaks the limits
- * given at graph_new (nothing is computed then), or INF_EDEVICE. */
+ * given at graph_new (nothing is computed then), INF_ENOMEM when the backend
+ * could not get memory (recoverable), or INF_EDEVICE. */
 int graph_forward(struct graph *g, const struct graph_batch *b);
 
 /* Copy the K/V of one physical block to another (copy-on-write for n > 1
