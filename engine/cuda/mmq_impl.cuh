@@ -83,13 +83,14 @@ static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])
 /* Unpack part p (0..3: a quarter, 64 elements) of stage s of one weight row. */
 template <int T> struct mmq_unpack;
 
-template <> struct mmq_unpack<QT_Q4_K> {
+/* Q4_K/Q5_K: values, 6-bit scales and mins of sub-blocks 2p and 2p+1 */
+template <int T, typename B> struct mmq_unpack_k45 {
     static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
     {
-        const struct block_q4_K *b = (const struct block_q4_K *)row + s;
+        const B *b = (const B *)row + s;
         for (int j = 2 * p; j < 2 * p + 2; j++) {
             int q[8], sc, m;
-            cuda_qt<QT_Q4_K>::unpack(b, j, q);
+            cuda_qt<T>::unpack(b, j, q);
             cuda_k4_scale_min(b->scales, j, &sc, &m);
             mmq_st4(&S.wq[r][32 * j], q);
             S.wsc[r][j] = (int8_t)sc;
@@ -101,24 +102,8 @@ template <> struct mmq_unpack<QT_Q4_K> {
         }
     }
 };
-template <> struct mmq_unpack<QT_Q5_K> {
-    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
-    {
-        const struct block_q5_K *b = (const struct block_q5_K *)row + s;
-        for (int j = 2 * p; j < 2 * p + 2; j++) {
-            int q[8], sc, m;
-            cuda_qt<QT_Q5_K>::unpack(b, j, q);
-            cuda_k4_scale_min(b->scales, j, &sc, &m);
-            mmq_st4(&S.wq[r][32 * j], q);
-            S.wsc[r][j] = (int8_t)sc;
-            S.wmin[r][j] = (int8_t)m;
-        }
-        if (p == 0) {
-            S.wd[r][0] = cuda_h2f(b->d);
-            S.wdmin[r] = cuda_h2f(b->dmin);
-        }
-    }
-};
+template <> struct mmq_unpack<QT_Q4_K> : mmq_unpack_k45<QT_Q4_K, struct block_q4_K> {};
+template <> struct mmq_unpack<QT_Q5_K> : mmq_unpack_k45<QT_Q5_K, struct block_q5_K> {};
 template <> struct mmq_unpack<QT_Q6_K> {
     static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
     {

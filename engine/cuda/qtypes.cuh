@@ -122,26 +122,20 @@ static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
     return s;
 }
 
-template <> struct cuda_qt<QT_Q4_K> {
+/* Q4_K and Q5_K share everything but the unpacking of a sub-block's values:
+ * the 6-bit scales and mins, the min term through the activation sums, the
+ * float scales d and dmin. U supplies unpack(block, j, q[8]). */
+template <typename B, typename U> struct cuda_qt_k45 {
     static constexpr int QK = QK_K, HAS_MIN = 1;
     typedef struct block_q8_K xb;
-    /* 4-bit values of sub-block j as 8 packed quads */
-    static __device__ __forceinline__ void unpack(const struct block_q4_K *b, int j, int q[8])
-    {
-        const int *p = (const int *)(b->qs + 32 * (j / 2)); /* 144-byte blocks: 4-aligned */
-        const int shift = 4 * (j & 1);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            q[k] = (p[k] >> shift) & 0x0f0f0f0f;
-    }
     /* adds sub-block j's integer terms of activation rows c < ncols (x + c*xs) */
     template <int NC>
     static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
                                                int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
-        const struct block_q4_K *b = (const struct block_q4_K *)row + ib;
+        const B *b = (const B *)row + ib;
         int q[8], sc, m;
-        unpack(b, j, q);
+        U::unpack(b, j, q);
         cuda_k4_scale_min(b->scales, j, &sc, &m);
 #pragma unroll
         for (int c = 0; c < NC; c++)
@@ -154,15 +148,25 @@ template <> struct cuda_qt<QT_Q4_K> {
     static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
                                                   float *p1, float *p2)
     {
-        const struct block_q4_K *b = (const struct block_q4_K *)row + ib;
+        const B *b = (const B *)row + ib;
         *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
         *p2 = -__fmul_rn(cuda_h2f(b->dmin), x->d);
     }
 };
 
-template <> struct cuda_qt<QT_Q5_K> {
-    static constexpr int QK = QK_K, HAS_MIN = 1;
-    typedef struct block_q8_K xb;
+/* 4-bit values of sub-block j as 8 packed quads */
+struct cuda_q4_K_unpack {
+    static __device__ __forceinline__ void unpack(const struct block_q4_K *b, int j, int q[8])
+    {
+        const int *p = (const int *)(b->qs + 32 * (j / 2)); /* 144-byte blocks: 4-aligned */
+        const int shift = 4 * (j & 1);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            q[k] = (p[k] >> shift) & 0x0f0f0f0f;
+    }
+};
+
+struct cuda_q5_K_unpack {
     static __device__ __forceinline__ void unpack(const struct block_q5_K *b, int j, int q[8])
     {
         const int *p = (const int *)(b->qs + 32 * (j / 2)); /* 176-byte blocks: 4-aligned */
@@ -172,31 +176,12 @@ template <> struct cuda_qt<QT_Q5_K> {
         for (int k = 0; k < 8; k++) /* bit j of qh[4k..4k+3] becomes bit 4 of each byte */
             q[k] = ((p[k] >> shift) & 0x0f0f0f0f) | (((qh[k] >> j) & 0x01010101) << 4);
     }
-    /* adds sub-block j's integer terms of activation rows c < ncols (x + c*xs) */
-    template <int NC>
-    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
-                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
-    {
-        const struct block_q5_K *b = (const struct block_q5_K *)row + ib;
-        int q[8], sc, m;
-        unpack(b, j, q);
-        cuda_k4_scale_min(b->scales, j, &sc, &m);
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (c < ncols) {
-                const xb *xc = x + c * xs;
-                v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
-                v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
-            }
-    }
-    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
-                                                  float *p1, float *p2)
-    {
-        const struct block_q5_K *b = (const struct block_q5_K *)row + ib;
-        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
-        *p2 = -__fmul_rn(cuda_h2f(b->dmin), x->d);
-    }
 };
+
+template <> struct cuda_qt<QT_Q4_K> : cuda_qt_k45<struct block_q4_K, cuda_q4_K_unpack>,
+                                      cuda_q4_K_unpack {};
+template <> struct cuda_qt<QT_Q5_K> : cuda_qt_k45<struct block_q5_K, cuda_q5_K_unpack>,
+                                      cuda_q5_K_unpack {};
 
 template <> struct cuda_qt<QT_Q6_K> {
     static constexpr int QK = QK_K, HAS_MIN = 0;
