@@ -119,32 +119,22 @@ template <> struct mmq_unpack<QT_Q6_K> {
             S.wd[r][0] = cuda_h2f(b->d);
     }
 };
-template <> struct mmq_unpack<QT_Q8_0> {
+/* Q8_0/Q4_0: blocks 2p and 2p+1 of the stage's 8, each its own float step */
+template <int T, typename B> struct mmq_unpack_q0 {
     static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
     {
-        const struct block_q8_0 *b = (const struct block_q8_0 *)row + 8 * s;
+        const B *b = (const B *)row + 8 * s;
         for (int j = 2 * p; j < 2 * p + 2; j++) {
             int q[8];
-            cuda_qt<QT_Q8_0>::unpack(b + j, q);
+            cuda_qt<T>::unpack(b + j, q);
             mmq_st4(&S.wq[r][32 * j], q);
             S.wsc[r][j] = 1;
             S.wd[r][j] = cuda_h2f(b[j].d);
         }
     }
 };
-template <> struct mmq_unpack<QT_Q4_0> {
-    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
-    {
-        const struct block_q4_0 *b = (const struct block_q4_0 *)row + 8 * s;
-        for (int j = 2 * p; j < 2 * p + 2; j++) {
-            int q[8];
-            cuda_qt<QT_Q4_0>::unpack(b + j, q);
-            mmq_st4(&S.wq[r][32 * j], q);
-            S.wsc[r][j] = 1;
-            S.wd[r][j] = cuda_h2f(b[j].d);
-        }
-    }
-};
+template <> struct mmq_unpack<QT_Q8_0> : mmq_unpack_q0<QT_Q8_0, struct block_q8_0> {};
+template <> struct mmq_unpack<QT_Q4_0> : mmq_unpack_q0<QT_Q4_0, struct block_q4_0> {};
 
 /* Part p (0..3) of stage s of one activation row: 64 bytes of qs and the
  * scales/sums of the float steps in it. */
