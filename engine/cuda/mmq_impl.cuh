@@ -17,12 +17,15 @@
  */
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
+#include "engine/cuda/tiles.cuh"
 
 #include <cuda_pipeline.h>
 
-#define MMQ_BM 64
-#define MMQ_BN 64
 #define MMQ_K 256   /* elements per stage */
+/* the loader (4 threads per row of each tile) and the 2 x 4 warp grid of
+ * 32 x 16 warp tiles are written for this shape */
+static_assert(MMQ_THREADS == 4 * MMQ_BM && MMQ_BN == MMQ_BM && MMQ_BM == 64,
+              "mmq_kernel is written for 64 x 64 tiles of 256 threads");
 #define MMQ_ROW 272 /* padded shared-memory row, bytes */
 
 /* Per-type stage layout: GROUP elements share an integer scale (32, or 16
@@ -182,7 +185,7 @@ static __device__ __forceinline__ void mmq_mma_k16(int d[4], const int a[2], int
 }
 
 template <int T>
-static __global__ void __launch_bounds__(256, 2)
+static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
 mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const void *__restrict__ xq,
            size_t x_row_bytes, int64_t n_stages, float *__restrict__ y, int32_t n_rows)
 {
@@ -354,7 +357,7 @@ void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
             return;
         attr_set = 1;
     }
-    mmq_kernel<T><<<grid, 256, sizeof(mmq_smem), c->stream>>>((const uint8_t *)w->data, w->row_bytes,
+    mmq_kernel<T><<<grid, MMQ_THREADS, sizeof(mmq_smem), c->stream>>>((const uint8_t *)w->data, w->row_bytes,
                                                (int32_t)w->ne1, xq, x_row_bytes, w->ne0 / MMQ_K,
                                                y, n_rows);
 }

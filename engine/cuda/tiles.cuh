@@ -1,0 +1,34 @@
+/* cuda/tiles — the per-architecture tile table of the product kernels.
+ *
+ * Rows here change speed, never results: every kernel runs the same
+ * canonical block arithmetic (cuda/qtypes.cuh) whatever its tile shape or
+ * occupancy, so a row may be retuned without touching a test's expectations.
+ *
+ * sm_90 (H100/H200: 132 SMs, 228 KB shared memory and 64 K registers per SM,
+ * measured in bench/RESULTS.md):
+ *   MMQ 64 x 64 tile, 256 threads, 79 KB of dynamic shared memory (the int8
+ *   tile, scales, and the cp.async raw staging of the next stage): two
+ *   blocks fit (158 KB), so __launch_bounds__(256, 2) caps registers at
+ *   65,536 / 512 = 128 (q6_K spills 72 bytes under that cap).
+ * sm_121 (GB10, DGX Spark: 48 SMs, about 100 KB of shared memory per SM, 64 K
+ *   registers, no wgmma; reasoned from those limits, not measured: no GB10
+ *   here): the same 79 KB tile leaves room for one block per SM, so the
+ *   register cap of two blocks would only cost spills: minimum one block,
+ *   up to 255 registers. With 48 SMs a 4096-row product at 512 tokens is
+ *   64 x 8 = 512 blocks, ~11 waves, enough to keep the tile.
+ * Other targets of the fat binary (sm_80, sm_89) take the sm_90 row.
+ */
+#ifndef INFERD_CUDA_TILES_CUH
+#define INFERD_CUDA_TILES_CUH
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define MMQ_MIN_BLOCKS 1 /* sm_12x: ~100 KB shared memory per SM */
+#else
+#define MMQ_MIN_BLOCKS 2 /* sm_80 .. sm_90: 164-228 KB per SM */
+#endif
+
+#define MMQ_BM 64      /* weight rows per block */
+#define MMQ_BN 64      /* activation rows per block */
+#define MMQ_THREADS 256
+
+#endif
