@@ -60,7 +60,8 @@ files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
 for f in /usr/sbin/inferd /lib/systemd/system/inferd.service /usr/lib/sysusers.d/inferd.conf \
          /usr/lib/tmpfiles.d/inferd.conf /etc/inferd/inferd.conf \
          /usr/share/inferd/models/stories260K.gguf /usr/share/doc/inferd/README.md \
-         /usr/share/doc/inferd/API-USAGE.md /usr/share/doc/inferd/copyright; do
+         /usr/share/doc/inferd/API-USAGE.md /usr/share/doc/inferd/copyright \
+         /usr/share/man/man8/inferd.8.gz; do
     echo "$files" | grep -qx "$f" && ok "contains $f" || fail "missing $f"
 done
 for f in $(echo "$files" | grep -E '^/usr/(local|include)|/vocab/|/reference/|\.a$'); do
