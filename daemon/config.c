@@ -8,11 +8,11 @@
 #include "daemon/config.h"
 
 #include <errno.h>
-#include <unistd.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/chat_template.h"
 #include "engine/log.h"
