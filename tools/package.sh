@@ -32,9 +32,14 @@ ok() { echo "ok   $*"; }
 scratch=$(mktemp -d /tmp/inferd-package.XXXXXX)
 [ "$keep" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/inferd"
-git -C "$src" ls-files -z --cached --others --exclude-standard |
-    (cd "$src" && xargs -0 tar -cf - --no-recursion -- 2>/dev/null) |
-    tar -xf - -C "$scratch/inferd" || { echo "package: copying the tree failed" >&2; exit 1; }
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    git -C "$src" ls-files -z --cached --others --exclude-standard |
+        (cd "$src" && xargs -0 tar -cf - --no-recursion --ignore-failed-read -- 2>/dev/null) |
+        tar -xf - -C "$scratch/inferd"
+else # not a git checkout (a tarball): everything but build output
+    tar -C "$src" -cf - --exclude='./build*' --exclude='./obj-*' --exclude=node_modules . |
+        tar -xf - -C "$scratch/inferd"
+fi || { echo "package: copying the tree failed" >&2; exit 1; }
 
 version=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
