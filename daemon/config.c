@@ -333,7 +333,8 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
     if (c->model[0] == '\0')
         return inf_error_set(err, INF_EINVAL,
                              "model: no model configured: pass --model FILE.gguf or set "
-                             "model = in the config file (the default %s is not installed)",
+                             "model = in the config file (the default %s is not installed; "
+                             "a checkout has data/models/stories260K.gguf)",
                              INFERD_DEFAULT_MODEL);
     if (strcmp(c->backend, "auto") && strcmp(c->backend, "cuda") && strcmp(c->backend, "cpu"))
         return inf_error_set(err, INF_EINVAL, "backend: \"%s\" is not auto, cuda or cpu",
