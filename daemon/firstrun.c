@@ -4,8 +4,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,23 +38,23 @@ int firstrun_check_model(const char *path, const char *config_path, char *msg, s
         int e = errno;
         if (e == ENOENT || e == ENOTDIR)
             return firstrun_msg(msg, cap,
-                                 "model file \"%s\" not found: %s naming an existing GGUF file",
-                                 path, where);
+                                "model file \"%s\" not found: %s naming an existing GGUF file",
+                                path, where);
         if (e == EACCES || e == EPERM)
             return firstrun_msg(msg, cap,
-                                 "model file \"%s\" is not readable by this user (uid %u): "
-                                 "make it readable (chmod a+r, or chgrp inferd + chmod g+r; "
-                                 "the service reads models in /var/lib/inferd/models)",
-                                 path, (unsigned)getuid());
+                                "model file \"%s\" is not readable by this user (uid %u): "
+                                "make it readable (chmod a+r, or chgrp inferd + chmod g+r; "
+                                "the service reads models in /var/lib/inferd/models)",
+                                path, (unsigned)getuid());
         return firstrun_msg(msg, cap, "model file \"%s\": %s (%s)", path, strerror(e),
-                             where);
+                            where);
     }
     struct stat st;
     int isdir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
     close(fd);
     if (isdir)
         return firstrun_msg(msg, cap, "model \"%s\" is a directory: %s naming a GGUF file",
-                             path, where);
+                            path, where);
     return 0;
 }
 
@@ -90,24 +90,26 @@ int firstrun_check_port(const char *host, int port, char *msg, size_t cap)
         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     int e = bind(fd, (struct sockaddr *)&ss, len) ? errno : 0;
     close(fd); /* never listened: leaves nothing behind */
-    const char *shown = ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d";
     char addr[300];
-    snprintf(addr, sizeof(addr), shown, host, port);
+    if (ss.ss_family == AF_INET6)
+        snprintf(addr, sizeof(addr), "[%s]:%d", host, port);
+    else
+        snprintf(addr, sizeof(addr), "%s:%d", host, port);
     if (e == EADDRINUSE)
         return firstrun_msg(msg, cap,
-                             "port in use: %s is taken by another process (another inferd? "
-                             "`ss -ltnp 'sport = :%d'` shows it); stop it or choose another "
-                             "port (--port N or port = N)",
-                             addr, port);
+                            "port in use: %s is taken by another process (another inferd? "
+                            "`ss -ltnp 'sport = :%d'` shows it); stop it or choose another "
+                            "port (--port N or port = N)",
+                            addr, port);
     if (e == EACCES)
         return firstrun_msg(msg, cap,
-                             "cannot listen on %s: ports below 1024 need root or "
-                             "CAP_NET_BIND_SERVICE; choose a port of 1024 or more (--port N)",
-                             addr);
+                            "cannot listen on %s: ports below 1024 need root or "
+                            "CAP_NET_BIND_SERVICE; choose a port of 1024 or more (--port N)",
+                            addr);
     if (e == EADDRNOTAVAIL)
         return firstrun_msg(msg, cap,
-                             "cannot listen on %s: %s is not an address of this machine "
-                             "(host = 127.0.0.1, 0.0.0.0, ::1 or a local interface's address)",
-                             addr, host);
+                            "cannot listen on %s: %s is not an address of this machine "
+                            "(host = 127.0.0.1, 0.0.0.0, ::1 or a local interface's address)",
+                            addr, host);
     return 0;
 }
