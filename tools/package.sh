@@ -62,10 +62,12 @@ if echo "$lint" | grep -q '^E:'; then fail "lintian reports errors"; else ok "li
 
 # 3. the file list
 files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|')
-for f in /usr/sbin/inferd /lib/systemd/system/inferd.service /usr/lib/sysusers.d/inferd.conf \
+for f in /usr/sbin/inferd /lib/systemd/system/inferd.service /lib/systemd/system/inferd@.service \
+         /usr/lib/sysusers.d/inferd.conf \
          /usr/lib/tmpfiles.d/inferd.conf /etc/inferd/inferd.conf \
          /usr/share/inferd/models/stories260K.gguf /usr/share/doc/inferd/README.md \
-         /usr/share/doc/inferd/API-USAGE.md /usr/share/doc/inferd/copyright \
+         /usr/share/doc/inferd/API-USAGE.md /usr/share/doc/inferd/SCALE-OUT.md \
+         /usr/share/doc/inferd/copyright \
          /usr/share/man/man8/inferd.8.gz; do
     echo "$files" | grep -qx "$f" && ok "contains $f" || fail "missing $f"
 done
@@ -128,18 +130,22 @@ grep -qx 'ExecStart=/usr/sbin/inferd serve --config /etc/inferd/inferd.conf' "$u
 mkdir -p "$root/bin"
 cp -n /bin/kill "$root/bin/kill"
 cp -an /lib/systemd/system/. "$root/lib/systemd/system/" 2>/dev/null
-if out=$(systemd-analyze verify --root="$root" /lib/systemd/system/inferd.service 2>&1); then
-    ok "systemd-analyze verify"
-else
-    fail "systemd-analyze verify: $out"
-fi
-sec=$(systemd-analyze security --offline=yes "$unit" 2>&1 | grep -o 'Overall exposure level for [^:]*: [0-9.]*')
-level=${sec##* }
-if [ -n "$level" ] && awk -v l="$level" 'BEGIN { exit !(l <= 2.0) }'; then
-    ok "systemd-analyze security --offline=yes: exposure $level"
-else
-    fail "systemd-analyze security: exposure '${level:-?}' (want <= 2.0)"
-fi
+# both units: the service and the one-per-GPU template (docs/SCALE-OUT.md)
+for u in inferd.service inferd@.service; do
+    if out=$(systemd-analyze verify --root="$root" "/lib/systemd/system/$u" 2>&1); then
+        ok "systemd-analyze verify $u"
+    else
+        fail "systemd-analyze verify $u: $out"
+    fi
+    sec=$(systemd-analyze security --offline=yes "$root/lib/systemd/system/$u" 2>&1 |
+        grep -o 'Overall exposure level for [^:]*: [0-9.]*')
+    level=${sec##* }
+    if [ -n "$level" ] && awk -v l="$level" 'BEGIN { exit !(l <= 2.0) }'; then
+        ok "systemd-analyze security --offline=yes $u: exposure $level"
+    else
+        fail "systemd-analyze security $u: exposure '${level:-?}' (want <= 2.0)"
+    fi
+done
 
 echo "package: $( [ $fails = 0 ] && echo ok || echo "$fails checks failed" ) (build-deb/$(basename "$deb"))"
 [ "$fails" = 0 ]
