@@ -695,7 +695,9 @@ int http_start(struct api *a, struct inf_error *err)
         MHD_OPTION_NOTIFY_COMPLETED, http_completed, a,
         MHD_OPTION_NOTIFY_CONNECTION, http_notify_connection, a,
         MHD_OPTION_URI_LOG_CALLBACK, http_uri_log, a,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+        /* no MHD_OPTION_LISTENING_ADDRESS_REUSE: 1 adds SO_REUSEPORT, which lets
+         * a second daemon share the port (requests alternate between them);
+         * MHD's default is SO_REUSEADDR alone, so a restart still binds at once */
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511,
         MHD_OPTION_END);
     if (!a->mhd)

@@ -6,7 +6,7 @@
 #                      [-d DURATION] [-n MAX_TOKENS] [-s] [-k API_KEY]
 #   -u URL     a running daemon (e.g. http://127.0.0.1:8080); without it the
 #              script starts one on a free port with -m (default
-#              ../shared/models/stories260K.gguf) and stops it afterwards
+#              data/models/stories260K.gguf) and stops it afterwards
 #   -s         streamed requests (SSE) instead of plain JSON
 # Prints wrk's report plus one summary line:
 #   load: rps=... p50_ms=... p90_ms=... p99_ms=... errors=...
@@ -15,7 +15,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 url=""
-model="$src/../shared/models/stories260K.gguf"
+model="$src/data/models/stories260K.gguf"
 bin=""
 conns=8
 threads=2

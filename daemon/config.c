@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/chat_template.h"
 #include "engine/log.h"
@@ -32,7 +33,9 @@ struct cfg_key {
 #define CFG_OFF(f) offsetof(struct cfg, f), sizeof(((struct cfg *)0)->f)
 
 static const struct cfg_key cfg_keys[] = {
-    {"model", CFG_STR, CFG_OFF(model), 0, 0, "", 0, "GGUF model file to serve (required)"},
+    {"model", CFG_STR, CFG_OFF(model), 0, 0, "", 0,
+     "GGUF model file to serve (empty: the bundled demo model " INFERD_DEFAULT_MODEL
+     " when installed)"},
     {"model_id", CFG_STR, CFG_OFF(model_id), 0, 0, "", 0,
      "model id clients send in \"model\" (empty: the file name without .gguf)"},
     {"host", CFG_STR, CFG_OFF(host), 0, 0, "127.0.0.1", 0, "listen address (IPv4 or IPv6)"},
@@ -317,13 +320,22 @@ int cfg_build(struct cfg *c, int argc, char **argv, const char **config_path, in
         if (rc)
             return rc;
     }
+    /* no model configured: the bundled demo model, where it is installed */
+    if (c->model[0] == '\0' && access(INFERD_DEFAULT_MODEL, F_OK) == 0) {
+        snprintf(c->model, sizeof(c->model), "%s", INFERD_DEFAULT_MODEL);
+        c->model_defaulted = 1;
+    }
     return cfg_validate(c, err);
 }
 
 int cfg_validate(const struct cfg *c, struct inf_error *err)
 {
     if (c->model[0] == '\0')
-        return inf_error_set(err, INF_EINVAL, "model: no model file given (--model or model =)");
+        return inf_error_set(err, INF_EINVAL,
+                             "model: no model configured: pass --model FILE.gguf or set "
+                             "model = in the config file (the default %s is not installed; "
+                             "a checkout has data/models/stories260K.gguf)",
+                             INFERD_DEFAULT_MODEL);
     if (strcmp(c->backend, "auto") && strcmp(c->backend, "cuda") && strcmp(c->backend, "cpu"))
         return inf_error_set(err, INF_EINVAL, "backend: \"%s\" is not auto, cuda or cpu",
                              c->backend);

@@ -21,6 +21,12 @@
 
 #define CFG_STR_MAX 1024
 
+/* The model served when none is configured: stories260K as installed from
+ * data/models (meson sets the path from prefix and datadir: daemon/meson.build). */
+#ifndef INFERD_DEFAULT_MODEL
+#define INFERD_DEFAULT_MODEL "/usr/local/share/inferd/models/stories260K.gguf"
+#endif
+
 struct cfg {
     /* model and engine (restart needed to change) */
     char model[CFG_STR_MAX];
@@ -60,6 +66,8 @@ struct cfg {
     int max_logprobs;
     int max_logit_bias;
     char chat_template[32]; /* auto, or a family name (api/chat_template.h) */
+    /* not a key: model was empty and cfg_build chose INFERD_DEFAULT_MODEL */
+    int model_defaulted;
 };
 
 void cfg_defaults(struct cfg *c);

@@ -31,6 +31,7 @@
 #include "api/api.h"
 #include "daemon/backend_open.h"
 #include "daemon/config.h"
+#include "daemon/firstrun.h"
 #include "daemon/sdnotify.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
@@ -379,6 +380,20 @@ int cmd_serve(int argc, char **argv)
         log_set_timestamps(1);
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error code, not a kill */
     sdn_init();
+
+    /* first-run mistakes: one line each, before anything starts (firstrun.h) */
+    char why[2048];
+    if (firstrun_check_model(S->cfg.model, S->config_path, why, sizeof(why)) ||
+        firstrun_check_port(S->cfg.host, S->cfg.port, why, sizeof(why))) {
+        fprintf(stderr, "inferd serve: %s\n", why);
+        sdn_send("STATUS=%s", why);
+        sdn_close();
+        free(S);
+        return CMD_FAIL;
+    }
+    if (S->cfg.model_defaulted)
+        log_info("no model configured: serving the bundled demo model %s (to serve yours: "
+                 "--model FILE.gguf, or model = in the config file)", S->cfg.model);
 
     uv_loop_init(&S->loop);
     struct api_config ac;

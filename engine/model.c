@@ -169,7 +169,9 @@ static int model_read_hparams(const struct gguf_file *f, const char *path,
     if (hp->head_dim % 2 != 0)
         return inf_error_set(err, INF_ERANGE, "model: head dimension %d is odd (RoPE pairs)",
                              hp->head_dim);
-    int32_t v_len, n_rot;
+    /* set on every path that reaches their use, but GCC 12 at -O3 cannot see
+     * that through the || chain (-Werror=maybe-uninitialized) */
+    int32_t v_len = 0, n_rot = 0;
     if ((rc = model_get_i32(f, hp, "attention.value_length", 0, hp->head_dim, 1,
                             MODEL_MAX_HEAD_DIM, &v_len, err)) ||
         (rc = model_get_i32(f, hp, "rope.dimension_count", 0, hp->head_dim, 1,

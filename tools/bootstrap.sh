@@ -30,4 +30,4 @@ else
     meson setup build "$@" >/dev/null
 fi
 ninja -C build
-echo "bootstrap: built build/daemon/inferd"
+echo "bootstrap: built build/daemon/inferd; next: ./tools/demo.sh (serves data/models/stories260K.gguf), ./tools/test.sh"
