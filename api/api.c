@@ -9,6 +9,7 @@
  */
 #include "api/internal.h"
 #include "api/request.h"
+#include "api/parse_pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,11 @@ int api_new(uv_loop_t *loop, const struct api_config *c, struct api **out,
     a->loop = loop;
     a->cfg = *c;
     a->state = API_LOADING;
+    char pmsg[160];
+    if (proxy_list_parse(c->trusted_proxies, &a->proxies, pmsg, sizeof(pmsg))) {
+        free(a);
+        return inf_error_set(err, INF_EINVAL, "%s", pmsg);
+    }
     a->route_find = routes_find;
     a->dispatch = routes_dispatch;
     a->request_done = api_check_drained;
@@ -208,12 +214,17 @@ void api_reconfigure(struct api *a, const struct api_config *c)
     int port = a->cfg.port;
     memcpy(host, a->cfg.host, sizeof(host));
     memcpy(model_id, a->cfg.model_id, sizeof(model_id));
+    struct proxy_list pl;
+    char pmsg[160];
+    if (proxy_list_parse(c->trusted_proxies, &pl, pmsg, sizeof(pmsg)) == 0)
+        a->proxies = pl;
+    else /* cfg_validate checked it: not reached from SIGHUP */
+        log_warn("%s; keeping the previous trusted_proxies", pmsg);
     a->cfg = *c;
     memcpy(a->cfg.host, host, sizeof(host));
     memcpy(a->cfg.model_id, model_id, sizeof(model_id));
     a->cfg.port = port;
-    if (a->rctx)
-        api_request_ctx_set_limits(a->rctx, &a->cfg);
+    parse_pool_set_limits(a); /* the workers read the context */
     http_reconfigure(a);
 }
 
@@ -253,6 +264,7 @@ void api_free(struct api *a)
 {
     if (!a)
         return;
+    parse_pool_free(a); /* bodies still waiting for it: 503 */
     if (a->mhd) {
         /* every request is finished (api_shutdown's contract) or is cut here;
          * MHD must not be stopped with suspended connections */

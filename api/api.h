@@ -46,6 +46,8 @@ struct api_config {
     /* chat template family ("chatml", "llama3", "llama3.1", "llama2", "mistral",
      * "gemma"), or "" / "auto": recognise the GGUF's tokenizer.chat_template */
     char chat_template[32];
+    /* proxies whose X-Forwarded-For is believed (api/proxy.h) */
+    char trusted_proxies[1024];
 };
 
 struct api;

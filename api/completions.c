@@ -156,10 +156,11 @@ static void cmpl_detach(struct http_req *r)
                       : g->failed    ? "error"
                       : g->n_choices ? (g->choices[0].finish ? g->choices[0].finish : "-")
                                      : "-";
-    log_info("request id=%llu method=POST path=%s status=%d cmpl=%s "
+    log_info("request id=%llu client=%s method=POST path=%s status=%d cmpl=%s "
              "prompt_tokens=%d completion_tokens=%d ttft_ms=%.1f total_ms=%.1f stream=%d n=%d "
              "prompts=%d finish=%s user=%s",
-             (unsigned long long)r->id, r->path, r->status, c->id, g->req.prompt_tokens,
+             (unsigned long long)r->id, r->client[0] ? r->client : "-", r->path, r->status,
+             c->id, g->req.prompt_tokens,
              g->completion_tokens, g->t_first > 0 ? (g->t_first - g->t_start) * 1e3 : -1.0,
              (now - g->t_start) * 1e3, g->req.stream, g->req.n, g->req.n_prompts, fin,
              g->req.user[0] ? g->req.user : "-");
@@ -317,6 +318,16 @@ enum MHD_Result cmpl_handle(struct http_req *r, json_t *body)
     int chat = r->route == ROUTE_CHAT;
     if ((chat ? api_req_parse_chat : api_req_parse_completion)(a->rctx, body, &q, &e))
         return cmpl_reject(r, &e);
+    return cmpl_start(r, &q);
+}
+
+enum MHD_Result cmpl_start(struct http_req *r, struct api_req *qp)
+{
+    struct api *a = r->api;
+    struct api_req_error e;
+    struct api_req q = *qp;
+    memset(qp, 0, sizeof(*qp));
+    int chat = r->route == ROUTE_CHAT;
 
     struct cmpl *c = calloc(1, sizeof(*c));
     if (!c) {

@@ -94,7 +94,8 @@ static int format_text_lps_of(const struct gen *g, const struct gen_choice *ch, 
     const struct gen_prompt *p = &g->prompts[ch->prompt];
     size_t n_new = ch->n_lps > from ? ch->n_lps - from : 0;
     if (!with_prompt || !p->plp)
-        return format_text_lps(g->tok, ch->lps + from, n_new, o);
+        /* lps is NULL before the first entry (NULL + 0 is UB: fuzz_detok) */
+        return format_text_lps(g->tok, ch->lps ? ch->lps + from : NULL, n_new, o);
     /* prompt entries then the completion entries, one object */
     size_t np = (size_t)g->req.prompts[ch->prompt].n, tot = np + n_new;
     struct gen_lp *all = malloc(tot * sizeof(*all));

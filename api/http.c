@@ -297,6 +297,10 @@ static enum MHD_Result http_accept_policy(void *cls, const struct sockaddr *addr
         log_debug("refused connection: %d open (max_connections)", a->n_conns);
         return MHD_NO;
     }
+    /* a trusted proxy carries many clients: they are limited per request
+     * by the address it forwards (http_client) */
+    if (proxy_is_trusted(&a->proxies, addr))
+        return MHD_YES;
     int same = 0;
     for (struct http_conn *c = a->conns; c; c = c->next)
         same += http_same_ip(addr, &c->addr);
@@ -406,13 +410,15 @@ static void http_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
     if (r->ops)
         r->ops->detach(r); /* logs its own line with the token counts */
     else
-        log_info("request id=%llu method=%s path=%s status=%d total_ms=%.1f%s%s",
-                 (unsigned long long)r->id, r->method, r->path[0] ? r->path : "-", r->status,
+        log_info("request id=%llu client=%s method=%s path=%s status=%d total_ms=%.1f%s%s",
+                 (unsigned long long)r->id, r->client[0] ? r->client : "-", r->method,
+                 r->path[0] ? r->path : "-", r->status,
                  (now - r->t_start) * 1e3,
                  toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1", r->log_extra);
     if (r->hc) {
         r->hc->reading = 1;
         r->hc->phase_start = now;
+        r->hc->forwarded = 0;
     }
     r->conn = NULL;
     a->n_reqs--;
@@ -477,11 +483,101 @@ static int http_auth_ok(struct api *a, struct MHD_Connection *mc)
     return diff == 0;
 }
 
+/* X-Forwarded-For values joined with commas (RFC 9110 5.3: several headers
+ * are one list). When they do not fit, the rightmost part is kept: that is
+ * what the trusted proxies appended. */
+struct http_xff {
+    char buf[2048];
+    size_t len;
+    int any;
+};
+
+static enum MHD_Result http_collect_xff(void *cls, enum MHD_ValueKind kind, const char *key,
+                                        const char *value)
+{
+    struct http_xff *x = cls;
+    (void)kind;
+    if (strcasecmp(key, "X-Forwarded-For"))
+        return MHD_YES;
+    const char *v = value ? value : "";
+    size_t n = strlen(v), cap = sizeof(x->buf) - 1;
+    if (x->any) { /* separator */
+        if (x->len == cap) {
+            memmove(x->buf, x->buf + 1, --x->len);
+        }
+        x->buf[x->len++] = ',';
+    }
+    x->any = 1;
+    if (n >= cap) { /* this value alone fills the buffer: its tail */
+        memcpy(x->buf, v + n - cap, cap);
+        x->len = cap;
+    } else {
+        if (x->len + n > cap) {
+            size_t drop = x->len + n - cap;
+            memmove(x->buf, x->buf + drop, x->len - drop);
+            x->len -= drop;
+        }
+        memcpy(x->buf + x->len, v, n);
+        x->len += n;
+    }
+    x->buf[x->len] = '\0';
+    return MHD_YES;
+}
+
+/* Who the request is from: the peer, or the client a trusted proxy names in
+ * X-Forwarded-For (api/proxy.h). Sets r->client; for a forwarded client,
+ * applies max_connections_per_ip to its requests in flight (the proxy's
+ * connections are exempt from the per-address cap at accept). 0, or 1 when
+ * that limit refuses the request. */
+static int http_client(struct http_req *r, struct MHD_Connection *mc)
+{
+    struct api *a = r->api;
+    struct http_conn *hc = r->hc;
+    if (!hc || !hc->addr_len) {
+        snprintf(r->client, sizeof(r->client), "-");
+        return 0;
+    }
+    struct http_xff *x = NULL, xs;
+    if (a->proxies.n && proxy_is_trusted(&a->proxies, (const struct sockaddr *)&hc->addr)) {
+        xs.len = 0;
+        xs.any = 0;
+        xs.buf[0] = '\0';
+        MHD_get_connection_values(mc, MHD_HEADER_KIND, http_collect_xff, &xs);
+        if (xs.any)
+            x = &xs;
+    }
+    struct sockaddr_storage client;
+    int fwd = proxy_client(&a->proxies, (const struct sockaddr *)&hc->addr, x ? x->buf : NULL,
+                           &client);
+    proxy_addr_str((const struct sockaddr *)&client, r->client, sizeof(r->client));
+    hc->forwarded = 0;
+    if (!fwd)
+        return 0;
+    int same = 0;
+    for (struct http_conn *c = a->conns; c; c = c->next)
+        if (c != hc && c->forwarded && http_same_ip((const struct sockaddr *)&client, &c->client))
+            same++;
+    if (same >= a->cfg.max_connections_per_ip) {
+        a->metrics.refused_connections++;
+        log_debug("refused request from %s via proxy: %d in flight (max_connections_per_ip)",
+                  r->client, same);
+        return 1;
+    }
+    hc->client = client;
+    hc->forwarded = 1;
+    return 0;
+}
+
 /* First call: the request line and headers are in; nothing of the body is. */
 static enum MHD_Result http_begin(struct http_req *r)
 {
     struct api *a = r->api;
     struct MHD_Connection *mc = r->conn;
+
+    if (http_client(r, mc))
+        return http_respond_error(r, 429, NULL, NULL, "rate_limit_exceeded",
+                                  "too many requests in flight from %s (max_connections_per_ip %d)",
+                                  r->client, a->cfg.max_connections_per_ip);
 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
@@ -698,7 +794,11 @@ int http_start(struct api *a, struct inf_error *err)
         /* no MHD_OPTION_LISTENING_ADDRESS_REUSE: 1 adds SO_REUSEPORT, which lets
          * a second daemon share the port (requests alternate between them);
          * MHD's default is SO_REUSEADDR alone, so a restart still binds at once */
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)511,
+        /* a burst larger than the accept queue has its handshakes dropped
+         * and retried by the kernel a second later (SYN-ACK timer): each of
+         * those clients is refused, or served, 1 s late. 4096 is Linux's
+         * default somaxconn (the kernel caps the value there). */
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
         MHD_OPTION_END);
     if (!a->mhd)
         return inf_error_set(err, INF_EIO, "MHD_start_daemon() on %s:%d failed (address in "

@@ -36,6 +36,7 @@
 #include "api/api.h"
 #include "api/buf.h"
 #include "api/metrics.h"
+#include "api/proxy.h"
 #include "engine/err.h"
 
 struct tok;
@@ -70,6 +71,10 @@ struct http_conn {
     int reading;        /* 1 while a request is being received */
     double phase_start; /* when the current read phase began (monotonic s) */
     char *raw_url;      /* raw request target of the request being read */
+    /* the client a trusted proxy reported for the request in progress
+     * (per-client limit; forwarded 0: none, the peer is the client) */
+    struct sockaddr_storage client;
+    int forwarded;
 };
 
 /* What an endpoint that keeps a request past dispatch (suspends it) gives
@@ -102,11 +107,13 @@ struct http_req {
     const struct http_req_ops *ops; /* NULL: nothing holds the request */
     void *ctx;                      /* the endpoint's state (ops's) */
     char log_extra[192]; /* route-specific key=value pairs for the request log */
+    char client[64];     /* client address for logs: X-Forwarded-For from a trusted proxy, else the peer */
 };
 
 struct api {
     uv_loop_t *loop;
     struct api_config cfg;
+    struct proxy_list proxies; /* cfg.trusted_proxies, parsed */
     struct MHD_Daemon *mhd;
     int port;
     uv_poll_t mhd_poll;
@@ -133,6 +140,7 @@ struct api {
     int n_conns;
     int n_reqs;
     struct cmpl *cmpls; /* completions in flight */
+    struct parse_pool *pool; /* created on the first completion (api/parse_pool.h) */
     int n_cmpls;
 
     struct metrics metrics;
@@ -206,6 +214,10 @@ enum MHD_Result routes_dispatch(struct http_req *r);
 
 /* ---- completions.c ---- */
 enum MHD_Result cmpl_handle(struct http_req *r, json_t *body);
+/* The second half of cmpl_handle: submit a request validated already (by
+ * the parse pool, api/parse_pool.h); takes *q over (it is zeroed). */
+struct api_req;
+enum MHD_Result cmpl_start(struct http_req *r, struct api_req *q);
 void cmpl_on_wake(struct api *a);
 void cmpl_tick(struct api *a, double now);
 void cmpl_cancel_all(struct api *a, const char *why);

@@ -109,7 +109,7 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, struct b
                               "requests admitted and generating", st.running);
         rc |= metrics_counter(o, "inferd_waiting_requests", "gauge",
                               "requests queued for admission", st.waiting);
-        rc |= metrics_counter(o, "inferd_kv_blocks_total", "gauge", "KV cache blocks",
+        rc |= metrics_counter(o, "inferd_kv_blocks_capacity", "gauge", "KV cache blocks in all",
                               st.kv_blocks_total);
         rc |= metrics_counter(o, "inferd_kv_blocks_used", "gauge", "KV cache blocks in use",
                               st.kv_blocks_used);

@@ -7,6 +7,7 @@
  */
 #include "api/internal.h"
 #include "api/request.h"
+#include "api/parse_pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,10 @@ enum MHD_Result routes_dispatch(struct http_req *r)
     if (a->state != API_READY)
         return http_respond_error(r, 503, NULL, NULL, "shutting_down",
                                   "the server is shutting down");
+    /* completions and chat: parsed and validated off the loop thread; the
+     * verdict comes back through the request's ops (api/parse_pool.h) */
+    if ((r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT) && parse_pool_submit(a, r) == 0)
+        return MHD_YES;
     json_t *body = routes_parse_body(r);
     if (!body)
         return MHD_YES; /* 400 queued */

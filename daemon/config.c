@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/chat_template.h"
+#include "api/proxy.h"
 #include "engine/log.h"
 
 enum cfg_type { CFG_INT, CFG_I64, CFG_STR, CFG_BOOL, CFG_LEVEL };
@@ -101,6 +102,8 @@ static const struct cfg_key cfg_keys[] = {
     {"chat_template", CFG_STR, CFG_OFF(chat_template), 0, 0, "auto", 0,
      "chat template family for /v1/chat/completions: auto (recognise the GGUF's "
      "tokenizer.chat_template), chatml, llama3, llama3.1, llama2, mistral or gemma"},
+    {"trusted_proxies", CFG_STR, CFG_OFF(trusted_proxies), 0, 0, "", 1,
+     "reverse proxies (addresses/CIDRs, comma-separated) whose X-Forwarded-For is believed"},
 };
 
 #define CFG_NKEYS (sizeof(cfg_keys) / sizeof(cfg_keys[0]))
@@ -352,6 +355,10 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
                              "chat_template: \"%s\" is not one of auto, chatml, llama3, llama3.1, "
                              "llama2, mistral, gemma",
                              c->chat_template);
+    struct proxy_list pl;
+    char pmsg[160];
+    if (proxy_list_parse(c->trusted_proxies, &pl, pmsg, sizeof(pmsg)))
+        return inf_error_set(err, INF_EINVAL, "%s", pmsg);
     if (c->kv_tokens && c->n_ctx && c->kv_tokens < c->n_ctx)
         return inf_error_set(err, INF_EINVAL,
                              "kv_tokens (%d) is smaller than n_ctx (%d): no sequence could fit",

@@ -68,6 +68,7 @@ struct cfg {
     char chat_template[32]; /* auto, or a family name (api/chat_template.h) */
     /* not a key: model was empty and cfg_build chose INFERD_DEFAULT_MODEL */
     int model_defaulted;
+    char trusted_proxies[1024];
 };
 
 void cfg_defaults(struct cfg *c);

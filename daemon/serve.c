@@ -113,6 +113,7 @@ static void serve_api_config(const struct cfg *c, struct api_config *a)
     a->max_logprobs = c->max_logprobs;
     a->max_logit_bias = c->max_logit_bias;
     snprintf(a->chat_template, sizeof(a->chat_template), "%s", c->chat_template);
+    snprintf(a->trusted_proxies, sizeof(a->trusted_proxies), "%s", c->trusted_proxies);
 }
 
 /* ---- engine thread ---------------------------------------------------- */

@@ -2,7 +2,9 @@
 #include "log.h"
 #include "err.h"
 
+#include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -50,6 +52,53 @@ static const char *log_name(int level)
     }
 }
 
+/* ROBUSTNESS 37: a full log destination must not stop serving. A failing
+ * write (/dev/full, a closed pipe: SIGPIPE is ignored by the daemon) is
+ * ignored; a full pipe or socket (a reader that stopped reading, a stuck
+ * journald) would block the loop thread in write(2), so a line goes out only
+ * when poll says the fd can take it now, and is dropped otherwise. A line is
+ * at most 2048 bytes, less than PIPE_BUF: a pipe that polls writable takes
+ * it whole. A spin lock (held for one poll and one write; <pthread.h> cannot
+ * be included here: engine/sched.h shadows <sched.h>) keeps two threads from
+ * both seeing the last free room.
+ * The count of dropped lines is reported with the next line that gets out. */
+static atomic_flag log_busy = ATOMIC_FLAG_INIT;
+static unsigned long log_dropped;
+
+static int log_ready(void)
+{
+    struct pollfd p = {STDERR_FILENO, POLLOUT, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL));
+}
+
+static void log_emit(const char *line, size_t len)
+{
+    while (atomic_flag_test_and_set_explicit(&log_busy, memory_order_acquire))
+        ;
+    if (!log_ready()) {
+        log_dropped++;
+        atomic_flag_clear_explicit(&log_busy, memory_order_release);
+        return;
+    }
+    if (log_dropped) {
+        char note[96];
+        int k = snprintf(note, sizeof(note),
+                         "<%d>warn: %lu log lines dropped (log destination full)\n",
+                         LOG_LVL_WARN, log_dropped);
+        log_dropped = 0;
+        ssize_t w = write(STDERR_FILENO, note, (size_t)k);
+        (void)w;
+        if (!log_ready()) {
+            log_dropped++;
+            atomic_flag_clear_explicit(&log_busy, memory_order_release);
+            return;
+        }
+    }
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w; /* an error (ENOSPC, EPIPE) just loses the line */
+    atomic_flag_clear_explicit(&log_busy, memory_order_release);
+}
+
 void log_write(int level, const char *fmt, ...)
 {
     char line[2048];
@@ -77,6 +126,5 @@ void log_write(int level, const char *fmt, ...)
         if (line[i] == '\n' || line[i] == '\r')
             line[i] = ' ';
     line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w; /* ROBUSTNESS 37: a full log destination must not stop serving. */
+    log_emit(line, len);
 }

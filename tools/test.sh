@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test — the project's test command (README, .ci/run):
-#   1. the normal build (./build): every suite but `slow`; cuda-only work
+#   1. the normal build (./build): every suite but `slow` (long runs: the
+#      100k-request soak, valgrind, scale-out); cuda-only work
 #      skips (77) without a GPU;
 #   2. an ASan+UBSan build (./build-asan, CPU only) running the suites that
 #      parse untrusted input: unit, gguf, tok, fuzz, engine, sched.
@@ -60,7 +61,8 @@ reconfigure_if_stale() { # $1 = build dir
 reconfigure_if_stale build
 [ -d build ] || meson setup build >/dev/null || exit 1
 ninja -C build || exit 1
-# the slow suite (long scale-out runs) is left out: meson test -C build --suite slow
+# the slow suite (the 100k soak, valgrind, long scale-out runs) is left out:
+# meson test -C build --suite slow
 meson test -C build --no-rebuild --print-errorlogs --num-processes 2 --no-suite slow || rc=1
 tally build
 

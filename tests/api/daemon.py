@@ -6,6 +6,7 @@ come from $INFERD_SHARED/models. A missing model or binary exits 77 (skip).
 """
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -14,6 +15,8 @@ import tempfile
 import time
 
 SKIP = 77
+# INFERD_TEST_SLOW: a factor for start and stop timeouts (valgrind suite)
+SLOW = float(os.environ.get("INFERD_TEST_SLOW") or 1)
 
 
 def shared(*parts):
@@ -57,6 +60,11 @@ class Daemon:
         e.pop("INFERD_API_KEY", None)
         if env:
             e.update(env)
+        # INFERD_TEST_WRAPPER: a command line the daemon runs under (the
+        # valgrind suite, tests/api/valgrind_run.py)
+        wrap = os.environ.get("INFERD_TEST_WRAPPER")
+        if wrap:
+            cmd = shlex.split(wrap) + cmd
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e)
         if wait:
@@ -66,7 +74,7 @@ class Daemon:
         with open(self.logf.name, "r", errors="replace") as f:
             return f.read()
 
-    def wait_ready(self, timeout=60.0):
+    def wait_ready(self, timeout=60.0 * SLOW):
         t0 = time.time()
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
@@ -143,7 +151,7 @@ class Daemon:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
-    def stop(self, timeout=30.0):
+    def stop(self, timeout=30.0 * SLOW):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

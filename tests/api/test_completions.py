@@ -270,7 +270,7 @@ def test_other_endpoints(exe):
     m = d.metrics()
     for k in ("inferd_time_to_first_token_seconds_count", "inferd_inter_token_latency_seconds_count",
               "inferd_e2e_request_latency_seconds_count", "inferd_queue_wait_seconds_count",
-              "inferd_kv_blocks_total", "inferd_kv_blocks_used", "inferd_running_sequences",
+              "inferd_kv_blocks_capacity", "inferd_kv_blocks_used", "inferd_running_sequences",
               "inferd_waiting_requests", 'inferd_requests_total{status="200"}',
               "inferd_prompt_tokens_total", "inferd_completion_tokens_total",
               "inferd_prefix_cache_hits_total", 'inferd_time_to_first_token_seconds_bucket{le="+Inf"}'):
@@ -279,7 +279,7 @@ def test_other_endpoints(exe):
     cmpl(d, max_tokens=3, temperature=0)
     m2 = d.metrics()
     check(m2["inferd_completion_tokens_total"] == before + 3, (before, m2["inferd_completion_tokens_total"]))
-    check(m2["inferd_kv_blocks_used"] == 0 or m2["inferd_kv_blocks_used"] <= m2["inferd_kv_blocks_total"], m2)
+    check(m2["inferd_kv_blocks_used"] == 0 or m2["inferd_kv_blocks_used"] <= m2["inferd_kv_blocks_capacity"], m2)
 
 
 def test_concurrent(exe):

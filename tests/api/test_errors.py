@@ -255,8 +255,8 @@ def test_20_empty_and_huge_prompt(exe):
     tg = time.time() - t0
     th.join()
     expect_error(res["r"], 400, "prompt", "context_length_exceeded")
-    check(res["t"] < 5.0, "huge prompt took %.2f s" % res["t"])
-    check(tg < 5.0, "good request stalled %.2f s" % tg)
+    check(res["t"] < 5.0 * D.SLOW, "huge prompt took %.2f s" % res["t"])
+    check(tg < 5.0 * D.SLOW, "good request stalled %.2f s" % tg)
     # over the body limit: 413
     expect_error(d.post("/v1/completions", with_good(prompt="x" * 1100000)), 413)
     good(d)
@@ -293,8 +293,8 @@ def test_20_tokenize_huge(exe):
                 check(st == 200, "tokenize 1 MiB: %d %r" % (st, b[:200]))
                 j = json.loads(b.decode())
                 check(j["count"] == len(j["tokens"]) and j["count"] > 1000, "count %r" % j["count"])
-            check(res["t"] < 5.0, "/tokenize of %d bytes took %.2f s" % (len(text), res["t"]))
-            check(worst < 1.0, "/health stalled %.2f s during /tokenize" % worst)
+            check(res["t"] < 5.0 * D.SLOW, "/tokenize of %d bytes took %.2f s" % (len(text), res["t"]))
+            check(worst < 1.0 * D.SLOW, "/health stalled %.2f s during /tokenize" % worst)
         st, j = d.json("POST", "/tokenize", {"prompt": "Once upon a time"})
         check(st == 200 and j["tokens"][0] == 1 and j["count"] == len(j["tokens"]), j)
     finally:

@@ -120,7 +120,7 @@ def test_disconnect_frees_sequence(exe):
     d = D.Daemon(exe, args=["--n-ctx", "512"])
     try:
         m0 = d.metrics()
-        total = m0["inferd_kv_blocks_total"]
+        total = m0["inferd_kv_blocks_capacity"]
         gen0 = m0["inferd_engine_generated_tokens_total"]
         # streamed: close after the first event
         s, _ = start_stream(d)

@@ -1,0 +1,300 @@
+/* parse_pool — completions bodies parsed and validated by worker threads
+ * (parse_pool.h says why and where it hooks in). */
+#include "api/parse_pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "api/request.h"
+#include "engine/log.h"
+
+struct parse_job {
+    struct parse_job *next;
+    struct http_req *r; /* referenced while the job is out */
+    int chat;
+    const char *body;   /* r->body, which nobody touches while the job is out */
+    size_t len;
+    int done;           /* the verdict is in (loop side) */
+    int detached;       /* the request ended meanwhile (loop side) */
+    int ok;             /* q is valid, else err says what to answer */
+    struct api_req q;
+    struct api_req_error err;
+};
+
+struct parse_pool {
+    struct api *a;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_rwlock_t ctx_lock; /* readers: workers validating; writer: SIGHUP */
+    struct parse_job *in_head, *in_tail, *out_head, *out_tail;
+    int stopping;
+    int n_threads;
+    pthread_t th[PARSE_POOL_THREADS];
+    uv_async_t async;
+};
+
+static void pp_push(struct parse_job **head, struct parse_job **tail, struct parse_job *j)
+{
+    j->next = NULL;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
+static void pp_error(struct parse_job *j, int status, const char *code, const char *msg)
+{
+    memset(&j->err, 0, sizeof(j->err));
+    j->err.status = status;
+    snprintf(j->err.code, sizeof(j->err.code), "%s", code ? code : "");
+    snprintf(j->err.message, sizeof(j->err.message), "%s", msg);
+    j->ok = 0;
+}
+
+/* What routes_dispatch + cmpl_handle did inline: parse, validate. */
+static void pp_run(struct parse_pool *p, struct parse_job *j)
+{
+    json_t *body;
+    char msg[256];
+    if (api_json_parse_object(j->body, j->len, &body, msg, sizeof(msg))) {
+        pp_error(j, 400, NULL, msg);
+        return;
+    }
+    pthread_rwlock_rdlock(&p->ctx_lock);
+    const struct api_request_ctx *ctx = p->a->rctx;
+    if (!ctx)
+        pp_error(j, 500, NULL, "no request context");
+    else
+        j->ok = (j->chat ? api_req_parse_chat : api_req_parse_completion)(ctx, body, &j->q,
+                                                                         &j->err) == 0;
+    pthread_rwlock_unlock(&p->ctx_lock);
+    json_decref(body);
+}
+
+static void *pp_worker(void *arg)
+{
+    struct parse_pool *p = arg;
+    /* Linux: nice is per thread */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PARSE_POOL_NICE) != 0)
+        log_debug("parse pool: setpriority failed; workers at normal priority");
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stopping && !p->in_head)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stopping)
+            break; /* what is left is answered by parse_pool_free */
+        struct parse_job *j = p->in_head;
+        p->in_head = j->next;
+        if (!p->in_head)
+            p->in_tail = NULL;
+        pthread_mutex_unlock(&p->mu);
+        pp_run(p, j);
+        pthread_mutex_lock(&p->mu);
+        pp_push(&p->out_head, &p->out_tail, j);
+        uv_async_send(&p->async); /* any thread may call it */
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void pp_job_free(struct parse_job *j)
+{
+    if (j->ok)
+        api_req_release(&j->q);
+    free(j);
+}
+
+/* The request's ops while its body is out (and until its verdict is
+ * answered). */
+static enum MHD_Result pp_resumed(struct http_req *r)
+{
+    struct parse_job *j = r->ctx;
+    struct api *a = r->api;
+    if (!j->done) { /* not reached: r stays suspended until then */
+        http_suspend(r);
+        return MHD_YES;
+    }
+    r->ops = NULL;
+    r->ctx = NULL;
+    enum MHD_Result ok;
+    if (a->state != API_READY) /* as routes_dispatch answers then */
+        ok = http_respond_error(r, 503, NULL, NULL, "shutting_down", "the server is shutting down");
+    else if (!j->ok)
+        ok = http_respond_error(r, j->err.status, NULL, j->err.param[0] ? j->err.param : NULL,
+                                j->err.code[0] ? j->err.code : NULL, "%s", j->err.message);
+    else
+        ok = cmpl_start(r, &j->q); /* takes q over */
+    j->ok = 0;
+    pp_job_free(j);
+    http_req_unref(r);
+    return ok;
+}
+
+static void pp_detach(struct http_req *r)
+{
+    /* the connection died with the body out: the verdict is dropped */
+    struct parse_job *j = r->ctx;
+    log_info("request id=%llu client=%s method=%s path=%s status=0 aborted=1 (while parsing)",
+             (unsigned long long)r->id, r->client[0] ? r->client : "-", r->method, r->path);
+    r->ops = NULL;
+    r->ctx = NULL;
+    j->detached = 1;
+}
+
+static const struct http_req_ops pp_ops = {pp_resumed, pp_detach};
+
+static void pp_deliver(struct parse_job *j)
+{
+    struct http_req *r = j->r;
+    j->done = 1;
+    if (!j->detached && r->conn) {
+        http_resume(r); /* MHD calls again: pp_resumed */
+        return;
+    }
+    if (!j->detached) { /* over without a detach call: nobody else holds j */
+        r->ops = NULL;
+        r->ctx = NULL;
+    }
+    pp_job_free(j);
+    http_req_unref(r);
+}
+
+static void pp_async_cb(uv_async_t *h)
+{
+    struct parse_pool *p = h->data;
+    pthread_mutex_lock(&p->mu);
+    struct parse_job *j = p->out_head;
+    p->out_head = p->out_tail = NULL;
+    pthread_mutex_unlock(&p->mu);
+    while (j) {
+        struct parse_job *next = j->next;
+        pp_deliver(j);
+        j = next;
+    }
+    http_run(p->a);
+}
+
+static void pp_closed(uv_handle_t *h)
+{
+    struct parse_pool *p = h->data; /* the api may be gone: only p here */
+    pthread_rwlock_destroy(&p->ctx_lock);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+static struct parse_pool *pp_new(struct api *a)
+{
+    struct parse_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->a = a;
+    if (pthread_mutex_init(&p->mu, NULL)) {
+        free(p);
+        return NULL;
+    }
+    if (pthread_cond_init(&p->cv, NULL)) {
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return NULL;
+    }
+    if (pthread_rwlock_init(&p->ctx_lock, NULL)) {
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return NULL;
+    }
+    if (uv_async_init(a->loop, &p->async, pp_async_cb)) {
+        pthread_rwlock_destroy(&p->ctx_lock);
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return NULL;
+    }
+    p->async.data = p;
+    for (int i = 0; i < PARSE_POOL_THREADS; i++) {
+        if (pthread_create(&p->th[i], NULL, pp_worker, p))
+            break;
+        p->n_threads++;
+    }
+    if (p->n_threads == 0) {
+        log_warn("parse pool: no worker thread could start; parsing on the loop thread");
+        uv_close((uv_handle_t *)&p->async, pp_closed);
+        return NULL;
+    }
+    log_debug("parse pool: %d worker threads at nice %d", p->n_threads, PARSE_POOL_NICE);
+    return p;
+}
+
+int parse_pool_submit(struct api *a, struct http_req *r)
+{
+    if (!a->rctx)
+        return 1;
+    if (!a->pool && !(a->pool = pp_new(a)))
+        return 1;
+    struct parse_pool *p = a->pool;
+    struct parse_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return 1;
+    j->r = r;
+    j->chat = r->route == ROUTE_CHAT;
+    j->body = r->body.p ? r->body.p : "";
+    j->len = r->body.len;
+    r->refs++;
+    r->ops = &pp_ops;
+    r->ctx = j;
+    http_suspend(r);
+    pthread_mutex_lock(&p->mu);
+    pp_push(&p->in_head, &p->in_tail, j);
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+void parse_pool_set_limits(struct api *a)
+{
+    if (!a->rctx)
+        return;
+    if (a->pool)
+        pthread_rwlock_wrlock(&a->pool->ctx_lock);
+    api_request_ctx_set_limits(a->rctx, &a->cfg);
+    if (a->pool)
+        pthread_rwlock_unlock(&a->pool->ctx_lock);
+}
+
+void parse_pool_free(struct api *a)
+{
+    struct parse_pool *p = a->pool;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++)
+        pthread_join(p->th[i], NULL);
+    a->pool = NULL;
+    /* no worker left: the queues are ours; unparsed bodies get a 503 */
+    struct parse_job *j = p->in_head;
+    p->in_head = p->in_tail = NULL;
+    while (j) {
+        struct parse_job *next = j->next;
+        pp_error(j, 503, "shutting_down", "the server is shutting down");
+        pp_push(&p->out_head, &p->out_tail, j);
+        j = next;
+    }
+    j = p->out_head;
+    p->out_head = p->out_tail = NULL;
+    while (j) {
+        struct parse_job *next = j->next;
+        pp_deliver(j);
+        j = next;
+    }
+    uv_close((uv_handle_t *)&p->async, pp_closed);
+}
