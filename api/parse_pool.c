@@ -234,7 +234,7 @@ static struct parse_pool *pp_new(struct api *a)
 
 int parse_pool_submit(struct api *a, struct http_req *r)
 {
-    if (!a->rctx)
+    if (!a->rctx || r->body.len < PARSE_POOL_MIN_BYTES)
         return 1;
     if (!a->pool && !(a->pool = pp_new(a)))
         return 1;

@@ -4,9 +4,10 @@
  * A body of several megabytes (a 1.3M-entry token array, a 200k-entry
  * logit_bias, a long prompt) costs 25-160 ms to parse, validate and
  * tokenize; four of them at once stalled every stream for seconds when the
- * loop did it. The loop now only moves bytes: routes_dispatch hands the
- * received body to a worker (the connection stays suspended meanwhile), the
- * worker parses it and runs the endpoint's own validation
+ * loop did it. Now routes_dispatch hands every body of PARSE_POOL_MIN_BYTES
+ * or more to a worker (the loop only moves its bytes; the connection stays
+ * suspended meanwhile); the worker parses it and runs the endpoint's own
+ * validation
  * (api_req_parse_completion / api_req_parse_chat with the api's request
  * context), and the loop gets back either the error to send or the
  * validated request, which cmpl_start submits. The JSON tree is freed by the
@@ -30,6 +31,10 @@ struct http_req;
 struct parse_pool;
 
 #define PARSE_POOL_THREADS 2
+/* Smaller bodies stay on the loop: their parse, validation and tokenization
+ * take well under a millisecond, less than the hand-off to a thread at
+ * nice 10 on a busy machine would add to their latency. */
+#define PARSE_POOL_MIN_BYTES 16384
 #define PARSE_POOL_NICE 10 /* the workers' nice value (engine and loop keep theirs) */
 
 /* Hand r's body to a worker (creating the pool on first use): 0 when taken
