@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz — real fuzzing of one libFuzzer target for N minutes.
 #
-#   tools/fuzz.sh NAME MINUTES        NAME: gguf | request | tok | detok
+#   tools/fuzz.sh NAME MINUTES        NAME: gguf | request | tok | detok | chat
 #
 # Builds ./build-fuzz once (clang, ASan + UBSan with every finding fatal,
 # coverage instrumentation of the whole library: -fsanitize=fuzzer-no-link),
@@ -18,8 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name="${1:-}"; minutes="${2:-}"
-case "$name" in gguf|request|tok|detok) ;; *)
-    echo "usage: tools/fuzz.sh gguf|request|tok|detok MINUTES" >&2; exit 2;; esac
+case "$name" in gguf|request|tok|detok|chat) ;; *)
+    echo "usage: tools/fuzz.sh gguf|request|tok|detok|chat MINUTES" >&2; exit 2;; esac
 case "$minutes" in ''|*[!0-9]*) echo "MINUTES must be a whole number" >&2; exit 2;; esac
 
 cc="${FUZZ_CC:-}"
