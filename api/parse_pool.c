@@ -138,13 +138,20 @@ static enum MHD_Result pp_resumed(struct http_req *r)
 
 static void pp_detach(struct http_req *r)
 {
-    /* the connection died with the body out: the verdict is dropped */
+    /* the connection died with the body out, or after the verdict came
+     * back but before MHD called again (a client that sent its request and
+     * closed): the verdict is dropped */
     struct parse_job *j = r->ctx;
     log_info("request id=%llu client=%s method=%s path=%s status=0 aborted=1 (while parsing)",
              (unsigned long long)r->id, r->client[0] ? r->client : "-", r->method, r->path);
     r->ops = NULL;
     r->ctx = NULL;
-    j->detached = 1;
+    if (j->done) { /* delivered already: nobody else will free it */
+        pp_job_free(j);
+        http_req_unref(r);
+        return;
+    }
+    j->detached = 1; /* the worker still has it: pp_deliver frees it */
 }
 
 static const struct http_req_ops pp_ops = {pp_resumed, pp_detach};

@@ -11,8 +11,9 @@ threads send N requests of a fixed-seed random mix, and stop by themselves
   strings; seeds (a seeded request seen again must give the same text: the
   engine is batch-invariant, DESIGN.md); token-id and multi-prompt prompts;
   clients that close mid-stream, right after sending, or before reading a
-  non-streamed answer; 400s for bad bodies; /health, /v1/models, /metrics,
-  /tokenize.
+  non-streamed answer; 400s for bad bodies; bodies of 20-45 KB, valid or
+  not, that go through the parse worker pool; /health, /v1/models,
+  /metrics, /tokenize.
 Every response is checked (status, JSON shape, one finish_reason per choice,
 logprob arrays of one length, usage sums, no stop string in the text, SSE
 framing ending with [DONE]); a bad one is a failure.
@@ -250,8 +251,10 @@ class Soak:
             req["max_tokens"] = r.randrange(32, 200)
             req["ignore_eos"] = True
             self.close_early(req)
-        elif k < 0.84:
+        elif k < 0.82:
             self.bad_request(r)
+        elif k < 0.86:
+            self.big_body(req, r)
         else:
             self.misc(r)
 
@@ -309,6 +312,30 @@ class Soak:
         e = json.loads(b.decode())["error"]
         need(isinstance(e["message"], str) and e["message"], "error without a message")
         self.finish_one("400")
+
+    def big_body(self, req, r):
+        """A body past the parse pool's threshold (api/parse_pool.h): a valid
+        request padded with an unknown field, or a prompt over n_ctx (400);
+        some of them closed right after sending."""
+        if r.random() < 0.5:
+            req["pad"] = ["x" * 64] * r.randrange(300, 700)
+            want = 200
+        else:
+            req["prompt"] = "Once upon a time " * r.randrange(1200, 2500)
+            want = 400
+        req.pop("stream", None)
+        if r.random() < 0.3:
+            s = send(self.port, "POST", "/v1/completions", req)
+            s.close()
+            self.finish_one("big-close-early")
+            return
+        st, _, b = whole(self.port, "POST", "/v1/completions", req)
+        need(st == want, "big body: %d, wanted %d: %r" % (st, want, b[:200]))
+        if want == 200:
+            p = req["prompt"]
+            n_prompts = len(p) if isinstance(p, list) and p and isinstance(p[0], str) else 1
+            check_body(req, json.loads(b.decode()), n_prompts)
+        self.finish_one("big")
 
     def misc(self, r):
         k = r.randrange(4)
