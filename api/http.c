@@ -483,44 +483,12 @@ static int http_auth_ok(struct api *a, struct MHD_Connection *mc)
     return diff == 0;
 }
 
-/* X-Forwarded-For values joined with commas (RFC 9110 5.3: several headers
- * are one list). When they do not fit, the rightmost part is kept: that is
- * what the trusted proxies appended. */
-struct http_xff {
-    char buf[2048];
-    size_t len;
-    int any;
-};
-
 static enum MHD_Result http_collect_xff(void *cls, enum MHD_ValueKind kind, const char *key,
                                         const char *value)
 {
-    struct http_xff *x = cls;
     (void)kind;
-    if (strcasecmp(key, "X-Forwarded-For"))
-        return MHD_YES;
-    const char *v = value ? value : "";
-    size_t n = strlen(v), cap = sizeof(x->buf) - 1;
-    if (x->any) { /* separator */
-        if (x->len == cap) {
-            memmove(x->buf, x->buf + 1, --x->len);
-        }
-        x->buf[x->len++] = ',';
-    }
-    x->any = 1;
-    if (n >= cap) { /* this value alone fills the buffer: its tail */
-        memcpy(x->buf, v + n - cap, cap);
-        x->len = cap;
-    } else {
-        if (x->len + n > cap) {
-            size_t drop = x->len + n - cap;
-            memmove(x->buf, x->buf + drop, x->len - drop);
-            x->len -= drop;
-        }
-        memcpy(x->buf + x->len, v, n);
-        x->len += n;
-    }
-    x->buf[x->len] = '\0';
+    if (!strcasecmp(key, "X-Forwarded-For"))
+        proxy_xff_append(cls, value);
     return MHD_YES;
 }
 
@@ -537,11 +505,9 @@ static int http_client(struct http_req *r, struct MHD_Connection *mc)
         snprintf(r->client, sizeof(r->client), "-");
         return 0;
     }
-    struct http_xff *x = NULL, xs;
+    struct proxy_xff *x = NULL, xs;
     if (a->proxies.n && proxy_is_trusted(&a->proxies, (const struct sockaddr *)&hc->addr)) {
-        xs.len = 0;
-        xs.any = 0;
-        xs.buf[0] = '\0';
+        proxy_xff_init(&xs);
         MHD_get_connection_values(mc, MHD_HEADER_KIND, http_collect_xff, &xs);
         if (xs.any)
             x = &xs;

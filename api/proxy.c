@@ -196,6 +196,38 @@ int proxy_client(const struct proxy_list *l, const struct sockaddr *peer, const 
     return got;
 }
 
+void proxy_xff_init(struct proxy_xff *x)
+{
+    x->len = 0;
+    x->any = 0;
+    x->buf[0] = '\0';
+}
+
+void proxy_xff_append(struct proxy_xff *x, const char *value)
+{
+    const char *v = value ? value : "";
+    size_t n = strlen(v), cap = sizeof(x->buf) - 1;
+    if (x->any) { /* the separator; when full, the oldest byte makes room */
+        if (x->len == cap)
+            memmove(x->buf, x->buf + 1, --x->len);
+        x->buf[x->len++] = ',';
+    }
+    x->any = 1;
+    if (n >= cap) { /* this value alone fills the buffer: its tail */
+        memcpy(x->buf, v + n - cap, cap);
+        x->len = cap;
+    } else {
+        if (x->len + n > cap) {
+            size_t drop = x->len + n - cap;
+            memmove(x->buf, x->buf + drop, x->len - drop);
+            x->len -= drop;
+        }
+        memcpy(x->buf + x->len, v, n);
+        x->len += n;
+    }
+    x->buf[x->len] = '\0';
+}
+
 void proxy_addr_str(const struct sockaddr *sa, char *out, size_t cap)
 {
     int family;

@@ -51,6 +51,17 @@ int proxy_is_trusted(const struct proxy_list *l, const struct sockaddr *sa);
 int proxy_client(const struct proxy_list *l, const struct sockaddr *peer, const char *xff,
                  struct sockaddr_storage *client);
 
+/* X-Forwarded-For headers joined with commas (RFC 9110 5.3: several
+ * headers are one list). When they do not fit, the rightmost part is kept:
+ * that is what the trusted proxies appended. buf stays NUL-terminated. */
+struct proxy_xff {
+    char buf[2048];
+    size_t len;
+    int any; /* a header was seen */
+};
+void proxy_xff_init(struct proxy_xff *x);
+void proxy_xff_append(struct proxy_xff *x, const char *value); /* value may be NULL */
+
 /* The address as text (no port): "1.2.3.4", "2001:db8::1", or "-". */
 void proxy_addr_str(const struct sockaddr *sa, char *out, size_t cap);
 

@@ -127,6 +127,26 @@ int main(void)
     const char *lx = longx;
     CLIENT_IS(&l, "127.0.0.2", lx, "5.6.7.8", 1);
 
+    /* several headers are one list; past the buffer the right end stays */
+    struct proxy_xff x;
+    proxy_xff_init(&x);
+    CHECK(!x.any && x.len == 0 && x.buf[0] == '\0');
+    proxy_xff_append(&x, "1.1.1.1");
+    proxy_xff_append(&x, NULL);
+    proxy_xff_append(&x, "2.2.2.2, 3.3.3.3");
+    CHECK(x.any && !strcmp(x.buf, "1.1.1.1,,2.2.2.2, 3.3.3.3"));
+    CLIENT_IS(&l, "127.0.0.2", x.buf, "3.3.3.3", 1);
+    proxy_xff_init(&x);
+    for (int i = 0; i < 400; i++)
+        proxy_xff_append(&x, "6.6.6.6");
+    proxy_xff_append(&x, "4.4.4.4");
+    CHECK(x.len == sizeof(x.buf) - 1 && strlen(x.buf) == x.len);
+    CHECK(x.len >= 7 && !strcmp(x.buf + x.len - 7, "4.4.4.4"));
+    CLIENT_IS(&l, "127.0.0.2", x.buf, "4.4.4.4", 1);
+    proxy_xff_init(&x);
+    proxy_xff_append(&x, longx); /* one value longer than the buffer */
+    CHECK(x.len == sizeof(x.buf) - 1 && !strcmp(x.buf + x.len - 9, ", 5.6.7.8"));
+
     char out[8];
     struct sockaddr_storage v6 = sa("2001:db8::1");
     proxy_addr_str((struct sockaddr *)&v6, out, sizeof(out)); /* too small: "-" */
