@@ -211,7 +211,15 @@ static struct parse_pool *pp_new(struct api *a)
         free(p);
         return NULL;
     }
-    if (pthread_rwlock_init(&p->ctx_lock, NULL)) {
+    /* writer first: with two workers reading back to back, a reader-first
+     * lock (glibc's default) could keep SIGHUP waiting on the loop for
+     * ever; this way it waits for the parses in progress only */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rwrc = pthread_rwlock_init(&p->ctx_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
+    if (rwrc) {
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
         free(p);

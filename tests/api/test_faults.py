@@ -322,9 +322,62 @@ def test_small_kv_under_load(exe):
     check(rc == 0, "exit %s" % rc)
 
 
+def test_sighup_during_big_bodies(exe):
+    """SIGHUP replaces the request context's limits while the parse workers
+    read it (api/parse_pool.c): it waits for the parses in progress only,
+    not for a flood of them to pause."""
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write("max_tokens = 400\n")
+    conf.close()
+    d = D.Daemon(exe, config=conf.name, args=["--n-ctx", "512"])
+    stop = threading.Event()
+    errors = []
+    try:
+        big = json.dumps({"model": MODEL, "prompt": list(range(3, 400)) * 500, "max_tokens": 4}).encode()
+
+        def flood():
+            while not stop.is_set():
+                try:
+                    st, _, _ = d.request("POST", "/v1/completions", big, timeout=30)
+                    if st != 400 and not stop.is_set():
+                        errors.append(st)
+                except OSError:
+                    pass
+
+        ths = [threading.Thread(target=flood) for _ in range(4)]
+        for t in ths:
+            t.start()
+        time.sleep(0.5)
+        worst = 0.0
+        for cap in (300, 200, 100):
+            with open(conf.name, "w") as f:
+                f.write("max_tokens = %d\n" % cap)
+            t0 = time.time()
+            d.signal(signal.SIGHUP)
+            # the reload is done when the new cap answers
+            while time.time() - t0 < 20:
+                st, j = d.json("POST", "/v1/completions", {"model": MODEL, "prompt": "Hi",
+                                                           "max_tokens": cap + 50})
+                if st == 400 and j["error"]["param"] == "max_tokens":
+                    break
+                time.sleep(0.02)
+            worst = max(worst, time.time() - t0)
+            check(st == 400, "max_tokens %d not applied during the flood" % cap)
+        print("sighup during a flood of 200 KB bodies: applied within %.2f s" % worst)
+        check(worst < 5, "a reload took %.1f s during the flood" % worst)
+        check(not errors, "flood bodies answered %r" % errors[:5])
+    finally:
+        stop.set()
+        rc = d.stop()
+        d.close()
+        os.unlink(conf.name)
+    check(rc == 0, "exit %s" % rc)
+
+
 def main():
-    D.run([test_sigterm_64_streams, test_sighup_under_load, test_log_dev_full, test_log_full_pipe,
-           test_promtool_metrics, test_small_kv_under_load], sys.argv)
+    D.run([test_sigterm_64_streams, test_sighup_under_load, test_sighup_during_big_bodies,
+           test_log_dev_full, test_log_full_pipe, test_promtool_metrics, test_small_kv_under_load],
+          sys.argv)
 
 
 if __name__ == "__main__":
