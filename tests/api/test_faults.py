@@ -44,7 +44,7 @@ def open_stream(d, **kw):
            "ignore_eos": True, "temperature": 0}
     req.update(kw)
     body = json.dumps(req).encode()
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=60)
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=60 * SLOW)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
               b"Content-Length: %d\r\n\r\n" % len(body) + body)
     return s
