@@ -309,18 +309,21 @@ def test_small_kv_under_load(exe):
         ths = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
         for t in ths:
             t.start()
-        peak = 0
+        peak = waited = 0
         while any(t.is_alive() for t in ths):
             m = d.metrics()
             peak = max(peak, m["inferd_kv_blocks_used"])
+            waited = max(waited, m["inferd_waiting_requests"])
             time.sleep(0.01)
         for i, (st, j) in enumerate(got):
             check(st == 200, "request %d under KV pressure: %d %r" % (i, st, j))
             check(j["choices"][0]["text"] == solo[json.dumps(reqs[i], sort_keys=True)],
                   "request %d differs from its solo run" % i)
         m = d.metrics()
-        print("small KV: %d requests, peak %d of %d blocks used, all equal to their solo runs"
-              % (n_req, peak, m["inferd_kv_blocks_capacity"]))
+        print("small KV: %d requests, up to %d waiting for blocks, peak %d of %d blocks used, "
+              "all equal to their solo runs" % (n_req, waited, peak, m["inferd_kv_blocks_capacity"]))
+        # more waiting than max_seqs (16) explains: the KV cache was the limit
+        check(waited > max(0, n_req - 16), "%d waited at most: the cache was not the limit" % waited)
         check(m["inferd_kv_blocks_used"] == 0, "blocks left: %r" % m["inferd_kv_blocks_used"])
     finally:
         rc = d.stop()
