@@ -75,43 +75,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef INFERD_LIBFUZZER
-static int replay_file(const char *path)
-{
-    size_t n;
-    char *buf = test_read_file(path, &n);
-    if (!buf) {
-        fprintf(stderr, "fuzz_gguf: cannot read %s\n", path);
-        return 1;
-    }
-    LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
-    free(buf);
-    return 0;
-}
+#include "tests/fuzz/replay.h"
 
 int main(int argc, char **argv)
 {
-    int n = 0, bad = 0;
-    for (int i = 1; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            DIR *d = opendir(argv[i]);
-            struct dirent *de;
-            while (d && (de = readdir(d))) {
-                char p[4096];
-                if (de->d_name[0] == '.')
-                    continue;
-                snprintf(p, sizeof(p), "%s/%s", argv[i], de->d_name);
-                bad += replay_file(p);
-                n++;
-            }
-            if (d)
-                closedir(d);
-        } else {
-            bad += replay_file(argv[i]);
-            n++;
-        }
-    }
-    printf("fuzz_gguf: replayed %d inputs%s\n", n, bad ? " (some unreadable)" : "");
-    return bad || n == 0 ? 1 : 0;
+    return fuzz_replay("fuzz_gguf", argc, argv);
 }
 #endif
