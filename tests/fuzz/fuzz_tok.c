@@ -38,35 +38,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const fz_vocab_files[3] = {
-    "vocab/ggml-vocab-llama-spm.gguf",
-    "vocab/ggml-vocab-llama-bpe.gguf",
-    "vocab/ggml-vocab-qwen2.gguf",
-};
-static struct gguf_file *fz_g[3];
-static struct tok *fz_t[3];
-static int fz_ready; /* 0 not tried, 1 ok, -1 missing */
-
-static int fz_init(void)
-{
-    if (fz_ready)
-        return fz_ready;
-    const char *root = getenv("INFERD_SHARED");
-    if (!root || !*root)
-        root = "../shared";
-    fz_ready = 1;
-    for (int i = 0; i < 3; i++) {
-        char path[4096];
-        struct inf_error e = {0, ""};
-        snprintf(path, sizeof(path), "%s/%s", root, fz_vocab_files[i]);
-        if (gguf_open(path, &fz_g[i], &e) || tok_load(fz_g[i], &fz_t[i], &e)) {
-            fprintf(stderr, "fuzz_tok: cannot load %s: %s\n", path, e.msg);
-            fz_ready = -1;
-            break;
-        }
-    }
-    return fz_ready;
-}
+#define FZ_NAME "fuzz_tok"
+#include "tests/fuzz/vocabs.h"
 
 static void fz_fail(const char *why, size_t n)
 {
@@ -337,11 +310,8 @@ int main(int argc, char **argv)
 {
     if (fz_init() != 1)
         return 77;
-    const int rc = fuzz_replay("fuzz_tok", argc, argv);
-    for (int i = 0; i < 3; i++) {
-        tok_free(fz_t[i]);
-        gguf_close(fz_g[i]);
-    }
+    const int rc = fuzz_replay(FZ_NAME, argc, argv);
+    fz_vocabs_free();
     return rc;
 }
 #endif
