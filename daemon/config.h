@@ -40,6 +40,8 @@ struct cfg {
     int max_seqs;
     int queue_len;
     int kv_tokens;
+    int64_t kv_bytes;
+    int kv_percent;
     int block_size;
     int step_tokens;
     int prefix_cache;

@@ -35,9 +35,11 @@
 #include "daemon/sdnotify.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/graph.h"
 #include "engine/log.h"
 #include "engine/model.h"
+#include "engine/quant.h"
 #include "engine/sched.h"
 #include "tools/cmds.h"
 
@@ -132,6 +134,47 @@ static void serve_prewarm_report(void *ud, const char *name, double ms)
     log_info("prewarm: %s %.3f ms", name, ms);
 }
 
+/* KV cache size in tokens, from the first key that is set: kv_tokens,
+ * kv_bytes, kv_percent (of the GPU memory free once the weights are
+ * resident), else n_ctx * max_seqs. Logs what it holds. 0 or INF_EINVAL. */
+static int serve_kv_tokens(struct serve *S, int32_t n_ctx, int64_t *out, struct inf_error *err)
+{
+    const struct model_hparams *hp = model_hparams(S->model);
+    const int64_t tok_bytes = 2 * (int64_t)hp->n_layer *
+                              (int64_t)quant_row_bytes(S->be->ops->kv_type,
+                                                       (int64_t)hp->n_head_kv * hp->head_dim);
+    const char *from = "n_ctx * max_seqs";
+    int64_t kv = (int64_t)n_ctx * S->cfg.max_seqs;
+    if (S->cfg.kv_tokens) {
+        kv = S->cfg.kv_tokens;
+        from = "kv_tokens";
+    } else if (S->cfg.kv_bytes) {
+        kv = S->cfg.kv_bytes / tok_bytes;
+        from = "kv_bytes";
+    } else if (S->cfg.kv_percent) {
+        size_t w = 0, fr = 0, tot = 0;
+        if (strcmp(S->be->ops->name, "cuda") || cuda_backend_mem(S->be, &w, &fr, &tot)) {
+            log_warn("kv_percent applies to the cuda backend; the %s backend sizes the KV cache "
+                     "by n_ctx * max_seqs",
+                     S->be->ops->name);
+        } else {
+            kv = (int64_t)(fr / 100 * (size_t)S->cfg.kv_percent) / tok_bytes;
+            from = "kv_percent";
+        }
+    }
+    if (kv > (1 << 28))
+        kv = 1 << 28;
+    if (kv < n_ctx)
+        return inf_error_set(err, INF_EINVAL,
+                             "the KV cache from %s holds %lld tokens (%lld bytes each), fewer than "
+                             "n_ctx %d: no sequence could fit",
+                             from, (long long)kv, (long long)tok_bytes, n_ctx);
+    log_info("KV cache: %lld tokens, %.1f MiB (%s)", (long long)kv,
+             (double)(kv * tok_bytes) / 1048576.0, from);
+    *out = kv;
+    return 0;
+}
+
 static void serve_load_work(uv_work_t *w)
 {
     struct serve *S = w->data;
@@ -166,9 +209,10 @@ static void serve_load_work(uv_work_t *w)
     sc.block_size = S->cfg.block_size;
     sc.step_tokens = S->cfg.step_tokens;
     sc.prefix_cache = S->cfg.prefix_cache;
-    int64_t kv = S->cfg.kv_tokens ? S->cfg.kv_tokens : (int64_t)n_ctx * S->cfg.max_seqs;
-    if (kv > (1 << 28))
-        kv = 1 << 28;
+    int64_t kv = 0;
+    S->load_rc = serve_kv_tokens(S, n_ctx, &kv, err);
+    if (S->load_rc)
+        return;
     sc.kv_tokens = (int32_t)kv;
 
     struct graph_params gp;

@@ -447,8 +447,36 @@ def test_loading_503(exe):
         d.close()
 
 
+def test_kv_sizing(exe):
+    """kv_bytes sizes the KV cache (the log and /metrics say how many tokens and
+    blocks); a cache too small for n_ctx fails startup naming the sizes;
+    kv_percent on the CPU backend warns and keeps the default."""
+    # stories260K: 5 layers x (4 KV heads x 8) F16 = 64 bytes a row, K and V: 640 B/token
+    d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 4100), "--n-ctx", "1024"])
+    try:
+        check("KV cache: 4100 tokens" in d.log() and "(kv_bytes)" in d.log(), d.log())
+        m = d.metrics()
+        check(m["inferd_kv_blocks_capacity"] == (4100 + 15) // 16, m["inferd_kv_blocks_capacity"])
+    finally:
+        d.close()
+    d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 100), "--n-ctx", "256"],
+                 wait=False)
+    try:
+        check(d.proc.wait(30) == 1, "a KV cache below n_ctx must fail startup")
+        check("holds 100 tokens" in d.log() and "n_ctx 256" in d.log(), d.log())
+    finally:
+        d.close()
+    d = D.Daemon(exe, args=["--backend", "cpu", "--kv-percent", "50", "--n-ctx", "128",
+                            "--max-seqs", "4"])
+    try:
+        check("kv_percent applies to the cuda backend" in d.log(), d.log())
+        check("KV cache: 512 tokens" in d.log(), d.log())
+    finally:
+        d.close()
+
+
 def main():
-    tests = [test_loading_503, test_ping_idle_stream, test_sigterm_mid_stream_drains, test_sigterm_drain_timeout_cancels,
+    tests = [test_kv_sizing, test_loading_503, test_ping_idle_stream, test_sigterm_mid_stream_drains, test_sigterm_drain_timeout_cancels,
              test_disconnect_frees_sequence, test_sd_notify, test_sighup_reload,
              test_shipped_config, test_usage_and_bad_model, test_queue_full_429,
              test_connection_caps]
