@@ -109,7 +109,10 @@ done
     ok "the unit is enabled" || fail "the unit is not enabled after install"
 # the packaged binary: its default model is the packaged one, and it serves it
 bin="$root/usr/sbin/inferd"
-"$bin" serve --help | grep -q "demo model /usr/share/inferd/models/stories260K.gguf" &&
+# the help text first, then grep: grep -q stops reading at its match and a
+# longer help would die of SIGPIPE, failing the pipeline under pipefail
+help_text=$("$bin" serve --help)
+grep -q "demo model /usr/share/inferd/models/stories260K.gguf" <<<"$help_text" &&
     ok "default model: /usr/share/inferd/models/stories260K.gguf" ||
     fail "serve --help does not name /usr/share/inferd/models/stories260K.gguf"
 "$bin" serve --config "$root/etc/inferd/inferd.conf" --port 0 --prewarm false \
