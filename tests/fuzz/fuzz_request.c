@@ -179,6 +179,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef INFERD_LIBFUZZER
+#include "tests/fuzz/replay.h"
+
 static void fuzz_cleanup(void)
 {
     for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
@@ -233,17 +235,18 @@ static int replay_expect(const char *name, const struct api_request_result *r)
     return 0; /* no expectation: libFuzzer finds, kept for the sanitizers */
 }
 
-static int replay_file(const char *path, const char *name)
+/* one corpus file: replayed, then its name's expectation checked against
+ * the SPM model (stories260K), or for chat- files the chat parser with the
+ * ChatML vocab (qwen2) */
+static int replay_file(const char *fname, const char *path, const char *name)
 {
     size_t n;
     char *buf = test_read_file(path, &n);
     if (!buf) {
-        fprintf(stderr, "fuzz_request: cannot read %s\n", path);
+        fprintf(stderr, "%s: cannot read %s\n", fname, path);
         return 1;
     }
     LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
-    /* the expectation is checked against the SPM model (stories260K), or
-     * for chat- files the chat parser with the ChatML vocab (qwen2) */
     struct api_request_result r;
     int chat = !strncmp(name, "chat-", 5);
     int bad = (chat ? api_parse_chat_request(fuzz_toks[1].ctx, buf, n, &r)
@@ -256,36 +259,13 @@ static int replay_file(const char *path, const char *name)
 
 int main(int argc, char **argv)
 {
-    int n = 0, bad = 0;
-    int rc = fuzz_init();
-    if (rc != 1) {
+    if (fuzz_init() != 1) {
         fuzz_cleanup();
         printf("skip: tokenizer models not found (INFERD_SHARED)\n");
         return 77;
     }
-    for (int i = 1; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            DIR *d = opendir(argv[i]);
-            struct dirent *de;
-            while (d && (de = readdir(d))) {
-                char p[4096];
-                if (de->d_name[0] == '.')
-                    continue;
-                snprintf(p, sizeof(p), "%s/%s", argv[i], de->d_name);
-                bad += replay_file(p, de->d_name);
-                n++;
-            }
-            if (d)
-                closedir(d);
-        } else {
-            const char *base = strrchr(argv[i], '/');
-            bad += replay_file(argv[i], base ? base + 1 : argv[i]);
-            n++;
-        }
-    }
+    const int rc = fuzz_replay_each("fuzz_request", argc, argv, replay_file);
     fuzz_cleanup();
-    printf("fuzz_request: replayed %d inputs, %d failed their expectation\n", n, bad);
-    return bad || n == 0 ? 1 : 0;
+    return rc;
 }
 #endif

@@ -308,10 +308,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 int main(int argc, char **argv)
 {
-    if (fz_init() != 1)
-        return 77;
-    const int rc = fuzz_replay(FZ_NAME, argc, argv);
-    fz_vocabs_free();
-    return rc;
+    return fuzz_vocab_main(argc, argv);
 }
 #endif
