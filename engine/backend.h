@@ -46,6 +46,8 @@ struct backend_weight {
     size_t row_bytes;
     const void *host; /* bytes in the GGUF mapping; valid while the model lives */
     void *data;       /* backend's copy, set by weight_register (CPU: == host) */
+    void *aux;        /* the backend's second layout, or NULL (CUDA: Q6_K expanded
+                       * to int8 for the MMQ kernels); zero before weight_register */
 };
 
 /* Rotary position embedding of one call. Angle of pair i (0 <= i < n_dims/2)

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
 
 extern "C" {
 #include "engine/cuda/cuda.h"
@@ -142,6 +144,22 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     }
     w->data = p;
     c->weight_bytes += bytes;
+    /* Q6_K: the MMQ kernels' expanded copy (cuda/mmq_q6_k.cu), for every
+     * tensor a matrix product may read past the decode batch (not the
+     * embedding table, which only get_rows reads); without the memory the
+     * raw kernels serve, slower, with the same results */
+    if (w->type == QT_Q6_K && w->ne0 % QK_K == 0 && strncmp(w->name, "token_embd", 10) != 0 &&
+        !getenv("INFERD_NO_Q6K_EXPAND")) {
+        const int rc = cuda_mmq_expand_q6_K(c, w);
+        if (rc == INF_ENOMEM)
+            log_warn("cuda: no memory for the expanded copy of '%s' (%zu MiB): its prefill products "
+                     "take the raw Q6_K kernels",
+                     w->name, cuda_mmq_expand_q6_K_bytes(w) >> 20);
+        else if (rc)
+            return rc;
+        else
+            c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
+    }
     return 0;
 }
 
@@ -154,7 +172,12 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
         cudaFree(w->data);
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
     }
+    if (w->aux) {
+        cudaFree(w->aux);
+        c->aux_bytes -= cuda_mmq_expand_q6_K_bytes(w);
+    }
     w->data = NULL;
+    w->aux = NULL;
 }
 
 /* ---- scratch, sync, lifetime --------------------------------------------- */
@@ -165,9 +188,10 @@ static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
     if (cuda_op_begin(c))
         return c->err;
     const size_t blk256 = (size_t)((r->max_ne0 + QK_K - 1) / QK_K);
-    const size_t k_bytes = blk256 * sizeof(struct block_q8_K);
-    const size_t o_bytes = blk256 * (QK_K / QK8_0) * sizeof(struct block_q8_0);
-    const size_t need = (size_t)r->max_rows * (k_bytes > o_bytes ? k_bytes : o_bytes);
+    /* Q8_K in planes (cuda/qtypes.cuh: cuda_q8k_bytes), or Q8_0 blocks */
+    const size_t k_bytes = cuda_q8k_bytes((int64_t)r->max_rows * (int64_t)blk256);
+    const size_t o_bytes = (size_t)r->max_rows * blk256 * (QK_K / QK8_0) * sizeof(struct block_q8_0);
+    const size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     if (need <= c->xq_bytes)
         return 0;
     void *p = NULL;
@@ -274,6 +298,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB", device, p.name, c->sm, c->n_sm,
              (size_t)(p.totalGlobalMem >> 20));
     return be;
+}
+
+extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)
+{
+    return ((const struct cuda_ctx *)be->ctx)->aux_bytes;
 }
 
 extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b,

@@ -35,6 +35,7 @@ struct cuda_ctx {
     void *xq;
     size_t xq_bytes;
     size_t weight_bytes; /* resident weights, for the load log */
+    size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
 };
 
 static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)
@@ -115,6 +116,9 @@ void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n);
 
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
  * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */
+/* cuda/mul_mat.cu: launch entry i of the dispatcher's table (prewarm) */
+int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
+                        int32_t n_rows);
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
                        int32_t n_rows, int64_t n);
 

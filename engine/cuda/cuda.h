@@ -10,6 +10,7 @@
 #define INFERD_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct backend;
 struct inf_error;
@@ -35,5 +36,24 @@ int cuda_selftest(char *msg, size_t cap);
 struct backend *cuda_backend_new(int device, struct inf_error *err);
 /* Resident weight bytes and the device's free/total memory (0 or INF_E*). */
 int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, size_t *total);
+/* Bytes of the weights' second layouts (Q6_K expanded for MMQ), beside the
+ * uploaded bytes cuda_backend_mem counts. */
+size_t cuda_backend_aux_bytes(const struct backend *be);
+
+/* The dispatcher's table of matrix-product kernels (cuda/mul_mat.cu): how
+ * many, the weight type of entry i and its name as prewarm reports it
+ * ("mul_mat<q6_K> mmq<2,true>", ...). The stub's table is empty. */
+int cuda_mm_variant_count(void);
+int cuda_mm_variant_type(int i);
+void cuda_mm_variant_name(int i, char *buf, size_t n);
+/* Run exactly entry i of that table on a weight of its type (tests: every
+ * variant must give each row the bits the dispatcher's choice gives).
+ * x, y: device memory, n_rows activation rows available (>= 8; MMQ
+ * variants use all of them, the small-batch ones their own row count);
+ * *rows_done: rows of y written. 0, 1 when this device cannot hold the
+ * variant, or a negative INF_E* code. */
+struct backend_weight;
+int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weight *w, const float *x,
+                            float *y, int32_t n_rows, int32_t *rows_done);
 
 #endif

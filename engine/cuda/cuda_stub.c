@@ -29,6 +29,38 @@ struct backend *cuda_backend_new(int device, struct inf_error *err)
     return NULL;
 }
 
+int cuda_mm_variant_count(void)
+{
+    return 0;
+}
+
+int cuda_mm_variant_type(int i)
+{
+    (void)i;
+    return -1;
+}
+
+void cuda_mm_variant_name(int i, char *buf, size_t n)
+{
+    (void)i;
+    if (n)
+        buf[0] = 0;
+}
+
+int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weight *w, const float *x,
+                            float *y, int32_t n_rows, int32_t *rows_done)
+{
+    (void)be, (void)i, (void)w, (void)x, (void)y, (void)n_rows;
+    *rows_done = 0;
+    return INF_EUNSUPPORTED;
+}
+
+size_t cuda_backend_aux_bytes(const struct backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, size_t *total)
 {
     (void)be;

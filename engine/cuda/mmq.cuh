@@ -13,9 +13,34 @@
 #include "engine/cuda/common.cuh"
 
 /* y[r][j] for n_rows activation rows already quantized (xq: the CPU's
- * vec_dot type of w, n_rows rows) against weight w. */
+ * vec_dot type of w, n_rows rows; K-quants: cuda_q8k planes) against
+ * weight w, with the variant the tile table (cuda/tiles.cuh) picks. */
 template <int T>
 void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
               int32_t n_rows);
+
+/* The K-quant MMQ instantiations mmqk_kernel<T, KDR, EXP> (cuda/mmqk_impl.cuh):
+ * KDR super-blocks per k-stage (1 or 2), EXP: the weights' expanded copy
+ * (w->aux; Q6_K only). Launches exactly that one: 0, INF_EUNSUPPORTED
+ * when it does not exist for T or the shape (ne0 not a multiple of
+ * 256 * KDR, EXP without w->aux), or -1 when this device cannot give it
+ * its shared memory. For prewarm, bench --op and the tests; cuda_mmq
+ * picks among them. */
+template <int T>
+int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                      int32_t n_rows, int kdr, int exp);
+
+/* Q6_K: make w->aux, the expanded copy mmqk_kernel<Q6_K, KDR, true> reads
+ * (288 bytes per super-block: 256 int8 values q - 32, 16 int8 scales, the
+ * float d). 0, or INF_ENOMEM (w->aux stays NULL; the raw kernels serve). */
+int cuda_mmq_expand_q6_K(struct cuda_ctx *c, struct backend_weight *w);
+size_t cuda_mmq_expand_q6_K_bytes(const struct backend_weight *w);
+
+/* The small-batch product of the K-quants (cuda/mmvq.cu): n_rows <= 8
+ * activation rows in cuda_q8k planes; nc = activation rows per weight read
+ * (1, 2, 4 or 8; 0 picks the smallest that holds n_rows). */
+template <int T>
+void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+               int32_t n_rows, int nc);
 
 #endif

@@ -1,4 +1,5 @@
-/* cuda/mmq_impl — the MMQ kernel template (included by mmq_<type>.cu only).
+/* cuda/mmq_impl — the Q8_0/Q4_0 MMQ kernel template (included by
+ * mmq_q8_0.cu and mmq_q4_0.cu only; the K-quants have cuda/mmqk_impl.cuh).
  *
  * Tile: MMQ_BM = 64 weight rows x MMQ_BN = 64 activation rows per 256-thread
  * block; 8 warps as 2 (weight rows) x 4 (activation rows), each warp 32 x 16
@@ -32,9 +33,6 @@ static_assert(MMQ_THREADS == 4 * MMQ_BM && MMQ_BN == MMQ_BM && MMQ_BM == 64,
  * for Q6_K); FS elements share a float step (256 for K-quants, 32 else). */
 template <int T> struct mmq_traits;
 /* WB/XB: bytes of one stage of a weight / activation row. */
-template <> struct mmq_traits<QT_Q4_K> { enum { GROUP = 32, FS = 256, MIN = 1, WB = 144, XB = 292 }; };
-template <> struct mmq_traits<QT_Q5_K> { enum { GROUP = 32, FS = 256, MIN = 1, WB = 176, XB = 292 }; };
-template <> struct mmq_traits<QT_Q6_K> { enum { GROUP = 16, FS = 256, MIN = 0, WB = 210, XB = 292 }; };
 template <> struct mmq_traits<QT_Q8_0> { enum { GROUP = 32, FS = 32, MIN = 0, WB = 272, XB = 272 }; };
 template <> struct mmq_traits<QT_Q4_0> { enum { GROUP = 32, FS = 32, MIN = 0, WB = 144, XB = 272 }; };
 
@@ -86,42 +84,6 @@ static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])
 /* Unpack part p (0..3: a quarter, 64 elements) of stage s of one weight row. */
 template <int T> struct mmq_unpack;
 
-/* Q4_K/Q5_K: values, 6-bit scales and mins of sub-blocks 2p and 2p+1 */
-template <int T, typename B> struct mmq_unpack_k45 {
-    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
-    {
-        const B *b = (const B *)row + s;
-        for (int j = 2 * p; j < 2 * p + 2; j++) {
-            int q[8], sc, m;
-            cuda_qt<T>::unpack(b, j, q);
-            cuda_k4_scale_min(b->scales, j, &sc, &m);
-            mmq_st4(&S.wq[r][32 * j], q);
-            S.wsc[r][j] = (int8_t)sc;
-            S.wmin[r][j] = (int8_t)m;
-        }
-        if (p == 0) {
-            S.wd[r][0] = cuda_h2f(b->d);
-            S.wdmin[r] = cuda_h2f(b->dmin);
-        }
-    }
-};
-template <> struct mmq_unpack<QT_Q4_K> : mmq_unpack_k45<QT_Q4_K, struct block_q4_K> {};
-template <> struct mmq_unpack<QT_Q5_K> : mmq_unpack_k45<QT_Q5_K, struct block_q5_K> {};
-template <> struct mmq_unpack<QT_Q6_K> {
-    static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
-    {
-        const struct block_q6_K *b = (const struct block_q6_K *)row + s;
-        for (int j = 2 * p; j < 2 * p + 2; j++) {
-            int q[8];
-            cuda_qt<QT_Q6_K>::unpack(b, j, q);
-            mmq_st4(&S.wq[r][32 * j], q);
-            S.wsc[r][2 * j] = b->scales[2 * j];
-            S.wsc[r][2 * j + 1] = b->scales[2 * j + 1];
-        }
-        if (p == 0)
-            S.wd[r][0] = cuda_h2f(b->d);
-    }
-};
 /* Q8_0/Q4_0: blocks 2p and 2p+1 of the stage's 8, each its own float step */
 template <int T, typename B> struct mmq_unpack_q0 {
     static __device__ __forceinline__ void run(mmq_smem &S, int r, const uint8_t *row, int64_t s, int p)
@@ -144,25 +106,12 @@ template <> struct mmq_unpack<QT_Q4_0> : mmq_unpack_q0<QT_Q4_0, struct block_q4_
 template <int T>
 static __device__ __forceinline__ void mmq_load_x(mmq_smem &S, int r, const void *xrow, int64_t s, int p)
 {
-    if (mmq_traits<T>::FS == 256) {
-        const struct block_q8_K *b = (const struct block_q8_K *)xrow + s;
-        const int *src = (const int *)(b->qs + 64 * p);
-        int *dst = (int *)&S.xq[r][64 * p];
-#pragma unroll
-        for (int k = 0; k < 16; k++)
-            dst[k] = src[k];
-        S.xbs[r][2 * p] = (int16_t)(b->bsums[4 * p] + b->bsums[4 * p + 1]);
-        S.xbs[r][2 * p + 1] = (int16_t)(b->bsums[4 * p + 2] + b->bsums[4 * p + 3]);
-        if (p == 0)
-            S.xd[r][0] = b->d;
-    } else {
-        const struct block_q8_0 *b = (const struct block_q8_0 *)xrow + 8 * s;
-        for (int j = 2 * p; j < 2 * p + 2; j++) {
-            int q[8];
-            cuda_qt<QT_Q8_0>::unpack(b + j, q);
-            mmq_st4(&S.xq[r][32 * j], q);
-            S.xd[r][j] = cuda_h2f(b[j].d);
-        }
+    const struct block_q8_0 *b = (const struct block_q8_0 *)xrow + 8 * s;
+    for (int j = 2 * p; j < 2 * p + 2; j++) {
+        int q[8];
+        cuda_qt<QT_Q8_0>::unpack(b + j, q);
+        mmq_st4(&S.xq[r][32 * j], q);
+        S.xd[r][j] = cuda_h2f(b[j].d);
     }
 }
 

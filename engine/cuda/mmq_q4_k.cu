@@ -1,5 +1,5 @@
-/* cuda/mmq_q4_k — the MMQ instantiation for Q4_K weights (cuda/mmq_impl.cuh). */
-#include "engine/cuda/mmq_impl.cuh"
+/* cuda/mmq_q4_k — the Q4_K MMQ instantiations mmqk_kernel<Q4_K, 1|2, false>
+ * (cuda/mmqk_impl.cuh); one file per type so builds run in parallel. */
+#include "engine/cuda/mmqk_impl.cuh"
 
-template void cuda_mmq<QT_Q4_K>(struct cuda_ctx *c, const struct backend_weight *w, const void *xq,
-                              float *y, int32_t n_rows);
+MMQK_DEFINE(QT_Q4_K)

@@ -1,5 +1,5 @@
-/* cuda/mmq_q5_k — the MMQ instantiation for Q5_K weights (cuda/mmq_impl.cuh). */
-#include "engine/cuda/mmq_impl.cuh"
+/* cuda/mmq_q5_k — the Q5_K MMQ instantiations mmqk_kernel<Q5_K, 1|2, false>
+ * (cuda/mmqk_impl.cuh); one file per type so builds run in parallel. */
+#include "engine/cuda/mmqk_impl.cuh"
 
-template void cuda_mmq<QT_Q5_K>(struct cuda_ctx *c, const struct backend_weight *w, const void *xq,
-                              float *y, int32_t n_rows);
+MMQK_DEFINE(QT_Q5_K)

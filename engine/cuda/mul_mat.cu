@@ -1,10 +1,11 @@
 /* cuda/mul_mat — y[r][j] = dot(row j of w, x[r]) for every weight type.
  *
- * Two kernel families that give every row the same bits: the warp-per-row
- * product below (any batch; used up to MM_COLS rows: one warp per weight
- * row and up to MM_COLS activation rows, so a weight row is read once per
- * MM_COLS activation rows) and, past MM_COLS rows, the int8 tensor-core
- * kernels of cuda/mmq_*.cu.
+ * Two kernel families that give every row the same bits: up to MM_COLS
+ * rows the warp-per-row products (one warp per weight row and up to
+ * MM_COLS activation rows, so a weight row is read once per MM_COLS
+ * activation rows: cuda/mmvq.cu for the K-quants, mul_mat_q_kernel below
+ * for Q8_0/Q4_0) and, past MM_COLS rows, the int8 tensor-core kernels of
+ * cuda/mmq_*.cu.
  *  - quantized weights: the activations are quantized once per call to the
  *    CPU's vec_dot type (cuda/quantize.cu); lanes form the blocks' exact
  *    integer terms (cuda/qtypes.cuh) and one lane per activation row runs
@@ -17,86 +18,15 @@
  */
 #include <stdio.h>
 
+extern "C" {
+#include "engine/quant.h"
+}
+
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
-
-/* K-quants: one 128-thread block per weight row; 16 groups of 8 lanes take
- * 16 super-blocks at a time (lane j of a group: sub-block j, so a group
- * reads its 144-210 bytes together). A group's integer terms meet by an
- * exact shuffle sum and are parked in shared memory for up to MMV_SB
- * super-blocks; then thread c runs activation row c's float chain over them
- * in k order. No barrier inside the load loop: every super-block's loads
- * can be in flight at once, which is what a decode product needs (it is a
- * stream of the weight bytes). */
-#define MMV_GROUPS 16
-#define MMV_SB 128 /* super-blocks parked per pass: rows up to 32768 in one */
-
-template <int T>
-static __global__ void __launch_bounds__(MMV_GROUPS * 8)
-mul_mat_qk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
-                  const typename cuda_qt<T>::xb *__restrict__ xq, int64_t nb, float *__restrict__ y,
-                  int32_t n_rows)
-{
-    typedef cuda_qt<T> Q;
-    __shared__ float4 terms[MMV_SB][MM_COLS];
-    const int grp = threadIdx.x / 8, j = threadIdx.x % 8;
-    const int32_t jr = blockIdx.x;
-    const int32_t r0 = blockIdx.y * MM_COLS;
-    const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
-    const uint8_t *row = w + (size_t)jr * row_bytes;
-    const typename Q::xb *x0 = xq + (int64_t)r0 * nb;
-    /* the group's own lanes: groups of one warp may run different trip counts */
-    const unsigned gmask = 0xffu << (threadIdx.x % CUDA_WARP & ~7u);
-    float acc = 0.0f; /* thread c < ncols: activation row r0 + c */
-    for (int64_t pass = 0; pass < nb; pass += MMV_SB) {
-        const int64_t end = nb - pass < MMV_SB ? nb : pass + MMV_SB;
-        for (int64_t ib = pass + grp; ib < end; ib += MMV_GROUPS) {
-            int v1[MM_COLS], v2[MM_COLS];
-#pragma unroll
-            for (int c = 0; c < MM_COLS; c++)
-                v1[c] = v2[c] = 0;
-            Q::template sub<MM_COLS>(row, ib, j, x0 + ib, nb, ncols, v1, v2);
-#pragma unroll
-            for (int c = 0; c < MM_COLS; c++)
-                if (c < ncols) {
-                    /* the group's 8 lanes are converged: same ib, same ncols */
-#pragma unroll
-                    for (int o = 1; o < 8; o <<= 1) {
-                        v1[c] += __shfl_xor_sync(gmask, v1[c], o, 8);
-                        if (Q::HAS_MIN)
-                            v2[c] += __shfl_xor_sync(gmask, v2[c], o, 8);
-                    }
-                }
-            if (j < ncols) {
-                /* lane j of the group parks activation row j's terms */
-                float p1 = 0.0f, p2 = 0.0f;
-                Q::scales(row, ib, x0 + ib + j * nb, &p1, &p2);
-                float t1 = 0.0f, t2 = 0.0f;
-#pragma unroll
-                for (int c = 0; c < MM_COLS; c++)
-                    if (c == j) {
-                        t1 = (float)v1[c];
-                        t2 = (float)v2[c];
-                    }
-                terms[ib - pass][j] = make_float4(p1, t1, p2, t2);
-            }
-        }
-        __syncthreads();
-        if (threadIdx.x < ncols)
-            for (int64_t k = 0; k < end - pass; k++) {
-                const float4 t = terms[k][threadIdx.x];
-                acc = __fmaf_rn(t.x, t.y, acc);
-                if (Q::HAS_MIN)
-                    acc = __fmaf_rn(t.z, t.w, acc);
-            }
-        __syncthreads();
-    }
-    if (threadIdx.x < ncols)
-        y[(int64_t)(r0 + threadIdx.x) * n_w_rows + jr] = acc;
-}
 
 /* Q8_0/Q4_0: lane l takes 32-element blocks l, l+32, ... (a warp reads 32
  * consecutive 18-34-byte blocks together); the warp parks their terms in
@@ -104,7 +34,7 @@ mul_mat_qk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_r
 template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
-                 const typename cuda_qt<T>::xb *__restrict__ xq, int64_t nb, float *__restrict__ y,
+                 const struct block_q8_0 *__restrict__ xq, int64_t nb, float *__restrict__ y,
                  int32_t n_rows)
 {
     typedef cuda_qt<T> Q;
@@ -117,7 +47,7 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
         return; /* whole warps only: the __syncwarp below stays full */
     const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
     const uint8_t *row = w + (size_t)j * row_bytes;
-    const typename Q::xb *x0 = xq + (int64_t)r0 * nb;
+    const struct block_q8_0 *x0 = xq + (int64_t)r0 * nb;
     float acc = 0.0f; /* lane c < ncols: activation row r0 + c */
     for (int64_t base = 0; base < nb; base += CUDA_WARP) {
         const int64_t ib = base + lane;
@@ -191,30 +121,30 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
                       int32_t n_rows, dim3 grid, dim3 block)
 {
     typedef cuda_qt<T> Q;
-    const int vdt = Q::QK == QK_K ? QT_Q8_K : QT_Q8_0;
+    constexpr int kq = Q::QK == QK_K;
+    const int64_t nb = w->ne0 / Q::QK;
     /* the activation scratch is sized by ops->reserve */
-    const size_t need = (size_t)n_rows * (size_t)(w->ne0 / Q::QK) * sizeof(typename Q::xb);
+    const size_t need = kq ? cuda_q8k_bytes((int64_t)n_rows * nb)
+                           : (size_t)n_rows * (size_t)nb * sizeof(struct block_q8_0);
     if (!c->xq || need > c->xq_bytes) {
         c->err = INF_EINTERNAL;
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: %d rows of %lld exceed the reserved scratch",
                  n_rows, (long long)w->ne0);
         return;
     }
-    cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
+    cuda_quantize_act(c, kq ? QT_Q8_K : QT_Q8_0, x, c->xq, n_rows, w->ne0);
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
     if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    if constexpr (Q::QK == QK_K)
-        mul_mat_qk_kernel<T><<<dim3((unsigned)w->ne1, grid.y), MMV_GROUPS * 8, 0, c->stream>>>(
-            (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-            (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
+    if constexpr (kq)
+        cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0);
     else
         mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
             (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-            (const typename Q::xb *)c->xq, w->ne0 / Q::QK, y, n_rows);
+            (const struct block_q8_0 *)c->xq, nb, y, n_rows);
 }
 
 template <int T>
@@ -247,4 +177,93 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
         return;
     }
     CUDA_CHECK_LAUNCH(c, "mul_mat kernel");
+}
+
+/* ---- the dispatcher's table: every product kernel cuda_op_mul_mat can
+ * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
+ * tests/cuda/test_cuda.c checks that it did ------------------------------ */
+
+enum { MMV_FLOAT, MMV_WPR, MMV_MMQ, MMV_MMVQ, MMV_MMQK };
+struct mm_variant {
+    int type, kind, a, b; /* MMVQ: a = activation rows per weight read; MMQK: a = KDR, b = EXP */
+};
+#define MMV_K(t)                                                                                   \
+    {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0}, {t, MMV_MMVQ, 8, 0},            \
+        {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
+static const struct mm_variant mm_variants[] = {
+    {QT_F32, MMV_FLOAT, 0, 0}, {QT_F16, MMV_FLOAT, 0, 0}, {QT_BF16, MMV_FLOAT, 0, 0},
+    {QT_Q4_0, MMV_WPR, 0, 0},  {QT_Q4_0, MMV_MMQ, 0, 0},  {QT_Q8_0, MMV_WPR, 0, 0},
+    {QT_Q8_0, MMV_MMQ, 0, 0},  MMV_K(QT_Q4_K),            MMV_K(QT_Q5_K),
+    MMV_K(QT_Q6_K),            {QT_Q6_K, MMV_MMQK, 1, 1}, {QT_Q6_K, MMV_MMQK, 2, 1},
+};
+#undef MMV_K
+
+extern "C" int cuda_mm_variant_count(void)
+{
+    return (int)(sizeof(mm_variants) / sizeof(mm_variants[0]));
+}
+
+extern "C" int cuda_mm_variant_type(int i)
+{
+    return mm_variants[i].type;
+}
+
+extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
+{
+    const struct mm_variant *v = &mm_variants[i];
+    const char *t = quant_type_name(v->type);
+    switch (v->kind) {
+    case MMV_FLOAT: snprintf(buf, n, "mul_mat<%s> float", t); break;
+    case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
+    case MMV_MMQ: snprintf(buf, n, "mul_mat<%s> mmq", t); break;
+    case MMV_MMVQ: snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a); break;
+    default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
+    }
+}
+
+/* Launch variant i once on w (its type) and x ([n_rows][w->ne0], n_rows
+ * large enough for MMQ): 0, 1 when this device cannot hold it (sm_121:
+ * KDR = 2's shared memory; the dispatcher never picks it there), or the
+ * first error. EXP variants need w->aux. */
+int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
+                        int32_t n_rows)
+{
+    const struct mm_variant *v = &mm_variants[i];
+    struct backend be = {NULL, c};
+    if (v->kind != MMV_MMVQ && v->kind != MMV_MMQK) {
+        cuda_op_mul_mat(&be, w, x, y, v->kind == MMV_MMQ ? n_rows : 1);
+        return c->err;
+    }
+    if (v->kind == MMV_MMVQ) {
+        cuda_op_mul_mat(&be, w, x, y, v->a);
+        return c->err;
+    }
+    cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0);
+    int rc = 0;
+    switch (v->type) {
+    case QT_Q4_K: rc = cuda_mmqk_variant<QT_Q4_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
+    case QT_Q5_K: rc = cuda_mmqk_variant<QT_Q5_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
+    default: rc = cuda_mmqk_variant<QT_Q6_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
+    }
+    if (rc == -1)
+        return 1;
+    if (rc)
+        return rc;
+    CUDA_CHECK_LAUNCH(c, "mmq kernel");
+    return c->err;
+}
+
+extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weight *w,
+                                       const float *x, float *y, int32_t n_rows, int32_t *rows_done)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    *rows_done = 0;
+    if (i < 0 || i >= cuda_mm_variant_count() || mm_variants[i].type != w->type || n_rows < MM_COLS + 1)
+        return INF_EINVAL;
+    if (cuda_op_begin(c))
+        return c->err;
+    const struct mm_variant *v = &mm_variants[i];
+    const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
+    *rows_done = rc ? 0 : v->kind == MMV_MMVQ ? v->a : (v->kind == MMV_MMQ || v->kind == MMV_MMQK) ? n_rows : 1;
+    return rc;
 }

@@ -1,18 +1,21 @@
 /* cuda/prewarm — launch every kernel the dispatcher can choose once, on
  * scratch data, before the daemon reports ready: CUDA loads a module's
  * kernels lazily at their first launch, which would otherwise land on the
- * first request that needs each one. The list follows cuda_op_mul_mat's
- * dispatch (warp-per-row product at n <= 8, MMQ past it, per weight type)
- * and every other op's variants (rms_norm per-warp/per-block, RoPE llama/
- * neox, both activation quantizers). Each is timed (host clock around
- * launch + sync) and reported; the first failure stops it.
+ * first request that needs each one. The products come from the
+ * dispatcher's own table (cuda/mul_mat.cu: float, warp-per-row, mmvq
+ * nc=1/2/4/8, MMQ, the K-quant mmq<KDR,EXP> instantiations), then every
+ * other op's variants (rms_norm per-warp/per-block, RoPE llama/neox, both
+ * activation quantizers). Each is timed (host clock around launch + sync)
+ * and reported; the first failure stops it.
  */
 #include <stdio.h>
 #include <time.h>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mmq.cuh"
 
 extern "C" {
+#include "engine/cuda/cuda.h"
 #include "engine/quant.h"
 }
 
@@ -24,7 +27,7 @@ static double pw_now(void)
 }
 
 #define PW_N 64    /* activation rows: past MM_COLS, so MMQ runs */
-#define PW_NE0 256 /* one K-quant super-block per row */
+#define PW_NE0 512 /* two K-quant super-blocks per row: KDR = 2 runs */
 
 extern "C" int cuda_be_prewarm(struct backend *be,
                                void (*report)(void *ud, const char *name, double ms), void *ud)
@@ -64,21 +67,36 @@ extern "C" int cuda_be_prewarm(struct backend *be,
     } while (0)
         for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
             const int t = types[i];
-            const int quantized = t != QT_F32 && t != QT_F16 && t != QT_BF16;
             w.type = t;
             w.ne0 = PW_NE0;
             w.ne1 = PW_N;
             w.row_bytes = quant_row_bytes(t, PW_NE0);
             w.data = wd;
+            w.aux = NULL;
             snprintf(name, sizeof(name), "get_rows<%s>", quant_type_name(t));
             PW_RUN(name, cuda_op_get_rows(be, &w, ints, 1, y));
-            snprintf(name, sizeof(name), "mul_mat<%s> %s, n=1", quant_type_name(t),
-                     quantized ? "warp-per-row" : "float");
-            PW_RUN(name, cuda_op_mul_mat(be, &w, x, y, 1));
-            if (quantized) {
-                snprintf(name, sizeof(name), "mul_mat<%s> mmq, n=%d", quant_type_name(t), PW_N);
-                PW_RUN(name, cuda_op_mul_mat(be, &w, x, y, PW_N));
+            if (t == QT_Q6_K && (rc = cuda_mmq_expand_q6_K(c, &w)) != 0)
+                goto out;
+            for (int v = 0; v < cuda_mm_variant_count(); v++) {
+                if (cuda_mm_variant_type(v) != t)
+                    continue;
+                cuda_mm_variant_name(v, name, sizeof(name));
+                const double t0 = pw_now();
+                rc = cuda_mm_variant_run(c, v, &w, x, y, PW_N);
+                if (rc == 1) { /* this device cannot hold it: never picked here */
+                    rc = 0;
+                    strncat(name, " (not on this device)", sizeof(name) - strlen(name) - 1);
+                    report(ud, name, 0.0);
+                    continue;
+                }
+                if (rc || (rc = be->ops->sync(be)) != 0) {
+                    cudaFree(w.aux);
+                    goto out;
+                }
+                report(ud, name, pw_now() - t0);
             }
+            cudaFree(w.aux);
+            w.aux = NULL;
         }
         w.type = QT_F32;
         w.ne0 = PW_NE0;

@@ -94,8 +94,8 @@ template <> __device__ __forceinline__ float cuda_dequant1<QT_Q6_K>(const uint8_
  * sum below equals the CPU's. One weight block (a 256-element super-block,
  * or a 32-element block) against one activation block gives exact int32
  * sums (v1 = sum over groups of scale * dot, v2 = sum of min * activation
- * sums; K-quants: `sub` adds sub-block j's share, the Q8_0/Q4_0 `terms` the
- * whole block's) and their float scales p1, p2 (`scales`):
+ * sums; the Q8_0/Q4_0 `terms` here, the K-quants' in cuda/mmvq.cu and
+ * cuda/mmq_impl.cuh) and their float scales p1, p2 (`scales`):
  *     acc = fmaf(p1, (float)v1, acc);   acc = fmaf(p2, (float)v2, acc)
  * (p2/v2 only for types with a min term), applied block after block in k
  * order. Every kernel (the warp-per-row product here, the tensor-core MMQ
@@ -104,6 +104,39 @@ template <> __device__ __forceinline__ float cuda_dequant1<QT_Q6_K>(const uint8_
  * a row the same bits at every batch size (DESIGN gate 4).
  */
 template <int T> struct cuda_qt;
+
+/* Q8_K activations as the GPU keeps them: the CPU's bytes of n_blocks
+ * blocks (block ib = activation row * blocks per row + super-block) in
+ * three planes, so that a kernel reads 16-byte aligned runs of qs and the
+ * quantize prepass writes them in the order the products read them
+ * (cuda/quantize.cu). Size: cuda_q8k_bytes(n_blocks). */
+struct cuda_q8k {
+    int8_t *qs;  /* [n_blocks][256] */
+    float *d;    /* [n_blocks] */
+    int16_t *bs; /* [n_blocks][8]: sums of each 32 qs (the CPU's bsums in
+                  * pairs; |sum| <= 32 * 127) */
+};
+
+static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static __host__ __device__ __forceinline__ size_t cuda_q8k_bytes(int64_t n_blocks)
+{
+    return (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)) +
+           (size_t)n_blocks * (QK_K / 32) * sizeof(int16_t);
+}
+
+static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *base, int64_t n_blocks)
+{
+    cuda_q8k x;
+    uint8_t *b = (uint8_t *)base;
+    x.qs = (int8_t *)b;
+    x.d = (float *)(b + (size_t)n_blocks * QK_K);
+    x.bs = (int16_t *)(b + (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)));
+    return x;
+}
 
 static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
 {
@@ -122,36 +155,11 @@ static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
     return s;
 }
 
-/* Q4_K and Q5_K share everything but the unpacking of a sub-block's values:
- * the 6-bit scales and mins, the min term through the activation sums, the
- * float scales d and dmin. U supplies unpack(block, j, q[8]). */
+/* Q4_K and Q5_K share the 6-bit scales and mins and the min term through
+ * the activation sums (their products: cuda/mmvq.cu, cuda/mmq_impl.cuh);
+ * U supplies unpack(block, j, q[8]) of a sub-block's values. */
 template <typename B, typename U> struct cuda_qt_k45 {
     static constexpr int QK = QK_K, HAS_MIN = 1;
-    typedef struct block_q8_K xb;
-    /* adds sub-block j's integer terms of activation rows c < ncols (x + c*xs) */
-    template <int NC>
-    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
-                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
-    {
-        const B *b = (const B *)row + ib;
-        int q[8], sc, m;
-        U::unpack(b, j, q);
-        cuda_k4_scale_min(b->scales, j, &sc, &m);
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (c < ncols) {
-                const xb *xc = x + c * xs;
-                v1[c] += sc * cuda_dot8(q, (const int *)(xc->qs + 32 * j));
-                v2[c] += m * ((int)xc->bsums[2 * j] + (int)xc->bsums[2 * j + 1]);
-            }
-    }
-    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
-                                                  float *p1, float *p2)
-    {
-        const B *b = (const B *)row + ib;
-        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
-        *p2 = -__fmul_rn(cuda_h2f(b->dmin), x->d);
-    }
 };
 
 /* 4-bit values of sub-block j as 8 packed quads */
@@ -185,7 +193,6 @@ template <> struct cuda_qt<QT_Q5_K> : cuda_qt_k45<struct block_q5_K, cuda_q5_K_u
 
 template <> struct cuda_qt<QT_Q6_K> {
     static constexpr int QK = QK_K, HAS_MIN = 0;
-    typedef struct block_q8_K xb;
     /* q - 32 of sub-block j (elements 32j..32j+31) as 8 signed quads:
      * half h = j/4, quarter t = j%4 (engine/quant.c's dequant_q6_K order) */
     static __device__ __forceinline__ void unpack(const struct block_q6_K *b, int j, int q[8])
@@ -200,35 +207,6 @@ template <> struct cuda_qt<QT_Q6_K> {
             const int hi = ((cuda_load_i32(qh + 4 * k) >> hshift) & 0x03030303) << 4;
             q[k] = __vsubss4(lo | hi, 0x20202020);
         }
-    }
-    template <int NC>
-    static __device__ __forceinline__ void sub(const uint8_t *row, int64_t ib, int j, const xb *x,
-                                               int64_t xs, int ncols, int v1[NC], int v2[NC])
-    {
-        const struct block_q6_K *b = (const struct block_q6_K *)row + ib;
-        int q[8];
-        unpack(b, j, q);
-        /* element 32j+l has scale index 8h + 2t + l/16 = 2j + l/16 */
-        const int sa = b->scales[2 * j], sb = b->scales[2 * j + 1];
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (c < ncols) {
-                const int *xq = (const int *)((x + c * xs)->qs + 32 * j);
-                int s0 = 0, s1 = 0;
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    s0 = __dp4a(q[k], xq[k], s0);
-                    s1 = __dp4a(q[k + 4], xq[k + 4], s1);
-                }
-                v1[c] += sa * s0 + sb * s1;
-            }
-    }
-    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
-                                                  float *p1, float *p2)
-    {
-        const struct block_q6_K *b = (const struct block_q6_K *)row + ib;
-        *p1 = __fmul_rn(cuda_h2f(b->d), x->d);
-        *p2 = 0.0f;
     }
 };
 

@@ -3,16 +3,17 @@
  * integer sums equal the CPU's (cuda/qtypes.cuh):
  *  - Q8_K (K-quant weights): per 256, the first element of largest
  *    magnitude maps to -127, q = nearest(iscale * x) capped at 127, float
- *    d = 1/iscale, bsums of each 16;
+ *    d = 1/iscale, and the sums of each 32 (the CPU keeps each 16's; the
+ *    products only ever add them in pairs);
  *  - Q8_0 (Q4_0/Q8_0 weights): per 32, d = amax/127 (stored F16), q =
  *    nearest(x * (127/amax)).
  * nearest() is round-half-even (rintf), and every product is rounded on
  * its own (__fmul_rn: no contraction the CPU does not do). */
-#include "engine/cuda/common.cuh"
+#include "engine/cuda/qtypes.cuh"
 
-/* One warp per 256-element block, 8 elements per lane. */
-static __global__ void quantize_q8_K_kernel(const float *__restrict__ x,
-                                            struct block_q8_K *__restrict__ y, int64_t n_blocks)
+/* One warp per 256-element block, 8 elements per lane; the block's bytes go
+ * to the three planes of struct cuda_q8k (cuda/qtypes.cuh). */
+static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks)
 {
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -39,31 +40,33 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x,
             imax = i2;
         }
     }
-    struct block_q8_K *out = y + ib;
+    int8_t *qs = y.qs + ib * QK_K + 8 * lane;
     if (amax == 0.0f) {
-        for (int k = 0; k < 8; k++)
-            out->qs[8 * lane + k] = 0;
-        if (lane < QK_K / 16)
-            out->bsums[lane] = 0;
+        *(int2 *)qs = make_int2(0, 0);
+        if (lane < QK_K / 32)
+            y.bs[ib * (QK_K / 32) + lane] = 0;
         if (lane == 0)
-            out->d = 0.0f;
+            y.d[ib] = 0.0f;
         return;
     }
     const float max = x[ib * QK_K + imax];
     const float iscale = -127.0f / max;
     int sum = 0;
+    uint32_t packed[2] = {0, 0};
 #pragma unroll
     for (int k = 0; k < 8; k++) {
         int q = (int)rintf(__fmul_rn(iscale, v[k]));
         q = q > 127 ? 127 : q;
-        out->qs[8 * lane + k] = (int8_t)q;
+        packed[k / 4] |= (uint32_t)(uint8_t)(int8_t)q << (8 * (k % 4));
         sum += q;
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 16 elements = 2 lanes */
-    if ((lane & 1) == 0)
-        out->bsums[lane / 2] = (int16_t)sum;
+    *(uint2 *)qs = make_uint2(packed[0], packed[1]);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 32 elements = 4 lanes */
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if ((lane & 3) == 0)
+        y.bs[ib * (QK_K / 32) + lane / 4] = (int16_t)sum;
     if (lane == 0)
-        out->d = 1.0f / iscale;
+        y.d[ib] = 1.0f / iscale;
 }
 
 /* One warp per 32-element block. */
@@ -90,7 +93,7 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
         quantize_q8_K_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
-            x, (struct block_q8_K *)dst, nb);
+            x, cuda_q8k_planes(dst, nb), nb);
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         quantize_q8_0_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(

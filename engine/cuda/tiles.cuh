@@ -31,4 +31,29 @@
 #define MMQ_BN 64      /* activation rows per block */
 #define MMQ_THREADS 256
 
+#include <stdint.h>
+#include <stdlib.h>
+
+/* K-stage depth of the K-quant MMQ (mmqk_kernel<T, KDR, EXP>): KDR = 2
+ * halves the barriers and pipeline turns per super-block but doubles the
+ * stage buffers (Q4_K 56 -> 112 KB: two blocks per sm_90 SM instead of
+ * three; more than sm_121's ~100 KB, where the launch falls back to 1). It
+ * is taken when the grid is at most one block per SM, where occupancy is
+ * not there to buy anyway (short prefills of narrow weights).
+ * INFERD_MMQ_KDR=1|2 forces one for A/B measurement. */
+static inline int mmq_pick_kdr(int n_sm, int64_t ne0, int64_t ne1, int32_t n_rows)
+{
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("INFERD_MMQ_KDR");
+        forced = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+    }
+    if (ne0 % 512)
+        return 1;
+    if (forced)
+        return forced;
+    const int64_t blocks = ((ne1 + MMQ_BM - 1) / MMQ_BM) * ((n_rows + MMQ_BN - 1) / MMQ_BN);
+    return blocks <= n_sm ? 2 : 1;
+}
+
 #endif

@@ -15,6 +15,9 @@ rm -rf devcarry && mkdir -p devcarry/lib devcarry/bin devcarry/shared/models \
 bins="build/daemon/inferd build/tests/cuda/test_cuda build/tests/cuda/test_cuda_ops
       build/tests/cuda/test_cuda_model build/tests/engine/test_parity"
 cp $bins devcarry/bin/
+# symbols off: the tool carries 64 MiB, and the fat binaries' debug info is
+# most of each file
+strip devcarry/bin/*
 for b in devcarry/bin/*; do
     ldd "$b" | awk '/=> \// {print $3}' |
         grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |

@@ -6,6 +6,7 @@
 # the benchmarks. Expects devcarry/ from tests/cuda/device-prep.sh (built
 # here: the GPU machine has no libmicrohttpd, jansson or libuv).
 #   tests/cuda/run-on-gpu.sh [PHASE ...]   phases: self ops model cli api sanitize bench op
+#                                          (and on request: variants ncu ab)
 # (default: all). Logs go to $OUT (the device tool brings them back), one
 # file per phase, and a summary line per step to $OUT/summary.txt.
 set -uo pipefail
@@ -71,6 +72,32 @@ for phase in $phases; do
     op)
         step "bench --op (all shapes)" timeout 300 $d/bin/inferd bench --op --backend cuda \
             --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0,f16 --n 1,8,512,2048 ;;
+    variants)
+        # the tile table's rows, forced (INFERD_MMQ_KDR, INFERD_NO_Q6K_EXPAND),
+        # interleaved in one call: which KDR / EXP is faster at which shape
+        for round in 1 2; do
+            for kdr in 1 2; do
+                INFERD_MMQ_KDR=$kdr step "op kdr=$kdr round $round" $d/bin/inferd bench --op \
+                    --backend cuda --types q4_K,q5_K,q6_K --n 16,64,512,2048 --shapes llama3-ffn-down
+                INFERD_MMQ_KDR=$kdr INFERD_NO_Q6K_EXPAND=1 step "op kdr=$kdr raw-q6K round $round" \
+                    $d/bin/inferd bench --op --backend cuda --types q6_K --n 64,512,2048 \
+                    --shapes llama3-ffn-down
+            done
+        done ;;
+    ncu)
+        # the counters that decide the next kernel change (seeds' method)
+        m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+        m=$m,smsp__inst_executed.sum,sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active
+        m=$m,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_lsu.sum
+        m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
+        sec="--section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats"
+        for spec in "mmqk_kernel q4_K 512" "mmqk_kernel q6_K 512" "mmvq_kernel q4_K 1" "mmvq_kernel q6_K 1" \
+                    "mmvq_kernel q4_K 8"; do
+            set -- $spec
+            step "ncu $1 $2 n=$3" timeout 120 ncu --clock-control none -k regex:$1 --launch-skip 2 \
+                --launch-count 1 $sec --metrics $m $d/bin/inferd bench --op --backend cuda --types $2 \
+                --n $3 --shapes llama3-ffn-down
+        done ;;
     ab)
         # A/B interleaved against the previous build (devcarry/prev/inferd, put
         # there by hand before a kernel change), same bytes, same call

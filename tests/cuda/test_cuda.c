@@ -13,13 +13,13 @@
 #include "engine/quant.h"
 #include "tests/check.h"
 
-static char seen[64][64];
+static char seen[128][64];
 static int n_seen;
 
 static void record(void *ud, const char *name, double ms)
 {
     (void)ud;
-    if (n_seen < 64)
+    if (n_seen < 128)
         snprintf(seen[n_seen++], sizeof(seen[0]), "%s", name);
     printf("prewarm: %-36s %.3f ms\n", name, ms);
 }
@@ -62,18 +62,23 @@ int main(void)
     static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0, QT_Q4_K, QT_Q5_K,
                                 QT_Q6_K};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-        const int t = types[i], quantized = t != QT_F32 && t != QT_F16 && t != QT_BF16;
         char p[64];
-        snprintf(p, sizeof(p), "get_rows<%s>", quant_type_name(t));
+        snprintf(p, sizeof(p), "get_rows<%s>", quant_type_name(types[i]));
         CHECK(has_prefix(p));
-        snprintf(p, sizeof(p), "mul_mat<%s> %s", quant_type_name(t),
-                 quantized ? "warp-per-row" : "float");
-        CHECK(has_prefix(p));
-        if (quantized) {
-            snprintf(p, sizeof(p), "mul_mat<%s> mmq", quant_type_name(t));
-            CHECK(has_prefix(p));
-        }
     }
+    /* every product kernel the dispatcher's table names, by its own name;
+     * the design card's Q6_K <2,true> and <2,false> among them */
+    int n_var = cuda_mm_variant_count(), q6_2t = 0, q6_2f = 0;
+    for (int i = 0; i < n_var; i++) {
+        char p[64];
+        cuda_mm_variant_name(i, p, sizeof(p));
+        if (!has_prefix(p))
+            printf("prewarm did not launch %s\n", p);
+        CHECK(has_prefix(p));
+        q6_2t += !strcmp(p, "mul_mat<q6_K> mmq<2,true>");
+        q6_2f += !strcmp(p, "mul_mat<q6_K> mmq<2,false>");
+    }
+    CHECK(n_var >= 8 && q6_2t == 1 && q6_2f == 1);
     const char *others[] = {"rms_norm (warp", "rms_norm (block", "rope (llama)", "rope (neox)",
                             "kv_store", "attention", "silu_mul", "add", "add_bias", "gather"};
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)

@@ -281,6 +281,27 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
                  (long long)ne1, step);
         report_bits("mm-invar", tn, shape, rows_differ(yb, yh, MM_NMAX, ne1), MM_NMAX);
     }
+    /* Every kernel of the dispatcher's table for this type (mmvq nc=1..8,
+     * each mmq<KDR,EXP>), forced, gives its rows the bits of the
+     * dispatcher's own choice at n=512 (yh). */
+    for (int v = 0; v < cuda_mm_variant_count(); v++) {
+        if (cuda_mm_variant_type(v) != type)
+            continue;
+        char vn[64];
+        cuda_mm_variant_name(v, vn, sizeof(vn));
+        int32_t done = 0;
+        const int rc = cuda_backend_mm_variant(gpu, v, &wg, xg, ybg, MM_NMAX, &done);
+        /* 1: not on this device; INF_EUNSUPPORTED: not for this shape
+         * (KDR = 2 needs ne0 % 512 == 0), which the dispatcher never picks */
+        CHECK(rc == 0 || rc == 1 || rc == INF_EUNSUPPORTED);
+        if (rc)
+            continue;
+        CHECK(gpu->ops->sync(gpu) == 0);
+        dget(yb, ybg, sizeof(float) * (size_t)done * (size_t)ne1);
+        char vshape[128];
+        snprintf(vshape, sizeof(vshape), "ne0=%lld ne1=%lld %s", (long long)ne0, (long long)ne1, vn);
+        report_bits("mm-variant", tn, vshape, rows_differ(yb, yh, done, ne1), done);
+    }
     cpu->ops->weight_release(cpu, &wc);
     gpu->ops->weight_release(gpu, &wg);
     DFREE(yg, ybg);
@@ -291,9 +312,10 @@ static void test_mul_mat(void)
 {
     static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0,
                                 QT_Q4_K, QT_Q5_K, QT_Q6_K};
-    static const int64_t ne0_all[] = {96, 256, 416, 768}; /* K-quants: 256, 768 only */
+    /* K-quants: 256, 768 (one-super-block stages only) and 1024 (KDR = 2) */
+    static const int64_t ne0_all[] = {96, 256, 416, 768, 1024};
     static const int64_t ne1s[] = {1, 37, 301};
-    const int64_t ne0_max = 768;
+    const int64_t ne0_max = 1024;
     float *x = xmalloc(sizeof(float) * MM_NMAX * ne0_max);
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         for (size_t a = 0; a < sizeof(ne0_all) / sizeof(ne0_all[0]); a++) {

@@ -1,0 +1,571 @@
+/* cuda/mmqk_impl — the K-quant MMQ kernel template, mmqk_kernel<T, KDR, EXP>
+ * (included by mmq_q4_k.cu, mmq_q5_k.cu, mmq_q6_k.cu only).
+ *
+ * Why this shape (bench/RESULTS.md, ncu on the H200, 2026-12-01): the first
+ * MMQ kernel unpacked every weight stage to int8 in shared memory and
+ * copied the activations through a raw staging buffer; L1/TEX throughput
+ * was 88.6% with 59 M shared-load and 24.6 M shared-store wavefronts
+ * (62% of the stores bank conflicts) for a q4_K 14336 x 4096 x 512
+ * product, while the tensor pipe was 7.4% busy. Here nothing is unpacked
+ * through shared memory:
+ *  - the weights' raw blocks land by 16-byte cp.async (Q4_K 144-, Q5_K
+ *    176-byte blocks; Q6_K's 210-byte blocks, only 2-byte aligned, by
+ *    4-byte cp.async, or, EXP, pre-expanded at load to int8 in 288-byte
+ *    16-aligned blocks), and each warp builds its mma A fragments from
+ *    them in registers: one 32-bit load of Q4_K/Q5_K nibbles gives the
+ *    fragment words of two sub-blocks;
+ *  - the activations (cuda_q8k planes, 16-byte aligned) land by cp.async
+ *    straight into the tile the B fragments are read from;
+ *  - both are double-buffered: stage s+1 is in flight while stage s
+ *    computes; one barrier per stage.
+ * Row strides are odd multiples of 16 bytes modulo 128 (mmqk_w<...>::SW),
+ * so the 8 rows x 4 words of a fragment load fall on 32 distinct banks.
+ *
+ * Tile: 64 weight rows x 64 activation rows, 256 threads as 2 x 4 warps of
+ * 32 x 16 (2 x 2 mma tiles); a stage is KDR super-blocks (256 elements
+ * each). Per sub-block group one mma with a zero accumulator, its int32
+ * result times the row's integer scale into an exact int32 block sum; at
+ * each super-block's end the block sums enter the float chain of
+ * cuda/qtypes.cuh (p1 = d * xd, then the min term p2 = -dmin * xd with
+ * v2 = sum of min * activation sums) — the arithmetic of the decode
+ * kernel (cuda/mmvq.cu), so a row's bits never depend on the batch.
+ */
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
+#include "engine/cuda/tiles.cuh"
+
+#include <cuda_pipeline.h>
+#include <stdio.h>
+
+static_assert(MMQ_THREADS == 4 * MMQ_BM && MMQ_BN == MMQ_BM && MMQ_BM == 64,
+              "mmqk_kernel is written for 64 x 64 tiles of 256 threads");
+
+#define MMQK_XS(KDR) (256 * (KDR) + 16) /* activation tile row, bytes */
+
+/* bytes [off, off + 4) of a shared row of words that may start at any
+ * even offset (Q6_K raw blocks) */
+static __device__ __forceinline__ uint32_t mmqk_ld_a2(const uint32_t *row, int off)
+{
+    return __funnelshift_r(row[off >> 2], row[(off >> 2) + 1], (off & 3) * 8);
+}
+
+/* byte i (0..3) of w, sign-extended */
+template <int I> static __device__ __forceinline__ int mmqk_sx8(uint32_t w)
+{
+    return (int)(w << (24 - 8 * I)) >> 24;
+}
+static __device__ __forceinline__ int mmqk_ux8(uint32_t w, int i)
+{
+    return (int)__byte_perm(w, 0, 0x4440 | i);
+}
+
+/* ---- weight layouts in the stage buffer ---------------------------------
+ * SW: words per row (>= the stage's bytes, an odd multiple of 4 mod 32).
+ * copy(): thread part `lp` of 4 queues its share of stage s of one row.
+ * head(): the super-block's float scales and packed integer scales/mins.
+ * frag(): the A fragment words (m16n8k32 layout: rows g and g+8, bytes
+ * 4t.. and 16+4t.. of sub-block j) of two rows' sub-block j. */
+struct mmqk_head {
+    float d, dmin;
+    uint32_t sc[4]; /* Q4_K/Q5_K: 8 scales, 8 mins as bytes; Q6_K: 16 int8 scales */
+    uint32_t qh[2]; /* Q5_K: the row's fifth bits for bytes 4t.., 16+4t.. */
+};
+
+template <int T, int KDR, bool EXP> struct mmqk_w;
+
+/* 16-byte cp.async of n16 granules of one row (16-aligned on both sides) */
+static __device__ __forceinline__ void mmqk_copy16(uint32_t *dst, const uint8_t *src, int n16, int lp)
+{
+    for (int i = lp; i < n16; i += 4)
+        __pipeline_memcpy_async(dst + 4 * i, src + 16 * i, 16);
+}
+
+/* Q4_K/Q5_K: d, dmin and the 12 scale bytes are a block's first 4 words */
+static __device__ __forceinline__ void mmqk_k45_head(const uint32_t *b, mmqk_head &h)
+{
+    const uint32_t d2 = b[0], s0 = b[1], s1 = b[2], s2 = b[3];
+    h.d = cuda_h2f((quant_f16)(d2 & 0xffff));
+    h.dmin = cuda_h2f((quant_f16)(d2 >> 16));
+    /* engine/quant.c's get_scale_min_k4 for all 8 at once: sc[0..1] the
+     * scales of sub-blocks 0-3, 4-7; sc[2..3] their mins */
+    h.sc[0] = s0 & 0x3f3f3f3fu;
+    h.sc[1] = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+    h.sc[2] = s1 & 0x3f3f3f3fu;
+    h.sc[3] = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+}
+
+template <int KDR> struct mmqk_w<QT_Q4_K, KDR, false> {
+    enum { BW = 36, SW = KDR == 1 ? 36 : 76, MIN = 1, G16 = 0 }; /* BW: words per block */
+    static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
+    {
+        mmqk_copy16(dst, row + (size_t)s * KDR * 144, 9 * KDR, lp);
+    }
+    static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
+    {
+        (void)sh;
+        mmqk_k45_head(r + BW * kd, h);
+    }
+    /* sub-blocks 2p (low nibbles) and 2p+1 (high) share their 32 bytes */
+    static __device__ __forceinline__ void frag2(const uint32_t *ra, const uint32_t *rb, int kd, int p,
+                                                 int t, const mmqk_head &ha, const mmqk_head &hb,
+                                                 int lo[4], int hi[4])
+    {
+        (void)ha;
+        (void)hb;
+        const int o = BW * kd + 4 + 8 * p + t;
+        const uint32_t w[4] = {ra[o], rb[o], ra[o + 4], rb[o + 4]};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (int)(w[i] & 0x0f0f0f0fu);
+            hi[i] = (int)((w[i] >> 4) & 0x0f0f0f0fu);
+        }
+    }
+};
+
+template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
+    enum { BW = 44, SW = KDR == 1 ? 44 : 92, MIN = 1, G16 = 0 };
+    static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
+    {
+        mmqk_copy16(dst, row + (size_t)s * KDR * 176, 11 * KDR, lp);
+    }
+    static __device__ __forceinline__ void head(const uint32_t *r, int kd, int t, mmqk_head &h)
+    {
+        const uint32_t *b = r + BW * kd;
+        mmqk_k45_head(b, h);
+        h.qh[0] = b[4 + t];     /* qh bytes 4t.. */
+        h.qh[1] = b[4 + 4 + t]; /* qh bytes 16+4t.. */
+    }
+    static __device__ __forceinline__ void frag2(const uint32_t *ra, const uint32_t *rb, int kd, int p,
+                                                 int t, const mmqk_head &ha, const mmqk_head &hb,
+                                                 int lo[4], int hi[4])
+    {
+        const int o = BW * kd + 12 + 8 * p + t;
+        const uint32_t w[4] = {ra[o], rb[o], ra[o + 4], rb[o + 4]};
+        const uint32_t qh[4] = {ha.qh[0], hb.qh[0], ha.qh[1], hb.qh[1]};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = (int)((w[i] & 0x0f0f0f0fu) | (((qh[i] >> (2 * p)) & 0x01010101u) << 4));
+            hi[i] = (int)(((w[i] >> 4) & 0x0f0f0f0fu) | (((qh[i] >> (2 * p + 1)) & 0x01010101u) << 4));
+        }
+    }
+};
+
+/* Q6_K as loaded (210-byte blocks, 2-byte aligned): the row's words from
+ * the word at or below the stage's first byte; `sh` = that byte's offset
+ * in its word (0 or 2) for the row. Element k of a super-block: half h =
+ * k/128, quarter q = (k%128)/32, l = k%32: low 4 bits in nibble q/2 of
+ * ql[64h + 32(q%2) + l], high 2 bits at 2q of qh[32h + l]. */
+template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
+    enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1 };
+    static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
+    {
+        const uint8_t *src = row + (size_t)s * KDR * 210;
+        const uintptr_t a = (uintptr_t)src;
+        const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
+        const int bytes = (int)(a & 3) + 210 * KDR;
+        const int full = bytes / 4;
+        for (int k = lp; k < full; k += 4)
+            __pipeline_memcpy_async(dst + k, w0 + k, 4);
+        /* a 2-byte tail is read as such, never past the allocation */
+        if (bytes % 4 && lp == full % 4)
+            *(uint16_t *)(dst + full) = *(const uint16_t *)(w0 + full);
+    }
+    static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
+    {
+        const int b = sh + 210 * kd;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            h.sc[i] = mmqk_ld_a2(r, b + 192 + 4 * i);
+        h.d = cuda_h2f((quant_f16)(mmqk_ld_a2(r, b + 208) & 0xffff));
+        h.dmin = 0.0f;
+        h.qh[0] = (uint32_t)b; /* the block's byte offset, for frag() */
+    }
+    /* sub-block j = 4hh + q: both k16 halves in the k32 fragment layout */
+    static __device__ __forceinline__ void frag(const uint32_t *ra, const uint32_t *rb, int j, int t,
+                                                const mmqk_head &ha, const mmqk_head &hb, int a[4])
+    {
+        const int hh = j >> 2, q = j & 3;
+        const int ql = 64 * hh + 32 * (q & 1) + 4 * t, qh = 128 + 32 * hh + 4 * t;
+        const int ls = 4 * (q >> 1), hs = 2 * q;
+        const int ba = (int)ha.qh[0], bb = (int)hb.qh[0];
+        const uint32_t L[4] = {mmqk_ld_a2(ra, ba + ql), mmqk_ld_a2(rb, bb + ql), mmqk_ld_a2(ra, ba + ql + 16),
+                               mmqk_ld_a2(rb, bb + ql + 16)};
+        const uint32_t H[4] = {mmqk_ld_a2(ra, ba + qh), mmqk_ld_a2(rb, bb + qh), mmqk_ld_a2(ra, ba + qh + 16),
+                               mmqk_ld_a2(rb, bb + qh + 16)};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            a[i] = (int)__vsubss4(((L[i] >> ls) & 0x0f0f0f0fu) | (((H[i] >> hs) & 0x03030303u) << 4),
+                                  0x20202020);
+    }
+};
+
+/* Q6_K expanded at load (cuda_mmq_expand_q6_K): per super-block 256 int8
+ * values q - 32 in k order, 16 int8 scales, the float d, 12 bytes of pad:
+ * 288 bytes, 16-byte aligned, so fragments are plain 32-bit loads. */
+#define MMQ_Q6X_BYTES 288
+template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
+    enum { BW = 72, SW = KDR == 1 ? 76 : 148, MIN = 0, G16 = 1 };
+    static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
+    {
+        mmqk_copy16(dst, row + (size_t)s * KDR * MMQ_Q6X_BYTES, 18 * KDR, lp);
+    }
+    static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
+    {
+        (void)sh;
+        const uint32_t *b = r + BW * kd;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            h.sc[i] = b[64 + i];
+        h.d = __uint_as_float(b[68]);
+        h.dmin = 0.0f;
+        h.qh[0] = (uint32_t)(BW * kd);
+    }
+    static __device__ __forceinline__ void frag(const uint32_t *ra, const uint32_t *rb, int j, int t,
+                                                const mmqk_head &ha, const mmqk_head &hb, int a[4])
+    {
+        (void)hb;
+        const int o = (int)ha.qh[0] + 8 * j + t;
+        a[0] = (int)ra[o];
+        a[1] = (int)rb[o];
+        a[2] = (int)ra[o + 4];
+        a[3] = (int)rb[o + 4];
+    }
+};
+
+/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
+static __device__ __forceinline__ void mmqk_mma_k32(int d[4], const int a[4], const int b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
+}
+
+/* D = A(16x16 s8) * B(16x8 s8), zero accumulator */
+static __device__ __forceinline__ void mmqk_mma_k16(int d[4], int a0, int a1, int b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+
+template <int T, int KDR, bool EXP> struct mmqk_smem {
+    typedef mmqk_w<T, KDR, EXP> W;
+    uint32_t w[2][MMQ_BM][W::SW];
+    int8_t x[2][MMQ_BN][MMQK_XS(KDR)];
+    int16_t xbs[2][MMQ_BN][8 * KDR]; /* activation sums per 32 */
+    float xd[2][MMQ_BN][KDR];
+};
+
+/* one sub-block's products of the warp's 2 x 2 tiles, scaled into sum */
+template <int G16>
+static __device__ __forceinline__ void mmqk_sub(int sum[2][2][4], const int a[2][4], const int b[2][2],
+                                                const int s0[2], const int s1[2], const int s0b[2],
+                                                const int s1b[2])
+{
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            int c[4];
+            if (!G16) {
+                mmqk_mma_k32(c, a[mt], b[nt]);
+                sum[mt][nt][0] += s0[mt] * c[0];
+                sum[mt][nt][1] += s0[mt] * c[1];
+                sum[mt][nt][2] += s1[mt] * c[2];
+                sum[mt][nt][3] += s1[mt] * c[3];
+            } else {
+                /* Q6_K: a scale per 16: the k32 fragment as two k16 halves */
+                mmqk_mma_k16(c, a[mt][0], a[mt][1], b[nt][0]);
+                sum[mt][nt][0] += s0[mt] * c[0];
+                sum[mt][nt][1] += s0[mt] * c[1];
+                sum[mt][nt][2] += s1[mt] * c[2];
+                sum[mt][nt][3] += s1[mt] * c[3];
+                mmqk_mma_k16(c, a[mt][2], a[mt][3], b[nt][1]);
+                sum[mt][nt][0] += s0b[mt] * c[0];
+                sum[mt][nt][1] += s0b[mt] * c[1];
+                sum[mt][nt][2] += s1b[mt] * c[2];
+                sum[mt][nt][3] += s1b[mt] * c[3];
+            }
+        }
+}
+
+template <int T, int KDR, bool EXP>
+static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
+mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+            float *__restrict__ y, int32_t n_rows)
+{
+    typedef mmqk_w<T, KDR, EXP> W;
+    typedef mmqk_smem<T, KDR, EXP> SM;
+    extern __shared__ __align__(16) uint8_t mmqk_smem_raw[];
+    SM &S = *(SM *)mmqk_smem_raw;
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int wm = warp / 4, wn = warp % 4; /* warp tile: rows 32*wm.., activations 16*wn.. */
+    const int g = lane >> 2, t4 = lane & 3;
+    const int32_t m0 = blockIdx.x * MMQ_BM, n0 = blockIdx.y * MMQ_BN;
+    const int64_t n_stages = nbr / KDR;
+
+    /* loader: 4 threads per row of each tile */
+    const int lr = tid / 4, lp = tid % 4;
+    const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1; /* clamped: read, never stored */
+    const int32_t xrow = n0 + lr < n_rows ? n0 + lr : n_rows - 1;
+    const uint8_t *wp = w + (size_t)wrow * row_bytes;
+    const int64_t xb0 = (int64_t)xrow * nbr;
+
+    /* Q6_K raw: each of the thread's 4 weight rows starts its stage at byte
+     * (address & 3) of its first word */
+    const uint8_t *wr4[2][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int32_t r = m0 + 32 * wm + 16 * mt + g + 8 * h;
+            wr4[mt][h] = w + (size_t)(r < n_w ? r : n_w - 1) * row_bytes;
+        }
+
+    float acc[2][2][4];
+    int sum[2][2][4];
+#pragma unroll
+    for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int b = 0; b < 2; b++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                acc[a][b][i] = 0.0f;
+                sum[a][b][i] = 0;
+            }
+
+    /* queue stage s into buffer s & 1 */
+#define MMQK_ISSUE(s)                                                                             \
+    do {                                                                                          \
+        const int bf = (int)((s) & 1);                                                            \
+        W::copy(S.w[bf][lr], wp, (s), lp);                                                        \
+        const int64_t xb = xb0 + (s) * KDR;                                                       \
+        mmqk_copy16((uint32_t *)S.x[bf][lr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp);  \
+        if (lp < KDR)                                                                             \
+            __pipeline_memcpy_async(&S.xd[bf][lr][lp], X.d + xb + lp, 4);                         \
+        else if (lp < 2 * KDR)                                                                    \
+            __pipeline_memcpy_async(&S.xbs[bf][lr][8 * (lp - KDR)], X.bs + (xb + lp - KDR) * 8, 16); \
+        __pipeline_commit();                                                                      \
+    } while (0)
+
+    MMQK_ISSUE((int64_t)0);
+    for (int64_t s = 0; s < n_stages; s++) {
+        __pipeline_wait_prior(0);
+        __syncthreads(); /* stage s has landed everywhere; stage s-1's readers are done */
+        if (s + 1 < n_stages)
+            MMQK_ISSUE(s + 1);
+        const int bf = (int)(s & 1);
+
+#pragma unroll
+        for (int kd = 0; kd < KDR; kd++) {
+            mmqk_head hd[2][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int sh = EXP || T != QT_Q6_K
+                                       ? 0
+                                       : (int)(((uintptr_t)(wr4[mt][h] + (size_t)s * KDR * 210)) & 3);
+                    W::head(S.w[bf][32 * wm + 16 * mt + g + 8 * h], kd, W::G16 ? sh : t4, hd[mt][h]);
+                }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int a[2][4];
+                if constexpr (!W::G16) {
+                    /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one load */
+                    if (j % 2)
+                        continue;
+                    int hi[2][4];
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        const int ra = 32 * wm + 16 * mt + g;
+                        W::frag2(S.w[bf][ra], S.w[bf][ra + 8], kd, j / 2, t4, hd[mt][0], hd[mt][1],
+                                     a[mt], hi[mt]);
+                    }
+#pragma unroll
+                    for (int jj = 0; jj < 2; jj++) {
+                        const int sj = j + jj;
+                        int b[2][2];
+#pragma unroll
+                        for (int nt = 0; nt < 2; nt++) {
+                            const int rb = 16 * wn + 8 * nt + g;
+                            b[nt][0] = *(const int *)&S.x[bf][rb][256 * kd + 32 * sj + 4 * t4];
+                            b[nt][1] = *(const int *)&S.x[bf][rb][256 * kd + 32 * sj + 16 + 4 * t4];
+                        }
+                        int s0[2], s1[2];
+#pragma unroll
+                        for (int mt = 0; mt < 2; mt++) {
+                            s0[mt] = mmqk_ux8(hd[mt][0].sc[sj >> 2], sj & 3);
+                            s1[mt] = mmqk_ux8(hd[mt][1].sc[sj >> 2], sj & 3);
+                        }
+                        mmqk_sub<0>(sum, jj ? hi : a, b, s0, s1, s0, s1);
+                    }
+                } else {
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        const int ra = 32 * wm + 16 * mt + g;
+                        W::frag(S.w[bf][ra], S.w[bf][ra + 8], j, t4, hd[mt][0], hd[mt][1], a[mt]);
+                    }
+                    int b[2][2];
+#pragma unroll
+                    for (int nt = 0; nt < 2; nt++) {
+                        const int rb = 16 * wn + 8 * nt + g;
+                        b[nt][0] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 4 * t4];
+                        b[nt][1] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 16 + 4 * t4];
+                    }
+                    /* scales 2j (elements 32j..+15) and 2j+1, int8 */
+                    int s0[2], s1[2], s0b[2], s1b[2];
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        const uint32_t wa = hd[mt][0].sc[j >> 1], wb = hd[mt][1].sc[j >> 1];
+                        if (j & 1) {
+                            s0[mt] = mmqk_sx8<2>(wa);
+                            s0b[mt] = mmqk_sx8<3>(wa);
+                            s1[mt] = mmqk_sx8<2>(wb);
+                            s1b[mt] = mmqk_sx8<3>(wb);
+                        } else {
+                            s0[mt] = mmqk_sx8<0>(wa);
+                            s0b[mt] = mmqk_sx8<1>(wa);
+                            s1[mt] = mmqk_sx8<0>(wb);
+                            s1b[mt] = mmqk_sx8<1>(wb);
+                        }
+                    }
+                    mmqk_sub<1>(sum, a, b, s0, s1, s0b, s1b);
+                }
+            }
+            /* the super-block ends: its terms enter each element's chain */
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int rb = 16 * wn + 8 * nt + 2 * t4 + e;
+                    const float xd = S.xd[bf][rb][kd];
+                    uint4 xbw = make_uint4(0, 0, 0, 0);
+                    if (W::MIN)
+                        xbw = *(const uint4 *)&S.xbs[bf][rb][8 * kd];
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int i = 2 * h + e;
+                            const mmqk_head &H = hd[mt][h];
+                            const float p1 = __fmul_rn(H.d, xd);
+                            float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
+                            if (W::MIN) {
+                                /* v2 = sum_j m_j * bsum_j, exact (int16 x int8 pairs) */
+                                int v2 = __dp2a_lo((int)xbw.x, (int)H.sc[2], 0);
+                                v2 = __dp2a_hi((int)xbw.y, (int)H.sc[2], v2);
+                                v2 = __dp2a_lo((int)xbw.z, (int)H.sc[3], v2);
+                                v2 = __dp2a_hi((int)xbw.w, (int)H.sc[3], v2);
+                                const float p2 = -__fmul_rn(H.dmin, xd);
+                                a2 = __fmaf_rn(p2, (float)v2, a2);
+                            }
+                            acc[mt][nt][i] = a2;
+                            sum[mt][nt][i] = 0;
+                        }
+                }
+        }
+    }
+#undef MMQK_ISSUE
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
+                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                if (j < n_w && r < n_rows)
+                    y[(int64_t)r * n_w + j] = acc[mt][nt][i];
+            }
+}
+
+/* Launch one instantiation; 0, or -1 when this device cannot hold its
+ * shared memory (the caller then takes another row of the tile table). */
+template <int T, int KDR, bool EXP>
+static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_bytes, int32_t n_w,
+                       int64_t ne0, const void *xq, float *y, int32_t n_rows)
+{
+    typedef mmqk_smem<T, KDR, EXP> SM;
+    const int64_t nbr = ne0 / QK_K;
+    /* past the 48 KB a launch gets without asking; once per instantiation */
+    static int attr; /* 0 unknown, 1 set, -1 too large here */
+    if (attr == 0) {
+        const cudaError_t e = cudaFuncSetAttribute(mmqk_kernel<T, KDR, EXP>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(SM));
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            attr = -1;
+        } else {
+            attr = 1;
+        }
+    }
+    if (attr < 0)
+        return -1;
+    const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
+    mmqk_kernel<T, KDR, EXP><<<grid, MMQ_THREADS, sizeof(SM), c->stream>>>(
+        wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows);
+    return 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+template <int T, bool EXP>
+static int mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                        int32_t n_rows, int kdr)
+{
+    const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
+    const size_t rb = EXP ? (size_t)(w->ne0 / QK_K) * MMQ_Q6X_BYTES : w->row_bytes;
+    return kdr == 2 ? mmqk_launch<T, 2, EXP>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows)
+                    : mmqk_launch<T, 1, EXP>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows);
+}
+
+template <int T>
+static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                            int32_t n_rows, int kdr, int exp)
+{
+    if ((kdr != 1 && kdr != 2) || w->ne0 % (QK_K * kdr))
+        return INF_EUNSUPPORTED;
+    if (exp) {
+        if constexpr (T == QT_Q6_K) {
+            if (w->aux)
+                return mmqk_variant<T, true>(c, w, xq, y, n_rows, kdr);
+        }
+        return INF_EUNSUPPORTED;
+    }
+    return mmqk_variant<T, false>(c, w, xq, y, n_rows, kdr);
+}
+
+/* the tile table's choice (cuda/tiles.cuh), falling back to KDR = 1 where
+ * the device cannot give KDR = 2 its shared memory (sm_121) */
+template <int T>
+static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                          int32_t n_rows)
+{
+    const int exp = T == QT_Q6_K && w->aux != NULL;
+    const int kdr = mmq_pick_kdr(c->n_sm, w->ne0, w->ne1, n_rows);
+    int rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp);
+    if (rc == -1 && kdr == 2)
+        rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, 1, exp);
+    if (rc) {
+        c->err = rc == -1 ? INF_EDEVICE : rc;
+        snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %lld x %lld (kdr %d, exp %d)",
+                 (long long)w->ne0, (long long)w->ne1, kdr, exp);
+    }
+}
+
+#define MMQK_DEFINE(T)                                                                            \
+    template <>                                                                                   \
+    void cuda_mmq<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
+                     int32_t n_rows)                                                              \
+    {                                                                                             \
+        mmqk_dispatch<T>(c, w, xq, y, n_rows);                                                    \
+    }                                                                                             \
+    template <>                                                                                   \
+    int cuda_mmqk_variant<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, \
+                             float *y, int32_t n_rows, int kdr, int exp)                          \
+    {                                                                                             \
+        return mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp);                                \
+    }

@@ -1,0 +1,279 @@
+/* cuda/mmvq — the small-batch (decode) product of K-quant weights, n <= 8
+ * activation rows: a stream of the weight bytes, each read once.
+ *
+ * One warp per weight row. A pass of the warp covers MMVQ_U * 4
+ * super-blocks: 8 lanes per super-block, lane c takes 16-byte chunk c of
+ * its packed values (one aligned 128-bit load; Q6_K's 2-byte-aligned
+ * blocks take five words and a funnel shift) and the two 16-element runs
+ * of activations the chunk's low and high halves multiply (cuda_q8k
+ * planes, 16-byte aligned), so consecutive lanes read consecutive bytes.
+ * A lane's integer partial terms (scale * dot and min * activation sum of
+ * its 32 elements) meet their super-block's other seven by an exact
+ * shuffle sum; the super-block's leader parks (p1, v1, p2, v2) per
+ * activation row in shared memory and lane r runs activation row r's float
+ * chain over the pass's super-blocks in k order (cuda/qtypes.cuh), the
+ * chain the MMQ kernels run: a row's bits are the same at every batch.
+ *
+ * Rows per warp 1: at n = 1 the activations (4.6 KB per 4096 elements) are
+ * read from L1 once per weight row, a third of the L1 traffic of the
+ * weights' own bytes; MMVQ_U = 2 keeps two 16-byte weight loads per lane
+ * in flight, which with 32 warps per SM is ~64 KB in flight per SM (the
+ * H200 needs ~34 KB per SM to reach its streaming bandwidth).
+ */
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
+
+#define MMVQ_WARPS 4 /* weight rows per 128-thread block */
+#define MMVQ_U 2     /* super-blocks per 8-lane group per pass */
+#define MMVQ_SB (4 * MMVQ_U)
+
+/* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
+ * three words (engine/quant.c's get_scale_min_k4, without a byte array
+ * that a dynamic j would put in local memory) */
+static __device__ __forceinline__ void mmvq_k4_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j,
+                                                         int *sc, int *m)
+{
+    const int sh = 8 * (j & 3);
+    if (j < 4) {
+        *sc = (int)((s0 >> sh) & 63);
+        *m = (int)((s1 >> sh) & 63);
+    } else {
+        *sc = (int)(((s2 >> sh) & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
+        *m = (int)(((s2 >> sh) >> 4 & 0x0f) | (((s1 >> sh) >> 6 & 3) << 4));
+    }
+}
+
+static __device__ __forceinline__ int mmvq_dot4(uint4 q, uint4 x, int s)
+{
+    s = __dp4a((int)q.x, (int)x.x, s);
+    s = __dp4a((int)q.y, (int)x.y, s);
+    s = __dp4a((int)q.z, (int)x.z, s);
+    return __dp4a((int)q.w, (int)x.w, s);
+}
+
+static __device__ __forceinline__ uint4 mmvq_and(uint4 v, uint32_t m)
+{
+    return make_uint4(v.x & m, v.y & m, v.z & m, v.w & m);
+}
+
+static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
+{
+    return make_uint4(v.x >> s, v.y >> s, v.z >> s, v.w >> s);
+}
+
+/* 16 bytes at a 2-byte aligned address: five aligned words, funnel-shifted
+ * (the fifth word is inside the block for every use below) */
+static __device__ __forceinline__ uint4 mmvq_ld16_a2(const uint8_t *p)
+{
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const int sh = (int)((uintptr_t)p & 3) * 8;
+    const uint32_t a = w[0], b = w[1], c = w[2], d = w[3], e = w[4];
+    return make_uint4(__funnelshift_r(a, b, sh), __funnelshift_r(b, c, sh),
+                      __funnelshift_r(c, d, sh), __funnelshift_r(d, e, sh));
+}
+
+/* Per type: chunk c (0..7) of super-block sb of a weight row against the
+ * activation rows r < nr (block index of row r's super-block: xb0 + r*nbr),
+ * added to v1/v2; head() gives the super-block's float scales. */
+template <int T> struct mmvq_chunk;
+
+/* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks
+ * (2p in the low nibbles, 2p+1 in the high), elements l0 = 16(c%2) ..+16
+ * of each; Q5_K's fifth bits are bits 2p, 2p+1 of qh[l0..l0+16). */
+template <int T, typename B, int QS> struct mmvq_chunk_k45 {
+    template <int NC>
+    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC], int v2[NC])
+    {
+        const uint8_t *b = row + (size_t)sb * sizeof(B);
+        const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+        const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
+        const int p = c >> 1, l0 = 16 * (c & 1);
+        int sc0, m0, sc1, m1;
+        mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p, &sc0, &m0);
+        mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p + 1, &sc1, &m1);
+        uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
+        if (T == QT_Q5_K) {
+            const uint4 qh = *(const uint4 *)(b + 16 + l0);
+            lo.x |= ((qh.x >> (2 * p)) & 0x01010101u) << 4;
+            lo.y |= ((qh.y >> (2 * p)) & 0x01010101u) << 4;
+            lo.z |= ((qh.z >> (2 * p)) & 0x01010101u) << 4;
+            lo.w |= ((qh.w >> (2 * p)) & 0x01010101u) << 4;
+            hi.x |= ((qh.x >> (2 * p + 1)) & 0x01010101u) << 4;
+            hi.y |= ((qh.y >> (2 * p + 1)) & 0x01010101u) << 4;
+            hi.z |= ((qh.z >> (2 * p + 1)) & 0x01010101u) << 4;
+            hi.w |= ((qh.w >> (2 * p + 1)) & 0x01010101u) << 4;
+        }
+        const int e0 = 64 * p + l0; /* first element of the low run */
+#pragma unroll
+        for (int r = 0; r < NC; r++)
+            if (r < nr) {
+                const int64_t xb = xb0 + r * nbr;
+                const int8_t *xs = X.qs + xb * QK_K + e0;
+                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)xs, 0) +
+                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 32), 0);
+                /* the min term of sub-blocks 2p, 2p+1 once per pair of lanes */
+                if (!(c & 1)) {
+                    const int16_t *bs = X.bs + xb * (QK_K / 32) + 2 * p;
+                    v2[r] += m0 * (int)bs[0] + m1 * (int)bs[1];
+                }
+            }
+    }
+    static __device__ __forceinline__ void head(const uint8_t *row, int sb, float xd, float *p1, float *p2)
+    {
+        const B *b = (const B *)(row + (size_t)sb * sizeof(B));
+        *p1 = __fmul_rn(cuda_h2f(b->d), xd);
+        *p2 = -__fmul_rn(cuda_h2f(b->dmin), xd);
+    }
+};
+template <> struct mmvq_chunk<QT_Q4_K> : mmvq_chunk_k45<QT_Q4_K, struct block_q4_K, 16> {};
+template <> struct mmvq_chunk<QT_Q5_K> : mmvq_chunk_k45<QT_Q5_K, struct block_q5_K, 48> {};
+
+/* Q6_K: chunk c is bytes 16c.. of ql: half h = c/4, quarter pair tt =
+ * (c%4)/2, l0 = 16(c%2); its low nibbles are elements 128h + 32tt + l0
+ * ..+16 (scale 8h + 2tt + c%2, high bits 2tt of qh[32h + l0 ..]), its high
+ * nibbles the same 32 elements on (scale + 4, high bits 2tt + 4). */
+template <> struct mmvq_chunk<QT_Q6_K> {
+    template <int NC>
+    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC], int v2[NC])
+    {
+        (void)v2;
+        const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
+        const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
+        const uint4 ql = mmvq_ld16_a2(b->ql + 16 * c);
+        const uint4 qh = mmvq_ld16_a2(b->qh + 32 * h + l0);
+        const int si = 8 * h + 2 * tt + (c & 1);
+        const int sc0 = b->scales[si], sc1 = b->scales[si + 4];
+        const uint4 hl = mmvq_and(mmvq_shr(qh, 2 * tt), 0x03030303u);
+        const uint4 hh = mmvq_and(mmvq_shr(qh, 2 * tt + 4), 0x03030303u);
+        uint4 lo, hi;
+        lo.x = __vsubss4((ql.x & 0x0f0f0f0fu) | (hl.x << 4), 0x20202020);
+        lo.y = __vsubss4((ql.y & 0x0f0f0f0fu) | (hl.y << 4), 0x20202020);
+        lo.z = __vsubss4((ql.z & 0x0f0f0f0fu) | (hl.z << 4), 0x20202020);
+        lo.w = __vsubss4((ql.w & 0x0f0f0f0fu) | (hl.w << 4), 0x20202020);
+        hi.x = __vsubss4(((ql.x >> 4) & 0x0f0f0f0fu) | (hh.x << 4), 0x20202020);
+        hi.y = __vsubss4(((ql.y >> 4) & 0x0f0f0f0fu) | (hh.y << 4), 0x20202020);
+        hi.z = __vsubss4(((ql.z >> 4) & 0x0f0f0f0fu) | (hh.z << 4), 0x20202020);
+        hi.w = __vsubss4(((ql.w >> 4) & 0x0f0f0f0fu) | (hh.w << 4), 0x20202020);
+        const int e0 = 128 * h + 32 * tt + l0;
+#pragma unroll
+        for (int r = 0; r < NC; r++)
+            if (r < nr) {
+                const int8_t *xs = X.qs + (xb0 + r * nbr) * QK_K + e0;
+                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)xs, 0) +
+                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 64), 0);
+            }
+    }
+    static __device__ __forceinline__ void head(const uint8_t *row, int sb, float xd, float *p1, float *p2)
+    {
+        const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
+        *p1 = __fmul_rn(cuda_h2f(b->d), xd);
+        *p2 = 0.0f;
+    }
+};
+
+template <int T, int NC>
+static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
+mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+            float *__restrict__ y, int32_t n_rows)
+{
+    typedef mmvq_chunk<T> C;
+    __shared__ float4 park[MMVQ_WARPS][MMVQ_SB][NC];
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
+    if (jr >= n_w)
+        return; /* whole warps: the shuffles and __syncwarp below stay full */
+    const int32_t r0 = blockIdx.y * NC;
+    const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
+    const int grp = lane >> 3, c = lane & 7;
+    const uint8_t *row = w + (size_t)jr * row_bytes;
+    const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
+    float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
+    for (int64_t sb0 = 0; sb0 < nbr; sb0 += MMVQ_SB) {
+        int v1[MMVQ_U][NC], v2[MMVQ_U][NC];
+#pragma unroll
+        for (int u = 0; u < MMVQ_U; u++) {
+#pragma unroll
+            for (int r = 0; r < NC; r++)
+                v1[u][r] = v2[u][r] = 0;
+            const int64_t sb = sb0 + grp + 4 * u;
+            if (sb < nbr)
+                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u], v2[u]);
+        }
+        /* exact integer sums over the super-block's 8 lanes */
+#pragma unroll
+        for (int u = 0; u < MMVQ_U; u++)
+#pragma unroll
+            for (int r = 0; r < NC; r++)
+                if (r < nr)
+#pragma unroll
+                    for (int o = 1; o < 8; o <<= 1) {
+                        v1[u][r] += __shfl_xor_sync(0xffffffffu, v1[u][r], o);
+                        if (T != QT_Q6_K)
+                            v2[u][r] += __shfl_xor_sync(0xffffffffu, v2[u][r], o);
+                    }
+        if (c == 0)
+#pragma unroll
+            for (int u = 0; u < MMVQ_U; u++) {
+                const int64_t sb = sb0 + grp + 4 * u;
+                if (sb < nbr)
+#pragma unroll
+                    for (int r = 0; r < NC; r++)
+                        if (r < nr) {
+                            float p1, p2;
+                            C::head(row, (int)sb, X.d[xrow0 + r * nbr + sb], &p1, &p2);
+                            park[warp][grp + 4 * u][r] =
+                                make_float4(p1, (float)v1[u][r], p2, (float)v2[u][r]);
+                        }
+            }
+        __syncwarp();
+        if (lane < nr) {
+            const int cnt = nbr - sb0 < MMVQ_SB ? (int)(nbr - sb0) : MMVQ_SB;
+            for (int k = 0; k < cnt; k++) {
+                const float4 t = park[warp][k][lane];
+                acc = __fmaf_rn(t.x, t.y, acc);
+                if (T != QT_Q6_K)
+                    acc = __fmaf_rn(t.z, t.w, acc);
+            }
+        }
+        __syncwarp();
+    }
+    if (lane < nr)
+        y[(int64_t)(r0 + lane) * n_w + jr] = acc;
+}
+
+template <int T, int NC>
+static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                        int32_t n_rows)
+{
+    const int64_t nbr = w->ne0 / QK_K;
+    const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS), cuda_blocks(n_rows, NC));
+    mmvq_kernel<T, NC><<<grid, MMVQ_WARPS * CUDA_WARP, 0, c->stream>>>(
+        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows);
+}
+
+/* NC: the smallest instantiation that holds the call's rows (the row
+ * count changes how many activation rows share a weight read, never a
+ * row's arithmetic). */
+template <int T>
+void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+               int32_t n_rows, int nc)
+{
+    if (nc <= 0)
+        nc = n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
+    switch (nc) {
+    case 1: mmvq_launch<T, 1>(c, w, xq, y, n_rows); break;
+    case 2: mmvq_launch<T, 2>(c, w, xq, y, n_rows); break;
+    case 4: mmvq_launch<T, 4>(c, w, xq, y, n_rows); break;
+    default: mmvq_launch<T, 8>(c, w, xq, y, n_rows); break;
+    }
+}
+
+template void cuda_mmvq<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
+                                 int32_t, int);
+template void cuda_mmvq<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
+                                 int32_t, int);
+template void cuda_mmvq<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
+                                 int32_t, int);
