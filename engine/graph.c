@@ -219,9 +219,12 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     g->h_seq_orig = calloc(T, sizeof(int32_t));
     g->h_seq_nb = calloc(T, sizeof(int32_t));
     if (fail || !g->h_seq_orig || !g->h_seq_nb) {
+        /* out of memory (recoverable), unless the backend says the device failed */
+        rc = g->be->ops->sync(g->be);
+        rc = rc && rc != INF_ENOMEM ? INF_EDEVICE : INF_ENOMEM;
         graph_free(g);
-        return inf_error_set(err, INF_ENOMEM, "graph: cannot allocate activations for %d tokens",
-                             p->max_tokens);
+        return inf_error_set(err, rc, "graph: cannot allocate activations for %d tokens: %s",
+                             p->max_tokens, inf_strerror(rc));
     }
     g->d_tokens = g->d_step + STEP_TOKENS * T;
     g->d_pos = g->d_step + STEP_POS * T;

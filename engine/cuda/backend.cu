@@ -54,6 +54,10 @@ static void *cuda_be_alloc(struct backend *be, size_t bytes)
     if (cuda_op_begin(c))
         return NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+        CUDA_CHECK_CTX(c, e); /* not memory: the device (sync reports INF_EDEVICE) */
+        return NULL;
+    }
     if (e != cudaSuccess) {
         /* a failed allocation is an answer, not a broken backend */
         cudaGetLastError();
@@ -118,6 +122,10 @@ static void *cuda_be_host_alloc(struct backend *be, size_t bytes)
     if (cuda_op_begin(c))
         return NULL;
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+        CUDA_CHECK_CTX(c, e); /* not memory: the device (sync reports INF_EDEVICE) */
+        return NULL;
+    }
     if (e != cudaSuccess) {
         cudaGetLastError();
         log_error("cuda: cudaHostAlloc(%zu MiB) failed: %s", bytes >> 20, cudaGetErrorString(e));

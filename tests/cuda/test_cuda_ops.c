@@ -656,6 +656,43 @@ static void test_attention(int nh, int nkv, int hd)
     HFREE(slots, k, v, kc, vc, kh, vh, q, oc, oh, ob);
 }
 
+/* ---- pinned memory, queued transfers, the cache's error codes -------------- */
+
+/* A step's transfers: upload from host_alloc (pinned) memory and
+ * download_async into it, queued behind a kernel, land by the next sync; a
+ * KV cache far too large for the device is INF_ENOMEM (recoverable: the
+ * backend keeps working) and a bad shape INF_EINVAL. */
+static void test_transfers(void)
+{
+    enum { N = 1 << 20 };
+    CHECK(gpu->ops->async == 1);
+    float *h = gpu->ops->host_alloc(gpu, sizeof(float) * N);
+    float *o = gpu->ops->host_alloc(gpu, sizeof(float) * N);
+    float *d = dalloc(sizeof(float) * N), *e = dalloc(sizeof(float) * N);
+    CHECK(h && o && h[N - 1] == 0.0f);
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i;
+    gpu->ops->upload(gpu, d, h, sizeof(float) * N);
+    gpu->ops->upload(gpu, e, h, sizeof(float) * N);
+    gpu->ops->add(gpu, d, e, N); /* d = 2 h */
+    gpu->ops->download_async(gpu, o, d, sizeof(float) * N);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad += o[i] != 2.0f * (float)i;
+    report_bits("transfers", "f32", "pinned upload+add+download_async", bad, N);
+    gpu->ops->host_free(gpu, h);
+    gpu->ops->host_free(gpu, o);
+    DFREE(d, e);
+
+    struct backend_kv *kv = NULL;
+    const struct backend_kv_shape huge = {1000, 1 << 20, 16, 4096}; /* ~250 TiB */
+    CHECK(gpu->ops->kv_alloc(gpu, &huge, &kv) == INF_ENOMEM && kv == NULL);
+    const struct backend_kv_shape bad_shape = {1, 0, 16, 64};
+    CHECK(gpu->ops->kv_alloc(gpu, &bad_shape, &kv) == INF_EINVAL && kv == NULL);
+    CHECK(gpu->ops->sync(gpu) == 0); /* still working */
+}
+
 /* ---- silu_mul, add, add_bias ------------------------------------------------ */
 
 /* silu_mul: the CPU takes exp from ggml's vector expf (groups of 8) and
@@ -766,6 +803,7 @@ int main(void)
             test_attention(heads[h][0], heads[h][1], hds[d]);
 
     test_elementwise();
+    test_transfers();
 
     CHECK(gpu->ops->sync(gpu) == 0);
     backend_free(gpu);
