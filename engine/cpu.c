@@ -992,7 +992,8 @@ static int cpu_kv_alloc(struct backend *be, const struct backend_kv_shape *s,
     kv->s = *s;
     kv->row_bytes = (size_t)s->row_len * sizeof(quant_f16);
     const size_t slots = (size_t)s->n_blocks * (size_t)s->block_size;
-    if (slots > SIZE_MAX / kv->row_bytes || slots * kv->row_bytes > SIZE_MAX / 2 / (size_t)s->n_layer) {
+    if (slots > SIZE_MAX / kv->row_bytes ||
+        slots * kv->row_bytes > SIZE_MAX / 2 / (size_t)s->n_layer) {
         free(kv);
         return INF_ENOMEM;
     }
@@ -1152,7 +1153,8 @@ static void cpu_attention(struct backend *be, const float *q, struct backend_kv 
 {
     struct cpu_ctx *c = cpu_ctx(be);
     const int32_t group = a->n_head_kv > 0 ? a->n_head / a->n_head_kv : 0;
-    const quant_f16 *k_cache = cpu_kv_plane(kv, layer, 0), *v_cache = cpu_kv_plane(kv, layer, 1);
+    const quant_f16 *k_cache = cpu_kv_plane(kv, layer, 0);
+    const quant_f16 *v_cache = cpu_kv_plane(kv, layer, 1);
     if (group < 1 || group * a->n_head_kv != a->n_head ||
         kv->s.row_len != a->n_head_kv * a->head_dim || kv->s.block_size != a->block_size ||
         cpu_attn_scratch_floats(group, a->head_dim) > c->att_stride) {

@@ -15,15 +15,23 @@
  *     x += W_down (silu(W_gate h) * (W_up h))
  *   logits = W_out (rmsnorm(x) * output_norm)   for the requested rows only
  *
- * Invariants: all activation buffers are allocated in graph_new for
- * max_tokens rows; graph_forward allocates nothing. Attention reads K/V only
- * from the cache after kv_store, so a sequence gives bit-identical logits
- * whether it is prefilled alone, in chunks, or mixed with others (the backend
+ * A step is graph_submit (check the batch, pack the step descriptor, ONE
+ * upload, queue the launch sequence below and the logits download into
+ * host_alloc memory) and graph_wait (sync, status, logits); on a synchronous
+ * backend the launch sequence runs in graph_wait instead (see graph_submit).
+ *
+ * Invariants: all activation buffers, the descriptor and the logits staging
+ * are allocated in graph_new for max_tokens rows; a step allocates nothing,
+ * and every pointer a launch reads is fixed at graph_new. Attention reads
+ * K/V only from the cache after kv_store, so a sequence gives bit-identical
+ * logits whether it is prefilled alone, in chunks, or mixed with others (the backend
  * keeps every row's arithmetic independent of the batch). In the last layer
  * only the rows whose logits are wanted continue past kv_store (their K/V
  * was stored like every other row's), or, with late_out_rows, past the
  * attention output projection (llama.cpp's order); with no logits wanted
  * the last layer stops there.
+ * The K/V cache is the backend's (ops->kv_alloc): the graph names a layer
+ * and slots, never an address in it.
  * Thread: the engine thread only.
  */
 #include "graph.h"
