@@ -1,22 +1,39 @@
 /* backend — the op table the forward pass (engine/graph.c) is written against.
  *
  * The graph is written once, as a sequence of calls through struct backend_ops;
- * the CPU backend (engine/cpu.c) fills the table today and a CUDA backend fills
- * the same table later, so there is never a second graph.
+ * the CPU backend (engine/cpu.c) and the CUDA backend (engine/cuda/) fill the
+ * same table, so there is never a second graph.
  *
  * Memory: every float/int buffer an op touches is "backend memory", obtained
  * from ops->alloc (CPU: host memory; CUDA: device memory). Host data reaches it
- * through ops->upload and comes back through ops->download. Buffers are
- * row-major matrices [rows][cols]; cols is given per op.
+ * through ops->upload and comes back through ops->download (synchronous) or
+ * ops->download_async. Buffers are row-major matrices [rows][cols]; cols is
+ * given per op. ops->host_alloc gives host memory the backend can copy from
+ * and to while it computes (CUDA: pinned): a step's descriptor goes up from
+ * it in one upload, its logits come down into it.
+ *
+ * Ordering: ops run in the order they are called (one queue, the CUDA
+ * stream). An async backend (ops->async = 1, CUDA) queues work and returns;
+ * ops->sync waits for everything queued. On a synchronous one (CPU) an op has
+ * computed when it returns, and sync only reports.
  *
  * Weights: a struct backend_weight describes one GGUF tensor (ne1 rows of ne0
  * elements of a ggml type) and points at its bytes in the GGUF mapping; after
  * ops->weight_register the backend's copy is in `data` (CPU: a view of the
  * mapping, nothing copied; CUDA: uploaded once).
  *
+ * KV cache: the backend owns it (struct backend_kv, from ops->kv_alloc): its
+ * memory and its layout, which nobody else computes addresses in. Callers
+ * name a K/V row by (layer, slot), slot = block * block_size + offset;
+ * kv_store writes rows, attention reads them, kv_copy_blocks copies whole
+ * blocks (copy-on-write) in queue order without waiting.
+ *
  * Errors: ops do not return codes, so the graph reads like the model. A
- * backend remembers its first failure and ops->sync reports it (CPU ops cannot
- * fail once graph_new has reserved their scratch).
+ * backend remembers its first failure and ops->sync reports it: INF_ENOMEM
+ * when memory ran out (recoverable: the request fails with a 503, the
+ * backend keeps working after the report), anything else (INF_EDEVICE) when
+ * the device or its context is lost. CPU ops cannot fail once graph_new has
+ * reserved their scratch.
  *
  * Numerics every backend must keep (the scheduler relies on them):
  *  - batch invariance: the result for one row never depends on the other rows
@@ -35,6 +52,9 @@
 #include <stdint.h>
 
 struct backend;
+/* A KV cache; each backend defines it (a handle only goes back to the backend
+ * that made it). */
+struct backend_kv;
 
 /* A weight tensor: ne1 rows of ne0 elements of type `type` (enum quant_type).
  * 1-D tensors (norm weights, biases, rope factors) have ne1 = 1. */
@@ -65,9 +85,12 @@ struct backend_rope {
  * token at position pos[r] of the sequence whose block table is
  * block_table + seq[r] * bt_stride; it attends to positions 0..pos[r] of that
  * sequence, whose K/V rows are at slot table[p / block_size] * block_size +
- * p % block_size of k_cache / v_cache ([slots][n_head_kv * head_dim]).
+ * p % block_size of the layer's cache (rows of n_head_kv * head_dim).
  * Query head h uses KV head h / (n_head / n_head_kv). Scores scaled by
- * `scale`, softmax with the running maximum subtracted. */
+ * `scale`, softmax with the running maximum subtracted.
+ * max_kv is known on the host without reading backend memory: an upper bound
+ * of pos[r] + 1 over the call's rows (0: not known), so a kernel can be sized
+ * from it; it never changes a result. */
 struct backend_attn {
     int32_t n_head;
     int32_t n_head_kv;
@@ -75,6 +98,17 @@ struct backend_attn {
     int32_t block_size;
     int32_t bt_stride;
     float scale;
+    int32_t max_kv;
+};
+
+/* The shape of a KV cache: n_layer layers, each with K and V rows of
+ * row_len elements (n_head_kv * head_dim) of the backend's kv_type, for
+ * n_blocks * block_size slots. */
+struct backend_kv_shape {
+    int32_t n_layer;
+    int32_t n_blocks;
+    int32_t block_size;
+    int32_t row_len;
 };
 
 /* Sizes the graph will use, so a backend can allocate its scratch once. */
@@ -91,6 +125,11 @@ struct backend_ops {
     /* Element type of the K/V cache rows (enum quant_type; the CPU keeps F16
      * like llama.cpp). The graph sizes the cache with it. */
     int kv_type;
+    /* 1: ops queue work and return (CUDA); 0: an op has computed when it
+     * returns (CPU). graph_submit uses it to leave a synchronous backend's
+     * computation to graph_wait, so host work placed between the two still
+     * runs before the step, as it would without the split. */
+    int async;
     void (*destroy)(struct backend *be);
 
     /* Scratch for the ops, sized by r; called by graph_new (may be called
@@ -103,6 +142,15 @@ struct backend_ops {
     void (*upload)(struct backend *be, void *dst, const void *src_host, size_t bytes);
     void (*download)(struct backend *be, void *dst_host, const void *src, size_t bytes);
     void (*copy)(struct backend *be, void *dst, const void *src, size_t bytes);
+    /* Host memory for transfers that overlap the computation (CPU: malloc;
+     * CUDA: pinned). Zeroed; NULL on failure. upload from it is queued: the
+     * bytes must not change until the next sync (from any other host memory
+     * upload has read them when it returns). */
+    void *(*host_alloc)(struct backend *be, size_t bytes);
+    void (*host_free)(struct backend *be, void *p); /* accepts NULL; waits for queued work */
+    /* Queue a copy into host_alloc memory; the bytes are there after the
+     * next sync (download waits; this does not). */
+    void (*download_async)(struct backend *be, void *dst_host, const void *src, size_t bytes);
 
     /* Make w->data usable by the ops below. 0 or a negative INF_E* code. */
     int (*weight_register)(struct backend *be, struct backend_weight *w);
@@ -127,16 +175,34 @@ struct backend_ops {
     /* Rotate x ([n_rows][n_head][r->n_dims]) in place; row r is at position pos[r]. */
     void (*rope)(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
                  const int32_t *pos, const struct backend_rope *r);
+
+    /* The KV cache. kv_alloc: a zeroed cache of shape *s; 0, INF_EINVAL (bad
+     * shape), INF_ENOMEM (nothing allocated; recoverable) or INF_EDEVICE.
+     * kv_free accepts NULL and waits for queued work. */
+    int (*kv_alloc)(struct backend *be, const struct backend_kv_shape *s,
+                    struct backend_kv **out);
+    void (*kv_free)(struct backend *be, struct backend_kv *kv);
+    /* For i < n, block dst[i] of every layer's K and V = block src[i]
+     * (copy-on-write), queued after the ops before it and before the ops
+     * after it, without waiting. src/dst are host arrays, read before the
+     * call returns; ids are < n_blocks, dst blocks distinct and no dst is a
+     * src. Errors are reported by sync. */
+    void (*kv_copy_blocks)(struct backend *be, struct backend_kv *kv, const int32_t *src,
+                           const int32_t *dst, int32_t n);
+    /* Tests and tools: K and V rows [slot0, slot0 + n) of a layer to host
+     * memory (n * row_len elements of kv_type each), after everything
+     * queued; waits. 0 or the first error (as sync). */
+    int (*kv_read)(struct backend *be, struct backend_kv *kv, int32_t layer, int64_t slot0,
+                   int64_t n, void *k_host, void *v_host);
     /* Row r of k and v ([n_rows][row_len], F32) to slot slots[r] of the
-     * caches ([slots][row_len] of kv_type), converted. */
-    void (*kv_store)(struct backend *be, void *k_cache, void *v_cache, const float *k,
-                     const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len);
-    /* out ([n_rows][n_head * head_dim]) = attention of q (same shape); see
-     * struct backend_attn. */
-    void (*attention)(struct backend *be, const float *q, const void *k_cache,
-                      const void *v_cache, float *out, int32_t n_rows, const int32_t *pos,
-                      const int32_t *seq, const int32_t *block_table,
-                      const struct backend_attn *a);
+     * layer's cache, converted to kv_type. */
+    void (*kv_store)(struct backend *be, struct backend_kv *kv, int32_t layer, const float *k,
+                     const float *v, const int32_t *slots, int32_t n_rows);
+    /* out ([n_rows][n_head * head_dim]) = attention of q (same shape) over
+     * the layer's cache; see struct backend_attn. */
+    void (*attention)(struct backend *be, const float *q, struct backend_kv *kv, int32_t layer,
+                      float *out, int32_t n_rows, const int32_t *pos, const int32_t *seq,
+                      const int32_t *block_table, const struct backend_attn *a);
     /* gate[i] = silu(gate[i]) * up[i], i < n  (SwiGLU), over rows of row_len. */
     void (*silu_mul)(struct backend *be, float *gate, const float *up, int64_t n,
                      int64_t row_len);

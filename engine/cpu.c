@@ -383,6 +383,13 @@ static void cpu_memcpy(struct backend *be, void *dst, const void *src, size_t by
         memmove(dst, src, bytes);
 }
 
+/* Host memory is all the CPU has: host_alloc is alloc, and a download into
+ * it is done when it returns. */
+static void cpu_download_async(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+    cpu_memcpy(be, dst, src, bytes);
+}
+
 static int cpu_weight_register(struct backend *be, struct backend_weight *w)
 {
     (void)be;
@@ -958,12 +965,93 @@ static void cpu_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_hea
 /* The cache holds F16 rows (as llama.cpp's default cache type): half the
  * memory, and the attention below rounds exactly where llama.cpp does.
  * quant_quantize_row(QT_F16) gives the bytes of quant_f32_to_f16 on every
- * path. */
-static void cpu_kv_store(struct backend *be, void *k_cache, void *v_cache, const float *k,
-                         const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len)
+ * path. Layout: one allocation, per layer the K plane then the V plane, each
+ * [n_blocks * block_size][row_len] F16, so a block is one contiguous run of
+ * every plane. */
+struct backend_kv {
+    struct backend_kv_shape s;
+    size_t row_bytes; /* row_len F16 */
+    size_t plane;     /* bytes of one layer's K (or V) */
+    char *data;       /* [n_layer][2][slots][row_len] */
+};
+
+static quant_f16 *cpu_kv_plane(const struct backend_kv *kv, int32_t layer, int v)
+{
+    return (quant_f16 *)(kv->data + ((size_t)layer * 2 + (size_t)v) * kv->plane);
+}
+
+static int cpu_kv_alloc(struct backend *be, const struct backend_kv_shape *s,
+                        struct backend_kv **out)
+{
+    *out = NULL;
+    if (s->n_layer < 1 || s->n_blocks < 1 || s->block_size < 1 || s->row_len < 1)
+        return INF_EINVAL;
+    struct backend_kv *kv = calloc(1, sizeof(*kv));
+    if (!kv)
+        return INF_ENOMEM;
+    kv->s = *s;
+    kv->row_bytes = (size_t)s->row_len * sizeof(quant_f16);
+    const size_t slots = (size_t)s->n_blocks * (size_t)s->block_size;
+    if (slots > SIZE_MAX / kv->row_bytes ||
+        slots * kv->row_bytes > SIZE_MAX / 2 / (size_t)s->n_layer) {
+        free(kv);
+        return INF_ENOMEM;
+    }
+    kv->plane = slots * kv->row_bytes;
+    kv->data = cpu_alloc(be, kv->plane * 2 * (size_t)s->n_layer);
+    if (!kv->data) {
+        free(kv);
+        return INF_ENOMEM;
+    }
+    *out = kv;
+    return 0;
+}
+
+static void cpu_kv_free(struct backend *be, struct backend_kv *kv)
+{
+    if (!kv)
+        return;
+    cpu_free(be, kv->data);
+    free(kv);
+}
+
+static void cpu_kv_copy_blocks(struct backend *be, struct backend_kv *kv, const int32_t *src,
+                               const int32_t *dst, int32_t n)
+{
+    struct cpu_ctx *c = cpu_ctx(be);
+    const size_t bb = (size_t)kv->s.block_size * kv->row_bytes;
+    for (int32_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= kv->s.n_blocks || dst[i] < 0 || dst[i] >= kv->s.n_blocks) {
+            c->error = INF_EINTERNAL; /* the caller checks the ids */
+            return;
+        }
+        for (int32_t l = 0; l < kv->s.n_layer; l++)
+            for (int v = 0; v < 2; v++) {
+                char *p = (char *)cpu_kv_plane(kv, l, v);
+                memcpy(p + (size_t)dst[i] * bb, p + (size_t)src[i] * bb, bb);
+            }
+    }
+}
+
+static int cpu_kv_read(struct backend *be, struct backend_kv *kv, int32_t layer, int64_t slot0,
+                       int64_t n, void *k_host, void *v_host)
+{
+    const int64_t slots = (int64_t)kv->s.n_blocks * kv->s.block_size;
+    if (layer < 0 || layer >= kv->s.n_layer || slot0 < 0 || n < 0 || slot0 + n > slots)
+        return INF_EINVAL;
+    memcpy(k_host, (char *)cpu_kv_plane(kv, layer, 0) + (size_t)slot0 * kv->row_bytes,
+           (size_t)n * kv->row_bytes);
+    memcpy(v_host, (char *)cpu_kv_plane(kv, layer, 1) + (size_t)slot0 * kv->row_bytes,
+           (size_t)n * kv->row_bytes);
+    return cpu_sync(be);
+}
+
+static void cpu_kv_store(struct backend *be, struct backend_kv *kv, int32_t layer, const float *k,
+                         const float *v, const int32_t *slots, int32_t n_rows)
 {
     (void)be;
-    quant_f16 *kc = k_cache, *vc = v_cache;
+    const int32_t row_len = kv->s.row_len;
+    quant_f16 *kc = cpu_kv_plane(kv, layer, 0), *vc = cpu_kv_plane(kv, layer, 1);
     for (int32_t r = 0; r < n_rows; r++) {
         quant_quantize_row(QT_F16, k + (size_t)r * row_len, kc + (size_t)slots[r] * row_len,
                            row_len);
@@ -1058,14 +1146,17 @@ static void cpu_attn_task(void *arg, int64_t ci, int ith)
         cpu_attn_head(&g, g.q + (size_t)h * hd, q16, acc, g.out + (size_t)h * hd);
 }
 
-static void cpu_attention(struct backend *be, const float *q, const void *k_cache,
-                          const void *v_cache, float *out, int32_t n_rows, const int32_t *pos,
+static void cpu_attention(struct backend *be, const float *q, struct backend_kv *kv,
+                          int32_t layer, float *out, int32_t n_rows, const int32_t *pos,
                           const int32_t *seq, const int32_t *block_table,
                           const struct backend_attn *a)
 {
     struct cpu_ctx *c = cpu_ctx(be);
     const int32_t group = a->n_head_kv > 0 ? a->n_head / a->n_head_kv : 0;
+    const quant_f16 *k_cache = cpu_kv_plane(kv, layer, 0);
+    const quant_f16 *v_cache = cpu_kv_plane(kv, layer, 1);
     if (group < 1 || group * a->n_head_kv != a->n_head ||
+        kv->s.row_len != a->n_head_kv * a->head_dim || kv->s.block_size != a->block_size ||
         cpu_attn_scratch_floats(group, a->head_dim) > c->att_stride) {
         c->error = INF_EINTERNAL; /* reserve() was not told about this shape */
         return;
@@ -1096,6 +1187,7 @@ static void cpu_destroy(struct backend *be)
 static const struct backend_ops cpu_ops = {
     .name = "cpu",
     .kv_type = QT_F16,
+    .async = 0,
     .destroy = cpu_destroy,
     .reserve = cpu_reserve,
     .alloc = cpu_alloc,
@@ -1103,6 +1195,9 @@ static const struct backend_ops cpu_ops = {
     .upload = cpu_memcpy,
     .download = cpu_memcpy,
     .copy = cpu_memcpy,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .download_async = cpu_download_async,
     .weight_register = cpu_weight_register,
     .weight_release = cpu_weight_release,
     .get_rows = cpu_get_rows,
@@ -1111,6 +1206,10 @@ static const struct backend_ops cpu_ops = {
     .mul_mat = cpu_mul_mat,
     .add_bias = cpu_add_bias,
     .rope = cpu_rope,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .kv_copy_blocks = cpu_kv_copy_blocks,
+    .kv_read = cpu_kv_read,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,

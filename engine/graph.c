@@ -15,15 +15,23 @@
  *     x += W_down (silu(W_gate h) * (W_up h))
  *   logits = W_out (rmsnorm(x) * output_norm)   for the requested rows only
  *
- * Invariants: all activation buffers are allocated in graph_new for
- * max_tokens rows; graph_forward allocates nothing. Attention reads K/V only
- * from the cache after kv_store, so a sequence gives bit-identical logits
- * whether it is prefilled alone, in chunks, or mixed with others (the backend
+ * A step is graph_submit (check the batch, pack the step descriptor, ONE
+ * upload, queue the launch sequence below and the logits download into
+ * host_alloc memory) and graph_wait (sync, status, logits); on a synchronous
+ * backend the launch sequence runs in graph_wait instead (see graph_submit).
+ *
+ * Invariants: all activation buffers, the descriptor and the logits staging
+ * are allocated in graph_new for max_tokens rows; a step allocates nothing,
+ * and every pointer a launch reads is fixed at graph_new. Attention reads
+ * K/V only from the cache after kv_store, so a sequence gives bit-identical
+ * logits whether it is prefilled alone, in chunks, or mixed with others (the backend
  * keeps every row's arithmetic independent of the batch). In the last layer
  * only the rows whose logits are wanted continue past kv_store (their K/V
  * was stored like every other row's), or, with late_out_rows, past the
  * attention output projection (llama.cpp's order); with no logits wanted
  * the last layer stops there.
+ * The K/V cache is the backend's (ops->kv_alloc): the graph names a layer
+ * and slots, never an address in it.
  * Thread: the engine thread only.
  */
 #include "graph.h"
@@ -38,6 +46,38 @@
 
 #define GRAPH_MAX_TOKENS (1 << 16)
 
+/* The step descriptor: everything a step needs in backend memory, packed
+ * at fixed offsets (int32 units, T = max_tokens, L = max_logits, B = max_bt)
+ * in one host_alloc buffer and sent in ONE upload. The offsets never change,
+ * so the device pointers derived from them do not either (a launch sequence
+ * that reads them can be captured once). Block tables have the fixed stride
+ * B; entries past what a step needs hold the throw-away block. */
+enum {
+    STEP_TOKENS, /* [T] token ids */
+    STEP_POS,    /* [T] position of each row in its sequence */
+    STEP_SEQ,    /* [T] the row's sequence, renumbered densely (order of first appearance) */
+    STEP_SLOTS,  /* [T] the row's K/V slot */
+    STEP_KV_LEN, /* [T] per sequence: highest position of the step + 1 */
+    STEP_Q_FIRST,/* [T] per sequence: its first row */
+    STEP_Q_COUNT,/* [T] per sequence: its rows */
+    STEP_N_T,    /* arrays of T entries above */
+};
+#define STEP_OUT_ROWS(T, L) ((size_t)STEP_N_T * (T))               /* [L] rows whose logits are wanted */
+#define STEP_OUT_POS(T, L) (STEP_OUT_ROWS(T, L) + (size_t)(L))     /* [L] their positions */
+#define STEP_OUT_SEQ(T, L) (STEP_OUT_ROWS(T, L) + 2 * (size_t)(L)) /* [L] their sequences */
+#define STEP_BT(T, L) (STEP_OUT_ROWS(T, L) + 3 * (size_t)(L))      /* [T][B] block tables */
+
+/* What the host knows about the step in flight without reading backend
+ * memory: counts and maxima that size the launches. */
+struct graph_step {
+    int32_t n_rows;     /* rows of the batch */
+    int32_t n_out;      /* rows whose logits are wanted */
+    int32_t n_seqs;     /* sequences (dense ids 0..n_seqs-1) */
+    int32_t max_kv;     /* longest KV length read by any row: max pos + 1 */
+    int32_t max_kv_out; /* the same over the logits rows */
+    size_t upload_bytes;
+};
+
 struct graph {
     struct model *m;
     struct backend *be;
@@ -46,12 +86,14 @@ struct graph {
     int32_t max_bt;   /* block-table entries per sequence: ceil(max_pos / block_size) */
     int32_t q_dim, kv_dim;
     struct backend_rope rope;
-    struct backend_attn attn;
+    struct backend_attn attn;     /* rows of the whole batch */
+    struct backend_attn attn_out; /* the logits rows (last layer) */
 
-    /* Paged KV cache, per layer [n_blocks * block_size][kv_dim] of the
-     * backend's kv_type (F16 on the CPU). */
-    void **k_cache, **v_cache;
-    size_t kv_row_bytes;
+    /* Paged KV cache, owned by the backend: n_blocks + 1 blocks, the last
+     * one (p.n_blocks) a throw-away block that nothing reads for a result
+     * (unused block-table entries point at it; padding rows may write it). */
+    struct backend_kv *kv;
+    int32_t trash_block;
 
     /* Activations (backend memory), [max_tokens][...] unless noted. */
     float *x;      /* [E] residual stream */
@@ -67,9 +109,21 @@ struct graph {
     float *qg;     /* [max_logits][q_dim] their queries */
     float *logits; /* [max_logits][n_vocab] */
 
-    /* Batch metadata: host staging and its backend copy. */
-    int32_t *h_seq, *h_slots, *h_bt, *h_out_pos, *h_out_seq, *h_seq_orig, *h_seq_nb;
+    /* The step descriptor: host_alloc'ed staging and its backend copy;
+     * d_* point into d_step. */
+    int32_t *h_step, *d_step;
+    size_t step_ints;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_bt, *d_out_rows, *d_out_pos, *d_out_seq;
+    /* host scratch of graph_prepare: original sequence id of each dense id,
+     * blocks it needs this step */
+    int32_t *h_seq_orig, *h_seq_nb;
+    /* logits of the last step: host_alloc'ed [max_logits][n_vocab] */
+    float *h_logits;
+
+    /* the step between graph_submit and graph_wait */
+    int inflight;
+    struct graph_step st;
+    float *out_logits; /* the caller's copy (graph_batch.logits), or NULL */
 };
 
 static void *graph_alloc(struct graph *g, size_t n, size_t elem, int *fail)
@@ -86,6 +140,20 @@ static void *graph_alloc(struct graph *g, size_t n, size_t elem, int *fail)
     return p;
 }
 
+static void *graph_host_alloc(struct graph *g, size_t n, size_t elem, int *fail)
+{
+    if (n == 0)
+        n = 1;
+    if (n > SIZE_MAX / elem) {
+        *fail = 1;
+        return NULL;
+    }
+    void *p = g->be->ops->host_alloc(g->be, n * elem);
+    if (!p)
+        *fail = 1;
+    return p;
+}
+
 int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
               struct inf_error *err)
 {
@@ -93,7 +161,7 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     const struct model_hparams *hp = model_hparams(m);
     if (p->max_tokens < 1 || p->max_tokens > GRAPH_MAX_TOKENS || p->max_logits < 0 ||
         p->max_logits > p->max_tokens || p->n_blocks < 1 || p->block_size < 1 ||
-        (int64_t)p->n_blocks * p->block_size > INT32_MAX)
+        (int64_t)(p->n_blocks + 1) * p->block_size > INT32_MAX)
         return inf_error_set(err, INF_EINVAL,
                              "graph: bad parameters (max_tokens %d, max_logits %d, n_blocks %d, "
                              "block_size %d)",
@@ -111,6 +179,7 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     g->max_bt = (g->max_pos + p->block_size - 1) / p->block_size;
     g->q_dim = hp->n_head * hp->head_dim;
     g->kv_dim = hp->n_head_kv * hp->head_dim;
+    g->trash_block = p->n_blocks;
 
     g->rope.n_dims = hp->head_dim;
     g->rope.neox = hp->rope_neox;
@@ -121,28 +190,22 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     g->attn.n_head_kv = hp->n_head_kv;
     g->attn.head_dim = hp->head_dim;
     g->attn.block_size = p->block_size;
+    g->attn.bt_stride = g->max_bt;
     g->attn.scale = 1.0f / sqrtf((float)hp->head_dim);
+    g->attn_out = g->attn;
 
     const size_t T = (size_t)p->max_tokens, L = (size_t)g->p.max_logits;
     const size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
     int fail = 0;
-    g->k_cache = calloc((size_t)hp->n_layer, sizeof(void *));
-    g->v_cache = calloc((size_t)hp->n_layer, sizeof(void *));
-    g->kv_row_bytes = quant_row_bytes(g->be->ops->kv_type, g->kv_dim);
-    if (!g->k_cache || !g->v_cache) {
+    const struct backend_kv_shape ks = {hp->n_layer, p->n_blocks + 1, p->block_size, g->kv_dim};
+    int rc = g->be->ops->kv_alloc(g->be, &ks, &g->kv);
+    if (rc) {
+        const size_t rb = quant_row_bytes(g->be->ops->kv_type, g->kv_dim);
         graph_free(g);
-        return inf_error_set(err, INF_ENOMEM, "graph: out of memory");
-    }
-    for (int il = 0; il < hp->n_layer && !fail; il++) {
-        g->k_cache[il] = graph_alloc(g, (size_t)cache_tokens, g->kv_row_bytes, &fail);
-        g->v_cache[il] = graph_alloc(g, (size_t)cache_tokens, g->kv_row_bytes, &fail);
-    }
-    if (fail) {
-        graph_free(g);
-        return inf_error_set(err, INF_ENOMEM,
+        return inf_error_set(err, rc,
                              "graph: cannot allocate the KV cache (%d layers x %lld tokens x %zu "
-                             "bytes x 2)",
-                             hp->n_layer, (long long)cache_tokens, g->kv_row_bytes);
+                             "bytes x 2): %s",
+                             hp->n_layer, (long long)cache_tokens, rb, inf_strerror(rc));
     }
     g->x = graph_alloc(g, T * E, sizeof(float), &fail);
     g->xn = graph_alloc(g, T * E, sizeof(float), &fail);
@@ -157,27 +220,28 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     g->tg = graph_alloc(g, L * E, sizeof(float), &fail);
     g->qg = graph_alloc(g, L * (size_t)g->q_dim, sizeof(float), &fail);
     g->logits = graph_alloc(g, L * V, sizeof(float), &fail);
-    g->d_tokens = graph_alloc(g, T, sizeof(int32_t), &fail);
-    g->d_pos = graph_alloc(g, T, sizeof(int32_t), &fail);
-    g->d_seq = graph_alloc(g, T, sizeof(int32_t), &fail);
-    g->d_slots = graph_alloc(g, T, sizeof(int32_t), &fail);
-    g->d_bt = graph_alloc(g, T * (size_t)g->max_bt, sizeof(int32_t), &fail);
-    g->d_out_rows = graph_alloc(g, L, sizeof(int32_t), &fail);
-    g->d_out_pos = graph_alloc(g, L, sizeof(int32_t), &fail);
-    g->d_out_seq = graph_alloc(g, L, sizeof(int32_t), &fail);
-    g->h_seq = calloc(T, sizeof(int32_t));
-    g->h_slots = calloc(T, sizeof(int32_t));
-    g->h_bt = calloc(T * (size_t)g->max_bt, sizeof(int32_t));
-    g->h_out_pos = calloc(L, sizeof(int32_t));
-    g->h_out_seq = calloc(L, sizeof(int32_t));
+    g->step_ints = STEP_BT(T, L) + T * (size_t)g->max_bt;
+    g->d_step = graph_alloc(g, g->step_ints, sizeof(int32_t), &fail);
+    g->h_step = graph_host_alloc(g, g->step_ints, sizeof(int32_t), &fail);
+    g->h_logits = graph_host_alloc(g, L * V, sizeof(float), &fail);
     g->h_seq_orig = calloc(T, sizeof(int32_t));
     g->h_seq_nb = calloc(T, sizeof(int32_t));
-    if (fail || !g->h_seq || !g->h_slots || !g->h_bt || !g->h_out_pos || !g->h_out_seq ||
-        !g->h_seq_orig || !g->h_seq_nb) {
+    if (fail || !g->h_seq_orig || !g->h_seq_nb) {
+        /* out of memory (recoverable), unless the backend says the device failed */
+        rc = g->be->ops->sync(g->be);
+        rc = rc && rc != INF_ENOMEM ? INF_EDEVICE : INF_ENOMEM;
         graph_free(g);
-        return inf_error_set(err, INF_ENOMEM, "graph: cannot allocate activations for %d tokens",
-                             p->max_tokens);
+        return inf_error_set(err, rc, "graph: cannot allocate activations for %d tokens: %s",
+                             p->max_tokens, inf_strerror(rc));
     }
+    g->d_tokens = g->d_step + STEP_TOKENS * T;
+    g->d_pos = g->d_step + STEP_POS * T;
+    g->d_seq = g->d_step + STEP_SEQ * T;
+    g->d_slots = g->d_step + STEP_SLOTS * T;
+    g->d_out_rows = g->d_step + STEP_OUT_ROWS(T, L);
+    g->d_out_pos = g->d_step + STEP_OUT_POS(T, L);
+    g->d_out_seq = g->d_step + STEP_OUT_SEQ(T, L);
+    g->d_bt = g->d_step + STEP_BT(T, L);
 
     struct backend_reserve r;
     r.max_rows = p->max_tokens;
@@ -189,10 +253,18 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     r.max_ctx = g->max_pos;
     r.n_head = hp->n_head;
     r.head_dim = hp->head_dim;
-    int rc = g->be->ops->reserve(g->be, &r);
+    rc = g->be->ops->reserve(g->be, &r);
     if (rc) {
         graph_free(g);
         return inf_error_set(err, rc, "graph: backend scratch: %s", inf_strerror(rc));
+    }
+    /* a failure the allocations above left in the backend (the zeroing of
+     * CUDA memory is queued) shows here, not in the first step */
+    rc = g->be->ops->sync(g->be);
+    if (rc) {
+        graph_free(g);
+        return inf_error_set(err, rc == INF_ENOMEM ? INF_ENOMEM : INF_EDEVICE,
+                             "graph: backend: %s", inf_strerror(rc));
     }
     *out = g;
     return 0;
@@ -203,28 +275,16 @@ void graph_free(struct graph *g)
     if (!g)
         return;
     struct backend *be = g->be;
-    const int32_t n_layer = model_hparams(g->m)->n_layer;
-    for (int il = 0; il < n_layer; il++) {
-        if (g->k_cache)
-            be->ops->free(be, g->k_cache[il]);
-        if (g->v_cache)
-            be->ops->free(be, g->v_cache[il]);
-    }
-    free(g->k_cache);
-    free(g->v_cache);
+    if (g->inflight)
+        (void)be->ops->sync(be);
+    be->ops->kv_free(be, g->kv);
     float *bufs[] = {g->x, g->xn, g->q, g->k, g->v, g->att, g->tmp, g->ffg, g->ffu,
                      g->xg, g->tg, g->qg, g->logits};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         be->ops->free(be, bufs[i]);
-    int32_t *ibufs[] = {g->d_tokens, g->d_pos, g->d_seq, g->d_slots,
-                        g->d_bt, g->d_out_rows, g->d_out_pos, g->d_out_seq};
-    for (size_t i = 0; i < sizeof(ibufs) / sizeof(ibufs[0]); i++)
-        be->ops->free(be, ibufs[i]);
-    free(g->h_seq);
-    free(g->h_slots);
-    free(g->h_bt);
-    free(g->h_out_pos);
-    free(g->h_out_seq);
+    be->ops->free(be, g->d_step);
+    be->ops->host_free(be, g->h_step);
+    be->ops->host_free(be, g->h_logits);
     free(g->h_seq_orig);
     free(g->h_seq_nb);
     free(g);
@@ -235,19 +295,28 @@ const struct graph_params *graph_params(const struct graph *g)
     return &g->p;
 }
 
-/* Check the batch against the limits and lay out its metadata for the
- * backend: sequences renumbered densely in order of first appearance, their
- * block tables packed with a common stride, each token's cache slot. */
+/* Check the batch against the limits and pack the step descriptor:
+ * sequences renumbered densely in order of first appearance, their block
+ * tables at the fixed stride max_bt (the rest of each table the throw-away
+ * block), each row's cache slot, per sequence its KV length and rows; then
+ * ONE upload. Nothing is queued when the batch is refused. */
 static int graph_prepare(struct graph *g, const struct graph_batch *b)
 {
-    const int32_t n = b->n_tokens, bs = g->p.block_size;
+    const int32_t n = b->n_tokens, bs = g->p.block_size, B = g->max_bt;
     const int32_t n_vocab = model_hparams(g->m)->n_vocab;
     if (n < 1 || n > g->p.max_tokens || !b->tokens || !b->pos || !b->seq || b->n_seqs < 1 ||
         !b->block_tables || b->n_logits < 0 || b->n_logits > g->p.max_logits ||
-        (b->n_logits > 0 && (!b->logit_rows || !b->logits)))
+        (b->n_logits > 0 && !b->logit_rows))
         return INF_EINVAL;
+    const size_t T = (size_t)g->p.max_tokens, L = (size_t)g->p.max_logits;
+    int32_t *h = g->h_step;
+    int32_t *tokens = h + STEP_TOKENS * T, *pos = h + STEP_POS * T, *seq = h + STEP_SEQ * T;
+    int32_t *slots = h + STEP_SLOTS * T, *kv_len = h + STEP_KV_LEN * T;
+    int32_t *q_first = h + STEP_Q_FIRST * T, *q_count = h + STEP_Q_COUNT * T;
+    int32_t *out_rows = h + STEP_OUT_ROWS(T, L), *out_pos = h + STEP_OUT_POS(T, L);
+    int32_t *out_seq = h + STEP_OUT_SEQ(T, L), *bt = h + STEP_BT(T, L);
 
-    int32_t n_local = 0;
+    int32_t n_local = 0, max_kv = 0;
     for (int32_t t = 0; t < n; t++) {
         const int32_t s = b->seq[t], p = b->pos[t];
         if (b->tokens[t] < 0 || b->tokens[t] >= n_vocab || p < 0 || p >= g->max_pos || s < 0 ||
@@ -256,7 +325,7 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
         /* Tokens of one sequence usually sit together: try the previous first. */
         int32_t ls = -1;
         if (t > 0 && b->seq[t - 1] == s) {
-            ls = g->h_seq[t - 1];
+            ls = seq[t - 1];
         } else {
             for (int32_t i = 0; i < n_local; i++)
                 if (g->h_seq_orig[i] == s) {
@@ -268,60 +337,74 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
             ls = n_local++;
             g->h_seq_orig[ls] = s;
             g->h_seq_nb[ls] = 0;
+            kv_len[ls] = 0;
+            q_first[ls] = t;
+            q_count[ls] = 0;
         }
-        g->h_seq[t] = ls;
+        seq[t] = ls;
+        q_count[ls]++;
         if (p / bs + 1 > g->h_seq_nb[ls])
             g->h_seq_nb[ls] = p / bs + 1;
+        if (p + 1 > kv_len[ls])
+            kv_len[ls] = p + 1;
+        if (p + 1 > max_kv)
+            max_kv = p + 1;
     }
-    int32_t stride = 0;
-    for (int32_t i = 0; i < n_local; i++)
-        if (g->h_seq_nb[i] > stride)
-            stride = g->h_seq_nb[i];
     for (int32_t i = 0; i < n_local; i++) {
-        const int32_t *bt = b->block_tables[g->h_seq_orig[i]];
-        for (int32_t j = 0; j < g->h_seq_nb[i]; j++) {
-            if (bt[j] < 0 || bt[j] >= g->p.n_blocks)
+        const int32_t *src = b->block_tables[g->h_seq_orig[i]];
+        int32_t *dst = bt + (size_t)i * B;
+        int32_t j = 0;
+        for (; j < g->h_seq_nb[i]; j++) {
+            if (src[j] < 0 || src[j] >= g->p.n_blocks)
                 return INF_EINVAL;
-            g->h_bt[(size_t)i * stride + j] = bt[j];
+            dst[j] = src[j];
         }
+        for (; j < B; j++)
+            dst[j] = g->trash_block;
     }
     for (int32_t t = 0; t < n; t++) {
         const int32_t p = b->pos[t];
-        const int32_t blk = g->h_bt[(size_t)g->h_seq[t] * stride + p / bs];
-        g->h_slots[t] = blk * bs + p % bs;
+        slots[t] = bt[(size_t)seq[t] * B + p / bs] * bs + p % bs;
     }
+    int32_t max_kv_out = 0;
     for (int32_t i = 0; i < b->n_logits; i++) {
         const int32_t r = b->logit_rows[i];
         if (r < 0 || r >= n)
             return INF_EINVAL;
-        g->h_out_pos[i] = b->pos[r];
-        g->h_out_seq[i] = g->h_seq[r];
+        out_rows[i] = r;
+        out_pos[i] = b->pos[r];
+        out_seq[i] = seq[r];
+        if (b->pos[r] + 1 > max_kv_out)
+            max_kv_out = b->pos[r] + 1;
     }
-    g->attn.bt_stride = stride;
+    memcpy(tokens, b->tokens, (size_t)n * sizeof(int32_t));
+    memcpy(pos, b->pos, (size_t)n * sizeof(int32_t));
 
-    struct backend *be = g->be;
-    const size_t ni = (size_t)n * sizeof(int32_t), nl = (size_t)b->n_logits * sizeof(int32_t);
-    be->ops->upload(be, g->d_tokens, b->tokens, ni);
-    be->ops->upload(be, g->d_pos, b->pos, ni);
-    be->ops->upload(be, g->d_seq, g->h_seq, ni);
-    be->ops->upload(be, g->d_slots, g->h_slots, ni);
-    be->ops->upload(be, g->d_bt, g->h_bt, (size_t)n_local * stride * sizeof(int32_t));
-    be->ops->upload(be, g->d_out_rows, b->logit_rows, nl);
-    be->ops->upload(be, g->d_out_pos, g->h_out_pos, nl);
-    be->ops->upload(be, g->d_out_seq, g->h_out_seq, nl);
+    g->st.n_rows = n;
+    g->st.n_out = b->n_logits;
+    g->st.n_seqs = n_local;
+    g->st.max_kv = max_kv;
+    g->st.max_kv_out = max_kv_out;
+    g->st.upload_bytes = (STEP_BT(T, L) + (size_t)n_local * B) * sizeof(int32_t);
+    g->attn.max_kv = max_kv;
+    g->attn_out.max_kv = max_kv_out;
+
+    /* the whole descriptor in one transfer: the fixed-size arrays (only
+     * their first entries are meaningful) and the tables in use */
+    g->be->ops->upload(g->be, g->d_step, g->h_step, g->st.upload_bytes);
     return 0;
 }
 
-int graph_forward(struct graph *g, const struct graph_batch *b)
+/* The launch sequence of the step packed by graph_prepare, ending with the
+ * logits download into h_logits. Queued on an async backend; computed on a
+ * synchronous one. */
+static void graph_launch(struct graph *g)
 {
-    int rc = graph_prepare(g, b);
-    if (rc)
-        return rc;
     const struct model_hparams *hp = model_hparams(g->m);
     const struct model_weights *W = model_weights(g->m);
     struct backend *be = g->be;
     const struct backend_ops *op = be->ops;
-    const int32_t n = b->n_tokens, n_out = b->n_logits;
+    const int32_t n = g->st.n_rows, n_out = g->st.n_out;
     const int32_t E = hp->n_embd, F = hp->n_ff, HD = hp->head_dim;
     const float eps = hp->rms_eps;
 
@@ -347,19 +430,19 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
         }
         op->rope(be, g->q, n, hp->n_head, g->d_pos, &g->rope);
         op->rope(be, g->k, n, hp->n_head_kv, g->d_pos, &g->rope);
-        op->kv_store(be, g->k_cache[il], g->v_cache[il], g->k, g->v, g->d_slots, n, g->kv_dim);
+        op->kv_store(be, g->kv, il, g->k, g->v, g->d_slots, n);
 
         /* The rows that go on: all of them, except in the last layer where
          * only the rows whose logits are wanted matter. */
         float *x = g->x, *q = g->q, *proj = g->tmp;
         int32_t nr = n;
         const int32_t *pos = g->d_pos, *seq = g->d_seq;
+        const struct backend_attn *attn = &g->attn;
         const int last = il == hp->n_layer - 1;
         if (last && n_out == 0)
             break;
         if (last && g->p.late_out_rows) {
-            op->attention(be, q, g->k_cache[il], g->v_cache[il], g->att, nr, pos, seq, g->d_bt,
-                          &g->attn);
+            op->attention(be, q, g->kv, il, g->att, nr, pos, seq, g->d_bt, attn);
             op->mul_mat(be, L->wo, g->att, g->tmp, nr);
             op->gather(be, g->tmp, g->d_out_rows, n_out, E, g->tg);
             op->gather(be, g->x, g->d_out_rows, n_out, E, g->xg);
@@ -375,9 +458,9 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
                 nr = n_out;
                 pos = g->d_out_pos;
                 seq = g->d_out_seq;
+                attn = &g->attn_out;
             }
-            op->attention(be, q, g->k_cache[il], g->v_cache[il], g->att, nr, pos, seq, g->d_bt,
-                          &g->attn);
+            op->attention(be, q, g->kv, il, g->att, nr, pos, seq, g->d_bt, attn);
             op->mul_mat(be, L->wo, g->att, g->tmp, nr);
         }
         op->add(be, x, proj, (int64_t)nr * E);
@@ -393,29 +476,85 @@ int graph_forward(struct graph *g, const struct graph_batch *b)
         if (last) {
             op->rms_norm(be, x, W->output_norm, g->xn, nr, E, eps);
             op->mul_mat(be, W->output, g->xn, g->logits, nr);
-            op->download(be, b->logits, g->logits, (size_t)nr * hp->n_vocab * sizeof(float));
+            op->download_async(be, g->h_logits, g->logits,
+                               (size_t)nr * hp->n_vocab * sizeof(float));
         }
     }
+}
+
+int graph_submit(struct graph *g, const struct graph_batch *b)
+{
+    if (g->inflight)
+        return INF_EBUSY;
+    int rc = graph_prepare(g, b);
+    if (rc)
+        return rc;
+    g->inflight = 1;
+    g->out_logits = b->n_logits > 0 ? b->logits : NULL;
+    /* a synchronous backend computes in graph_wait: the host work the
+     * caller does between the two then still comes first, as it did
+     * before the split, instead of waiting for a whole step */
+    if (g->be->ops->async)
+        graph_launch(g);
+    return 0;
+}
+
+int graph_wait(struct graph *g)
+{
+    if (!g->inflight)
+        return INF_EINVAL;
+    if (!g->be->ops->async)
+        graph_launch(g);
+    g->inflight = 0;
     /* a recoverable allocation failure stays INF_ENOMEM (the request gets a
      * 503, the daemon lives); anything else the backend reports is the device */
-    rc = op->sync(be);
-    return rc == INF_ENOMEM ? INF_ENOMEM : rc ? INF_EDEVICE : 0;
+    int rc = g->be->ops->sync(g->be);
+    if (rc)
+        return rc == INF_ENOMEM ? INF_ENOMEM : INF_EDEVICE;
+    if (g->out_logits)
+        memcpy(g->out_logits, g->h_logits,
+               (size_t)g->st.n_out * (size_t)model_hparams(g->m)->n_vocab * sizeof(float));
+    return 0;
+}
+
+float *graph_logits(struct graph *g)
+{
+    return g->h_logits;
+}
+
+int graph_forward(struct graph *g, const struct graph_batch *b)
+{
+    int rc = graph_submit(g, b);
+    return rc ? rc : graph_wait(g);
+}
+
+int graph_kv_copy_blocks(struct graph *g, const int32_t *src, const int32_t *dst, int32_t n)
+{
+    if (g->inflight)
+        return INF_EBUSY;
+    if (n < 0)
+        return INF_EINVAL;
+    for (int32_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= g->p.n_blocks || dst[i] < 0 || dst[i] >= g->p.n_blocks ||
+            src[i] == dst[i])
+            return INF_EINVAL;
+        for (int32_t j = 0; j < n; j++)
+            if (dst[j] == src[i] || (j < i && dst[j] == dst[i]))
+                return INF_EINVAL;
+    }
+    if (n > 0)
+        g->be->ops->kv_copy_blocks(g->be, g->kv, src, dst, n);
+    return 0;
 }
 
 int graph_kv_copy_block(struct graph *g, int32_t src_block, int32_t dst_block)
 {
-    if (src_block < 0 || src_block >= g->p.n_blocks || dst_block < 0 ||
-        dst_block >= g->p.n_blocks)
-        return INF_EINVAL;
-    if (src_block == dst_block)
+    if (src_block == dst_block && src_block >= 0 && src_block < g->p.n_blocks && !g->inflight)
         return 0;
-    const size_t bytes = (size_t)g->p.block_size * g->kv_row_bytes;
-    for (int32_t il = 0; il < model_hparams(g->m)->n_layer; il++) {
-        char *k = g->k_cache[il], *v = g->v_cache[il];
-        g->be->ops->copy(g->be, k + (size_t)dst_block * bytes, k + (size_t)src_block * bytes,
-                         bytes);
-        g->be->ops->copy(g->be, v + (size_t)dst_block * bytes, v + (size_t)src_block * bytes,
-                         bytes);
-    }
-    return g->be->ops->sync(g->be) ? INF_EDEVICE : 0;
+    return graph_kv_copy_blocks(g, &src_block, &dst_block, 1);
+}
+
+struct backend_kv *graph_kv(struct graph *g)
+{
+    return g->kv;
 }

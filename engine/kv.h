@@ -1,7 +1,9 @@
 /* kv — bookkeeping of the paged KV cache: which blocks are free, who holds
  * them, which ones hold a reusable prompt prefix. The K/V data itself lives in
- * the graph (engine/graph.h); kv only hands out block ids, and tells the
- * caller when a block must be copied (graph_kv_copy_block) before a write.
+ * the backend (struct backend_kv, allocated by the graph: engine/graph.h);
+ * kv only hands out block ids, and tells the caller when a block must be
+ * copied (graph_kv_copy_block, queued before the step that writes it) before
+ * a write.
  *
  * Blocks: n_blocks fixed-size blocks of block_size tokens. Each block has a
  * refcount: the number of block tables (struct kv_seq) that hold it. A block

@@ -13,8 +13,27 @@
  *
  * One step: (1) apply cancels, (2) admit from the queue head while blocks
  * and sequence slots allow, (3) build one batch (decodes, then prompt
- * chunks), (4) graph_forward, (5) sample and push events, (6) notify the
- * requests that got events, drop the finished ones.
+ * chunks), (4) graph_submit, (5) while the device computes: publish the
+ * previous step (its stats, then its events and notifies, then let go of the
+ * requests it finished) and feed the prompts of the requests admitted in (2)
+ * to their samplers, (6) graph_wait, (7) sample and push events, (8) keep
+ * the step's stats and touched requests for the next step's (5) -- or
+ * publish them at once when the engine goes idle or stops.
+ *
+ * What overlaps the device and why that changes no output: (5) only. The
+ * previous step's events are complete when it ends; publishing them later
+ * changes when a client sees them, not what or in which order (a step's
+ * events become visible together, after its stats, as before: the events
+ * pushed by this step's (1)-(2) stay hidden behind each request's ev_mark
+ * until this step is published). The prompt tokens a sampler is told about
+ * are only read when the request's first token is sampled, in (7) at the
+ * earliest, and sampler_accept cannot fail. Everything that decides the
+ * batch -- cancels, admission (which needs the blocks and slots that
+ * sampling frees), the decode rows (which need the sampled tokens) -- stays
+ * before graph_submit, in today's order, so batches, K/V and logits are
+ * those of the synchronous loop. On the CPU (a synchronous backend) the
+ * step is computed in graph_wait, after (5), so nothing overlaps there and
+ * (5) delays no step.
  *
  * Threads: see sched.h. Invariant: a handle's notify callback only runs
  * under its mutex and never after sched_release (which takes the mutex), so
@@ -72,6 +91,9 @@ struct sched_handle {
      * the current step, published with the step's stats at its end */
     struct sched_event *ev;
     int32_t ev_head, ev_vis, ev_tail, ev_cap;
+    /* engine thread, under mu: the tail at the end of the last step, which
+     * is what publishing that step makes visible (ev_vis <= ev_mark <= ev_tail) */
+    int32_t ev_mark;
     int released;           /* under mu */
     atomic_int cancel;
     atomic_uchar *cancel_choice; /* [n_choices] */
@@ -88,6 +110,7 @@ struct sched_handle {
     struct seq **seqs;     /* [n_choices] */
     int touched;           /* got events this step */
     int failed;            /* an ERROR event went out: nothing more */
+    int accept_pending;    /* admitted this step: prompt not yet fed to the samplers */
 };
 
 /* What a logits row of the batch is for. */
@@ -127,10 +150,15 @@ struct sched {
     int32_t *b_tok, *b_pos, *b_seq, *b_lrows;
     const int32_t **b_bt;
     struct row_use *b_use;
-    float *logits;           /* [max_logits][n_vocab] */
     int32_t *tokbuf;         /* [block_size] */
     struct sched_handle **touched, **dropped;
     int32_t n_touched, n_dropped, touched_cap;
+    /* the last step, not yet published: its stats, the requests it touched
+     * (events up to their ev_mark), the requests it finished */
+    struct sched_stats pend_stats;
+    int pend_valid;
+    struct sched_handle **pend_touched, **pend_dropped;
+    int32_t n_pend_touched, n_pend_dropped;
 
     /* shared with submitters (under mu) */
     pthread_mutex_t mu;
@@ -217,11 +245,12 @@ static int push_event(struct sched *s, struct sched_handle *r, const struct sche
 
     pthread_mutex_lock(&r->mu);
     if (r->ev_head == r->ev_tail)
-        r->ev_head = r->ev_vis = r->ev_tail = 0;
+        r->ev_head = r->ev_vis = r->ev_mark = r->ev_tail = 0;
     if (r->ev_tail == r->ev_cap && r->ev_head > 0) {
         memmove(r->ev, r->ev + r->ev_head,
                 (size_t)(r->ev_tail - r->ev_head) * sizeof(*r->ev));
         r->ev_vis -= r->ev_head;
+        r->ev_mark -= r->ev_head;
         r->ev_tail -= r->ev_head;
         r->ev_head = 0;
     }
@@ -265,10 +294,49 @@ static void push_simple(struct sched *s, struct sched_handle *r, int kind, int32
 static void publish(struct sched_handle *r)
 {
     pthread_mutex_lock(&r->mu);
-    r->ev_vis = r->ev_tail;
+    r->ev_vis = r->ev_mark = r->ev_tail;
     if (!r->released && r->notify)
         r->notify(r->ud);
     pthread_mutex_unlock(&r->mu);
+}
+
+/* Publish what the last step left pending: stats first, then each touched
+ * request's events up to its mark, then drop the requests it finished. */
+static void flush_pending(struct sched *s)
+{
+    if (s->pend_valid) {
+        const struct sched_stats *p = &s->pend_stats;
+
+        pthread_mutex_lock(&s->mu);
+        s->stats.running = p->running;
+        s->stats.waiting = p->waiting;
+        s->stats.kv_blocks_total = p->kv_blocks_total;
+        s->stats.kv_blocks_free = p->kv_blocks_free;
+        s->stats.kv_blocks_used = p->kv_blocks_used;
+        s->stats.kv_blocks_cached = p->kv_blocks_cached;
+        s->stats.prefix_hit_tokens = p->prefix_hit_tokens;
+        s->stats.prefix_hits = p->prefix_hits;
+        s->stats.prompt_tokens = p->prompt_tokens;
+        s->stats.generated_tokens = p->generated_tokens;
+        s->stats.steps = p->steps;
+        s->stats.step_seconds_sum = p->step_seconds_sum;
+        s->stats.requests_done = p->requests_done;
+        pthread_mutex_unlock(&s->mu);
+        s->pend_valid = 0;
+    }
+    for (int32_t i = 0; i < s->n_pend_touched; i++) {
+        struct sched_handle *r = s->pend_touched[i];
+
+        pthread_mutex_lock(&r->mu);
+        r->ev_vis = r->ev_mark;
+        if (!r->released && r->notify)
+            r->notify(r->ud);
+        pthread_mutex_unlock(&r->mu);
+    }
+    s->n_pend_touched = 0;
+    for (int32_t i = 0; i < s->n_pend_dropped; i++)
+        handle_unref(s->pend_dropped[i]);
+    s->n_pend_dropped = 0;
 }
 
 /* ---- finishing ---- */
@@ -407,9 +475,8 @@ static int admit(struct sched *s, struct sched_handle *r)
             fail_request(s, r, INF_ENOMEM);
             return 1;
         }
-        for (int32_t i = 0; i < r->n_prompt; i++)
-            sampler_accept(q->smp, r->prompt[i], 1);
     }
+    r->accept_pending = 1; /* the prompt goes to the samplers while the step computes */
     return 1;
 }
 
@@ -606,9 +673,31 @@ static int prepare_pos(struct sched *s, struct seq *q, int32_t pos)
     return rc;
 }
 
+/* The prompts of the requests admitted this step, into their samplers (the
+ * penalties' context); see the file comment for why this may wait until
+ * the step is submitted. */
+static void feed_prompts(struct sched *s)
+{
+    for (int32_t i = 0; i < s->n_run; i++) {
+        struct sched_handle *r = s->run[i];
+
+        if (!r->accept_pending)
+            continue;
+        r->accept_pending = 0;
+        if (r->state == RQ_FINISHED)
+            continue;
+        for (int32_t c = 0; c < r->n_choices; c++) {
+            struct seq *q = r->seqs[c];
+
+            for (int32_t j = 0; q && q->smp && j < r->n_prompt; j++)
+                sampler_accept(q->smp, r->prompt[j], 1);
+        }
+    }
+}
+
 static void step(struct sched *s, int cancel_all)
 {
-    double t0 = now_s();
+    double t0 = now_s(), t_pub;
     int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill;
     struct graph_batch b;
     int rc;
@@ -709,6 +798,7 @@ static void step(struct sched *s, int cancel_all)
         budget -= chunk;
     }
 
+    rc = 0;
     if (nt > 0) {
         b.n_tokens = nt;
         b.tokens = s->b_tok;
@@ -718,10 +808,22 @@ static void step(struct sched *s, int cancel_all)
         b.block_tables = s->b_bt;
         b.n_logits = nl;
         b.logit_rows = s->b_lrows;
-        b.logits = s->logits;
-        rc = graph_forward(s->g, &b);
+        b.logits = NULL; /* read in place: graph_logits */
+        rc = graph_submit(s->g, &b);
+    }
+
+    /* While the device computes (see the file comment): the previous
+     * step's publication, this step's new prompts into their samplers. */
+    t_pub = now_s();
+    flush_pending(s);
+    t_pub = now_s() - t_pub;
+    feed_prompts(s);
+
+    if (nt > 0) {
+        if (rc == 0)
+            rc = graph_wait(s->g);
         if (rc != 0) {
-            log_error("sched: graph_forward failed (%s): %d tokens, %d sequences",
+            log_error("sched: graph step failed (%s): %d tokens, %d sequences",
                       inf_strerror(rc), nt, ns);
             for (int32_t i = 0; i < s->n_run; i++) {
                 struct sched_handle *r = s->run[i];
@@ -770,7 +872,7 @@ static void step(struct sched *s, int cancel_all)
         for (int32_t k = 0; k < nl; k++) {
             struct row_use *u = &s->b_use[k];
             struct sched_handle *r = u->r;
-            float *L = s->logits + (size_t)k * (size_t)s->n_vocab;
+            float *L = graph_logits(s->g) + (size_t)k * (size_t)s->n_vocab;
 
             if (r->state == RQ_FINISHED)
                 continue;
@@ -813,32 +915,42 @@ static void step(struct sched *s, int cancel_all)
     }
     if (nt > 0) {
         s->st_steps++;
-        s->st_step_s += now_s() - t0;
+        s->st_step_s += now_s() - t0 - t_pub; /* the previous step's publication is not this step */
     }
-    pthread_mutex_lock(&s->mu);
-    s->stats.running = s->n_seq_live;
-    s->stats.waiting = s->n_queued;
-    s->stats.kv_blocks_total = kv_n_blocks(s->kv);
-    s->stats.kv_blocks_free = kv_free_count(s->kv);
-    s->stats.kv_blocks_used = kv_n_blocks(s->kv) - kv_free_count(s->kv);
-    s->stats.kv_blocks_cached = kv_cached_count(s->kv);
-    s->stats.prefix_hit_tokens = s->st_prefix_hit_tokens;
-    s->stats.prefix_hits = s->st_prefix_hits;
-    s->stats.prompt_tokens = s->st_prompt_tokens;
-    s->stats.generated_tokens = s->st_generated;
-    s->stats.steps = s->st_steps;
-    s->stats.step_seconds_sum = s->st_step_s;
-    s->stats.requests_done = s->st_done;
-    pthread_mutex_unlock(&s->mu);
+    /* this step's publication waits for the next step's window (or for
+     * engine_main, when no step follows) */
+    {
+        struct sched_stats *p = &s->pend_stats;
 
-    /* publish + notify, then let go of finished requests */
+        p->running = s->n_seq_live;
+        pthread_mutex_lock(&s->mu);
+        p->waiting = s->n_queued;
+        pthread_mutex_unlock(&s->mu);
+        p->kv_blocks_total = kv_n_blocks(s->kv);
+        p->kv_blocks_free = kv_free_count(s->kv);
+        p->kv_blocks_used = kv_n_blocks(s->kv) - kv_free_count(s->kv);
+        p->kv_blocks_cached = kv_cached_count(s->kv);
+        p->prefix_hit_tokens = s->st_prefix_hit_tokens;
+        p->prefix_hits = s->st_prefix_hits;
+        p->prompt_tokens = s->st_prompt_tokens;
+        p->generated_tokens = s->st_generated;
+        p->steps = s->st_steps;
+        p->step_seconds_sum = s->st_step_s;
+        p->requests_done = s->st_done;
+        s->pend_valid = 1;
+    }
     for (int32_t i = 0; i < s->n_touched; i++) {
-        s->touched[i]->touched = 0;
-        publish(s->touched[i]);
+        struct sched_handle *r = s->touched[i];
+
+        r->touched = 0;
+        pthread_mutex_lock(&r->mu);
+        r->ev_mark = r->ev_tail;
+        pthread_mutex_unlock(&r->mu);
+        s->pend_touched[s->n_pend_touched++] = r;
     }
     s->n_touched = 0;
     for (int32_t i = 0; i < s->n_dropped; i++)
-        handle_unref(s->dropped[i]);
+        s->pend_dropped[s->n_pend_dropped++] = s->dropped[i];
     s->n_dropped = 0;
 }
 
@@ -850,6 +962,13 @@ static void *engine_main(void *arg)
         int cancel_all;
 
         pthread_mutex_lock(&s->mu);
+        if (s->n_run == 0 && !s->q_head) {
+            /* no step follows now: the last one's publication cannot wait
+             * for the next step's window */
+            pthread_mutex_unlock(&s->mu);
+            flush_pending(s);
+            pthread_mutex_lock(&s->mu);
+        }
         while (s->n_run == 0 && !s->q_head && !s->stopping) {
             struct timespec ts;
 
@@ -872,6 +991,7 @@ static void *engine_main(void *arg)
             s->watchdog(s->wd_ud);
         step(s, cancel_all);
     }
+    flush_pending(s); /* nothing is left by now; for clarity */
     return NULL;
 }
 
@@ -907,10 +1027,11 @@ void sched_free(struct sched *s)
     free(s->b_lrows);
     free(s->b_bt);
     free(s->b_use);
-    free(s->logits);
     free(s->tokbuf);
     free(s->touched);
     free(s->dropped);
+    free(s->pend_touched);
+    free(s->pend_dropped);
     free(s);
 }
 
@@ -1005,14 +1126,15 @@ int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
     s->b_bt = malloc((size_t)(ms + 1) * sizeof(*s->b_bt));
     s->b_lrows = malloc((size_t)gp->max_logits * sizeof(int32_t));
     s->b_use = malloc((size_t)gp->max_logits * sizeof(*s->b_use));
-    s->logits = malloc((size_t)gp->max_logits * (size_t)s->n_vocab * sizeof(float));
     s->tokbuf = malloc((size_t)bs * sizeof(int32_t));
     s->touched = malloc((size_t)cap_drop * sizeof(*s->touched));
     s->dropped = malloc((size_t)cap_drop * sizeof(*s->dropped));
+    s->pend_touched = malloc((size_t)cap_drop * sizeof(*s->pend_touched));
+    s->pend_dropped = malloc((size_t)cap_drop * sizeof(*s->pend_dropped));
     s->touched_cap = cap_drop;
     if (!s->eog || !s->slots || !s->slot_free || !s->slot_blocks || !s->slot_gen || !s->run ||
         !s->b_tok || !s->b_pos || !s->b_seq || !s->b_bt || !s->b_lrows || !s->b_use ||
-        !s->logits || !s->tokbuf || !s->touched || !s->dropped) {
+        !s->tokbuf || !s->touched || !s->dropped || !s->pend_touched || !s->pend_dropped) {
         sched_free(s);
         return inf_error_set(err, INF_ENOMEM, "out of memory for the scheduler");
     }

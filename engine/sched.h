@@ -4,8 +4,12 @@
  * (started by sched_start) runs the step loop: admit waiting requests while KV
  * blocks allow (engine/kv), build one batch of one decode token per running
  * sequence plus prompt chunks of admitted ones under a per-step token budget,
- * run graph_forward, sample, push events, and call the request's notify
- * callback (the daemon turns that into uv_async_send).
+ * submit it to the graph (graph_submit), publish the previous step's events
+ * while the device computes, wait for it (graph_wait), sample, push events,
+ * and call the request's notify callback (the daemon turns that into
+ * uv_async_send). A step's events become visible together, after the stats
+ * that reflect it, at the latest when the next step is submitted or the
+ * engine goes idle.
  *
  * Threads: sched_submit/poll/cancel/release/stats may be called from any one
  * non-engine thread (the loop thread); the notify callback and the watchdog
@@ -143,7 +147,7 @@ struct sched_handle;
 
 /* The scheduler drives g (whose model is m); it does not own them. The
  * graph's limits win: max_seqs and step_tokens are clamped to what one
- * graph_forward accepts. INF_EINVAL (err says why) for a config that does
+ * graph step accepts. INF_EINVAL (err says why) for a config that does
  * not match the graph. */
 int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
               struct sched **out, struct inf_error *err);

@@ -8,6 +8,9 @@
  * do not depend on the batch or on how a prompt was chunked (the cache is
  * the only input besides the row's query).
  *
+ * a.max_kv (the host's bound on the longest row) is not used yet: the grid
+ * is one block per (row, 4 heads) whatever the length.
+ *
  * This is the correct baseline; the tiled flash-attention prefill and the
  * split decode kernel are later work (they must keep the per-row order).
  */
@@ -117,4 +120,21 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     attention_kernel<<<grid, ATT_WARPS * CUDA_WARP, 0, c->stream>>>(
         q, (const quant_f16 *)k_cache, (const quant_f16 *)v_cache, out, pos, seq, block_table, *a);
     CUDA_CHECK_LAUNCH(c, "attention_kernel");
+}
+
+void cuda_op_attention_layer(struct backend *be, const float *q, struct backend_kv *kv,
+                             int32_t layer, float *out, int32_t n_rows, const int32_t *pos,
+                             const int32_t *seq, const int32_t *block_table,
+                             const struct backend_attn *a)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (c->err)
+        return;
+    if (layer < 0 || layer >= kv->s.n_layer || kv->s.row_len != a->n_head_kv * a->head_dim ||
+        kv->s.block_size != a->block_size) {
+        c->err = INF_EINTERNAL; /* the graph's shapes disagree with its cache */
+        return;
+    }
+    cuda_op_attention(be, q, cuda_kv_plane(kv, layer, 0), cuda_kv_plane(kv, layer, 1), out,
+                      n_rows, pos, seq, block_table, a);
 }

@@ -1,10 +1,12 @@
 /* cuda/backend — the CUDA backend's op table (engine/backend.h): device
  * memory, resident weights, scratch, the error state, and the table itself.
  * The ops live one per file (get_rows.cu, norm.cu, rope.cu, attention.cu,
- * elementwise.cu, mul_mat.cu); this file is the glue.
+ * elementwise.cu, mul_mat.cu, kv.cu for the cache); this file is the glue.
  *
  * Everything runs on one non-blocking stream owned by the backend; ops
- * queue work and return, ops->sync waits and reports the first error.
+ * queue work and return (ops->async = 1), ops->sync waits and reports the
+ * first error. Host memory from host_alloc is pinned, so the graph's one
+ * upload per step and its logits download run asynchronously.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,10 @@ static void *cuda_be_alloc(struct backend *be, size_t bytes)
     if (cuda_op_begin(c))
         return NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+        CUDA_CHECK_CTX(c, e); /* not memory: the device (sync reports INF_EDEVICE) */
+        return NULL;
+    }
     if (e != cudaSuccess) {
         /* a failed allocation is an answer, not a broken backend */
         cudaGetLastError();
@@ -86,7 +92,8 @@ static void cuda_be_upload(struct backend *be, void *dst, const void *src, size_
     if (cuda_op_begin(c) || !bytes)
         return;
     /* pageable source: the copy is staged before the call returns, so the
-     * caller may reuse src at once */
+     * caller may reuse src at once; pinned (host_alloc) source: queued, the
+     * bytes must stay until the next sync (backend.h) */
     CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
@@ -106,6 +113,46 @@ static void cuda_be_copy(struct backend *be, void *dst, const void *src, size_t 
     if (cuda_op_begin(c) || !bytes)
         return;
     CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* Pinned host memory: copies from and to it overlap the computation (a
+ * step's descriptor goes up from it, its logits come down into it). */
+static void *cuda_be_host_alloc(struct backend *be, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    void *p = NULL;
+    if (cuda_op_begin(c))
+        return NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
+        CUDA_CHECK_CTX(c, e); /* not memory: the device (sync reports INF_EDEVICE) */
+        return NULL;
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        log_error("cuda: cudaHostAlloc(%zu MiB) failed: %s", bytes >> 20, cudaGetErrorString(e));
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cuda_be_host_free(struct backend *be, void *p)
+{
+    if (!p)
+        return;
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    cudaSetDevice(c->device);
+    cudaStreamSynchronize(c->stream); /* a queued copy may still use it */
+    cudaFreeHost(p);
+}
+
+static void cuda_be_download_async(struct backend *be, void *dst, const void *src, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || !bytes)
+        return;
+    CUDA_CHECK_CTX(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
 }
 
 /* ---- weights ------------------------------------------------------------- */
@@ -239,6 +286,7 @@ extern "C" int cuda_be_prewarm(struct backend *be,
 static const struct backend_ops cuda_backend_ops = {
     /* .name */ "cuda",
     /* .kv_type */ QT_F16,
+    /* .async */ 1,
     /* .destroy */ cuda_be_destroy,
     /* .reserve */ cuda_be_reserve,
     /* .alloc */ cuda_be_alloc,
@@ -246,6 +294,9 @@ static const struct backend_ops cuda_backend_ops = {
     /* .upload */ cuda_be_upload,
     /* .download */ cuda_be_download,
     /* .copy */ cuda_be_copy,
+    /* .host_alloc */ cuda_be_host_alloc,
+    /* .host_free */ cuda_be_host_free,
+    /* .download_async */ cuda_be_download_async,
     /* .weight_register */ cuda_be_weight_register,
     /* .weight_release */ cuda_be_weight_release,
     /* .get_rows */ cuda_op_get_rows,
@@ -254,8 +305,12 @@ static const struct backend_ops cuda_backend_ops = {
     /* .mul_mat */ cuda_op_mul_mat,
     /* .add_bias */ cuda_op_add_bias,
     /* .rope */ cuda_op_rope,
-    /* .kv_store */ cuda_op_kv_store,
-    /* .attention */ cuda_op_attention,
+    /* .kv_alloc */ cuda_kv_alloc,
+    /* .kv_free */ cuda_kv_free,
+    /* .kv_copy_blocks */ cuda_kv_copy_blocks,
+    /* .kv_read */ cuda_kv_read,
+    /* .kv_store */ cuda_op_kv_store_layer,
+    /* .attention */ cuda_op_attention_layer,
     /* .silu_mul */ cuda_op_silu_mul,
     /* .add */ cuda_op_add,
     /* .sync */ cuda_be_sync,

@@ -38,6 +38,22 @@ struct cuda_ctx {
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
 };
 
+/* The KV cache (backend.h's opaque handle, cuda/kv.cu): one allocation,
+ * per layer the K plane then the V plane, each [n_blocks * block_size]
+ * [row_len] F16, so a block of every plane is one run of rows and a block
+ * copy of all layers is one strided 2-D copy. */
+struct backend_kv {
+    struct backend_kv_shape s;
+    size_t row_bytes; /* row_len F16 */
+    size_t plane;     /* bytes of one layer's K (or V) */
+    char *data;       /* device: [n_layer][2][slots][row_len] */
+};
+
+static inline quant_f16 *cuda_kv_plane(const struct backend_kv *kv, int32_t layer, int v)
+{
+    return (quant_f16 *)(kv->data + ((size_t)layer * 2 + (size_t)v) * kv->plane);
+}
+
 static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)
 {
     return (struct cuda_ctx *)be->ctx;
@@ -104,12 +120,29 @@ void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight 
                       int32_t n_rows);
 void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
                   const int32_t *pos, const struct backend_rope *r);
+/* kv_store and attention on raw cache planes (prewarm's scratch and the
+ * table entries below share them) */
 void cuda_op_kv_store(struct backend *be, void *k_cache, void *v_cache, const float *k,
                       const float *v, const int32_t *slots, int32_t n_rows, int32_t row_len);
 void cuda_op_attention(struct backend *be, const float *q, const void *k_cache,
                        const void *v_cache, float *out, int32_t n_rows, const int32_t *pos,
                        const int32_t *seq, const int32_t *block_table,
                        const struct backend_attn *a);
+/* the table's entries: the layer's planes from the cache handle */
+void cuda_op_kv_store_layer(struct backend *be, struct backend_kv *kv, int32_t layer,
+                            const float *k, const float *v, const int32_t *slots,
+                            int32_t n_rows);
+void cuda_op_attention_layer(struct backend *be, const float *q, struct backend_kv *kv,
+                             int32_t layer, float *out, int32_t n_rows, const int32_t *pos,
+                             const int32_t *seq, const int32_t *block_table,
+                             const struct backend_attn *a);
+/* cuda/kv.cu */
+int cuda_kv_alloc(struct backend *be, const struct backend_kv_shape *s, struct backend_kv **out);
+void cuda_kv_free(struct backend *be, struct backend_kv *kv);
+void cuda_kv_copy_blocks(struct backend *be, struct backend_kv *kv, const int32_t *src,
+                         const int32_t *dst, int32_t n);
+int cuda_kv_read(struct backend *be, struct backend_kv *kv, int32_t layer, int64_t slot0,
+                 int64_t n, void *k_host, void *v_host);
 void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t n,
                       int64_t row_len);
 void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n);

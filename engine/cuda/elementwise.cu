@@ -1,5 +1,6 @@
 /* cuda/elementwise — the small ops of a layer: residual add, bias add,
- * SwiGLU, row gather, K/V store into the paged cache (F32 -> F16). */
+ * SwiGLU, row gather, K/V store into the paged cache (F32 -> F16; the
+ * table's entry takes the layer's planes from the cache handle). */
 #include "engine/cuda/common.cuh"
 
 static __global__ void add_kernel(float *y, const float *__restrict__ x, int64_t n)
@@ -135,4 +136,18 @@ void cuda_op_kv_store(struct backend *be, void *k_cache, void *v_cache, const fl
     kv_store_kernel<<<grid, 256, 0, c->stream>>>((quant_f16 *)k_cache, (quant_f16 *)v_cache, k, v,
                                                  slots, n_rows, row_len);
     CUDA_CHECK_LAUNCH(c, "kv_store_kernel");
+}
+
+void cuda_op_kv_store_layer(struct backend *be, struct backend_kv *kv, int32_t layer,
+                            const float *k, const float *v, const int32_t *slots, int32_t n_rows)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (c->err)
+        return;
+    if (layer < 0 || layer >= kv->s.n_layer) {
+        c->err = INF_EINTERNAL;
+        return;
+    }
+    cuda_op_kv_store(be, cuda_kv_plane(kv, layer, 0), cuda_kv_plane(kv, layer, 1), k, v, slots,
+                     n_rows, kv->s.row_len);
 }

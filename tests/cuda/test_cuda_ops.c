@@ -584,27 +584,46 @@ static void test_attention(int nh, int nkv, int hd)
     quant_f16 *kh = xmalloc(cache_elems * 2), *vh = xmalloc(cache_elems * 2);
     CHECK(kc && vc);
     CHECK(gpu->ops->kv_type == QT_F16 && cpu->ops->kv_type == QT_F16);
-    void *kg = dalloc(cache_elems * 2), *vg = dalloc(cache_elems * 2);
+    /* each backend's own cache (the backend owns the layout): one layer */
+    const struct backend_kv_shape ks = {1, NBLK, BS, kvdim};
+    struct backend_kv *ckv = NULL, *gkv = NULL;
+    CHECK(cpu->ops->kv_alloc(cpu, &ks, &ckv) == 0);
+    CHECK(gpu->ops->kv_alloc(gpu, &ks, &gkv) == 0);
     float *kdg = dup_host(k, sizeof(float) * (size_t)n_tok * kvdim);
     float *vdg = dup_host(v, sizeof(float) * (size_t)n_tok * kvdim);
     int32_t *slg = dup_host(slots, sizeof(int32_t) * (size_t)n_tok);
     for (int t0 = 0; t0 < n_tok; t0 += 100) {
         const int n = n_tok - t0 < 100 ? n_tok - t0 : 100;
-        cpu->ops->kv_store(cpu, kc, vc, k + (size_t)t0 * kvdim, v + (size_t)t0 * kvdim,
-                           slots + t0, n, kvdim);
-        gpu->ops->kv_store(gpu, kg, vg, kdg + (size_t)t0 * kvdim, vdg + (size_t)t0 * kvdim,
-                           slg + t0, n, kvdim);
+        cpu->ops->kv_store(cpu, ckv, 0, k + (size_t)t0 * kvdim, v + (size_t)t0 * kvdim,
+                           slots + t0, n);
+        gpu->ops->kv_store(gpu, gkv, 0, kdg + (size_t)t0 * kvdim, vdg + (size_t)t0 * kvdim,
+                           slg + t0, n);
     }
-    CHECK(gpu->ops->sync(gpu) == 0);
-    gpu->ops->download(gpu, kh, kg, cache_elems * 2);
-    gpu->ops->download(gpu, vh, vg, cache_elems * 2);
-    CHECK(gpu->ops->sync(gpu) == 0);
+    /* copy-on-write: three blocks of sequence 1 into unused blocks, queued
+     * on both (no sync in between) */
+    {
+        const int32_t src[3] = {bt[BT + 0], bt[BT + 5], bt[BT + 20]};
+        const int32_t dst[3] = {perm[used], perm[used + 1], perm[used + 2]};
+        cpu->ops->kv_copy_blocks(cpu, ckv, src, dst, 3);
+        gpu->ops->kv_copy_blocks(gpu, gkv, src, dst, 3);
+    }
+    CHECK(cpu->ops->kv_read(cpu, ckv, 0, 0, (int64_t)NBLK * BS, kc, vc) == 0);
+    CHECK(gpu->ops->kv_read(gpu, gkv, 0, 0, (int64_t)NBLK * BS, kh, vh) == 0);
     int bad = 0;
     for (size_t i = 0; i < cache_elems; i++)
         bad += kh[i] != kc[i] || vh[i] != vc[i];
     char shape[64];
     snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d tokens=%d", nh, nkv, hd, n_tok);
-    report_bits("kv_store", "f16", shape, bad, (int)cache_elems);
+    report_bits("kv_store+copy", "f16", shape, bad, (int)cache_elems);
+    {
+        int moved = 0; /* the copies landed: dst block == src block */
+        const size_t bb = (size_t)BS * kvdim;
+        const int32_t src[3] = {bt[BT + 0], bt[BT + 5], bt[BT + 20]};
+        for (int i = 0; i < 3; i++)
+            moved += memcmp(kh + (size_t)perm[used + i] * bb, kh + (size_t)src[i] * bb,
+                            bb * sizeof(quant_f16)) == 0;
+        CHECK(moved == 3);
+    }
 
     /* query rows: ends and starts of sequences (positions 0 and > 300), the
      * rest random, rows of the sequences interleaved */
@@ -624,10 +643,13 @@ static void test_attention(int nh, int nkv, int hd)
     float *obg = dalloc(sizeof(float) * nq);
     int32_t *pg = dup_host(pos, sizeof(pos)), *sg = dup_host(seq, sizeof(seq));
     int32_t *btg = dup_host(bt, sizeof(bt));
-    const struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd)};
-    cpu->ops->attention(cpu, q, kc, vc, oc, NR, pos, seq, bt, &a);
+    int32_t max_kv = 0;
+    for (int r = 0; r < NR; r++)
+        max_kv = pos[r] + 1 > max_kv ? pos[r] + 1 : max_kv;
+    const struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), max_kv};
+    cpu->ops->attention(cpu, q, ckv, 0, oc, NR, pos, seq, bt, &a);
     CHECK(cpu->ops->sync(cpu) == 0);
-    gpu->ops->attention(gpu, qg, kg, vg, og, NR, pg, sg, btg, &a);
+    gpu->ops->attention(gpu, qg, gkv, 0, og, NR, pg, sg, btg, &a);
     dget(oh, og, sizeof(float) * nq);
     snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d rows=%d", nh, nkv, hd, NR);
     report_raw("attention", "f16", shape, nmse(oh, oc, nq), thr_of(ATT_THR, 1e-7), -1);
@@ -643,15 +665,54 @@ static void test_attention(int nh, int nkv, int hd)
     for (int step = 1; step <= 13; step += 12) {
         for (int r0 = 0; r0 < NR; r0 += step) {
             const int n = NR - r0 < step ? NR - r0 : step;
-            gpu->ops->attention(gpu, qg + (size_t)r0 * qdim, kg, vg, obg + (size_t)r0 * qdim, n,
+            gpu->ops->attention(gpu, qg + (size_t)r0 * qdim, gkv, 0, obg + (size_t)r0 * qdim, n,
                                 pg + r0, sg + r0, btg, &a);
         }
         dget(ob, obg, sizeof(float) * nq);
         snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d %d vs rows=%d", nh, nkv, hd, NR, step);
         report_bits("attn-invar", "f16", shape, rows_differ(ob, oh, NR, qdim), NR);
     }
-    DFREE(kg, vg, kdg, vdg, slg, qg, og, obg, pg, sg, btg);
+    cpu->ops->kv_free(cpu, ckv);
+    gpu->ops->kv_free(gpu, gkv);
+    DFREE(kdg, vdg, slg, qg, og, obg, pg, sg, btg);
     HFREE(slots, k, v, kc, vc, kh, vh, q, oc, oh, ob);
+}
+
+/* ---- pinned memory, queued transfers, the cache's error codes -------------- */
+
+/* A step's transfers: upload from host_alloc (pinned) memory and
+ * download_async into it, queued behind a kernel, land by the next sync; a
+ * KV cache far too large for the device is INF_ENOMEM (recoverable: the
+ * backend keeps working) and a bad shape INF_EINVAL. */
+static void test_transfers(void)
+{
+    enum { N = 1 << 20 };
+    CHECK(gpu->ops->async == 1);
+    float *h = gpu->ops->host_alloc(gpu, sizeof(float) * N);
+    float *o = gpu->ops->host_alloc(gpu, sizeof(float) * N);
+    float *d = dalloc(sizeof(float) * N), *e = dalloc(sizeof(float) * N);
+    CHECK(h && o && h[N - 1] == 0.0f);
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i;
+    gpu->ops->upload(gpu, d, h, sizeof(float) * N);
+    gpu->ops->upload(gpu, e, h, sizeof(float) * N);
+    gpu->ops->add(gpu, d, e, N); /* d = 2 h */
+    gpu->ops->download_async(gpu, o, d, sizeof(float) * N);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad += o[i] != 2.0f * (float)i;
+    report_bits("transfers", "f32", "pinned upload+add+download_async", bad, N);
+    gpu->ops->host_free(gpu, h);
+    gpu->ops->host_free(gpu, o);
+    DFREE(d, e);
+
+    struct backend_kv *kv = NULL;
+    const struct backend_kv_shape huge = {1000, 1 << 20, 16, 4096}; /* ~250 TiB */
+    CHECK(gpu->ops->kv_alloc(gpu, &huge, &kv) == INF_ENOMEM && kv == NULL);
+    const struct backend_kv_shape bad_shape = {1, 0, 16, 64};
+    CHECK(gpu->ops->kv_alloc(gpu, &bad_shape, &kv) == INF_EINVAL && kv == NULL);
+    CHECK(gpu->ops->sync(gpu) == 0); /* still working */
 }
 
 /* ---- silu_mul, add, add_bias ------------------------------------------------ */
@@ -764,6 +825,7 @@ int main(void)
             test_attention(heads[h][0], heads[h][1], hds[d]);
 
     test_elementwise();
+    test_transfers();
 
     CHECK(gpu->ops->sync(gpu) == 0);
     backend_free(gpu);

@@ -2,7 +2,9 @@
  * their invariances: a row's result is bit-identical alone or in a batch, and
  * with 1, 2 or 3 threads; mul_mat equals quant_vec_dot element by element;
  * the AVX2 paths (cpu_avx2.c) give the same bits as the plain C ops
- * (cpu_backend_force_plain), including expf against libm's.
+ * (cpu_backend_force_plain), including expf against libm's; the KV cache
+ * ops (kv_alloc, kv_store, kv_copy_blocks, kv_read) move exactly the rows
+ * they name.
  */
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/cpu_avx2.h"
+#include "engine/err.h"
 #include "engine/quant.h"
 #include "tests/check.h"
 
@@ -238,6 +241,10 @@ static void test_attention(void)
         kf[i] = frand();
         vf[i] = frand();
     }
+    /* a two-layer cache per backend; the rows go to layer 1, layer 0 holds
+     * other values (the layers must not overlap) */
+    struct backend_kv *kv[N_BE];
+    const struct backend_kv_shape ks = {2, NBLK, BS, kvdim};
     /* kv_store converts rows into their slots */
     {
         int32_t slots[NBLK * BS];
@@ -248,7 +255,12 @@ static void test_attention(void)
             memcpy(kr + (size_t)i * kvdim, kf + (size_t)slots[i] * kvdim, sizeof(float) * kvdim);
             memcpy(vr + (size_t)i * kvdim, vf + (size_t)slots[i] * kvdim, sizeof(float) * kvdim);
         }
-        bes[0]->ops->kv_store(bes[0], kc, vc, kr, vr, slots, NBLK * BS, kvdim);
+        for (int b = 0; b < N_BE; b++) {
+            CHECK(bes[b]->ops->kv_alloc(bes[b], &ks, &kv[b]) == 0);
+            bes[b]->ops->kv_store(bes[b], kv[b], 0, vr, kr, slots, NBLK * BS);
+            bes[b]->ops->kv_store(bes[b], kv[b], 1, kr, vr, slots, NBLK * BS);
+        }
+        CHECK(bes[0]->ops->kv_read(bes[0], kv[0], 1, 0, NBLK * BS, kc, vc) == 0);
         free(kr);
         free(vr);
     }
@@ -276,12 +288,12 @@ static void test_attention(void)
     float q[7 * NH * HD], out[7 * NH * HD], out1[NH * HD];
     for (int i = 0; i < n * qdim; i++)
         q[i] = frand() * 2;
-    struct backend_attn a = {NH, NKV, HD, BS, 8, 1.0f / sqrtf(HD)};
+    struct backend_attn a = {NH, NKV, HD, BS, 8, 1.0f / sqrtf(HD), 30};
     for (int b = 0; b < N_BE; b++) {
         struct backend_reserve r = {64, 1024, 64, 8, 64};
         CHECK(bes[b]->ops->reserve(bes[b], &r) == 0);
     }
-    bes[1]->ops->attention(bes[1], q, kc, vc, out, n, pos, seq, bt, &a);
+    bes[1]->ops->attention(bes[1], q, kv[1], 1, out, n, pos, seq, bt, &a);
     CHECK(bes[1]->ops->sync(bes[1]) == 0);
     double me = 0;
     for (int r = 0; r < n; r++) {
@@ -311,17 +323,92 @@ static void test_attention(void)
         }
         /* alone and with other thread counts: same bits */
         for (int b = 0; b < N_BE; b++) {
-            bes[b]->ops->attention(bes[b], q + r * qdim, kc, vc, out1, 1, pos + r, seq + r, bt,
+            bes[b]->ops->attention(bes[b], q + r * qdim, kv[b], 1, out1, 1, pos + r, seq + r, bt,
                                    &a);
             CHECK(memcmp(out1, out + r * qdim, sizeof(out1)) == 0);
         }
     }
     printf("attention max err %.3g\n", me);
     CHECK(me < 2e-3); /* F16 accumulator, as llama.cpp */
+    for (int b = 0; b < N_BE; b++)
+        bes[b]->ops->kv_free(bes[b], kv[b]);
     free(kc);
     free(vc);
     free(kf);
     free(vf);
+}
+
+/* ---- the KV cache the backend owns -------------------------------------- */
+
+/* kv_copy_blocks moves whole blocks of every layer's K and V and nothing
+ * else; kv_read and kv_alloc check their arguments; host_alloc memory takes
+ * a download_async. */
+static void test_kv_ops(void)
+{
+    enum { NL = 3, NBLK = 7, BS = 5, RL = 12 };
+    const int slots = NBLK * BS;
+    struct backend *be = bes[1];
+    struct backend_kv *kv = NULL;
+    const struct backend_kv_shape bad = {NL, 0, BS, RL};
+    CHECK(be->ops->kv_alloc(be, &bad, &kv) == INF_EINVAL && kv == NULL);
+    const struct backend_kv_shape ks = {NL, NBLK, BS, RL};
+    CHECK(be->ops->kv_alloc(be, &ks, &kv) == 0 && kv != NULL);
+    float *k = malloc(sizeof(float) * slots * RL), *v = malloc(sizeof(float) * slots * RL);
+    int32_t sl[NBLK * BS];
+    for (int i = 0; i < slots; i++)
+        sl[i] = i;
+    /* expected planes, on the host: [NL][slots][RL] F16 */
+    quant_f16 *ek = malloc(sizeof(quant_f16) * NL * slots * RL);
+    quant_f16 *ev = malloc(sizeof(quant_f16) * NL * slots * RL);
+    quant_f16 *gk = malloc(sizeof(quant_f16) * slots * RL), *gv = malloc(sizeof(quant_f16) * slots * RL);
+    for (int l = 0; l < NL; l++) {
+        for (int i = 0; i < slots * RL; i++) {
+            k[i] = frand();
+            v[i] = frand();
+            ek[(size_t)l * slots * RL + i] = quant_f32_to_f16(k[i]);
+            ev[(size_t)l * slots * RL + i] = quant_f32_to_f16(v[i]);
+        }
+        be->ops->kv_store(be, kv, l, k, v, sl, slots);
+    }
+    /* blocks 1 -> 4, 6 -> 0, 2 -> 5 in one call */
+    const int32_t src[3] = {1, 6, 2}, dst[3] = {4, 0, 5};
+    be->ops->kv_copy_blocks(be, kv, src, dst, 3);
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < 3; i++) {
+            const size_t bb = (size_t)BS * RL, base = (size_t)l * slots * RL;
+            memcpy(ek + base + dst[i] * bb, ek + base + src[i] * bb, bb * sizeof(quant_f16));
+            memcpy(ev + base + dst[i] * bb, ev + base + src[i] * bb, bb * sizeof(quant_f16));
+        }
+    for (int l = 0; l < NL; l++) {
+        CHECK(be->ops->kv_read(be, kv, l, 0, slots, gk, gv) == 0);
+        CHECK(memcmp(gk, ek + (size_t)l * slots * RL, sizeof(quant_f16) * slots * RL) == 0);
+        CHECK(memcmp(gv, ev + (size_t)l * slots * RL, sizeof(quant_f16) * slots * RL) == 0);
+    }
+    /* a part of a layer */
+    CHECK(be->ops->kv_read(be, kv, 2, 7, 3, gk, gv) == 0);
+    CHECK(memcmp(gk, ek + (size_t)2 * slots * RL + 7 * RL, sizeof(quant_f16) * 3 * RL) == 0);
+    CHECK(be->ops->kv_read(be, kv, NL, 0, 1, gk, gv) == INF_EINVAL);
+    CHECK(be->ops->kv_read(be, kv, 0, slots - 1, 2, gk, gv) == INF_EINVAL);
+    CHECK(be->ops->sync(be) == 0);
+    be->ops->kv_free(be, kv);
+    be->ops->kv_free(be, NULL);
+
+    float *h = be->ops->host_alloc(be, sizeof(float) * 100);
+    float *d = be->ops->alloc(be, sizeof(float) * 100);
+    CHECK(h && d && h[99] == 0.0f);
+    be->ops->upload(be, d, k, sizeof(float) * 100);
+    be->ops->download_async(be, h, d, sizeof(float) * 100);
+    CHECK(be->ops->sync(be) == 0 && memcmp(h, k, sizeof(float) * 100) == 0);
+    be->ops->host_free(be, h);
+    be->ops->host_free(be, NULL);
+    be->ops->free(be, d);
+    CHECK(be->ops->async == 0);
+    free(k);
+    free(v);
+    free(ek);
+    free(ev);
+    free(gk);
+    free(gv);
 }
 
 /* ---- AVX2 paths against the plain C ops, bit for bit -------------------- */
@@ -499,33 +586,46 @@ static void test_attention_simd(void)
         const int nh = shapes[k].nh, nkv = shapes[k].nkv, hd = shapes[k].hd;
         const int kvdim = nkv * hd, qdim = nh * hd;
         const size_t slots = (size_t)NBLK * BS;
-        quant_f16 *kc = malloc(sizeof(quant_f16) * slots * kvdim);
-        quant_f16 *vc = malloc(sizeof(quant_f16) * slots * kvdim);
+        float *kf = malloc(sizeof(float) * slots * kvdim);
+        float *vf = malloc(sizeof(float) * slots * kvdim);
+        int32_t *sl = malloc(sizeof(int32_t) * slots);
         float *q = malloc(sizeof(float) * NR * qdim);
         float *oa = malloc(sizeof(float) * NR * qdim), *ob = malloc(sizeof(float) * NR * qdim);
         for (size_t i = 0; i < slots * kvdim; i++) {
-            kc[i] = quant_f32_to_f16(frand() * 2.0f);
-            vc[i] = quant_f32_to_f16(frand());
+            kf[i] = frand() * 2.0f;
+            vf[i] = frand();
         }
+        for (size_t i = 0; i < slots; i++)
+            sl[i] = (int32_t)i;
+        /* the same F16 cache on both backends (kv_store rounds as quant_f32_to_f16) */
+        const struct backend_kv_shape ks = {1, NBLK, BS, kvdim};
+        struct backend_kv *ka, *kb;
+        CHECK(bes[2]->ops->kv_alloc(bes[2], &ks, &ka) == 0);
+        CHECK(bes[0]->ops->kv_alloc(bes[0], &ks, &kb) == 0);
+        bes[2]->ops->kv_store(bes[2], ka, 0, kf, vf, sl, (int32_t)slots);
+        bes[0]->ops->kv_store(bes[0], kb, 0, kf, vf, sl, (int32_t)slots);
         /* row 3: scores spread by hundreds (expf underflows); row 5: all
          * scores +-0 (ties: the maximum never grows after position 0) */
         for (int i = 0; i < NR * qdim; i++)
             q[i] = i / qdim == 5 ? 0.0f : frand() * (i / qdim == 3 ? 60.0f : 1.5f);
-        struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd)};
+        struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), 128};
         struct backend_reserve r = {64, 1024, 256, nh, hd};
         for (int b = 0; b < N_BE; b++)
             CHECK(bes[b]->ops->reserve(bes[b], &r) == 0);
-        bes[2]->ops->attention(bes[2], q, kc, vc, oa, NR, pos, seq, bt, &a);
+        bes[2]->ops->attention(bes[2], q, ka, 0, oa, NR, pos, seq, bt, &a);
         cpu_backend_force_plain(bes[0], 1);
-        bes[0]->ops->attention(bes[0], q, kc, vc, ob, NR, pos, seq, bt, &a);
+        bes[0]->ops->attention(bes[0], q, kb, 0, ob, NR, pos, seq, bt, &a);
         cpu_backend_force_plain(bes[0], 0);
         CHECK(bes[2]->ops->sync(bes[2]) == 0 && bes[0]->ops->sync(bes[0]) == 0);
+        bes[2]->ops->kv_free(bes[2], ka);
+        bes[0]->ops->kv_free(bes[0], kb);
         int same = bits_eq(oa, ob, (size_t)NR * qdim);
         printf("attention avx2 vs plain, heads %d/%d, head_dim %3d: %s\n", nh, nkv, hd,
                same ? "same bits" : "DIFFER");
         CHECK(same);
-        free(kc);
-        free(vc);
+        free(kf);
+        free(vf);
+        free(sl);
         free(q);
         free(oa);
         free(ob);
@@ -550,6 +650,7 @@ int main(void)
     test_rope(0, 1);
     test_elementwise();
     test_attention();
+    test_kv_ops();
     test_expf();
     test_simd_elementwise();
     test_rope_cache();
