@@ -482,6 +482,27 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
 }
 
+/* Blocks of one instantiation resident per SM on this device (0: its
+ * shared memory does not fit), after raising its dynamic shared memory
+ * past the 48 KB a launch gets without asking; once per instantiation. */
+template <int T, int KDR, bool EXP> static int mmqk_occupancy(void)
+{
+    typedef mmqk_smem<T, KDR, EXP> SM;
+    static int occ = -1;
+    if (occ < 0) {
+        int n = 0;
+        if (cudaFuncSetAttribute(mmqk_kernel<T, KDR, EXP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)sizeof(SM)) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmqk_kernel<T, KDR, EXP>, MMQ_THREADS,
+                                                          sizeof(SM)) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        occ = n;
+    }
+    return occ;
+}
+
 /* Launch one instantiation; 0, or -1 when this device cannot hold its
  * shared memory (the caller then takes another row of the tile table). */
 template <int T, int KDR, bool EXP>
@@ -490,19 +511,7 @@ static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_byte
 {
     typedef mmqk_smem<T, KDR, EXP> SM;
     const int64_t nbr = ne0 / QK_K;
-    /* past the 48 KB a launch gets without asking; once per instantiation */
-    static int attr; /* 0 unknown, 1 set, -1 too large here */
-    if (attr == 0) {
-        const cudaError_t e = cudaFuncSetAttribute(mmqk_kernel<T, KDR, EXP>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(SM));
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            attr = -1;
-        } else {
-            attr = 1;
-        }
-    }
-    if (attr < 0)
+    if (mmqk_occupancy<T, KDR, EXP>() == 0)
         return -1;
     const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
     mmqk_kernel<T, KDR, EXP><<<grid, MMQ_THREADS, sizeof(SM), c->stream>>>(
@@ -538,14 +547,30 @@ static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, 
     return mmqk_variant<T, false>(c, w, xq, y, n_rows, kdr);
 }
 
-/* the tile table's choice (cuda/tiles.cuh), falling back to KDR = 1 where
- * the device cannot give KDR = 2 its shared memory (sm_121) */
+template <int T, bool EXP> static void mmqk_occ2(int occ[2])
+{
+    occ[0] = mmqk_occupancy<T, 1, EXP>();
+    occ[1] = mmqk_occupancy<T, 2, EXP>();
+}
+
+/* the tile table's choice (cuda/tiles.cuh: mmq_pick_kdr, from the two
+ * depths' occupancy on this device), falling back to KDR = 1 where the
+ * device cannot give KDR = 2 its shared memory (sm_121) */
 template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
     const int exp = T == QT_Q6_K && w->aux != NULL;
-    const int kdr = mmq_pick_kdr(c->n_sm, w->ne0, w->ne1, n_rows);
+    int occ[2] = {0, 0};
+    if constexpr (T == QT_Q6_K) {
+        if (exp)
+            mmqk_occ2<T, true>(occ);
+        else
+            mmqk_occ2<T, false>(occ);
+    } else {
+        mmqk_occ2<T, false>(occ);
+    }
+    const int kdr = mmq_pick_kdr(c->n_sm, occ[0], occ[1], w->ne0, w->ne1, n_rows);
     int rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp);
     if (rc == -1 && kdr == 2)
         rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, 1, exp);

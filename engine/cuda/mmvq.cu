@@ -24,8 +24,9 @@
 #include "engine/cuda/qtypes.cuh"
 
 #define MMVQ_WARPS 4 /* weight rows per 128-thread block */
-#define MMVQ_U 2     /* super-blocks per 8-lane group per pass */
-#define MMVQ_SB (4 * MMVQ_U)
+/* super-blocks per 8-lane group per pass: more in flight where the
+ * registers allow (v1 is U x NC ints) */
+#define MMVQ_UN(nc) ((nc) <= 2 ? 4 : 2)
 
 /* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
  * three words (engine/quant.c's get_scale_min_k4, without a byte array
@@ -83,7 +84,7 @@ template <int T> struct mmvq_chunk;
 template <int T, typename B, int QS> struct mmvq_chunk_k45 {
     template <int NC>
     static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
-                                               int64_t xb0, int64_t nbr, int nr, int v1[NC], int v2[NC])
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
     {
         const uint8_t *b = row + (size_t)sb * sizeof(B);
         const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
@@ -104,26 +105,30 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
             hi.z |= ((qh.z >> (2 * p + 1)) & 0x01010101u) << 4;
             hi.w |= ((qh.w >> (2 * p + 1)) & 0x01010101u) << 4;
         }
-        const int e0 = 64 * p + l0; /* first element of the low run */
+        const int8_t *xs = X.qs + xb0 * QK_K + 64 * p + l0; /* the low run's first element */
 #pragma unroll
         for (int r = 0; r < NC; r++)
-            if (r < nr) {
-                const int64_t xb = xb0 + r * nbr;
-                const int8_t *xs = X.qs + xb * QK_K + e0;
-                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)xs, 0) +
-                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 32), 0);
-                /* the min term of sub-blocks 2p, 2p+1 once per pair of lanes */
-                if (!(c & 1)) {
-                    const int16_t *bs = X.bs + xb * (QK_K / 32) + 2 * p;
-                    v2[r] += m0 * (int)bs[0] + m1 * (int)bs[1];
-                }
-            }
+            if (r < nr)
+                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)(xs + r * nbr * QK_K), 0) +
+                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + r * nbr * QK_K + 32), 0);
     }
-    static __device__ __forceinline__ void head(const uint8_t *row, int sb, float xd, float *p1, float *p2)
+    /* the super-block's float scales against activation block xb, and its
+     * whole min term v2 = sum_j m_j * (sum of sub-block j's activations):
+     * 8 mins against 8 sums in four two-way dot products, exact */
+    static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
+                                                float *p1, float *p2, int *v2)
     {
-        const B *b = (const B *)(row + (size_t)sb * sizeof(B));
-        *p1 = __fmul_rn(cuda_h2f(b->d), xd);
-        *p2 = -__fmul_rn(cuda_h2f(b->dmin), xd);
+        const uint4 hd = *(const uint4 *)(row + (size_t)sb * sizeof(B));
+        const float xd = X.d[xb];
+        *p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
+        *p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
+        const uint32_t mw0 = hd.z & 0x3f3f3f3fu;                                      /* m0..m3 */
+        const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u); /* m4..m7 */
+        const uint4 bs = *(const uint4 *)(X.bs + xb * (QK_K / 32));
+        int v = __dp2a_lo((int)bs.x, (int)mw0, 0);
+        v = __dp2a_hi((int)bs.y, (int)mw0, v);
+        v = __dp2a_lo((int)bs.z, (int)mw1, v);
+        *v2 = __dp2a_hi((int)bs.w, (int)mw1, v);
     }
 };
 template <> struct mmvq_chunk<QT_Q4_K> : mmvq_chunk_k45<QT_Q4_K, struct block_q4_K, 16> {};
@@ -136,9 +141,8 @@ template <> struct mmvq_chunk<QT_Q5_K> : mmvq_chunk_k45<QT_Q5_K, struct block_q5
 template <> struct mmvq_chunk<QT_Q6_K> {
     template <int NC>
     static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
-                                               int64_t xb0, int64_t nbr, int nr, int v1[NC], int v2[NC])
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
     {
-        (void)v2;
         const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
         const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
         const uint4 ql = mmvq_ld16_a2(b->ql + 16 * c);
@@ -165,12 +169,43 @@ template <> struct mmvq_chunk<QT_Q6_K> {
                          sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 64), 0);
             }
     }
-    static __device__ __forceinline__ void head(const uint8_t *row, int sb, float xd, float *p1, float *p2)
+    static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
+                                                float *p1, float *p2, int *v2)
     {
         const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
-        *p1 = __fmul_rn(cuda_h2f(b->d), xd);
+        *p1 = __fmul_rn(cuda_h2f(b->d), X.d[xb]);
         *p2 = 0.0f;
+        *v2 = 0;
     }
+};
+
+/* Sum v[0..NC) over the 8 lanes of a super-block group, transposed: at
+ * each of the three xor steps a lane sends the half of its columns its
+ * partner keeps, so the group ends with lane c holding the whole sum of
+ * column c >> (3 - log2 NC) in v[0] (NC = 8: 7 shuffles, not 24). Integer
+ * sums: exact in any order. */
+template <int NC> static __device__ __forceinline__ void mmvq_reduce8(int v[NC], int c)
+{
+    int n = NC;
+#pragma unroll
+    for (int o = 4; o >= 1; o >>= 1) {
+        if (n >= 2) {
+            const int h = n / 2;
+            const bool up = (c & o) != 0;
+#pragma unroll
+            for (int i = 0; i < h; i++) {
+                const int send = up ? v[i] : v[i + h], keep = up ? v[i + h] : v[i];
+                v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+            n = h;
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+        }
+    }
+}
+
+template <int NC> struct mmvq_cols {
+    enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
 };
 
 template <int T, int NC>
@@ -179,7 +214,8 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             float *__restrict__ y, int32_t n_rows)
 {
     typedef mmvq_chunk<T> C;
-    __shared__ float4 park[MMVQ_WARPS][MMVQ_SB][NC];
+    enum { U = MMVQ_UN(NC), SB = 4 * U };
+    __shared__ float4 park[MMVQ_WARPS][SB][NC];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
     if (jr >= n_w)
@@ -187,49 +223,36 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
     const int grp = lane >> 3, c = lane & 7;
+    const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane parks */
+    const bool writer = (c & ((8 / NC) - 1)) == 0 && col < nr;
     const uint8_t *row = w + (size_t)jr * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
     float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
-    for (int64_t sb0 = 0; sb0 < nbr; sb0 += MMVQ_SB) {
-        int v1[MMVQ_U][NC], v2[MMVQ_U][NC];
+    for (int64_t sb0 = 0; sb0 < nbr; sb0 += SB) {
+        int v1[U][NC];
 #pragma unroll
-        for (int u = 0; u < MMVQ_U; u++) {
+        for (int u = 0; u < U; u++) {
 #pragma unroll
             for (int r = 0; r < NC; r++)
-                v1[u][r] = v2[u][r] = 0;
+                v1[u][r] = 0;
             const int64_t sb = sb0 + grp + 4 * u;
             if (sb < nbr)
-                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u], v2[u]);
+                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
         }
-        /* exact integer sums over the super-block's 8 lanes */
 #pragma unroll
-        for (int u = 0; u < MMVQ_U; u++)
-#pragma unroll
-            for (int r = 0; r < NC; r++)
-                if (r < nr)
-#pragma unroll
-                    for (int o = 1; o < 8; o <<= 1) {
-                        v1[u][r] += __shfl_xor_sync(0xffffffffu, v1[u][r], o);
-                        if (T != QT_Q6_K)
-                            v2[u][r] += __shfl_xor_sync(0xffffffffu, v2[u][r], o);
-                    }
-        if (c == 0)
-#pragma unroll
-            for (int u = 0; u < MMVQ_U; u++) {
-                const int64_t sb = sb0 + grp + 4 * u;
-                if (sb < nbr)
-#pragma unroll
-                    for (int r = 0; r < NC; r++)
-                        if (r < nr) {
-                            float p1, p2;
-                            C::head(row, (int)sb, X.d[xrow0 + r * nbr + sb], &p1, &p2);
-                            park[warp][grp + 4 * u][r] =
-                                make_float4(p1, (float)v1[u][r], p2, (float)v2[u][r]);
-                        }
+        for (int u = 0; u < U; u++) {
+            mmvq_reduce8<NC>(v1[u], c);
+            const int64_t sb = sb0 + grp + 4 * u;
+            if (writer && sb < nbr) {
+                float p1, p2;
+                int v2;
+                C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
+                park[warp][grp + 4 * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
             }
+        }
         __syncwarp();
         if (lane < nr) {
-            const int cnt = nbr - sb0 < MMVQ_SB ? (int)(nbr - sb0) : MMVQ_SB;
+            const int cnt = nbr - sb0 < SB ? (int)(nbr - sb0) : SB;
             for (int k = 0; k < cnt; k++) {
                 const float4 t = park[warp][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);

@@ -36,24 +36,32 @@
 
 /* K-stage depth of the K-quant MMQ (mmqk_kernel<T, KDR, EXP>): KDR = 2
  * halves the barriers and pipeline turns per super-block but doubles the
- * stage buffers (Q4_K 56 -> 112 KB: two blocks per sm_90 SM instead of
- * three; more than sm_121's ~100 KB, where the launch falls back to 1). It
- * is taken when the grid is at most one block per SM, where occupancy is
- * not there to buy anyway (short prefills of narrow weights).
- * INFERD_MMQ_KDR=1|2 forces one for A/B measurement. */
-static inline int mmq_pick_kdr(int n_sm, int64_t ne0, int64_t ne1, int32_t n_rows)
+ * stage buffers. occ1, occ2: blocks per SM of the two depths on this
+ * device (cudaOccupancyMaxActiveBlocksPerMultiprocessor; 0 = does not
+ * fit). Measured on the H200 (bench/RESULTS.md, 2026-12-01 17:36): q4_K
+ * keeps 2 blocks per SM at either depth (56 / 112 KB, registers cap it at
+ * 2) and KDR = 2 wins at every n (6-12%); q5_K and q6_K drop to 1 block
+ * at KDR = 2 (120 / 148 KB) and it wins only while the grid fits one
+ * wave of those (n = 16, 64: 10-15%), losing 7-11% at n = 512, 2048. So:
+ * KDR = 2 when it keeps the occupancy, or when the whole grid is
+ * resident at its occupancy anyway. On sm_121 (~100 KB per SM) KDR = 2
+ * does not fit: occ2 = 0, KDR = 1. INFERD_MMQ_KDR=1|2 forces one for A/B
+ * measurement. Rows change speed, never results. */
+static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_t ne1, int32_t n_rows)
 {
     static int forced = -1;
     if (forced < 0) {
         const char *e = getenv("INFERD_MMQ_KDR");
         forced = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
     }
-    if (ne0 % 512)
+    if (ne0 % 512 || occ2 == 0)
         return 1;
     if (forced)
         return forced;
+    if (occ2 >= occ1)
+        return 2;
     const int64_t blocks = ((ne1 + MMQ_BM - 1) / MMQ_BM) * ((n_rows + MMQ_BN - 1) / MMQ_BN);
-    return blocks <= n_sm ? 2 : 1;
+    return blocks <= (int64_t)n_sm * occ2 ? 2 : 1;
 }
 
 #endif
