@@ -1,32 +1,38 @@
 /* cuda/mmvq — the small-batch (decode) product of K-quant weights, n <= 8
  * activation rows: a stream of the weight bytes, each read once.
  *
- * One warp per weight row. A pass of the warp covers MMVQ_U * 4
- * super-blocks: 8 lanes per super-block, lane c takes 16-byte chunk c of
- * its packed values (one aligned 128-bit load; Q6_K's 2-byte-aligned
- * blocks take five words and a funnel shift) and the two 16-element runs
- * of activations the chunk's low and high halves multiply (cuda_q8k
- * planes, 16-byte aligned), so consecutive lanes read consecutive bytes.
- * A lane's integer partial terms (scale * dot and min * activation sum of
- * its 32 elements) meet their super-block's other seven by an exact
- * shuffle sum; the super-block's leader parks (p1, v1, p2, v2) per
- * activation row in shared memory and lane r runs activation row r's float
- * chain over the pass's super-blocks in k order (cuda/qtypes.cuh), the
- * chain the MMQ kernels run: a row's bits are the same at every batch.
+ * One warp per weight row, in passes of U * 32/L super-blocks: L lanes per
+ * super-block (a group), lane c of a group taking 16-byte chunks c, c+L,
+ * ... of its packed values (one aligned 128-bit load each; Q6_K's 2-byte
+ * aligned blocks take five words and a funnel shift) and the two 16-element
+ * runs of activations each chunk's low and high halves multiply (cuda_q8k
+ * planes, 16-byte aligned). A lane's integer partial terms (scale * dot of
+ * its elements) meet the group's other lanes by an exact shuffle sum,
+ * transposed so that with NC activation rows lane c ends with the whole
+ * sum of one row (mmvq_reduce); that lane adds the super-block's whole min
+ * term, parks (p1, v1, p2, v2) in shared memory, and lane r then runs
+ * activation row r's float chain over the pass's super-blocks in k order
+ * (cuda/qtypes.cuh), the chain the MMQ kernels run: a row's bits are the
+ * same at every batch.
  *
- * Rows per warp 1: at n = 1 the activations (4.6 KB per 4096 elements) are
- * read from L1 once per weight row, a third of the L1 traffic of the
- * weights' own bytes; MMVQ_U = 2 keeps two 16-byte weight loads per lane
- * in flight, which with 32 warps per SM is ~64 KB in flight per SM (the
- * H200 needs ~34 KB per SM to reach its streaming bandwidth).
+ * L per NC (mmvq_shape): the per-super-block fixed costs (header, scales,
+ * reduction levels, parking) are paid by each of its L lanes, the dot
+ * products shared among them, so few lanes per super-block cost fewer
+ * instructions but need NC <= L for the transposed sum: nc=1: L = 2
+ * (H200, 17:43 call: L = 8 took 1,875 instructions per 14336-wide row and
+ * stalled 19.8 cycles per instruction, 19.5 µs, 36% of the read bandwidth);
+ * nc=8: L = 8.
  */
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
 #define MMVQ_WARPS 4 /* weight rows per 128-thread block */
-/* super-blocks per 8-lane group per pass: more in flight where the
- * registers allow (v1 is U x NC ints) */
-#define MMVQ_UN(nc) ((nc) <= 2 ? 4 : 2)
+
+/* lanes per super-block (L) and super-blocks per group per pass (U) */
+template <int NC> struct mmvq_shape {
+    enum { L = NC <= 2 ? 2 : NC, U = 2, LOG_L = L == 2 ? 1 : L == 4 ? 2 : 3,
+           LOG_NC = NC == 1 ? 0 : NC == 2 ? 1 : NC == 4 ? 2 : 3 };
+};
 
 /* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
  * three words (engine/quant.c's get_scale_min_k4, without a byte array
@@ -179,16 +185,16 @@ template <> struct mmvq_chunk<QT_Q6_K> {
     }
 };
 
-/* Sum v[0..NC) over the 8 lanes of a super-block group, transposed: at
- * each of the three xor steps a lane sends the half of its columns its
- * partner keeps, so the group ends with lane c holding the whole sum of
- * column c >> (3 - log2 NC) in v[0] (NC = 8: 7 shuffles, not 24). Integer
- * sums: exact in any order. */
-template <int NC> static __device__ __forceinline__ void mmvq_reduce8(int v[NC], int c)
+/* Sum v[0..NC) over the L lanes of a super-block group, transposed: at
+ * each xor step a lane sends the half of its rows its partner keeps, so
+ * the group ends with lane c holding the whole sum of row c >> (log L -
+ * log NC) in v[0] (NC = L = 8: 7 shuffles, not 24). Integer sums: exact in
+ * any order. */
+template <int NC, int L> static __device__ __forceinline__ void mmvq_reduce(int v[NC], int c)
 {
     int n = NC;
 #pragma unroll
-    for (int o = 4; o >= 1; o >>= 1) {
+    for (int o = L / 2; o >= 1; o >>= 1) {
         if (n >= 2) {
             const int h = n / 2;
             const bool up = (c & o) != 0;
@@ -204,17 +210,15 @@ template <int NC> static __device__ __forceinline__ void mmvq_reduce8(int v[NC],
     }
 }
 
-template <int NC> struct mmvq_cols {
-    enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
-};
-
 template <int T, int NC>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows)
 {
     typedef mmvq_chunk<T> C;
-    enum { U = MMVQ_UN(NC), SB = 4 * U };
+    typedef mmvq_shape<NC> SH;
+    enum { L = SH::L, G = CUDA_WARP / SH::L, U = SH::U, SB = G * SH::U };
+    static_assert(NC <= L, "the transposed sum needs a lane per activation row");
     __shared__ float4 park[MMVQ_WARPS][SB][NC];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
@@ -222,9 +226,9 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         return; /* whole warps: the shuffles and __syncwarp below stay full */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
-    const int grp = lane >> 3, c = lane & 7;
-    const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane parks */
-    const bool writer = (c & ((8 / NC) - 1)) == 0 && col < nr;
+    const int grp = lane / L, c = lane % L;
+    const int col = c >> (SH::LOG_L - SH::LOG_NC); /* the activation row this lane parks */
+    const bool writer = (c & ((L / NC) - 1)) == 0 && col < nr;
     const uint8_t *row = w + (size_t)jr * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
     float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
@@ -235,19 +239,21 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
             for (int r = 0; r < NC; r++)
                 v1[u][r] = 0;
-            const int64_t sb = sb0 + grp + 4 * u;
+            const int64_t sb = sb0 + grp + G * u;
             if (sb < nbr)
-                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
+#pragma unroll
+                for (int k = 0; k < 8 / L; k++)
+                    C::template run<NC>(row, (int)sb, c + L * k, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            mmvq_reduce8<NC>(v1[u], c);
-            const int64_t sb = sb0 + grp + 4 * u;
+            mmvq_reduce<NC, L>(v1[u], c);
+            const int64_t sb = sb0 + grp + G * u;
             if (writer && sb < nbr) {
                 float p1, p2;
                 int v2;
                 C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
-                park[warp][grp + 4 * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
+                park[warp][grp + G * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
             }
         }
         __syncwarp();
