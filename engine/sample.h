@@ -104,22 +104,28 @@ struct sample_state {
     int32_t cap_hist;
 };
 
-static inline size_t sample_state_bytes(int32_t n_bias, int32_t n_mask, int32_t cap_hist)
+#ifdef __CUDACC__
+#define SAMPLE_STATE_FN static inline __host__ __device__
+#else
+#define SAMPLE_STATE_FN static inline
+#endif
+
+SAMPLE_STATE_FN size_t sample_state_bytes(int32_t n_bias, int32_t n_mask, int32_t cap_hist)
 {
     size_t b = sizeof(struct sample_state) + (size_t)n_bias * sizeof(struct sample_bias) +
                (size_t)n_mask * sizeof(int32_t);
     b = (b + 7) & ~(size_t)7;
     return b + (size_t)cap_hist * sizeof(struct sample_hist);
 }
-static inline struct sample_bias *sample_state_bias(struct sample_state *st)
+SAMPLE_STATE_FN struct sample_bias *sample_state_bias(struct sample_state *st)
 {
     return (struct sample_bias *)(st + 1);
 }
-static inline int32_t *sample_state_mask(struct sample_state *st)
+SAMPLE_STATE_FN int32_t *sample_state_mask(struct sample_state *st)
 {
     return (int32_t *)(sample_state_bias(st) + st->n_bias);
 }
-static inline struct sample_hist *sample_state_hist(struct sample_state *st)
+SAMPLE_STATE_FN struct sample_hist *sample_state_hist(struct sample_state *st)
 {
     const size_t off = sample_state_bytes(st->n_bias, st->n_mask, 0);
     return (struct sample_hist *)((char *)st + off);

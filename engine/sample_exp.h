@@ -14,7 +14,7 @@
  * runs. Results outside the finite range follow glibc (0 below -103.97,
  * +inf above 88.72, NaN for NaN) without its errno.
  *
- * Compiles as C11 (host tests) and as CUDA C++ (__host__ __device__).
+ * Compiles as C11 (host tests) and as CUDA C++ (__device__ functions).
  */
 #ifndef INFERD_SAMPLE_EXP_H
 #define INFERD_SAMPLE_EXP_H
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #ifdef __CUDACC__
-#define SAMPLE_HD __host__ __device__ __forceinline__
+#define SAMPLE_HD static __device__ __forceinline__
 #define SAMPLE_FMA(a, b, c) __fma_rn((a), (b), (c))
 #define SAMPLE_DMUL(a, b) __dmul_rn((a), (b))
 #define SAMPLE_DSUB(a, b) __dsub_rn((a), (b))
