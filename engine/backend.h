@@ -120,6 +120,37 @@ struct backend_reserve {
     int32_t head_dim;
 };
 
+/* ---- sampling on the backend (ops->sample) ------------------------------
+ *
+ * One request per sampled (or scored) token. A request reads logits row
+ * `row` (several requests may read one row: the n > 1 choices of a prompt)
+ * and, when it samples, the sequence's flat sampler state (engine/sample.h,
+ * struct sample_state) in backend memory. The result comes back in a struct
+ * backend_sample_out in host memory: the token, and when n_top >= 0 the
+ * log-softmax of the (masked) raw logits at that token and the top n_top
+ * tokens by logit (ties: lower id), exactly as sample_logprobs reports them. */
+#include "engine/sample.h"
+
+#define BACKEND_SAMPLE_MAX_TOP 20 /* = SCHED_MAX_TOP, the API's top_logprobs cap */
+#define BACKEND_SAMPLE_MASKED 1   /* flags: apply the state's mask this step */
+
+struct backend_sample_req {
+    int32_t row;   /* logits row, < n_rows */
+    int32_t token; /* -1: sample with `state`; >= 0: only score this token
+                    * (prompt logprobs): no state is read or advanced */
+    int32_t n_top; /* -1: no logprobs; 0..BACKEND_SAMPLE_MAX_TOP */
+    int32_t flags; /* BACKEND_SAMPLE_MASKED: the state's mask ids are -inf
+                    * before everything, logprobs included (min_tokens) */
+    struct sample_state *state; /* backend memory; NULL when token >= 0 */
+};
+
+struct backend_sample_out {
+    int32_t token;
+    float logprob; /* when n_top >= 0 */
+    int32_t top_ids[BACKEND_SAMPLE_MAX_TOP];
+    float top_lps[BACKEND_SAMPLE_MAX_TOP];
+};
+
 struct backend_ops {
     const char *name;
     /* Element type of the K/V cache rows (enum quant_type; the CPU keeps F16
@@ -218,6 +249,41 @@ struct backend_ops {
      * first failure (nothing else is changed either way). */
     int (*prewarm)(struct backend *be, void (*report)(void *ud, const char *name, double ms),
                    void *ud);
+
+    /* Optional (NULL: the caller downloads the logits and samples on the
+     * host with engine/sample.c). Sample or score reqs[0..n_reqs) from
+     * logits ([n_rows][n_vocab], backend memory) into out[0..n_reqs) (host
+     * memory); returns once out is filled (it synchronizes), 0 or a negative
+     * INF_E* code (INF_EINVAL for a request out of range, INF_ENOMEM, or the
+     * backend's first error).
+     *
+     * Results: a sampled token equals sample_state_step's on the same state
+     * and logits (the CPU op is sample_state_step); each state is updated
+     * in place as that step updates it (RNG, then the token accepted as
+     * generated). out[i].logprob/top_* equal sample_logprobs over the row
+     * with the mask applied (CUDA: see engine/cuda/sample.cu for the last-
+     * bit caveat of its exp/log in double). Rows and states are not
+     * modified otherwise; requests sharing one state are not allowed.
+     *
+     * Scratch: a call with reqs == NULL reserves it for n_reqs requests of
+     * n_vocab at once (later calls with more requests run in several
+     * rounds); call it once at startup, so sampling allocates nothing per
+     * step (a call without it reserves on first use).
+     *
+     * How the scheduler uses it: at admission, after sampler_new and the
+     * prompt's sampler_accept calls (as today), sampler_export the sampler
+     * with the request's mask (end-of-generation ids unless ignore_eos, then
+     * its stop ids) and cap_hist = n_prompt + max_tokens into a pinned host
+     * buffer and upload it once to a state slot it reserved at startup
+     * (slots of sample_state_bytes(n_bias max, n_mask max, n_ctx) each);
+     * each step, one request per logits row that samples (flags MASKED while
+     * n_gen < min_tokens; n_top = the request's logprobs), one per prompt
+     * logprob row (token = the next prompt token, state NULL), then one call
+     * after the forward pass. It calls sampler_accept on its host sampler
+     * only if it still needs it; the device state is already advanced. */
+    int (*sample)(struct backend *be, const float *logits, int32_t n_rows, int32_t n_vocab,
+                  const struct backend_sample_req *reqs, int32_t n_reqs,
+                  struct backend_sample_out *out);
 };
 
 struct backend {

@@ -312,6 +312,11 @@ struct cpu_ctx {
     size_t att_stride;
     struct cpu_rope_cache rope;
     int error;
+    /* ops->sample scratch: [smp_vocab] each */
+    float *smp_work;
+    uint64_t *smp_keys;
+    float *smp_lp; /* the masked row for logprobs */
+    int32_t smp_vocab;
 };
 
 static struct cpu_ctx *cpu_ctx(struct backend *be)
@@ -1173,9 +1178,77 @@ static void cpu_attention(struct backend *be, const float *q, struct backend_kv 
 /* The table                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* ---- sample: engine/sample.c over the flat states (the reference) ---- */
+
+static int cpu_sample_reserve(struct cpu_ctx *c, int32_t n_vocab)
+{
+    if (n_vocab <= c->smp_vocab)
+        return 0;
+    float *w = malloc((size_t)n_vocab * sizeof(float));
+    uint64_t *k = malloc((size_t)n_vocab * sizeof(uint64_t));
+    float *lp = malloc((size_t)n_vocab * sizeof(float));
+    if (!w || !k || !lp) {
+        free(w);
+        free(k);
+        free(lp);
+        return INF_ENOMEM;
+    }
+    free(c->smp_work);
+    free(c->smp_keys);
+    free(c->smp_lp);
+    c->smp_work = w;
+    c->smp_keys = k;
+    c->smp_lp = lp;
+    c->smp_vocab = n_vocab;
+    return 0;
+}
+
+static int cpu_sample(struct backend *be, const float *logits, int32_t n_rows, int32_t n_vocab,
+                      const struct backend_sample_req *reqs, int32_t n_reqs,
+                      struct backend_sample_out *out)
+{
+    struct cpu_ctx *c = cpu_ctx(be);
+    if (n_vocab <= 0 || n_reqs < 0)
+        return INF_EINVAL;
+    int rc = cpu_sample_reserve(c, n_vocab);
+    if (rc || !reqs)
+        return rc;
+    for (int32_t i = 0; i < n_reqs; i++) {
+        const struct backend_sample_req *q = &reqs[i];
+        if (q->row < 0 || q->row >= n_rows || q->n_top > BACKEND_SAMPLE_MAX_TOP ||
+            q->token >= n_vocab || (q->token < 0 && !q->state))
+            return INF_EINVAL;
+    }
+    for (int32_t i = 0; i < n_reqs; i++) {
+        const struct backend_sample_req *q = &reqs[i];
+        const float *L = logits + (size_t)q->row * (size_t)n_vocab;
+        const int masked = q->state && (q->flags & BACKEND_SAMPLE_MASKED);
+        struct backend_sample_out *o = &out[i];
+        o->token = q->token >= 0 ? q->token
+                                 : sample_state_step(q->state, n_vocab, L, masked,
+                                                     c->smp_work, c->smp_keys);
+        o->logprob = 0.f;
+        if (q->n_top < 0)
+            continue;
+        if (masked) { /* the scheduler's masking of the row, on a copy */
+            const int32_t *m = sample_state_mask(q->state);
+            memcpy(c->smp_lp, L, (size_t)n_vocab * sizeof(float));
+            for (int32_t k = 0; k < q->state->n_mask; k++)
+                if (m[k] >= 0 && m[k] < n_vocab)
+                    c->smp_lp[m[k]] = -INFINITY;
+            L = c->smp_lp;
+        }
+        o->logprob = sample_logprobs(L, n_vocab, o->token, q->n_top, o->top_ids, o->top_lps);
+    }
+    return 0;
+}
+
 static void cpu_destroy(struct backend *be)
 {
     struct cpu_ctx *c = cpu_ctx(be);
+    free(c->smp_work);
+    free(c->smp_keys);
+    free(c->smp_lp);
     cpu_pool_destroy(&c->pool);
     free(c->xq);
     free(c->att);
@@ -1215,6 +1288,7 @@ static const struct backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .sync = cpu_sync,
+    .sample = cpu_sample,
 };
 
 struct backend *cpu_backend_new(int n_threads)

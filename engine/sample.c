@@ -11,6 +11,11 @@
  * integer comparison orders by logit (descending) with ties to the lower id,
  * and selection and sorting need no comparison callback with context.
  *
+ * The step itself (sample_ctx_step) reads its inputs through a struct
+ * sample_ctx, so a struct sampler and the flat struct sample_state that a
+ * backend's sample op keeps on its device (sample.h) run the same code: the
+ * CPU op is this file, and the device ops are tested against it.
+ *
  * Threads: a struct sampler belongs to one sequence and is used by one thread
  * at a time (the engine thread); sample_logprobs and sample_argmax are pure.
  */
@@ -20,23 +25,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEEN_REP 1 /* token occurred in the prompt or the output */
-
 struct sampler {
     int32_t n_vocab;
     struct sample_params p;
     struct sample_bias *bias; /* p.bias points here */
     uint64_t rng[4];          /* xoshiro256** state */
 
-    /* penalty bookkeeping: only the touched tokens are visited per step */
-    uint8_t *flags;    /* [n_vocab] SEEN_REP */
-    int32_t *count;    /* [n_vocab] occurrences among generated tokens */
-    int32_t *touched;  /* [n_vocab] distinct tokens with flags or count set */
-    int32_t n_touched;
+    /* penalty bookkeeping: only the touched tokens are visited per step.
+     * Every token of the context is in hist once (all count for the
+     * repetition penalty), with its count among generated tokens. */
+    int32_t *pos;             /* [n_vocab] 1 + index in hist, 0 = not seen */
+    struct sample_hist *hist; /* [n_vocab] distinct tokens seen */
+    int32_t n_hist;
 
     /* per-step scratch */
     float *work;    /* [n_vocab] logits after bias/penalties, then weights */
     uint64_t *keys; /* [n_vocab] candidates */
+};
+
+/* What one step reads and writes: a struct sampler's fields, or a flat
+ * struct sample_state's (sample_state_step), so both run the same code. */
+struct sample_ctx {
+    const struct sample_params *p;
+    uint64_t *rng;
+    const struct sample_hist *hist;
+    int32_t n_hist;
+    const int32_t *mask; /* set to -inf before bias (NULL: none) */
+    int32_t n_mask;
+    int32_t n_vocab;
+    float *work;
+    uint64_t *keys;
 };
 
 /* ------------------------------------------------------------------ RNG */
@@ -68,7 +86,7 @@ static uint64_t xoshiro_next(uint64_t s[4])
 }
 
 /* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(struct sampler *s)
+static double rng_uniform(struct sample_ctx *s)
 {
     return (double)(xoshiro_next(s->rng) >> 11) * 0x1p-53;
 }
@@ -173,12 +191,11 @@ struct sampler *sampler_new(int32_t n_vocab, const struct sample_params *p)
         return NULL;
     s->n_vocab = n_vocab;
     s->p = *p;
-    s->flags = calloc((size_t)n_vocab, 1);
-    s->count = calloc((size_t)n_vocab, sizeof(int32_t));
-    s->touched = malloc((size_t)n_vocab * sizeof(int32_t));
+    s->pos = calloc((size_t)n_vocab, sizeof(int32_t));
+    s->hist = malloc((size_t)n_vocab * sizeof(struct sample_hist));
     s->work = malloc((size_t)n_vocab * sizeof(float));
     s->keys = malloc((size_t)n_vocab * sizeof(uint64_t));
-    if (!s->flags || !s->count || !s->touched || !s->work || !s->keys)
+    if (!s->pos || !s->hist || !s->work || !s->keys)
         goto err;
     if (p->n_bias > 0) {
         s->bias = malloc((size_t)p->n_bias * sizeof(*s->bias));
@@ -200,9 +217,8 @@ void sampler_free(struct sampler *s)
 {
     if (!s)
         return;
-    free(s->flags);
-    free(s->count);
-    free(s->touched);
+    free(s->pos);
+    free(s->hist);
     free(s->work);
     free(s->keys);
     free(s->bias);
@@ -213,11 +229,19 @@ void sampler_accept(struct sampler *s, int32_t token, int is_prompt)
 {
     if (token < 0 || token >= s->n_vocab)
         return; /* not a token of this vocabulary: nothing to penalize */
-    if (!s->flags[token] && !s->count[token])
-        s->touched[s->n_touched++] = token;
-    s->flags[token] |= SEEN_REP;
-    if (!is_prompt && s->count[token] < INT32_MAX)
-        s->count[token]++;
+    if (!s->pos[token]) {
+        s->hist[s->n_hist] = (struct sample_hist){token, 0};
+        s->pos[token] = ++s->n_hist;
+    }
+    struct sample_hist *h = &s->hist[s->pos[token] - 1];
+    if (!is_prompt && h->count < INT32_MAX)
+        h->count++;
+}
+
+static struct sample_ctx sampler_ctx(struct sampler *s)
+{
+    return (struct sample_ctx){&s->p, s->rng, s->hist, s->n_hist, NULL, 0,
+                               s->n_vocab, s->work, s->keys};
 }
 
 /* Bias and penalties into s->work. A bias of -100 or less bans the token
@@ -225,11 +249,14 @@ void sampler_accept(struct sampler *s, int32_t token, int is_prompt)
  * (llama/HF): a positive logit is divided by it, a negative one multiplied.
  * Presence/frequency (OpenAI): logit -= presence*(count>0) + frequency*count
  * over generated tokens. */
-static void apply_bias_penalties(struct sampler *s, const float *logits)
+static void apply_bias_penalties(struct sample_ctx *s, const float *logits)
 {
-    const struct sample_params *p = &s->p;
+    const struct sample_params *p = s->p;
     for (int32_t i = 0; i < s->n_vocab; i++)
         s->work[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+    for (int32_t m = 0; m < s->n_mask; m++) /* the caller's masking of logits */
+        if (s->mask[m] >= 0 && s->mask[m] < s->n_vocab)
+            s->work[s->mask[m]] = -INFINITY;
     for (int32_t b = 0; b < p->n_bias; b++) {
         int32_t t = p->bias[b].token;
         if (t < 0 || t >= s->n_vocab)
@@ -240,20 +267,21 @@ static void apply_bias_penalties(struct sampler *s, const float *logits)
     int pf = p->presence_penalty != 0.f || p->frequency_penalty != 0.f;
     if (!rep && !pf)
         return;
-    for (int32_t k = 0; k < s->n_touched; k++) {
-        int32_t t = s->touched[k];
+    for (int32_t k = 0; k < s->n_hist; k++) {
+        int32_t t = s->hist[k].token, count = s->hist[k].count;
         float l = s->work[t];
-        if (rep && (s->flags[t] & SEEN_REP))
+        if (rep) /* every history token occurred in the prompt or the output */
             l = l > 0.f ? l / p->repetition_penalty : l * p->repetition_penalty;
-        if (pf && s->count[t] > 0)
-            l -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
+        if (pf && count > 0)
+            l -= p->presence_penalty + p->frequency_penalty * (float)count;
         s->work[t] = l;
     }
 }
 
 void sampler_penalized_logits(struct sampler *s, const float *logits, float *out)
 {
-    apply_bias_penalties(s, logits);
+    struct sample_ctx c = sampler_ctx(s);
+    apply_bias_penalties(&c, logits);
     memcpy(out, s->work, (size_t)s->n_vocab * sizeof(float));
 }
 
@@ -273,7 +301,7 @@ int32_t sample_argmax(const float *logits, int32_t n_vocab)
 /* Top k of the finite logits in s->work into keys[0..k), sorted. For a small
  * k a min-heap of keys in one pass (almost every logit fails the first
  * comparison); for a large k quickselect over all keys. Returns the count. */
-static int64_t top_k_keys(struct sampler *s, int64_t k)
+static int64_t top_k_keys(struct sample_ctx *s, int64_t k)
 {
     uint64_t *h = s->keys;
     int64_t n = 0;
@@ -333,7 +361,7 @@ static int tp_bin(float l, float lmax)
     return d < (float)(TP_BINS - 1) ? (int)d : TP_BINS - 1;
 }
 
-static int64_t top_p_keys(struct sampler *s, float lmax, float top_p)
+static int64_t top_p_keys(struct sample_ctx *s, float lmax, float top_p)
 {
     double mass[TP_BINS] = {0};
     double z = 0.0;
@@ -375,9 +403,9 @@ static int64_t top_p_keys(struct sampler *s, float lmax, float top_p)
     return n; /* rounding: keep the whole bin */
 }
 
-int32_t sampler_sample(struct sampler *s, const float *logits)
+static int32_t sample_ctx_step(struct sample_ctx *s, const float *logits)
 {
-    const struct sample_params *p = &s->p;
+    const struct sample_params *p = s->p;
     apply_bias_penalties(s, logits);
     int32_t best = sample_argmax(s->work, s->n_vocab);
     float lmax = s->work[best];
@@ -455,6 +483,12 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
     return key_id(s->keys[n - 1]); /* r == z after rounding */
 }
 
+int32_t sampler_sample(struct sampler *s, const float *logits)
+{
+    struct sample_ctx c = sampler_ctx(s);
+    return sample_ctx_step(&c, logits);
+}
+
 float sample_logprobs(const float *logits, int32_t n_vocab, int32_t token, int n,
                       int32_t *top_ids, float *top_lps)
 {
@@ -491,4 +525,68 @@ float sample_logprobs(const float *logits, int32_t n_vocab, int32_t token, int n
     if (token < 0 || token >= n_vocab || !(logits[token] > -INFINITY))
         return -INFINITY;
     return (float)((double)logits[token] - lse);
+}
+
+/* ------------------------------------------------------------ flat state */
+
+int sampler_export(const struct sampler *s, const int32_t *mask, int32_t n_mask,
+                   int32_t cap_hist, void *blob, size_t bytes)
+{
+    const struct sample_params *p = &s->p;
+    if (n_mask < 0 || cap_hist < s->n_hist ||
+        bytes < sample_state_bytes(p->n_bias, n_mask, cap_hist))
+        return -1;
+    struct sample_state *st = blob;
+    memset(st, 0, sizeof(*st));
+    memcpy(st->rng, s->rng, sizeof(st->rng));
+    st->temperature = p->temperature;
+    st->top_k = p->top_k;
+    st->top_p = p->top_p;
+    st->min_p = p->min_p;
+    st->log_min_p = p->min_p > 0.f ? logf(p->min_p) : 0.f;
+    st->repetition_penalty = p->repetition_penalty;
+    st->presence_penalty = p->presence_penalty;
+    st->frequency_penalty = p->frequency_penalty;
+    st->n_bias = p->n_bias;
+    st->n_mask = n_mask;
+    st->n_hist = s->n_hist;
+    st->cap_hist = cap_hist;
+    if (p->n_bias > 0)
+        memcpy(sample_state_bias(st), p->bias, (size_t)p->n_bias * sizeof(*p->bias));
+    if (n_mask > 0)
+        memcpy(sample_state_mask(st), mask, (size_t)n_mask * sizeof(*mask));
+    if (s->n_hist > 0)
+        memcpy(sample_state_hist(st), s->hist, (size_t)s->n_hist * sizeof(*s->hist));
+    return 0;
+}
+
+int32_t sample_state_step(struct sample_state *st, int32_t n_vocab, const float *logits,
+                          int masked, float *work, uint64_t *keys)
+{
+    struct sample_params p;
+    sample_params_default(&p);
+    p.temperature = st->temperature;
+    p.top_k = st->top_k;
+    p.top_p = st->top_p;
+    p.min_p = st->min_p;
+    p.repetition_penalty = st->repetition_penalty;
+    p.presence_penalty = st->presence_penalty;
+    p.frequency_penalty = st->frequency_penalty;
+    p.bias = sample_state_bias(st);
+    p.n_bias = st->n_bias;
+    struct sample_hist *h = sample_state_hist(st);
+    struct sample_ctx c = {&p, st->rng, h, st->n_hist, sample_state_mask(st),
+                           masked ? st->n_mask : 0, n_vocab, work, keys};
+    const int32_t t = sample_ctx_step(&c, logits);
+    /* sampler_accept(t, 0) on the list */
+    if (t >= 0 && t < n_vocab) {
+        int32_t k = 0;
+        while (k < st->n_hist && h[k].token != t)
+            k++;
+        if (k == st->n_hist && k < st->cap_hist)
+            h[st->n_hist++] = (struct sample_hist){t, 0};
+        if (k < st->n_hist && h[k].count < INT32_MAX)
+            h[k].count++;
+    }
+    return t;
 }

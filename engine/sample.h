@@ -59,4 +59,90 @@ float sample_logprobs(const float *logits, int32_t n_vocab, int32_t token, int n
 /* Greedy argmax (ties: lowest id). */
 int32_t sample_argmax(const float *logits, int32_t n_vocab);
 
+/* ---- the sampler's state in flat form (for a backend's sample op) -------
+ *
+ * One contiguous block that holds everything a step needs, so a device can
+ * keep it resident and update it in place: the parameters, the xoshiro256**
+ * state, the logit bias, a mask (token ids set to -inf before everything
+ * while a step asks for it: the scheduler's min_tokens masking of end
+ * tokens), and the penalty history as a list of the distinct context tokens
+ * with their counts among generated tokens (every entry counts for the
+ * repetition penalty; order does not matter). Layout (shared by C and CUDA;
+ * 8-byte aligned):
+ *
+ *   struct sample_state                  header
+ *   struct sample_bias bias[n_bias]
+ *   int32_t mask[n_mask]
+ *   struct sample_hist hist[cap_hist]    n_hist of them in use
+ *
+ * A step over it (sample_state_step, or a backend's op) samples exactly as
+ * sampler_sample would with the same parameters, accepted tokens and RNG
+ * state, advances the RNG exactly as sampler_sample does (one draw when a
+ * draw happens: not when greedy, everything banned, or one candidate left),
+ * and then accepts the token as sampler_accept(token, 0) does. A history
+ * that is full drops new tokens (size cap_hist for prompt + max_tokens and
+ * it never is). */
+struct sample_hist {
+    int32_t token;
+    int32_t count; /* occurrences among generated tokens */
+};
+
+struct sample_state {
+    uint64_t rng[4];
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+    float log_min_p; /* logf(min_p) from the host's libm (0 when min_p <= 0),
+                      * so a device never needs a logf of its own */
+    float repetition_penalty;
+    float presence_penalty;
+    float frequency_penalty;
+    int32_t n_bias;
+    int32_t n_mask;
+    int32_t n_hist;
+    int32_t cap_hist;
+};
+
+#ifdef __CUDACC__
+#define SAMPLE_STATE_FN static inline __host__ __device__
+#else
+#define SAMPLE_STATE_FN static inline
+#endif
+
+SAMPLE_STATE_FN size_t sample_state_bytes(int32_t n_bias, int32_t n_mask, int32_t cap_hist)
+{
+    size_t b = sizeof(struct sample_state) + (size_t)n_bias * sizeof(struct sample_bias) +
+               (size_t)n_mask * sizeof(int32_t);
+    b = (b + 7) & ~(size_t)7;
+    return b + (size_t)cap_hist * sizeof(struct sample_hist);
+}
+SAMPLE_STATE_FN struct sample_bias *sample_state_bias(struct sample_state *st)
+{
+    return (struct sample_bias *)(st + 1);
+}
+SAMPLE_STATE_FN int32_t *sample_state_mask(struct sample_state *st)
+{
+    return (int32_t *)(sample_state_bias(st) + st->n_bias);
+}
+SAMPLE_STATE_FN struct sample_hist *sample_state_hist(struct sample_state *st)
+{
+    const size_t off = sample_state_bytes(st->n_bias, st->n_mask, 0);
+    return (struct sample_hist *)((char *)st + off);
+}
+
+/* Write s's state (parameters, RNG, bias, history of accepted tokens) and
+ * mask[n_mask] into blob (bytes >= sample_state_bytes(n_bias, n_mask,
+ * cap_hist), 8-byte aligned). 0, or -1 when it does not fit (cap_hist below
+ * the distinct tokens accepted so far, or bytes too small). */
+int sampler_export(const struct sampler *s, const int32_t *mask, int32_t n_mask,
+                   int32_t cap_hist, void *blob, size_t bytes);
+
+/* One step over a flat state (the CPU reference of a backend's sample op):
+ * logits[n_vocab] (not modified), masked first when `masked`; work[n_vocab]
+ * and keys[n_vocab] are scratch. Returns the token; st is advanced and the
+ * token accepted (see above). */
+int32_t sample_state_step(struct sample_state *st, int32_t n_vocab, const float *logits,
+                          int masked, float *work, uint64_t *keys);
+
 #endif

@@ -1,7 +1,7 @@
 /* cuda/backend — the CUDA backend's op table (engine/backend.h): device
  * memory, resident weights, scratch, the error state, and the table itself.
  * The ops live one per file (get_rows.cu, norm.cu, rope.cu, attention.cu,
- * elementwise.cu, mul_mat.cu, kv.cu for the cache); this file is the glue.
+ * elementwise.cu, mul_mat.cu, kv.cu for the cache, sample.cu); this file is the glue.
  *
  * Everything runs on one non-blocking stream owned by the backend; ops
  * queue work and return (ops->async = 1), ops->sync waits and reports the
@@ -275,6 +275,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
+    cuda_sample_free(c);
     cudaStreamDestroy(c->stream);
     free(c);
     free(be);
@@ -315,6 +316,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .add */ cuda_op_add,
     /* .sync */ cuda_be_sync,
     /* .prewarm */ cuda_be_prewarm,
+    /* .sample */ cuda_op_sample,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)

@@ -36,6 +36,7 @@ struct cuda_ctx {
     size_t xq_bytes;
     size_t weight_bytes; /* resident weights, for the load log */
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
+    struct cuda_sample *smp; /* ops->sample scratch (cuda/sample.cu), NULL until used */
 };
 
 /* The KV cache (backend.h's opaque handle, cuda/kv.cu): one allocation,
@@ -146,6 +147,12 @@ int cuda_kv_read(struct backend *be, struct backend_kv *kv, int32_t layer, int64
 void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t n,
                       int64_t row_len);
 void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n);
+
+/* ops->sample (cuda/sample.cu); cuda_sample_free releases its scratch. */
+int cuda_op_sample(struct backend *be, const float *logits, int32_t n_rows, int32_t n_vocab,
+                   const struct backend_sample_req *reqs, int32_t n_reqs,
+                   struct backend_sample_out *out);
+void cuda_sample_free(struct cuda_ctx *c);
 
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
  * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */

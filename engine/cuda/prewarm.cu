@@ -115,6 +115,24 @@ extern "C" int cuda_be_prewarm(struct backend *be,
         PW_RUN("silu_mul", cuda_op_silu_mul(be, y, x, PW_NE0, PW_NE0));
         PW_RUN("add", cuda_op_add(be, y, x, PW_NE0));
         PW_RUN("gather", cuda_op_gather(be, x, ints, 1, PW_NE0, y));
+        {
+            /* sample: both of its kernels (a draw over PW_NE0 zero logits
+             * and its logprobs); the state lives at the end of y */
+            uint64_t blob[16];
+            memset(blob, 0, sizeof(blob));
+            struct sample_state *hs = (struct sample_state *)blob;
+            hs->rng[0] = 1;
+            hs->temperature = 1.f;
+            hs->top_p = 1.f;
+            hs->repetition_penalty = 1.f;
+            hs->cap_hist = 4;
+            struct sample_state *st = (struct sample_state *)(y + PW_N * PW_NE0 - 64);
+            be->ops->upload(be, st, blob, sample_state_bytes(0, 0, 4));
+            const struct backend_sample_req rq = {0, -1, 1, 0, st};
+            struct backend_sample_out so;
+            PW_RUN("sample",
+                   if ((rc = cuda_op_sample(be, x, 1, PW_NE0, &rq, 1, &so)) != 0) goto out);
+        }
 #undef PW_RUN
     }
 out:
