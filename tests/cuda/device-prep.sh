@@ -13,7 +13,7 @@ models=${MODELS:-"stories260K tiny-llama-Q4_K_M tiny-llama-mixed"}
 rm -rf devcarry && mkdir -p devcarry/lib devcarry/bin devcarry/shared/models \
     devcarry/shared/reference devcarry/shared/vocab
 bins="build/daemon/inferd build/tests/cuda/test_cuda build/tests/cuda/test_cuda_ops
-      build/tests/cuda/test_cuda_model build/tests/engine/test_parity"
+      build/tests/cuda/test_cuda_model build/tests/cuda/test_cuda_sample"
 cp $bins devcarry/bin/
 # symbols off: the tool carries 64 MiB, and the fat binaries' debug info is
 # most of each file
@@ -30,3 +30,7 @@ done
 cp ../shared/reference/prompts-*.json devcarry/shared/reference/
 cp ../shared/vocab/ggml-vocab-qwen2.gguf ../shared/vocab/ggml-vocab-llama-spm.gguf* devcarry/shared/vocab/
 du -sh devcarry
+# the carry as one gzip (fat binaries compress ~2.3x): carry devcarry.tgz
+# and start the device command with `tar xzf devcarry.tgz`
+tar czf devcarry.tgz devcarry
+du -sh devcarry.tgz

@@ -33,7 +33,8 @@ for phase in $phases; do
         step selftest $d/bin/test_cuda
         step info-devices $d/bin/inferd info --devices ;;
     ops)
-        step cuda-ops $d/bin/test_cuda_ops ;;
+        step cuda-ops $d/bin/test_cuda_ops
+        step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do
             b=$(basename "$m")
