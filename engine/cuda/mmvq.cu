@@ -29,9 +29,15 @@
 #define MMVQ_WARPS 4 /* weight rows per 128-thread block */
 
 /* lanes per super-block (L) and super-blocks per group per pass (U) */
-template <int NC> struct mmvq_shape {
-    enum { L = NC <= 2 ? 2 : NC, U = 2, LOG_L = L == 2 ? 1 : L == 4 ? 2 : 3,
-           LOG_NC = NC == 1 ? 0 : NC == 2 ? 1 : NC == 4 ? 2 : 3 };
+#ifndef MMVQ_NC1_L
+#define MMVQ_NC1_L 8 /* bench A/B: -DMMVQ_NC1_L=2 */
+#endif
+/* With the next pass prefetched, U x 8/L chunks of weights per lane are
+ * held twice: Q4_K 8 words a chunk, Q5_K 12, Q6_K 14 (the raw words
+ * around the 2-byte aligned runs) */
+template <int NC, int T> struct mmvq_shape {
+    enum { L = NC == 1 ? MMVQ_NC1_L : 8, U = NC == 1 && T == QT_Q4_K && MMVQ_NC1_L == 8 ? 4 : 2,
+           LOG_L = L == 2 ? 1 : L == 4 ? 2 : 3, LOG_NC = NC == 1 ? 0 : NC == 2 ? 1 : NC == 4 ? 2 : 3 };
 };
 
 /* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
@@ -68,40 +74,41 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
     return make_uint4(v.x >> s, v.y >> s, v.z >> s, v.w >> s);
 }
 
-/* 16 bytes at a 2-byte aligned address: five aligned words, funnel-shifted
- * (the fifth word is inside the block for every use below) */
-static __device__ __forceinline__ uint4 mmvq_ld16_a2(const uint8_t *p)
-{
-    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-    const int sh = (int)((uintptr_t)p & 3) * 8;
-    const uint32_t a = w[0], b = w[1], c = w[2], d = w[3], e = w[4];
-    return make_uint4(__funnelshift_r(a, b, sh), __funnelshift_r(b, c, sh),
-                      __funnelshift_r(c, d, sh), __funnelshift_r(d, e, sh));
-}
-
-/* Per type: chunk c (0..7) of super-block sb of a weight row against the
- * activation rows r < nr (block index of row r's super-block: xb0 + r*nbr),
- * added to v1/v2; head() gives the super-block's float scales. */
+/* Per type: load() takes chunk c (0..7) of super-block sb of a weight
+ * row into registers (W), run() multiplies it with the activation rows r <
+ * nr (block index of row r's super-block: xb0 + r*nbr) into v1; head()
+ * gives the super-block's float scales and whole min term. */
 template <int T> struct mmvq_chunk;
 
 /* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks
  * (2p in the low nibbles, 2p+1 in the high), elements l0 = 16(c%2) ..+16
  * of each; Q5_K's fifth bits are bits 2p, 2p+1 of qh[l0..l0+16). */
 template <int T, typename B, int QS> struct mmvq_chunk_k45 {
-    template <int NC>
-    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
-                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
+    /* the chunk's weight bytes, loaded a pass ahead of their use */
+    struct W {
+        uint4 hd, qv, qh;
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int sb, int c, W &w)
     {
         const uint8_t *b = row + (size_t)sb * sizeof(B);
-        const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
-        const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
+        w.hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+        w.qv = *(const uint4 *)(b + QS + 16 * c);
+        if (T == QT_Q5_K)
+            w.qh = *(const uint4 *)(b + 16 + 16 * (c & 1));
+    }
+    template <int NC>
+    static __device__ __forceinline__ void run(const W &w, int c, const cuda_q8k &X, int64_t xb0, int64_t nbr,
+                                               int nr, int v1[NC])
+    {
+        const uint4 hd = w.hd, qv = w.qv;
         const int p = c >> 1, l0 = 16 * (c & 1);
         int sc0, m0, sc1, m1;
         mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p, &sc0, &m0);
         mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p + 1, &sc1, &m1);
         uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
         if (T == QT_Q5_K) {
-            const uint4 qh = *(const uint4 *)(b + 16 + l0);
+            const uint4 qh = w.qh;
+            (void)l0;
             lo.x |= ((qh.x >> (2 * p)) & 0x01010101u) << 4;
             lo.y |= ((qh.y >> (2 * p)) & 0x01010101u) << 4;
             lo.z |= ((qh.z >> (2 * p)) & 0x01010101u) << 4;
@@ -145,16 +152,42 @@ template <> struct mmvq_chunk<QT_Q5_K> : mmvq_chunk_k45<QT_Q5_K, struct block_q5
  * ..+16 (scale 8h + 2tt + c%2, high bits 2tt of qh[32h + l0 ..]), its high
  * nibbles the same 32 elements on (scale + 4, high bits 2tt + 4). */
 template <> struct mmvq_chunk<QT_Q6_K> {
-    template <int NC>
-    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
-                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
+    /* the chunk's words as loaded (2-byte aligned: five words each, and
+     * the funnel shift that aligns them), a pass ahead of their use */
+    struct W {
+        uint32_t l[5], h[5];
+        int shl, shh, sc0, sc1;
+    };
+    static __device__ __forceinline__ void load5(const uint8_t *p, uint32_t o[5], int *sh)
+    {
+        const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+        *sh = (int)((uintptr_t)p & 3) * 8;
+#pragma unroll
+        for (int i = 0; i < 5; i++)
+            o[i] = w[i];
+    }
+    static __device__ __forceinline__ void load(const uint8_t *row, int sb, int c, W &w)
     {
         const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
         const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
-        const uint4 ql = mmvq_ld16_a2(b->ql + 16 * c);
-        const uint4 qh = mmvq_ld16_a2(b->qh + 32 * h + l0);
+        load5(b->ql + 16 * c, w.l, &w.shl);
+        load5(b->qh + 32 * h + l0, w.h, &w.shh);
         const int si = 8 * h + 2 * tt + (c & 1);
-        const int sc0 = b->scales[si], sc1 = b->scales[si + 4];
+        w.sc0 = b->scales[si];
+        w.sc1 = b->scales[si + 4];
+    }
+    static __device__ __forceinline__ uint4 shift5(const uint32_t o[5], int sh)
+    {
+        return make_uint4(__funnelshift_r(o[0], o[1], sh), __funnelshift_r(o[1], o[2], sh),
+                          __funnelshift_r(o[2], o[3], sh), __funnelshift_r(o[3], o[4], sh));
+    }
+    template <int NC>
+    static __device__ __forceinline__ void run(const W &w, int c, const cuda_q8k &X, int64_t xb0, int64_t nbr,
+                                               int nr, int v1[NC])
+    {
+        const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
+        const uint4 ql = shift5(w.l, w.shl), qh = shift5(w.h, w.shh);
+        const int sc0 = w.sc0, sc1 = w.sc1;
         const uint4 hl = mmvq_and(mmvq_shr(qh, 2 * tt), 0x03030303u);
         const uint4 hh = mmvq_and(mmvq_shr(qh, 2 * tt + 4), 0x03030303u);
         uint4 lo, hi;
@@ -216,7 +249,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             float *__restrict__ y, int32_t n_rows)
 {
     typedef mmvq_chunk<T> C;
-    typedef mmvq_shape<NC> SH;
+    typedef mmvq_shape<NC, T> SH;
     enum { L = SH::L, G = CUDA_WARP / SH::L, U = SH::U, SB = G * SH::U };
     static_assert(NC <= L, "the transposed sum needs a lane per activation row");
     __shared__ float4 park[MMVQ_WARPS][SB][NC];
@@ -232,7 +265,24 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint8_t *row = w + (size_t)jr * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
     float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
+    /* the next pass's weight bytes are in flight while this pass reduces,
+     * parks and runs its chain */
+    typename C::W wn[U][8 / L];
+#define MMVQ_LOAD(base)                                                                           \
+    _Pragma("unroll") for (int u = 0; u < U; u++)                                                 \
+        _Pragma("unroll") for (int k = 0; k < 8 / L; k++)                                         \
+            if ((base) + grp + G * u < nbr)                                                       \
+                C::load(row, (int)((base) + grp + G * u), c + L * k, wn[u][k])
+    MMVQ_LOAD((int64_t)0);
     for (int64_t sb0 = 0; sb0 < nbr; sb0 += SB) {
+        typename C::W wc[U][8 / L];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int k = 0; k < 8 / L; k++)
+                wc[u][k] = wn[u][k];
+        if (sb0 + SB < nbr)
+            MMVQ_LOAD(sb0 + SB);
         int v1[U][NC];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -243,7 +293,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (sb < nbr)
 #pragma unroll
                 for (int k = 0; k < 8 / L; k++)
-                    C::template run<NC>(row, (int)sb, c + L * k, X, xrow0 + sb, nbr, nr, v1[u]);
+                    C::template run<NC>(wc[u][k], c + L * k, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -268,6 +318,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         __syncwarp();
     }
+#undef MMVQ_LOAD
     if (lane < nr)
         y[(int64_t)(r0 + lane) * n_w + jr] = acc;
 }

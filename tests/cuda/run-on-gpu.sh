@@ -109,6 +109,8 @@ for phase in $phases; do
             for v in prev bin; do
                 step "op $v round $round" $d/$v/inferd bench --op --backend cuda \
                     --types ${AB_TYPES:-q4_K,q6_K,q8_0} --n 1,8,512 --shapes llama3-ffn-down
+                step "op7b $v round $round" $d/$v/inferd bench --op --backend cuda \
+                    --types q4_K,q6_K --n 1 --shapes qwen7b-attn-q,qwen7b-ffn-up,qwen7b-ffn-down
                 step "q7 $v round $round" $d/$v/inferd bench --backend cuda --model /tmp/q7.gguf \
                     --pp 512 --tg 128 --reps 2
             done
