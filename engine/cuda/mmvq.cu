@@ -1,44 +1,36 @@
 /* cuda/mmvq — the small-batch (decode) product of K-quant weights, n <= 8
  * activation rows: a stream of the weight bytes, each read once.
  *
- * One warp per weight row, in passes of U * 32/L super-blocks: L lanes per
- * super-block (a group), lane c of a group taking 16-byte chunks c, c+L,
- * ... of its packed values (one aligned 128-bit load each; Q6_K's 2-byte
- * aligned blocks take five words and a funnel shift) and the two 16-element
- * runs of activations each chunk's low and high halves multiply (cuda_q8k
- * planes, 16-byte aligned). A lane's integer partial terms (scale * dot of
- * its elements) meet the group's other lanes by an exact shuffle sum,
- * transposed so that with NC activation rows lane c ends with the whole
- * sum of one row (mmvq_reduce); that lane adds the super-block's whole min
- * term, parks (p1, v1, p2, v2) in shared memory, and lane r then runs
- * activation row r's float chain over the pass's super-blocks in k order
- * (cuda/qtypes.cuh), the chain the MMQ kernels run: a row's bits are the
- * same at every batch.
+ * One warp per weight row. A pass of the warp covers MMVQ_U * 4
+ * super-blocks: 8 lanes per super-block, lane c takes 16-byte chunk c of
+ * its packed values (one aligned 128-bit load; Q6_K's 2-byte-aligned
+ * blocks take five words and a funnel shift) and the two 16-element runs
+ * of activations the chunk's low and high halves multiply (cuda_q8k
+ * planes, 16-byte aligned), so consecutive lanes read consecutive bytes.
+ * A lane's integer partial terms (scale * dot and min * activation sum of
+ * its 32 elements) meet their super-block's other seven by an exact
+ * shuffle sum; the super-block's leader parks (p1, v1, p2, v2) per
+ * activation row in shared memory and lane r runs activation row r's float
+ * chain over the pass's super-blocks in k order (cuda/qtypes.cuh), the
+ * chain the MMQ kernels run: a row's bits are the same at every batch.
  *
- * L per NC (mmvq_shape): the per-super-block fixed costs (header, scales,
- * reduction levels, parking) are paid by each of its L lanes, the dot
- * products shared among them, so few lanes per super-block cost fewer
- * instructions but need NC <= L for the transposed sum: nc=1: L = 2
- * (H200, 17:43 call: L = 8 took 1,875 instructions per 14336-wide row and
- * stalled 19.8 cycles per instruction, 19.5 µs, 36% of the read bandwidth);
- * nc=8: L = 8.
+ * Rows per warp 1: at n = 1 the activations (4.6 KB per 4096 elements) are
+ * read from L1 once per weight row, a third of the L1 traffic of the
+ * weights' own bytes; U super-blocks per group per pass (4 at nc <= 2)
+ * keep that many 16-byte weight loads per lane in flight.
+ * Tried and reverted (H200, bench/RESULTS.md, 17:48 and 17:52 calls): 2
+ * lanes per super-block at nc = 1 (fewer instructions, 4.6 M vs 7.7 M,
+ * but each warp instruction then touches 16 lines instead of 4: 18.4 ->
+ * 19.2 µs), and prefetching the next pass's weights into registers (80-96
+ * registers instead of 46-56, half the resident warps: 18.5 -> 28.2 µs).
  */
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 
 #define MMVQ_WARPS 4 /* weight rows per 128-thread block */
-
-/* lanes per super-block (L) and super-blocks per group per pass (U) */
-#ifndef MMVQ_NC1_L
-#define MMVQ_NC1_L 8 /* bench A/B: -DMMVQ_NC1_L=2 */
-#endif
-/* With the next pass prefetched, U x 8/L chunks of weights per lane are
- * held twice: Q4_K 8 words a chunk, Q5_K 12, Q6_K 14 (the raw words
- * around the 2-byte aligned runs) */
-template <int NC, int T> struct mmvq_shape {
-    enum { L = NC == 1 ? MMVQ_NC1_L : 8, U = NC == 1 && T == QT_Q4_K && MMVQ_NC1_L == 8 ? 4 : 2,
-           LOG_L = L == 2 ? 1 : L == 4 ? 2 : 3, LOG_NC = NC == 1 ? 0 : NC == 2 ? 1 : NC == 4 ? 2 : 3 };
-};
+/* super-blocks per 8-lane group per pass: more in flight where the
+ * registers allow (v1 is U x NC ints) */
+#define MMVQ_UN(nc) ((nc) <= 2 ? 4 : 2)
 
 /* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
  * three words (engine/quant.c's get_scale_min_k4, without a byte array
@@ -74,41 +66,40 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
     return make_uint4(v.x >> s, v.y >> s, v.z >> s, v.w >> s);
 }
 
-/* Per type: load() takes chunk c (0..7) of super-block sb of a weight
- * row into registers (W), run() multiplies it with the activation rows r <
- * nr (block index of row r's super-block: xb0 + r*nbr) into v1; head()
- * gives the super-block's float scales and whole min term. */
+/* 16 bytes at a 2-byte aligned address: five aligned words, funnel-shifted
+ * (the fifth word is inside the block for every use below) */
+static __device__ __forceinline__ uint4 mmvq_ld16_a2(const uint8_t *p)
+{
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const int sh = (int)((uintptr_t)p & 3) * 8;
+    const uint32_t a = w[0], b = w[1], c = w[2], d = w[3], e = w[4];
+    return make_uint4(__funnelshift_r(a, b, sh), __funnelshift_r(b, c, sh),
+                      __funnelshift_r(c, d, sh), __funnelshift_r(d, e, sh));
+}
+
+/* Per type: chunk c (0..7) of super-block sb of a weight row against the
+ * activation rows r < nr (block index of row r's super-block: xb0 + r*nbr),
+ * added to v1/v2; head() gives the super-block's float scales. */
 template <int T> struct mmvq_chunk;
 
 /* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks
  * (2p in the low nibbles, 2p+1 in the high), elements l0 = 16(c%2) ..+16
  * of each; Q5_K's fifth bits are bits 2p, 2p+1 of qh[l0..l0+16). */
 template <int T, typename B, int QS> struct mmvq_chunk_k45 {
-    /* the chunk's weight bytes, loaded a pass ahead of their use */
-    struct W {
-        uint4 hd, qv, qh;
-    };
-    static __device__ __forceinline__ void load(const uint8_t *row, int sb, int c, W &w)
+    template <int NC>
+    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
     {
         const uint8_t *b = row + (size_t)sb * sizeof(B);
-        w.hd = *(const uint4 *)b; /* d, dmin, scales[12] */
-        w.qv = *(const uint4 *)(b + QS + 16 * c);
-        if (T == QT_Q5_K)
-            w.qh = *(const uint4 *)(b + 16 + 16 * (c & 1));
-    }
-    template <int NC>
-    static __device__ __forceinline__ void run(const W &w, int c, const cuda_q8k &X, int64_t xb0, int64_t nbr,
-                                               int nr, int v1[NC])
-    {
-        const uint4 hd = w.hd, qv = w.qv;
+        const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+        const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
         const int p = c >> 1, l0 = 16 * (c & 1);
         int sc0, m0, sc1, m1;
         mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p, &sc0, &m0);
         mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p + 1, &sc1, &m1);
         uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
         if (T == QT_Q5_K) {
-            const uint4 qh = w.qh;
-            (void)l0;
+            const uint4 qh = *(const uint4 *)(b + 16 + l0);
             lo.x |= ((qh.x >> (2 * p)) & 0x01010101u) << 4;
             lo.y |= ((qh.y >> (2 * p)) & 0x01010101u) << 4;
             lo.z |= ((qh.z >> (2 * p)) & 0x01010101u) << 4;
@@ -152,42 +143,16 @@ template <> struct mmvq_chunk<QT_Q5_K> : mmvq_chunk_k45<QT_Q5_K, struct block_q5
  * ..+16 (scale 8h + 2tt + c%2, high bits 2tt of qh[32h + l0 ..]), its high
  * nibbles the same 32 elements on (scale + 4, high bits 2tt + 4). */
 template <> struct mmvq_chunk<QT_Q6_K> {
-    /* the chunk's words as loaded (2-byte aligned: five words each, and
-     * the funnel shift that aligns them), a pass ahead of their use */
-    struct W {
-        uint32_t l[5], h[5];
-        int shl, shh, sc0, sc1;
-    };
-    static __device__ __forceinline__ void load5(const uint8_t *p, uint32_t o[5], int *sh)
-    {
-        const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-        *sh = (int)((uintptr_t)p & 3) * 8;
-#pragma unroll
-        for (int i = 0; i < 5; i++)
-            o[i] = w[i];
-    }
-    static __device__ __forceinline__ void load(const uint8_t *row, int sb, int c, W &w)
+    template <int NC>
+    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
     {
         const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
         const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
-        load5(b->ql + 16 * c, w.l, &w.shl);
-        load5(b->qh + 32 * h + l0, w.h, &w.shh);
+        const uint4 ql = mmvq_ld16_a2(b->ql + 16 * c);
+        const uint4 qh = mmvq_ld16_a2(b->qh + 32 * h + l0);
         const int si = 8 * h + 2 * tt + (c & 1);
-        w.sc0 = b->scales[si];
-        w.sc1 = b->scales[si + 4];
-    }
-    static __device__ __forceinline__ uint4 shift5(const uint32_t o[5], int sh)
-    {
-        return make_uint4(__funnelshift_r(o[0], o[1], sh), __funnelshift_r(o[1], o[2], sh),
-                          __funnelshift_r(o[2], o[3], sh), __funnelshift_r(o[3], o[4], sh));
-    }
-    template <int NC>
-    static __device__ __forceinline__ void run(const W &w, int c, const cuda_q8k &X, int64_t xb0, int64_t nbr,
-                                               int nr, int v1[NC])
-    {
-        const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
-        const uint4 ql = shift5(w.l, w.shl), qh = shift5(w.h, w.shh);
-        const int sc0 = w.sc0, sc1 = w.sc1;
+        const int sc0 = b->scales[si], sc1 = b->scales[si + 4];
         const uint4 hl = mmvq_and(mmvq_shr(qh, 2 * tt), 0x03030303u);
         const uint4 hh = mmvq_and(mmvq_shr(qh, 2 * tt + 4), 0x03030303u);
         uint4 lo, hi;
@@ -218,16 +183,16 @@ template <> struct mmvq_chunk<QT_Q6_K> {
     }
 };
 
-/* Sum v[0..NC) over the L lanes of a super-block group, transposed: at
- * each xor step a lane sends the half of its rows its partner keeps, so
- * the group ends with lane c holding the whole sum of row c >> (log L -
- * log NC) in v[0] (NC = L = 8: 7 shuffles, not 24). Integer sums: exact in
- * any order. */
-template <int NC, int L> static __device__ __forceinline__ void mmvq_reduce(int v[NC], int c)
+/* Sum v[0..NC) over the 8 lanes of a super-block group, transposed: at
+ * each of the three xor steps a lane sends the half of its columns its
+ * partner keeps, so the group ends with lane c holding the whole sum of
+ * column c >> (3 - log2 NC) in v[0] (NC = 8: 7 shuffles, not 24). Integer
+ * sums: exact in any order. */
+template <int NC> static __device__ __forceinline__ void mmvq_reduce8(int v[NC], int c)
 {
     int n = NC;
 #pragma unroll
-    for (int o = L / 2; o >= 1; o >>= 1) {
+    for (int o = 4; o >= 1; o >>= 1) {
         if (n >= 2) {
             const int h = n / 2;
             const bool up = (c & o) != 0;
@@ -243,15 +208,17 @@ template <int NC, int L> static __device__ __forceinline__ void mmvq_reduce(int 
     }
 }
 
+template <int NC> struct mmvq_cols {
+    enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
+};
+
 template <int T, int NC>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows)
 {
     typedef mmvq_chunk<T> C;
-    typedef mmvq_shape<NC, T> SH;
-    enum { L = SH::L, G = CUDA_WARP / SH::L, U = SH::U, SB = G * SH::U };
-    static_assert(NC <= L, "the transposed sum needs a lane per activation row");
+    enum { U = MMVQ_UN(NC), SB = 4 * U };
     __shared__ float4 park[MMVQ_WARPS][SB][NC];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
@@ -259,51 +226,32 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         return; /* whole warps: the shuffles and __syncwarp below stay full */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
-    const int grp = lane / L, c = lane % L;
-    const int col = c >> (SH::LOG_L - SH::LOG_NC); /* the activation row this lane parks */
-    const bool writer = (c & ((L / NC) - 1)) == 0 && col < nr;
+    const int grp = lane >> 3, c = lane & 7;
+    const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane parks */
+    const bool writer = (c & ((8 / NC) - 1)) == 0 && col < nr;
     const uint8_t *row = w + (size_t)jr * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
     float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
-    /* the next pass's weight bytes are in flight while this pass reduces,
-     * parks and runs its chain */
-    typename C::W wn[U][8 / L];
-#define MMVQ_LOAD(base)                                                                           \
-    _Pragma("unroll") for (int u = 0; u < U; u++)                                                 \
-        _Pragma("unroll") for (int k = 0; k < 8 / L; k++)                                         \
-            if ((base) + grp + G * u < nbr)                                                       \
-                C::load(row, (int)((base) + grp + G * u), c + L * k, wn[u][k])
-    MMVQ_LOAD((int64_t)0);
     for (int64_t sb0 = 0; sb0 < nbr; sb0 += SB) {
-        typename C::W wc[U][8 / L];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-#pragma unroll
-            for (int k = 0; k < 8 / L; k++)
-                wc[u][k] = wn[u][k];
-        if (sb0 + SB < nbr)
-            MMVQ_LOAD(sb0 + SB);
         int v1[U][NC];
 #pragma unroll
         for (int u = 0; u < U; u++) {
 #pragma unroll
             for (int r = 0; r < NC; r++)
                 v1[u][r] = 0;
-            const int64_t sb = sb0 + grp + G * u;
+            const int64_t sb = sb0 + grp + 4 * u;
             if (sb < nbr)
-#pragma unroll
-                for (int k = 0; k < 8 / L; k++)
-                    C::template run<NC>(wc[u][k], c + L * k, X, xrow0 + sb, nbr, nr, v1[u]);
+                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            mmvq_reduce<NC, L>(v1[u], c);
-            const int64_t sb = sb0 + grp + G * u;
+            mmvq_reduce8<NC>(v1[u], c);
+            const int64_t sb = sb0 + grp + 4 * u;
             if (writer && sb < nbr) {
                 float p1, p2;
                 int v2;
                 C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
-                park[warp][grp + G * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
+                park[warp][grp + 4 * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
             }
         }
         __syncwarp();
@@ -318,7 +266,6 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         __syncwarp();
     }
-#undef MMVQ_LOAD
     if (lane < nr)
         y[(int64_t)(r0 + lane) * n_w + jr] = acc;
 }
