@@ -151,6 +151,16 @@ struct backend_sample_out {
     float top_lps[BACKEND_SAMPLE_MAX_TOP];
 };
 
+/* One product of ops->mul_mat_ex: y = W x, then + bias (y[r][j] = acc +
+ * b[j], add_bias's rounding) when bias is set, or with accumulate y[r][j]
+ * = y[r][j] + acc (add's rounding, the residual stream). */
+struct backend_mm_out {
+    const struct backend_weight *w;
+    float *y;
+    const struct backend_weight *bias; /* F32 [w->ne1] or NULL */
+    int accumulate;
+};
+
 struct backend_ops {
     const char *name;
     /* Element type of the K/V cache rows (enum quant_type; the CPU keeps F16
@@ -284,6 +294,14 @@ struct backend_ops {
     int (*sample)(struct backend *be, const float *logits, int32_t n_rows, int32_t n_vocab,
                   const struct backend_sample_req *reqs, int32_t n_reqs,
                   struct backend_sample_out *out);
+
+    /* Optional (NULL: the graph calls mul_mat, then add_bias / add). One
+     * activation x ([n_rows][ne0], every out[i].w of width ne0) through
+     * n_out products (struct backend_mm_out): the same bits as the
+     * separate ops, with the activation quantized once per vec-dot type
+     * and no round trip of a product through memory before its add. */
+    void (*mul_mat_ex)(struct backend *be, const float *x, int32_t n_rows,
+                       const struct backend_mm_out *out, int n_out);
 };
 
 struct backend {

@@ -398,6 +398,27 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
 /* The launch sequence of the step packed by graph_prepare, ending with the
  * logits download into h_logits. Queued on an async backend; computed on a
  * synchronous one. */
+/* Products of one activation x: through ops->mul_mat_ex (the activation
+ * quantized once, bias and residual adds where the product is stored) or,
+ * on a backend without it, mul_mat then add_bias / add, the same bits. */
+static void graph_mm(struct graph *g, const float *x, int32_t n, const struct backend_mm_out *o, int k)
+{
+    struct backend *be = g->be;
+    const struct backend_ops *op = be->ops;
+    if (op->mul_mat_ex) {
+        op->mul_mat_ex(be, x, n, o, k);
+        return;
+    }
+    for (int i = 0; i < k; i++) {
+        float *y = o[i].accumulate ? g->tmp : o[i].y;
+        op->mul_mat(be, o[i].w, x, y, n);
+        if (o[i].bias)
+            op->add_bias(be, y, o[i].bias, n);
+        if (o[i].accumulate)
+            op->add(be, o[i].y, g->tmp, (int64_t)n * o[i].w->ne1);
+    }
+}
+
 static void graph_launch(struct graph *g)
 {
     const struct model_hparams *hp = model_hparams(g->m);
@@ -415,15 +436,9 @@ static void graph_launch(struct graph *g)
 
         /* attention: q, k, v of every row; K/V into the cache */
         op->rms_norm(be, g->x, L->attn_norm, g->xn, n, E, eps);
-        op->mul_mat(be, L->wq, g->xn, g->q, n);
-        op->mul_mat(be, L->wk, g->xn, g->k, n);
-        op->mul_mat(be, L->wv, g->xn, g->v, n);
-        if (L->bq)
-            op->add_bias(be, g->q, L->bq, n);
-        if (L->bk)
-            op->add_bias(be, g->k, L->bk, n);
-        if (L->bv)
-            op->add_bias(be, g->v, L->bv, n);
+        const struct backend_mm_out qkv[3] = {
+            {L->wq, g->q, L->bq, 0}, {L->wk, g->k, L->bk, 0}, {L->wv, g->v, L->bv, 0}};
+        graph_mm(g, g->xn, n, qkv, 3);
         if (L->q_norm) {
             op->rms_norm(be, g->q, L->q_norm, g->q, n * hp->n_head, HD, eps);
             op->rms_norm(be, g->k, L->k_norm, g->k, n * hp->n_head_kv, HD, eps);
@@ -461,17 +476,21 @@ static void graph_launch(struct graph *g)
                 attn = &g->attn_out;
             }
             op->attention(be, q, g->kv, il, g->att, nr, pos, seq, g->d_bt, attn);
-            op->mul_mat(be, L->wo, g->att, g->tmp, nr);
+            proj = NULL; /* x += Wo att, in one product */
+            const struct backend_mm_out o = {L->wo, x, NULL, 1};
+            graph_mm(g, g->att, nr, &o, 1);
         }
-        op->add(be, x, proj, (int64_t)nr * E);
+        if (proj)
+            op->add(be, x, proj, (int64_t)nr * E);
 
         /* feed-forward (SwiGLU) */
         op->rms_norm(be, x, L->ffn_norm, g->xn, nr, E, eps);
-        op->mul_mat(be, L->ffn_gate, g->xn, g->ffg, nr);
-        op->mul_mat(be, L->ffn_up, g->xn, g->ffu, nr);
+        const struct backend_mm_out gu[2] = {{L->ffn_gate, g->ffg, NULL, 0},
+                                             {L->ffn_up, g->ffu, NULL, 0}};
+        graph_mm(g, g->xn, nr, gu, 2);
         op->silu_mul(be, g->ffg, g->ffu, (int64_t)nr * F, F);
-        op->mul_mat(be, L->ffn_down, g->ffg, g->tmp, nr);
-        op->add(be, x, g->tmp, (int64_t)nr * E);
+        const struct backend_mm_out down = {L->ffn_down, x, NULL, 1};
+        graph_mm(g, g->ffg, nr, &down, 1);
 
         if (last) {
             op->rms_norm(be, x, W->output_norm, g->xn, nr, E, eps);

@@ -317,6 +317,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .sync */ cuda_be_sync,
     /* .prewarm */ cuda_be_prewarm,
     /* .sample */ cuda_op_sample,
+    /* .mul_mat_ex */ cuda_op_mul_mat_ex,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)

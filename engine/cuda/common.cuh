@@ -23,6 +23,14 @@ extern "C" {
 
 #define CUDA_WARP 32
 
+/* A product's epilogue (ops->mul_mat_ex): y = acc, then + bias[j] (add_bias's
+ * rounding) or y = y + acc (add's): the separate ops' bits, without the
+ * round trip of acc through memory. */
+struct cuda_epi {
+    const float *bias; /* [ne1] or NULL */
+    int accumulate;
+};
+
 struct cuda_ctx {
     int device;
     int sm;            /* major * 10 + minor */
@@ -37,6 +45,9 @@ struct cuda_ctx {
     size_t weight_bytes; /* resident weights, for the load log */
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
     struct cuda_sample *smp; /* ops->sample scratch (cuda/sample.cu), NULL until used */
+    /* the epilogue of the product being launched: set by mul_mat_ex around
+     * each of its products, zero otherwise (plain mul_mat) */
+    struct cuda_epi epi;
 };
 
 /* The KV cache (backend.h's opaque handle, cuda/kv.cu): one allocation,
@@ -89,6 +100,16 @@ static __device__ __forceinline__ float cuda_bf2f(quant_bf16 h)
     return __uint_as_float((uint32_t)h << 16);
 }
 
+static __device__ __forceinline__ void cuda_epi_store(float *y, int64_t i, int32_t j, float v,
+                                                      const struct cuda_epi &E)
+{
+    if (E.bias)
+        v = __fadd_rn(v, E.bias[j]);
+    if (E.accumulate)
+        v = __fadd_rn(y[i], v);
+    y[i] = v;
+}
+
 /* Butterfly sum over the warp: every lane ends with the same value, in the
  * same order whatever the caller's batch, so results are batch invariant. */
 static __device__ __forceinline__ float cuda_warp_sum(float v)
@@ -115,6 +136,8 @@ void cuda_op_gather(struct backend *be, const float *x, const int32_t *rows, int
                     int32_t row_len, float *y);
 void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_weight *w,
                       float *y, int32_t n_rows, int32_t n, float eps);
+void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, const struct backend_mm_out *out,
+                        int n_out);
 void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const float *x,
                      float *y, int32_t n_rows);
 void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight *b,

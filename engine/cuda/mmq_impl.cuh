@@ -136,7 +136,8 @@ static __device__ __forceinline__ void mmq_mma_k16(int d[4], const int a[2], int
 template <int T>
 static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
 mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const void *__restrict__ xq,
-           size_t x_row_bytes, int64_t n_stages, float *__restrict__ y, int32_t n_rows)
+           size_t x_row_bytes, int64_t n_stages, float *__restrict__ y, int32_t n_rows,
+           struct cuda_epi E)
 {
     typedef mmq_traits<T> TR;
     extern __shared__ __align__(16) uint8_t mmq_smem_raw[];
@@ -285,7 +286,7 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
                 const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
                 const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
                 if (j < n_w && r < n_rows)
-                    y[(int64_t)r * n_w + j] = acc[mt][nt][i];
+                    cuda_epi_store(y, (int64_t)r * n_w + j, j, acc[mt][nt][i], E);
             }
 }
 
@@ -308,5 +309,5 @@ void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     }
     mmq_kernel<T><<<grid, MMQ_THREADS, sizeof(mmq_smem), c->stream>>>((const uint8_t *)w->data, w->row_bytes,
                                                (int32_t)w->ne1, xq, x_row_bytes, w->ne0 / MMQ_K,
-                                               y, n_rows);
+                                               y, n_rows, c->epi);
 }

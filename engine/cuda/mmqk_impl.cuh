@@ -294,7 +294,7 @@ static __device__ __forceinline__ void mmqk_sub(int sum[2][2][4], const int a[2]
 template <int T, int KDR, bool EXP>
 static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
 mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
-            float *__restrict__ y, int32_t n_rows)
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmqk_w<T, KDR, EXP> W;
     typedef mmqk_smem<T, KDR, EXP> SM;
@@ -478,7 +478,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
                 const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
                 if (j < n_w && r < n_rows)
-                    y[(int64_t)r * n_w + j] = acc[mt][nt][i];
+                    cuda_epi_store(y, (int64_t)r * n_w + j, j, acc[mt][nt][i], E);
             }
 }
 
@@ -515,7 +515,7 @@ static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_byte
         return -1;
     const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
     mmqk_kernel<T, KDR, EXP><<<grid, MMQ_THREADS, sizeof(SM), c->stream>>>(
-        wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows);
+        wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }
 

@@ -215,7 +215,7 @@ template <int NC> struct mmvq_cols {
 template <int T, int NC>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
-            float *__restrict__ y, int32_t n_rows)
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmvq_chunk<T> C;
     enum { U = MMVQ_UN(NC), SB = 4 * U };
@@ -267,7 +267,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         __syncwarp();
     }
     if (lane < nr)
-        y[(int64_t)(r0 + lane) * n_w + jr] = acc;
+        cuda_epi_store(y, (int64_t)(r0 + lane) * n_w + jr, jr, acc, E);
 }
 
 template <int T, int NC>
@@ -278,7 +278,7 @@ static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, cons
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS), cuda_blocks(n_rows, NC));
     mmvq_kernel<T, NC><<<grid, MMVQ_WARPS * CUDA_WARP, 0, c->stream>>>(
-        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows);
+        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
 
 /* NC: the smallest instantiation that holds the call's rows (the row

@@ -35,7 +35,7 @@ template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
                  const struct block_q8_0 *__restrict__ xq, int64_t nb, float *__restrict__ y,
-                 int32_t n_rows)
+                 int32_t n_rows, struct cuda_epi E)
 {
     typedef cuda_qt<T> Q;
     /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1) */
@@ -72,7 +72,7 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
         __syncwarp();
     }
     if (lane < ncols)
-        y[(int64_t)(r0 + lane) * n_w_rows + j] = acc;
+        cuda_epi_store(y, (int64_t)(r0 + lane) * n_w_rows + j, j, acc, E);
 }
 
 /* activation element as the CPU's vec_dot type for weight type T holds it */
@@ -88,7 +88,8 @@ template <int T> static __device__ __forceinline__ float mm_act(float v)
 template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
-                 const float *__restrict__ x, int64_t ne0, float *__restrict__ y, int32_t n_rows)
+                 const float *__restrict__ x, int64_t ne0, float *__restrict__ y, int32_t n_rows,
+                 struct cuda_epi E)
 {
     const int32_t j = blockIdx.x * MM_WARPS + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -112,13 +113,16 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
     for (int c = 0; c < MM_COLS; c++) {
         const float s = cuda_warp_sum(acc[c]);
         if (lane == 0 && c < ncols)
-            y[(int64_t)(r0 + c) * n_w_rows + j] = s;
+            cuda_epi_store(y, (int64_t)(r0 + c) * n_w_rows + j, j, s, E);
     }
 }
 
+/* *held: the vec-dot type the scratch c->xq already holds x in (-1:
+ * nothing), so products sharing an activation quantize it once
+ * (mul_mat_ex); updated here. */
 template <int T>
 static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
-                      int32_t n_rows, dim3 grid, dim3 block)
+                      int32_t n_rows, dim3 grid, dim3 block, int *held)
 {
     typedef cuda_qt<T> Q;
     constexpr int kq = Q::QK == QK_K;
@@ -132,7 +136,11 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
                  n_rows, (long long)w->ne0);
         return;
     }
-    cuda_quantize_act(c, kq ? QT_Q8_K : QT_Q8_0, x, c->xq, n_rows, w->ne0);
+    const int vdt = kq ? QT_Q8_K : QT_Q8_0;
+    if (*held != vdt) {
+        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
+        *held = vdt;
+    }
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
     if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
@@ -144,7 +152,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     else
         mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
             (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-            (const struct block_q8_0 *)c->xq, nb, y, n_rows);
+            (const struct block_q8_0 *)c->xq, nb, y, n_rows, c->epi);
 }
 
 template <int T>
@@ -152,7 +160,28 @@ static void mul_mat_f(struct cuda_ctx *c, const struct backend_weight *w, const 
                       int32_t n_rows, dim3 grid, dim3 block)
 {
     mul_mat_f_kernel<T><<<grid, block, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes,
-                                                        (int32_t)w->ne1, x, w->ne0, y, n_rows);
+                                                        (int32_t)w->ne1, x, w->ne0, y, n_rows, c->epi);
+}
+
+static void mul_mat_one(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                        int32_t n_rows, int *held)
+{
+    const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), cuda_blocks(n_rows, MM_COLS));
+    const dim3 block(MM_WARPS * CUDA_WARP);
+    switch (w->type) {
+    case QT_F32: mul_mat_f<QT_F32>(c, w, x, y, n_rows, grid, block); break;
+    case QT_F16: mul_mat_f<QT_F16>(c, w, x, y, n_rows, grid, block); break;
+    case QT_BF16: mul_mat_f<QT_BF16>(c, w, x, y, n_rows, grid, block); break;
+    case QT_Q4_0: mul_mat_q<QT_Q4_0>(c, w, x, y, n_rows, grid, block, held); break;
+    case QT_Q8_0: mul_mat_q<QT_Q8_0>(c, w, x, y, n_rows, grid, block, held); break;
+    case QT_Q4_K: mul_mat_q<QT_Q4_K>(c, w, x, y, n_rows, grid, block, held); break;
+    case QT_Q5_K: mul_mat_q<QT_Q5_K>(c, w, x, y, n_rows, grid, block, held); break;
+    case QT_Q6_K: mul_mat_q<QT_Q6_K>(c, w, x, y, n_rows, grid, block, held); break;
+    default:
+        c->err = INF_EUNSUPPORTED;
+        return;
+    }
+    CUDA_CHECK_LAUNCH(c, "mul_mat kernel");
 }
 
 void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const float *x, float *y,
@@ -161,22 +190,33 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
-    const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), cuda_blocks(n_rows, MM_COLS));
-    const dim3 block(MM_WARPS * CUDA_WARP);
-    switch (w->type) {
-    case QT_F32: mul_mat_f<QT_F32>(c, w, x, y, n_rows, grid, block); break;
-    case QT_F16: mul_mat_f<QT_F16>(c, w, x, y, n_rows, grid, block); break;
-    case QT_BF16: mul_mat_f<QT_BF16>(c, w, x, y, n_rows, grid, block); break;
-    case QT_Q4_0: mul_mat_q<QT_Q4_0>(c, w, x, y, n_rows, grid, block); break;
-    case QT_Q8_0: mul_mat_q<QT_Q8_0>(c, w, x, y, n_rows, grid, block); break;
-    case QT_Q4_K: mul_mat_q<QT_Q4_K>(c, w, x, y, n_rows, grid, block); break;
-    case QT_Q5_K: mul_mat_q<QT_Q5_K>(c, w, x, y, n_rows, grid, block); break;
-    case QT_Q6_K: mul_mat_q<QT_Q6_K>(c, w, x, y, n_rows, grid, block); break;
-    default:
-        c->err = INF_EUNSUPPORTED;
+    int held = -1;
+    mul_mat_one(c, w, x, y, n_rows, &held);
+}
+
+/* ops->mul_mat_ex: the activation quantized once per vec-dot type for all
+ * the products that read it (Q/K/V, gate/up), each product's bias or
+ * residual add done where it stores (struct cuda_epi). Same bits as
+ * mul_mat then add_bias / add (tests/cuda/test_cuda_ops.c checks it). */
+void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, const struct backend_mm_out *out,
+                        int n_out)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || n_rows <= 0)
         return;
+    int held = -1;
+    for (int i = 0; i < n_out && !c->err; i++) {
+        if (out[i].w->ne0 != out[0].w->ne0) {
+            c->err = INF_EINVAL;
+            snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat_ex: weights of one activation differ in width");
+            break;
+        }
+        c->epi.bias = out[i].bias ? (const float *)out[i].bias->data : NULL;
+        c->epi.accumulate = out[i].accumulate;
+        mul_mat_one(c, out[i].w, x, out[i].y, n_rows, &held);
     }
-    CUDA_CHECK_LAUNCH(c, "mul_mat kernel");
+    c->epi.bias = NULL;
+    c->epi.accumulate = 0;
 }
 
 /* ---- the dispatcher's table: every product kernel cuda_op_mul_mat can

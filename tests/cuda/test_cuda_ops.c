@@ -342,6 +342,85 @@ static void test_mul_mat(void)
 
 /* get_rows dequantizes with the same formulas on both sides; the GPU may
  * contract d*sc*q - dmin*m into one FMA (last-bit differences): 1e-10. */
+/* ops->mul_mat_ex (one activation through several weights, bias and
+ * residual epilogues) gives the bits of mul_mat then add_bias / add, on
+ * mixed weight types sharing the activation (Q/K/V of a Q4_K_M model:
+ * q4_K, q4_K, q6_K; plus q8_0 and f16 so two quantizations and the float
+ * kernel meet in one call), at decode and prefill row counts. */
+static void test_mul_mat_ex(void)
+{
+    if (!gpu->ops->mul_mat_ex) {
+        printf("mul_mat_ex: not in the cuda op table\n");
+        fails++;
+        return;
+    }
+    enum { NE0 = 512, NE1 = 96, NOUT = 5 };
+    static const int types[NOUT] = {QT_Q4_K, QT_Q4_K, QT_Q6_K, QT_Q8_0, QT_F16};
+    static const int32_t ns[] = {1, 5, 8, 40, 300};
+    const int32_t nmax = 300;
+    struct backend_weight w[NOUT], b;
+    char *wq[NOUT];
+    float *wf = xmalloc(sizeof(float) * NE0 * NE1);
+    for (int i = 0; i < NOUT; i++) {
+        const size_t rb = quant_row_bytes(types[i], NE0);
+        wq[i] = xmalloc(rb * NE1);
+        fill(wf, (size_t)NE0 * NE1, 1.0f);
+        for (int j = 0; j < NE1; j++)
+            CHECK(quant_quantize_weights(types[i], wf + (size_t)j * NE0, wq[i] + (size_t)j * rb, NE0) == 0);
+        wreg(gpu, &w[i], types[i], NE0, NE1, wq[i]);
+    }
+    float *bh = xmalloc(sizeof(float) * NE1);
+    fill(bh, NE1, 1.0f);
+    wreg(gpu, &b, QT_F32, NE1, 1, bh);
+    float *x = xmalloc(sizeof(float) * (size_t)nmax * NE0);
+    fill(x, (size_t)nmax * NE0, 3.0f);
+    float *y0 = xmalloc(sizeof(float) * (size_t)nmax * NE1);
+    fill(y0, (size_t)nmax * NE1, 2.0f);
+    float *xg = dup_host(x, sizeof(float) * (size_t)nmax * NE0);
+    float *ya[NOUT], *yb[NOUT];
+    for (int i = 0; i < NOUT; i++) {
+        ya[i] = dalloc(sizeof(float) * (size_t)nmax * NE1);
+        yb[i] = dalloc(sizeof(float) * (size_t)nmax * NE1);
+    }
+    float *tmp = dalloc(sizeof(float) * (size_t)nmax * NE1);
+    float *ha = xmalloc(sizeof(float) * (size_t)nmax * NE1), *hb = xmalloc(sizeof(float) * (size_t)nmax * NE1);
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        const int32_t n = ns[k];
+        const size_t ny = sizeof(float) * (size_t)n * NE1;
+        struct backend_mm_out o[NOUT];
+        for (int i = 0; i < NOUT; i++) {
+            /* out 0 and 3 with a bias, 1 and 4 accumulating into y0, 2 plain */
+            const int acc = i == 1 || i == 4, bias = i == 0 || i == 3;
+            gpu->ops->upload(gpu, ya[i], y0, ny);
+            gpu->ops->upload(gpu, yb[i], y0, ny);
+            gpu->ops->mul_mat(gpu, &w[i], xg, acc ? tmp : ya[i], n);
+            if (bias)
+                gpu->ops->add_bias(gpu, ya[i], &b, n);
+            if (acc)
+                gpu->ops->add(gpu, ya[i], tmp, (int64_t)n * NE1);
+            o[i] = (struct backend_mm_out){&w[i], yb[i], bias ? &b : NULL, acc};
+        }
+        gpu->ops->mul_mat_ex(gpu, xg, n, o, NOUT);
+        CHECK(gpu->ops->sync(gpu) == 0);
+        for (int i = 0; i < NOUT; i++) {
+            dget(ha, ya[i], ny);
+            dget(hb, yb[i], ny);
+            char shape[96];
+            snprintf(shape, sizeof(shape), "ne0=%d ne1=%d n=%d %s", NE0, NE1, n,
+                     i == 1 || i == 4 ? "accumulate" : i == 0 || i == 3 ? "bias" : "plain");
+            report_bits("mm-ex", quant_type_name(types[i]), shape, rows_differ(hb, ha, n, NE1), n);
+        }
+    }
+    for (int i = 0; i < NOUT; i++) {
+        gpu->ops->weight_release(gpu, &w[i]);
+        DFREE(ya[i], yb[i]);
+        free(wq[i]);
+    }
+    gpu->ops->weight_release(gpu, &b);
+    DFREE(xg, tmp);
+    HFREE(wf, bh, x, y0, ha, hb);
+}
+
 static void test_get_rows(int type, int64_t ne0)
 {
     enum { NROW = 301, NID = 97 };
@@ -798,6 +877,7 @@ int main(void)
     CHECK(gpu->ops->reserve(gpu, &rs) == 0);
 
     test_mul_mat();
+    test_mul_mat_ex();
 
     static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0,
                                 QT_Q4_K, QT_Q5_K, QT_Q6_K};
