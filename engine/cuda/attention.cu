@@ -2,9 +2,11 @@
  *
  * One warp per (row, query head): lanes score 32 cached positions p <=
  * pos[row] of the row's sequence at a time (slot = block_table[p / bs] * bs
- * + p % bs), then lane l, holding dimensions l, l+32, ... of the output
- * accumulator, walks them through an online softmax (running maximum,
- * rescaled sum), so any context length runs in registers. Every row is computed on its own, in position order: results
+ * + p % bs; four partial sums per score), take each position's softmax
+ * factor in parallel from a prefix maximum, then lane l, holding
+ * dimensions l, l+32, ... of the output accumulator, walks them through
+ * the online softmax (running maximum, rescaled sum), so any context
+ * length runs in registers. Every row is computed on its own, in position order: results
  * do not depend on the batch or on how a prompt was chunked (the cache is
  * the only input besides the row's query).
  *
@@ -60,30 +62,66 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
         if (p <= last) {
             const int64_t slot = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
             const quant_f16 *kr = kc + slot * kv_dim + (int64_t)kvh * hd;
-            float s = 0.0f;
-            for (int d = 0; d < hd; d += 2) {
-                const __half2 k2 = *(const __half2 *)(kr + d);
-                s = __fmaf_rn(qs[wid][d], __low2float(k2), s);
-                s = __fmaf_rn(qs[wid][d + 1], __high2float(k2), s);
+            /* four partial sums over d = 8i+0..3 and 8i+4..7 pairs, added in
+             * a fixed order: a quarter of the dependent FMA chain, and a
+             * score still never depends on the batch */
+            float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (hd % 8 == 0) { /* rows 16-byte aligned: 8 halves per load */
+                for (int d = 0; d < hd; d += 8) {
+                    const uint4 k8 = *(const uint4 *)(kr + d);
+                    const __half2 *k2 = (const __half2 *)&k8;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        s4[j] = __fmaf_rn(qs[wid][d + 2 * j], __low2float(k2[j]), s4[j]);
+                        s4[j] = __fmaf_rn(qs[wid][d + 2 * j + 1], __high2float(k2[j]), s4[j]);
+                    }
+                }
+            } else { /* the same sums, a pair at a time */
+                for (int d = 0; d < hd; d += 2) {
+                    const __half2 k2 = *(const __half2 *)(kr + d);
+                    const int j = (d >> 1) & 3;
+                    s4[j] = __fmaf_rn(qs[wid][d], __low2float(k2), s4[j]);
+                    s4[j] = __fmaf_rn(qs[wid][d + 1], __high2float(k2), s4[j]);
+                }
             }
-            sc = __fmul_rn(s, a.scale);
+            sc = __fmul_rn(__fadd_rn(__fadd_rn(s4[0], s4[1]), __fadd_rn(s4[2], s4[3])), a.scale);
         }
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        /* The running maximum before each position by a prefix max across
+         * the lanes, so each lane takes its own position's exponential in
+         * parallel: m_before(i) = max(m, s_0..s_{i-1}) is what the walk
+         * below had in m at step i, so ms/vs are the same bits as taking
+         * them one position at a time; the walk keeps only the dependent
+         * F16-rounded updates. */
+        float run = sc; /* inclusive prefix max */
+#pragma unroll
+        for (int o = 1; o < CUDA_WARP; o <<= 1) {
+            const float t = __shfl_up_sync(0xffffffffu, run, o);
+            if (lane >= o)
+                run = fmaxf(run, t);
+        }
+        float before = __shfl_up_sync(0xffffffffu, run, 1);
+        before = lane == 0 ? m : fmaxf(m, before);
+        float my_ms = 1.0f, my_vs = 1.0f;
+        if (lane < cnt) {
+            if (sc > before)
+                my_ms = expf(before - sc);
+            else
+                my_vs = expf(sc - before);
+        }
         for (int i = 0; i < cnt; i++) {
+            const float ms = __shfl_sync(0xffffffffu, my_ms, i);
+            const float vs = __shfl_sync(0xffffffffu, my_vs, i);
             const float s = __shfl_sync(0xffffffffu, sc, i);
             const int32_t pi = p0 + i;
             const int64_t slot = (int64_t)table[pi / a.block_size] * a.block_size + pi % a.block_size;
             const quant_f16 *vr = vc + slot * kv_dim + (int64_t)kvh * hd;
-            /* every lane holds the same s: the branch is uniform */
-            float ms = 1.0f, vs = 1.0f;
+            /* every lane holds the same s and m: the branch is uniform */
             if (s > m) {
-                ms = expf(m - s);
                 m = s;
 #pragma unroll
                 for (int k = 0; k < ATT_MAX_DPL; k++)
                     acc[k] = __half2float(__float2half_rn(__fmul_rn(acc[k], ms)));
-            } else {
-                vs = expf(s - m);
             }
 #pragma unroll
             for (int k = 0; k < ATT_MAX_DPL; k++) {

@@ -32,22 +32,6 @@
  * registers allow (v1 is U x NC ints) */
 #define MMVQ_UN(nc) ((nc) <= 2 ? 4 : 2)
 
-/* the 6-bit scale and min of sub-block j from the 12 scale bytes held as
- * three words (engine/quant.c's get_scale_min_k4, without a byte array
- * that a dynamic j would put in local memory) */
-static __device__ __forceinline__ void mmvq_k4_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j,
-                                                         int *sc, int *m)
-{
-    const int sh = 8 * (j & 3);
-    if (j < 4) {
-        *sc = (int)((s0 >> sh) & 63);
-        *m = (int)((s1 >> sh) & 63);
-    } else {
-        *sc = (int)(((s2 >> sh) & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
-        *m = (int)(((s2 >> sh) >> 4 & 0x0f) | (((s1 >> sh) >> 6 & 3) << 4));
-    }
-}
-
 static __device__ __forceinline__ int mmvq_dot4(uint4 q, uint4 x, int s)
 {
     s = __dp4a((int)q.x, (int)x.x, s);
@@ -94,9 +78,14 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
         const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
         const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
         const int p = c >> 1, l0 = 16 * (c & 1);
-        int sc0, m0, sc1, m1;
-        mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p, &sc0, &m0);
-        mmvq_k4_scale_min(hd.y, hd.z, hd.w, 2 * p + 1, &sc1, &m1);
+        /* the 6-bit scales of sub-blocks 2p, 2p+1: bytes of the packed
+         * word of sub-blocks 0-3 or 4-7 (engine/quant.c's get_scale_min_k4
+         * for four at once), selected without a branch: half the group's
+         * lanes would take the other side of `j < 4` */
+        const uint32_t w03 = hd.y & 0x3f3f3f3fu;
+        const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
+        const uint32_t sw = (p < 2 ? w03 : w47) >> (16 * (p & 1));
+        const int sc0 = (int)(sw & 0xff), sc1 = (int)((sw >> 8) & 0xff);
         uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
         if (T == QT_Q5_K) {
             const uint4 qh = *(const uint4 *)(b + 16 + l0);
