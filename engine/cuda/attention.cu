@@ -20,6 +20,7 @@
 
 #define ATT_MAX_DPL 8 /* dimensions per lane: head_dim <= 256 */
 #define ATT_WARPS 4   /* query heads per thread block */
+#define ATT_VS_HD 128 /* head_dim up to which a chunk's V rows are staged in shared memory */
 
 static __global__ void __launch_bounds__(ATT_WARPS *CUDA_WARP)
 attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
@@ -28,6 +29,10 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                  const int32_t *__restrict__ bt, struct backend_attn a)
 {
     __shared__ float qs[ATT_WARPS][ATT_MAX_DPL * CUDA_WARP];
+    /* the 32 V rows of the chunk being walked: the walk's one load per
+     * position then hits shared memory instead of waiting on L2 (the
+     * cache of a layer is re-read by every row and head) */
+    __shared__ __align__(16) quant_f16 vs_sm[ATT_WARPS][CUDA_WARP][ATT_VS_HD];
     const int32_t r = blockIdx.x;
     const int wid = threadIdx.x / CUDA_WARP;
     const int32_t h = blockIdx.y * ATT_WARPS + wid;
@@ -56,11 +61,28 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
     for (int k = 0; k < ATT_MAX_DPL; k++)
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+    const bool stage = hd <= ATT_VS_HD && hd % 8 == 0;
     for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
         const int32_t p = p0 + lane;
         float sc = -INFINITY;
+        int64_t slot = 0;
+        if (p <= last)
+            slot = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
+        const int cnt0 = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        if (stage) {
+            /* V rows of positions p0..p0+cnt0-1, 16 bytes per lane and load,
+             * all of them in flight together */
+            const int per_row = hd / 8; /* 16-byte pieces per row; 32 rows = per_row trips */
+            __syncwarp(); /* the previous chunk's walk is done with vs_sm */
+            for (int t = 0; t < per_row; t++) {
+                const int q = lane + CUDA_WARP * t, i = q / per_row, cch = q % per_row;
+                const int64_t si = __shfl_sync(0xffffffffu, slot, i); /* every lane takes part */
+                if (i < cnt0)
+                    *(uint4 *)&vs_sm[wid][i][8 * cch] =
+                        *(const uint4 *)(vc + si * kv_dim + (int64_t)kvh * hd + 8 * cch);
+            }
+        }
         if (p <= last) {
-            const int64_t slot = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
             const quant_f16 *kr = kc + slot * kv_dim + (int64_t)kvh * hd;
             /* four partial sums over d = 8i+0..3 and 8i+4..7 pairs, added in
              * a fixed order: a quarter of the dependent FMA chain, and a
@@ -109,13 +131,14 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
             else
                 my_vs = expf(sc - before);
         }
+        if (stage)
+            __syncwarp(); /* the chunk's V rows are in vs_sm */
         for (int i = 0; i < cnt; i++) {
             const float ms = __shfl_sync(0xffffffffu, my_ms, i);
             const float vs = __shfl_sync(0xffffffffu, my_vs, i);
             const float s = __shfl_sync(0xffffffffu, sc, i);
-            const int32_t pi = p0 + i;
-            const int64_t slot = (int64_t)table[pi / a.block_size] * a.block_size + pi % a.block_size;
-            const quant_f16 *vr = vc + slot * kv_dim + (int64_t)kvh * hd;
+            const int64_t si = __shfl_sync(0xffffffffu, slot, i);
+            const quant_f16 *vr = stage ? vs_sm[wid][i] : vc + si * kv_dim + (int64_t)kvh * hd;
             /* every lane holds the same s and m: the branch is uniform */
             if (s > m) {
                 m = s;
