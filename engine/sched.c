@@ -539,12 +539,13 @@ static void sample_next(struct sched *s, struct seq *q, float *L)
         }
     }
     t = sampler_sample(q->smp, L);
-    if (n_mask) { /* restore in the same order */
-        n_mask = 0;
-        for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++)
-            L[s->eog[i]] = r->mask_saved[n_mask++];
-        for (int32_t i = 0; i < r->n_stop_ids; i++)
-            L[r->stop_ids[i]] = r->mask_saved[n_mask++];
+    if (n_mask) { /* restore in reverse order: an id masked twice (a stop id
+                   * that is also an end-of-generation id, like a chat
+                   * template's end of turn) gets its first saved value */
+        for (int32_t i = r->n_stop_ids - 1; i >= 0; i--)
+            L[r->stop_ids[i]] = r->mask_saved[--n_mask];
+        for (int32_t i = r->ignore_eos ? -1 : s->n_eog - 1; i >= 0; i--)
+            L[s->eog[i]] = r->mask_saved[--n_mask];
     }
     sampler_accept(q->smp, t, 0);
     stop = q->n_gen >= r->min_tokens &&
