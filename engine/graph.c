@@ -122,6 +122,7 @@ struct graph {
 
     /* the step between graph_submit and graph_wait */
     int inflight;
+    int logits_on_device; /* the step in flight skips the logits download */
     struct graph_step st;
     float *out_logits; /* the caller's copy (graph_batch.logits), or NULL */
 };
@@ -495,8 +496,9 @@ static void graph_launch(struct graph *g)
         if (last) {
             op->rms_norm(be, x, W->output_norm, g->xn, nr, E, eps);
             op->mul_mat(be, W->output, g->xn, g->logits, nr);
-            op->download_async(be, g->h_logits, g->logits,
-                               (size_t)nr * hp->n_vocab * sizeof(float));
+            if (!g->logits_on_device) /* else ops->sample reads g->logits */
+                op->download_async(be, g->h_logits, g->logits,
+                                   (size_t)nr * hp->n_vocab * sizeof(float));
         }
     }
 }
@@ -505,10 +507,13 @@ int graph_submit(struct graph *g, const struct graph_batch *b)
 {
     if (g->inflight)
         return INF_EBUSY;
+    if (b->logits_on_device && b->logits)
+        return INF_EINVAL; /* nothing comes down to copy from */
     int rc = graph_prepare(g, b);
     if (rc)
         return rc;
     g->inflight = 1;
+    g->logits_on_device = b->logits_on_device != 0;
     g->out_logits = b->n_logits > 0 ? b->logits : NULL;
     /* a synchronous backend computes in graph_wait: the host work the
      * caller does between the two then still comes first, as it did
@@ -539,6 +544,11 @@ int graph_wait(struct graph *g)
 float *graph_logits(struct graph *g)
 {
     return g->h_logits;
+}
+
+const float *graph_logits_device(struct graph *g)
+{
+    return g->logits;
 }
 
 int graph_forward(struct graph *g, const struct graph_batch *b)

@@ -17,8 +17,9 @@
  * descriptor in host memory the backend can copy from (pinned on CUDA) and
  * uploads it at once; host-side maxima (rows, longest KV) size the kernels
  * without reading device memory. graph_submit then queues the whole launch
- * sequence and the download of the logits into host memory the graph owns;
- * graph_wait waits for it. Between the two the caller's host work overlaps
+ * sequence and the download of the logits into host memory the graph owns
+ * (skipped for a batch with logits_on_device: the scheduler then samples
+ * from graph_logits_device with ops->sample); graph_wait waits for it. Between the two the caller's host work overlaps
  * the device (a synchronous backend, the CPU, computes in graph_wait so that
  * work still comes first). graph_forward is submit + wait.
  *
@@ -59,6 +60,11 @@ struct graph_batch {
     const int32_t *logit_rows;          /* [n_logits] batch rows whose logits are wanted */
     float *logits; /* out: [n_logits][n_vocab], host memory, filled by graph_wait; or NULL
                     * (read them in place with graph_logits) */
+    /* 1: every logits row is read on the backend (ops->sample on
+     * graph_logits_device): the download into host memory is skipped, so
+     * graph_logits is not written by this step; logits must be NULL.
+     * 0 (what a zero-initialized batch says): the logits come down. */
+    int32_t logits_on_device;
 };
 
 struct graph;
@@ -86,6 +92,11 @@ int graph_wait(struct graph *g);
  * owned by the graph, valid until the next graph_submit. The caller may
  * write them (scratch) until then. */
 float *graph_logits(struct graph *g);
+/* The same logits in backend memory (what ops->sample reads): [n_logits]
+ * [n_vocab], written by the step in flight, complete after graph_wait and
+ * valid until the next graph_submit. Filled whether or not the step had
+ * logits_on_device. */
+const float *graph_logits_device(struct graph *g);
 /* graph_submit + graph_wait: the same codes. */
 int graph_forward(struct graph *g, const struct graph_batch *b);
 

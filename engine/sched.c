@@ -16,7 +16,9 @@
  * chunks), (4) graph_submit, (5) while the device computes: publish the
  * previous step (its stats, then its events and notifies, then let go of the
  * requests it finished) and feed the prompts of the requests admitted in (2)
- * to their samplers, (6) graph_wait, (7) sample and push events, (8) keep
+ * to their samplers, (6) graph_wait, (7) sample (on the host from the
+ * downloaded logits, or with ops->sample on the backend's copy: see
+ * "sampling on the backend") and push events, (8) keep
  * the step's stats and touched requests for the next step's (5) -- or
  * publish them at once when the engine goes idle or stops.
  *
@@ -48,6 +50,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/backend.h"
 #include "engine/graph.h"
 #include "engine/kv.h"
 #include "engine/log.h"
@@ -69,7 +72,11 @@ struct seq {
     uint64_t chain;      /* hash of the last hashed full block */
     int32_t n_hashed;    /* full blocks whose hash chain is known */
     int done;
+    int32_t sreq;        /* backend sampling: this step's request index; SREQ_* */
 };
+
+#define SREQ_NONE (-1)     /* no request this step */
+#define SREQ_CANCELED (-2) /* cancelled when the requests were built (first token) */
 
 struct sched_handle {
     /* immutable after submit */
@@ -111,6 +118,8 @@ struct sched_handle {
     int touched;           /* got events this step */
     int failed;            /* an ERROR event went out: nothing more */
     int accept_pending;    /* admitted this step: prompt not yet fed to the samplers */
+    int dev;               /* samples on the backend (its choices' state slots) */
+    int32_t n_mask;        /* ids masked before min_tokens: EOG (unless ignore_eos), stop ids */
 };
 
 /* What a logits row of the batch is for. */
@@ -174,7 +183,31 @@ struct sched {
     uint64_t st_prefix_hit_tokens, st_prefix_hits, st_prompt_tokens, st_generated;
     uint64_t st_steps, st_done;
     double st_step_s;
+
+    /* Sampling on the backend (see sample_rows_backend), all sized once in
+     * sched_new: one sample_state slot per sequence slot in backend memory
+     * and its host_alloc staging (an upload from it is queued), the
+     * requests and results of one step's ops->sample calls. */
+    struct backend *be;
+    int dev;                 /* 1: admitted requests sample on the backend */
+    size_t st_bytes;         /* one state slot */
+    int32_t st_max_bias, st_max_mask;
+    char *d_states;          /* backend memory [max_seqs][st_bytes] */
+    char *h_states;          /* host_alloc [max_seqs][st_bytes] */
+    int32_t *mask_buf;       /* [st_max_mask] */
+    struct backend_sample_req *sreq; /* host_alloc [sreq_cap] */
+    struct backend_sample_out *sout; /* host_alloc [sreq_cap] */
+    int32_t *sreq_k;         /* [sreq_cap] the logits row use (b_use index) of a request */
+    struct seq **sreq_q;     /* [sreq_cap] the sequence it samples for (NULL: scores) */
+    int32_t *sreq_lp;        /* [sreq_cap] where its logprobs are (itself, or a score request) */
+    int32_t *row_req;        /* [max_logits] a prompt logprob row's request */
+    int32_t sreq_cap;
 };
+
+/* Backend sampling limits of a state slot: requests with more logit_bias
+ * entries or masked ids than this sample on the host (same results). */
+#define SCHED_DEV_MAX_BIAS 1024 /* the daemon's default max_logit_bias */
+#define SCHED_DEV_MAX_STOP 128  /* stop ids beyond the EOG ids */
 
 void sched_config_default(struct sched_config *c)
 {
@@ -185,6 +218,7 @@ void sched_config_default(struct sched_config *c)
     c->block_size = 16;
     c->step_tokens = 512;
     c->prefix_cache = 1;
+    c->sample_on_backend = 0;
 }
 
 void sched_graph_params(const struct sched_config *c, struct graph_params *gp)
@@ -476,6 +510,10 @@ static int admit(struct sched *s, struct sched_handle *r)
             return 1;
         }
     }
+    /* decided before the batch is built: a step downloads its logits only
+     * when a row of it samples on the host */
+    r->n_mask = (r->ignore_eos ? 0 : s->n_eog) + r->n_stop_ids;
+    r->dev = s->dev && r->sp.n_bias <= s->st_max_bias && r->n_mask <= s->st_max_mask;
     r->accept_pending = 1; /* the prompt goes to the samplers while the step computes */
     return 1;
 }
@@ -522,11 +560,13 @@ static int is_stop_id(const struct sched_handle *r, int32_t t)
 
 /* Sample the next token of q from row L, push its event, decide whether the
  * choice ends. L is restored before returning (other choices may use it). */
+static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L,
+                       const struct backend_sample_out *o);
+
 static void sample_next(struct sched *s, struct seq *q, float *L)
 {
     struct sched_handle *r = q->r;
     int32_t t, n_mask = 0;
-    int stop;
 
     if (q->n_gen < r->min_tokens) { /* mask end tokens until min_tokens */
         for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++) {
@@ -539,14 +579,27 @@ static void sample_next(struct sched *s, struct seq *q, float *L)
         }
     }
     t = sampler_sample(q->smp, L);
-    if (n_mask) { /* restore in the same order */
-        n_mask = 0;
-        for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++)
-            L[s->eog[i]] = r->mask_saved[n_mask++];
-        for (int32_t i = 0; i < r->n_stop_ids; i++)
-            L[r->stop_ids[i]] = r->mask_saved[n_mask++];
+    if (n_mask) { /* restore in reverse order: an id masked twice (a stop id
+                   * that is also an end-of-generation id, like a chat
+                   * template's end of turn) gets its first saved value */
+        for (int32_t i = r->n_stop_ids - 1; i >= 0; i--)
+            L[r->stop_ids[i]] = r->mask_saved[--n_mask];
+        for (int32_t i = r->ignore_eos ? -1 : s->n_eog - 1; i >= 0; i--)
+            L[s->eog[i]] = r->mask_saved[--n_mask];
     }
     sampler_accept(q->smp, t, 0);
+    take_token(s, q, t, L, NULL);
+}
+
+/* The rest of a sampled token t of q, either path: end the choice on an
+ * end token, else its event (logprobs from row L on the host, from o when
+ * the backend sampled), max_tokens and n_ctx. */
+static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L,
+                       const struct backend_sample_out *o)
+{
+    struct sched_handle *r = q->r;
+    int stop;
+
     stop = q->n_gen >= r->min_tokens &&
            ((!r->ignore_eos && s->tok && tok_is_eog(s->tok, t)) || is_stop_id(r, t));
     if (stop) {
@@ -564,7 +617,12 @@ static void sample_next(struct sched *s, struct seq *q, float *L)
         e.finish = 0;
         e.error = 0;
         e.logprob = 0.0f;
-        if (r->logprobs >= 0) {
+        if (r->logprobs >= 0 && o) {
+            e.logprob = o->logprob;
+            memcpy(e.top_ids, o->top_ids, (size_t)r->logprobs * sizeof(int32_t));
+            memcpy(e.top_lps, o->top_lps, (size_t)r->logprobs * sizeof(float));
+            e.n_top = r->logprobs;
+        } else if (r->logprobs >= 0) {
             e.logprob = sample_logprobs(L, s->n_vocab, t, r->logprobs, e.top_ids, e.top_lps);
             e.n_top = r->logprobs;
         }
@@ -578,6 +636,222 @@ static void sample_next(struct sched *s, struct seq *q, float *L)
     q->last = t;
     if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
         finish_choice(s, q, SCHED_FINISH_LENGTH);
+}
+
+/* ---- sampling on the backend ----
+ *
+ * When s->dev, the logits of a step stay in backend memory
+ * (graph_logits_device) and one ops->sample call after graph_wait samples
+ * every row of the requests with r->dev: one request per choice that
+ * samples (several on one row for the first token of n > 1 choices), one
+ * score request per prompt logprob row. Each choice's sampler state lives
+ * in its slot of s->d_states from admission on (feed_prompts exports the
+ * host sampler there once, after the prompt is accepted, and frees it);
+ * the op advances it (RNG, penalty history) exactly as sampler_sample +
+ * sampler_accept would. What the host did per token besides the draw --
+ * end tokens, stop ids, max_tokens, n_ctx, the events -- is take_token,
+ * shared by both paths. Results and event order per request are those of
+ * the host loop in step():
+ *  - min_tokens: a masked step (n_gen < min_tokens, ids to mask) sets
+ *    BACKEND_SAMPLE_MASKED. The op's logprobs then come from the masked
+ *    row, but the host reports those of the raw row, so such a request
+ *    asks for none and a second call scores the sampled token on the raw
+ *    row (only on steps that have such rows);
+ *  - a choice cancelled before its first token is decided when the
+ *    requests are built (SREQ_CANCELED), as the host loop decides it when
+ *    it gets there.
+ * A failed call ends every request that had a row in it with the error
+ * (INF_ENOMEM stays recoverable; INF_EINVAL is a bug here, anything else
+ * the device); the other requests and the daemon go on.
+ * The op synchronizes (CUDA: it waits for its download). What could
+ * overlap later: building the requests before graph_wait (they depend only
+ * on the batch), and queueing the op after the forward pass in
+ * graph_submit with its results downloaded asynchronously, so that one
+ * sync covers both (the next batch's decode tokens need the results, so
+ * that sync stays before the next submit). */
+
+static int sample_code(int rc)
+{
+    return rc == INF_ENOMEM || rc == INF_EINVAL ? rc : INF_EDEVICE;
+}
+
+static struct sample_state *seq_state(struct sched *s, const struct seq *q)
+{
+    return (struct sample_state *)(s->d_states + (size_t)(q - s->slots) * s->st_bytes);
+}
+
+static void add_sample_req(struct sched *s, int32_t *n, int32_t k, struct seq *q)
+{
+    const struct sched_handle *r = q->r;
+    const int masked = q->n_gen < r->min_tokens && r->n_mask > 0;
+    struct backend_sample_req *rq = &s->sreq[*n];
+
+    rq->row = k;
+    rq->token = -1;
+    rq->n_top = masked ? -1 : r->logprobs; /* masked: scored on the raw row below */
+    rq->flags = masked ? BACKEND_SAMPLE_MASKED : 0;
+    rq->state = seq_state(s, q);
+    s->sreq_k[*n] = k;
+    s->sreq_q[*n] = q;
+    s->sreq_lp[*n] = *n;
+    q->sreq = (*n)++;
+}
+
+/* Every row of the step (nl logits rows) that belongs to a request with
+ * r->dev: sampled or scored with ops->sample, events pushed. */
+static void sample_rows_backend(struct sched *s, int32_t nl)
+{
+    struct backend *be = s->be;
+    const float *logits = graph_logits_device(s->g);
+    int32_t n = 0, n2 = 0;
+    int rc;
+
+    for (int32_t k = 0; k < nl; k++) {
+        struct row_use *u = &s->b_use[k];
+        struct sched_handle *r = u->r;
+
+        s->row_req[k] = -1;
+        if (!r->dev || r->state == RQ_FINISHED)
+            continue;
+        if (u->kind == ROW_PROMPT_LP) {
+            struct backend_sample_req *rq = &s->sreq[n];
+
+            rq->row = k;
+            rq->token = r->prompt[u->pos + 1];
+            rq->n_top = r->logprobs > 0 ? r->logprobs : 0;
+            rq->flags = 0;
+            rq->state = NULL;
+            s->sreq_k[n] = k;
+            s->sreq_q[n] = NULL;
+            s->sreq_lp[n] = n;
+            s->row_req[k] = n++;
+        } else if (u->kind == ROW_FIRST) {
+            for (int32_t c = 0; c < r->n_choices; c++) {
+                struct seq *q = r->seqs[c];
+
+                q->sreq = SREQ_NONE;
+                if (q->done)
+                    continue;
+                if (atomic_load(&r->cancel_choice[c])) /* cancelled during prefill */
+                    q->sreq = SREQ_CANCELED;
+                else
+                    add_sample_req(s, &n, k, q);
+            }
+        } else if (!u->q->done) {
+            add_sample_req(s, &n, k, u->q);
+        }
+    }
+    if (n == 0)
+        return;
+    rc = be->ops->sample(be, logits, nl, s->n_vocab, s->sreq, n, s->sout);
+    if (rc != 0) {
+        log_error("sched: sampling on the backend failed (%s): %d requests",
+                  inf_strerror(rc), n);
+        for (int32_t i = 0; i < n; i++)
+            fail_request(s, s->b_use[s->sreq_k[i]].r, sample_code(rc));
+        return;
+    }
+    /* masked steps that want logprobs: the sampled token on the raw row */
+    for (int32_t i = 0; i < n; i++) {
+        const struct seq *q = s->sreq_q[i];
+        struct backend_sample_req *rq = &s->sreq[n + n2];
+
+        if (!q || !(s->sreq[i].flags & BACKEND_SAMPLE_MASKED) || q->r->logprobs < 0)
+            continue;
+        rq->row = s->sreq[i].row;
+        rq->token = s->sout[i].token;
+        rq->n_top = q->r->logprobs;
+        rq->flags = 0;
+        rq->state = NULL;
+        s->sreq_k[n + n2] = s->sreq_k[i];
+        s->sreq_q[n + n2] = NULL;
+        s->sreq_lp[i] = n + n2++;
+    }
+    if (n2 > 0) {
+        rc = be->ops->sample(be, logits, nl, s->n_vocab, s->sreq + n, n2, s->sout + n);
+        if (rc != 0) {
+            log_error("sched: scoring on the backend failed (%s): %d requests",
+                      inf_strerror(rc), n2);
+            for (int32_t i = n; i < n + n2; i++)
+                fail_request(s, s->b_use[s->sreq_k[i]].r, sample_code(rc));
+        }
+    }
+    /* the events, in the host loop's order */
+    for (int32_t k = 0; k < nl; k++) {
+        struct row_use *u = &s->b_use[k];
+        struct sched_handle *r = u->r;
+
+        if (!r->dev || r->state == RQ_FINISHED)
+            continue;
+        if (u->kind == ROW_PROMPT_LP) {
+            const struct backend_sample_out *o = &s->sout[s->row_req[k]];
+            struct sched_event e;
+            int nt = r->logprobs > 0 ? r->logprobs : 0;
+
+            e.kind = SCHED_EV_PROMPT;
+            e.choice = 0;
+            e.pos = u->pos + 1;
+            e.token = r->prompt[u->pos + 1];
+            e.logprob = o->logprob;
+            memcpy(e.top_ids, o->top_ids, (size_t)nt * sizeof(int32_t));
+            memcpy(e.top_lps, o->top_lps, (size_t)nt * sizeof(float));
+            e.n_top = nt;
+            e.finish = 0;
+            e.error = 0;
+            if (push_event(s, r, &e) != 0)
+                fail_request(s, r, INF_ENOMEM);
+        } else if (u->kind == ROW_FIRST) {
+            for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
+                struct seq *q = r->seqs[c];
+
+                if (q->done || q->sreq == SREQ_NONE)
+                    continue;
+                if (q->sreq == SREQ_CANCELED)
+                    finish_choice(s, q, SCHED_FINISH_CANCELED);
+                else
+                    take_token(s, q, s->sout[q->sreq].token, NULL,
+                               &s->sout[s->sreq_lp[q->sreq]]);
+            }
+        } else if (!u->q->done) {
+            struct seq *q = u->q;
+
+            take_token(s, q, s->sout[q->sreq].token, NULL, &s->sout[s->sreq_lp[q->sreq]]);
+        }
+    }
+}
+
+/* A request's choices: their host samplers (prompt accepted) into their
+ * state slots, uploaded (queued from the staging); the host samplers go.
+ * 0 or INF_EINVAL (a state that does not fit its slot: never, by size). */
+static int export_states(struct sched *s, struct sched_handle *r)
+{
+    int32_t n_mask = 0;
+    int64_t cap = (int64_t)r->n_prompt + r->max_tokens;
+
+    if (cap > s->n_vocab) /* distinct tokens: never more than the vocabulary */
+        cap = s->n_vocab;
+    for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++)
+        s->mask_buf[n_mask++] = s->eog[i];
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        s->mask_buf[n_mask++] = r->stop_ids[i];
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = r->seqs[c];
+        size_t off = (size_t)(q - s->slots) * s->st_bytes;
+
+        if (!q->smp || sampler_export(q->smp, s->mask_buf, n_mask, (int32_t)cap,
+                                      s->h_states + off, s->st_bytes) != 0)
+            return INF_EINVAL;
+    }
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = r->seqs[c];
+        size_t off = (size_t)(q - s->slots) * s->st_bytes;
+
+        s->be->ops->upload(s->be, s->d_states + off, s->h_states + off,
+                           sample_state_bytes(r->sp.n_bias, n_mask, (int32_t)cap));
+        sampler_free(q->smp);
+        q->smp = NULL;
+    }
+    return 0;
 }
 
 /* ---- one step ---- */
@@ -676,8 +950,10 @@ static int prepare_pos(struct sched *s, struct seq *q, int32_t pos)
 /* The prompts of the requests admitted this step, into their samplers (the
  * penalties' context); see the file comment for why this may wait until
  * the step is submitted. */
-static void feed_prompts(struct sched *s)
+static void feed_prompts(struct sched *s, int inflight)
 {
+    int uploaded = 0;
+
     for (int32_t i = 0; i < s->n_run; i++) {
         struct sched_handle *r = s->run[i];
 
@@ -692,13 +968,30 @@ static void feed_prompts(struct sched *s)
             for (int32_t j = 0; q && q->smp && j < r->n_prompt; j++)
                 sampler_accept(q->smp, r->prompt[j], 1);
         }
+        if (r->dev) {
+            int rc = export_states(s, r);
+
+            if (rc != 0)
+                fail_request(s, r, rc);
+            else
+                uploaded = 1;
+        }
+    }
+    /* queued uploads read their staging until the next sync; with no step
+     * in flight none would come before a slot's staging could be reused */
+    if (uploaded && !inflight) {
+        int rc = s->be->ops->sync(s->be);
+
+        for (int32_t i = 0; rc != 0 && i < s->n_run; i++)
+            if (s->run[i]->dev)
+                fail_request(s, s->run[i], sample_code(rc));
     }
 }
 
 static void step(struct sched *s, int cancel_all)
 {
     double t0 = now_s(), t_pub;
-    int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill;
+    int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill, n_dev = 0;
     struct graph_batch b;
     int rc;
 
@@ -798,6 +1091,8 @@ static void step(struct sched *s, int cancel_all)
         budget -= chunk;
     }
 
+    for (int32_t k = 0; k < nl; k++)
+        n_dev += s->b_use[k].r->dev;
     rc = 0;
     if (nt > 0) {
         b.n_tokens = nt;
@@ -809,6 +1104,8 @@ static void step(struct sched *s, int cancel_all)
         b.n_logits = nl;
         b.logit_rows = s->b_lrows;
         b.logits = NULL; /* read in place: graph_logits */
+        /* no download when every row is sampled on the backend */
+        b.logits_on_device = n_dev == nl;
         rc = graph_submit(s->g, &b);
     }
 
@@ -817,7 +1114,7 @@ static void step(struct sched *s, int cancel_all)
     t_pub = now_s();
     flush_pending(s);
     t_pub = now_s() - t_pub;
-    feed_prompts(s);
+    feed_prompts(s, nt > 0 && rc == 0);
 
     if (nt > 0) {
         if (rc == 0)
@@ -868,13 +1165,16 @@ static void step(struct sched *s, int cancel_all)
             }
         }
 
-        /* logits rows: prompt logprobs, first tokens, decode tokens */
-        for (int32_t k = 0; k < nl; k++) {
+        /* the rows of requests that sample on the backend */
+        if (n_dev > 0 && rc == 0)
+            sample_rows_backend(s, nl);
+        /* logits rows on the host: prompt logprobs, first tokens, decode tokens */
+        for (int32_t k = 0; n_dev < nl && k < nl; k++) {
             struct row_use *u = &s->b_use[k];
             struct sched_handle *r = u->r;
             float *L = graph_logits(s->g) + (size_t)k * (size_t)s->n_vocab;
 
-            if (r->state == RQ_FINISHED)
+            if (r->state == RQ_FINISHED || r->dev)
                 continue;
             if (u->kind == ROW_PROMPT_LP) {
                 struct sched_event e;
@@ -1014,6 +1314,17 @@ void sched_free(struct sched *s)
     }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    if (s->be) {
+        s->be->ops->free(s->be, s->d_states);
+        s->be->ops->host_free(s->be, s->h_states);
+        s->be->ops->host_free(s->be, s->sreq);
+        s->be->ops->host_free(s->be, s->sout);
+    }
+    free(s->mask_buf);
+    free(s->sreq_k);
+    free(s->sreq_q);
+    free(s->sreq_lp);
+    free(s->row_req);
     kv_free(s->kv);
     free(s->eog);
     free(s->slots);
@@ -1033,6 +1344,62 @@ void sched_free(struct sched *s)
     free(s->pend_touched);
     free(s->pend_dropped);
     free(s);
+}
+
+/* Sampling on the backend: decide (sched_config.sample_on_backend, the
+ * environment's INFERD_SAMPLE_ON_BACKEND) and reserve everything once: the
+ * op's scratch for max_seqs requests, a state slot per sequence slot, the
+ * staging and the request arrays. Anything missing: host sampling (logged). */
+static void sample_setup(struct sched *s, const struct sched_config *c)
+{
+    struct backend *be = model_backend(s->m);
+    const char *env = getenv("INFERD_SAMPLE_ON_BACKEND");
+    int mode = c->sample_on_backend, rc;
+    int32_t ms = s->cfg.max_seqs, cap_hist;
+
+    if (env && !strcmp(env, "1"))
+        mode = 1;
+    else if (env && !strcmp(env, "0"))
+        mode = -1;
+    if (!be || !be->ops->sample || mode < 0 || (mode == 0 && !be->ops->async))
+        return;
+    s->be = be;
+    s->st_max_bias = SCHED_DEV_MAX_BIAS;
+    s->st_max_mask = s->n_eog + SCHED_DEV_MAX_STOP;
+    cap_hist = s->cfg.n_ctx < s->n_vocab ? s->cfg.n_ctx : s->n_vocab;
+    s->st_bytes = sample_state_bytes(s->st_max_bias, s->st_max_mask, cap_hist);
+    s->st_bytes = (s->st_bytes + 255) & ~(size_t)255;
+    s->sreq_cap = s->max_logits + 2 * ms; /* score rows + samples + masked rescoring */
+    s->d_states = be->ops->alloc(be, (size_t)ms * s->st_bytes);
+    s->h_states = be->ops->host_alloc(be, (size_t)ms * s->st_bytes);
+    s->sreq = be->ops->host_alloc(be, (size_t)s->sreq_cap * sizeof(*s->sreq));
+    s->sout = be->ops->host_alloc(be, (size_t)s->sreq_cap * sizeof(*s->sout));
+    s->mask_buf = malloc((size_t)s->st_max_mask * sizeof(int32_t));
+    s->sreq_k = malloc((size_t)s->sreq_cap * sizeof(int32_t));
+    s->sreq_q = malloc((size_t)s->sreq_cap * sizeof(*s->sreq_q));
+    s->sreq_lp = malloc((size_t)s->sreq_cap * sizeof(int32_t));
+    s->row_req = malloc((size_t)s->max_logits * sizeof(int32_t));
+    rc = !s->d_states || !s->h_states || !s->sreq || !s->sout || !s->mask_buf || !s->sreq_k ||
+                 !s->sreq_q || !s->sreq_lp || !s->row_req
+             ? INF_ENOMEM
+             : be->ops->sample(be, NULL, 0, s->n_vocab, NULL, ms, NULL);
+    if (rc != 0) {
+        log_warn("sched: sampling on the host: no room to sample on the backend (%s; "
+                 "%d state slots of %zu bytes)",
+                 inf_strerror(rc), ms, s->st_bytes);
+        be->ops->free(be, s->d_states);
+        be->ops->host_free(be, s->h_states);
+        be->ops->host_free(be, s->sreq);
+        be->ops->host_free(be, s->sout);
+        s->d_states = s->h_states = NULL;
+        s->sreq = NULL;
+        s->sout = NULL;
+        s->be = NULL;
+        return;
+    }
+    s->dev = 1;
+    log_info("sched: sampling on the backend (%s): %d state slots of %zu bytes", be->ops->name,
+             ms, s->st_bytes);
 }
 
 int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
@@ -1141,13 +1508,14 @@ int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
     for (int32_t i = 0; i < ms; i++)
         s->slot_free[i] = ms - 1 - i;
     s->n_slot_free = ms;
+    sample_setup(s, c);
     s->stats.kv_blocks_total = n_blocks;
     s->stats.kv_blocks_free = n_blocks;
     s->stats.n_ctx = s->cfg.n_ctx;
     log_info("sched: max_seqs=%d queue_len=%d n_ctx=%d kv_blocks=%d block_size=%d "
-             "step_tokens=%d prefix_cache=%d eog_ids=%d",
+             "step_tokens=%d prefix_cache=%d eog_ids=%d sampling=%s",
              ms, s->cfg.queue_len, s->cfg.n_ctx, n_blocks, bs, s->cfg.step_tokens,
-             s->cfg.prefix_cache, s->n_eog);
+             s->cfg.prefix_cache, s->n_eog, s->dev ? "backend" : "host");
     *out = s;
     return 0;
 }

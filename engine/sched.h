@@ -69,10 +69,19 @@ struct sched_config {
                             it must equal the graph's */
     int32_t step_tokens; /* token budget per step (prefill chunk + decodes) */
     int prefix_cache;    /* 1: reuse cached KV blocks of identical prompt prefixes */
+    /* Where tokens are sampled. 0 (auto): on the backend (ops->sample; the
+     * logits stay in backend memory) when it is asynchronous (CUDA) and has
+     * the op, else on the host (engine/sample.c over downloaded logits).
+     * 1: on the backend whenever it has the op (on the CPU backend: tests of
+     * that path). -1: always on the host. The environment variable
+     * INFERD_SAMPLE_ON_BACKEND=1 or =0, when set, overrides this with 1 or
+     * -1 (for tests: a whole suite on either path). Both paths give the
+     * same events (on the CPU bit for bit; see sched.c). */
+    int sample_on_backend;
 };
 
 /* max_seqs 32, queue_len 64, n_ctx 0, kv_tokens 16384, block_size 16,
- * step_tokens 512, prefix_cache 1. */
+ * step_tokens 512, prefix_cache 1, sample_on_backend 0. */
 void sched_config_default(struct sched_config *c);
 
 struct graph_params;

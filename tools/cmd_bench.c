@@ -68,12 +68,12 @@ static double bench_run(struct graph *g, int32_t n_vocab, int n, int one_at_a_ti
     if (one_at_a_time) {
         for (int i = 0; i < n && !*rc; i++) {
             int32_t row = 0;
-            struct graph_batch b = {1, tok + i, pos + i, seq, 1, tables, 1, &row, logits};
+            struct graph_batch b = {1, tok + i, pos + i, seq, 1, tables, 1, &row, logits, 0};
             *rc = graph_forward(g, &b);
         }
     } else {
         int32_t row = n - 1;
-        struct graph_batch b = {n, tok, pos, seq, 1, tables, 1, &row, logits};
+        struct graph_batch b = {n, tok, pos, seq, 1, tables, 1, &row, logits, 0};
         *rc = graph_forward(g, &b);
     }
     return bench_now() - t0;

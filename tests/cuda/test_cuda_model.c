@@ -81,7 +81,7 @@ static int run(struct graph *g, const int32_t *bt, const int32_t *tok, int32_t n
     }
     const int32_t *tables[1] = {bt};
     const int32_t nl = n - first_out > 0 ? n - first_out : 0;
-    struct graph_batch b = {n, tok, pos, seq, 1, tables, nl, rows, logits};
+    struct graph_batch b = {n, tok, pos, seq, 1, tables, nl, rows, logits, 0};
     return graph_forward(g, &b);
 }
 
@@ -288,7 +288,7 @@ int main(int argc, char **argv)
             for (int32_t t = 0; t < nl; t++)
                 rows[t] = 2 * (first + t);
             const int32_t *tables[2] = {bt, bt2};
-            struct graph_batch b = {2 * n, tok, pos, seq, 2, tables, nl, rows, lx};
+            struct graph_batch b = {2 * n, tok, pos, seq, 2, tables, nl, rows, lx, 0};
             CHECK(graph_forward(G.g, &b) == 0);
             CHECK(memcmp(lx, lg, sizeof(float) * (size_t)V * nl) == 0);
             n_inv++;

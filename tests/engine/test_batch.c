@@ -50,7 +50,7 @@ static int run(struct graph *g, int32_t (*bt)[MAXLEN / BS], const struct row *r,
         seq[i] = r[i].seq;
         lr[i] = i;
     }
-    struct graph_batch b = {n, tk, pos, seq, NSEQ, tables, n, lr, logits};
+    struct graph_batch b = {n, tk, pos, seq, NSEQ, tables, n, lr, logits, 0};
     return graph_forward(g, &b);
 }
 
@@ -226,7 +226,7 @@ int main(int argc, char **argv)
         int32_t tk[3] = {toks[0][0], toks[1][0], toks[2][0]}, pos[3] = {0, 0, 0};
         int32_t seq[3] = {0, 1, 2}, lr[3] = {0, 1, 2};
         const int32_t *tables[NSEQ] = {bt_a[0], bt_a[1], bt_a[2]};
-        struct graph_batch b = {3, tk, pos, seq, NSEQ, tables, 3, lr, NULL};
+        struct graph_batch b = {3, tk, pos, seq, NSEQ, tables, 3, lr, NULL, 0};
         CHECK(graph_wait(g1) == INF_EINVAL); /* nothing in flight */
         CHECK(graph_submit(g1, &b) == 0);
         CHECK(graph_submit(g1, &b) == INF_EBUSY);
@@ -276,7 +276,7 @@ int main(int argc, char **argv)
         struct row r[1] = {{0, 0}};
         int32_t tk = V, pos = 0, seq = 0, lr = 0;
         const int32_t *tables[NSEQ] = {bt_a[0], bt_a[1], bt_a[2]};
-        struct graph_batch b = {1, &tk, &pos, &seq, NSEQ, tables, 1, &lr, logits};
+        struct graph_batch b = {1, &tk, &pos, &seq, NSEQ, tables, 1, &lr, logits, 0};
         CHECK(graph_forward(g1, &b) == INF_EINVAL); /* token out of vocab */
         tk = 1;
         pos = -1;

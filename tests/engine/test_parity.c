@@ -93,7 +93,7 @@ static int forward(struct graph *g, const int32_t *bt, const int32_t *tokens, in
     for (int32_t i = 0; i < n; i++)
         pos[i] = pos0 + i;
     const int32_t *tables[1] = {bt};
-    struct graph_batch b = {n, tokens, pos, seq, 1, tables, nl, rows, logits};
+    struct graph_batch b = {n, tokens, pos, seq, 1, tables, nl, rows, logits, 0};
     int rc = graph_forward(g, &b);
     free(pos);
     free(seq);

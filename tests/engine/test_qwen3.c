@@ -218,7 +218,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NT; i++)
         pos[i] = rows[i] = i, seq[i] = 0;
     const int32_t *tables[1] = {bt};
-    struct graph_batch b = {NT, tok, pos, seq, 1, tables, NT, rows, lg};
+    struct graph_batch b = {NT, tok, pos, seq, 1, tables, NT, rows, lg, 0};
     CHECK(graph_forward(g, &b) == 0);
 
     double *ref = malloc(sizeof(double) * (size_t)(NT * V));
