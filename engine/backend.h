@@ -302,6 +302,20 @@ struct backend_ops {
      * and no round trip of a product through memory before its add. */
     void (*mul_mat_ex)(struct backend *be, const float *x, int32_t n_rows,
                        const struct backend_mm_out *out, int n_out);
+
+    /* Optional (NULL: every step is queued op by op). Record the work
+     * queued between capture_begin and capture_end into a replayable graph
+     * (CUDA graphs): while recording nothing runs. capture_end returns the
+     * graph, or NULL when the recording failed (the backend is then as if
+     * nothing had been queued: the caller queues the work again, op by
+     * op). graph_run queues a recorded graph: the same launches with the
+     * same arguments, reading the host memory the recorded uploads named
+     * at the time it runs, so one recording serves every step whose
+     * launch arguments are the same. graph_drop frees one (accepts NULL). */
+    int (*capture_begin)(struct backend *be);
+    void *(*capture_end)(struct backend *be);
+    int (*graph_run)(struct backend *be, void *graph);
+    void (*graph_drop)(struct backend *be, void *graph);
 };
 
 struct backend {

@@ -45,6 +45,11 @@
 #include "quant.h"
 
 #define GRAPH_MAX_TOKENS (1 << 16)
+#define GRAPH_RECS 16      /* recorded steps kept (least recently used goes) */
+#define GRAPH_REC_ROWS 64  /* steps of at most this many rows are recorded:
+                            * decode steps, where launch overhead is a large
+                            * share of the step; a prefill chunk's kernels
+                            * are long enough that it is not */
 
 /* The step descriptor: everything a step needs in backend memory, packed
  * at fixed offsets (int32 units, T = max_tokens, L = max_logits, B = max_bt)
@@ -122,6 +127,19 @@ struct graph {
 
     /* the step between graph_submit and graph_wait */
     int inflight;
+    /* Recorded steps (ops->capture_begin): a decode step's launches depend
+     * only on its row, logits-row and sequence counts and on whether the
+     * logits stay on the device (pointers are fixed at graph_new, the block
+     * tables have a fixed stride, positions are read from the descriptor),
+     * so a step with a key seen before replays the recording. */
+    struct graph_rec {
+        int32_t n_rows, n_out, n_seqs, on_dev;
+        int hits;   /* 0: free entry; a key is recorded on its second step */
+        void *exec; /* the recording, once made */
+        uint64_t used;
+    } rec[GRAPH_RECS];
+    uint64_t rec_clock;
+    int rec_off; /* recording refused (backend, INFERD_NO_CUDA_GRAPHS) */
     int logits_on_device; /* the step in flight skips the logits download */
     struct graph_step st;
     float *out_logits; /* the caller's copy (graph_batch.logits), or NULL */
@@ -168,6 +186,8 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
                              "block_size %d)",
                              p->max_tokens, p->max_logits, p->n_blocks, p->block_size);
     struct graph *g = calloc(1, sizeof(*g));
+    if (g)
+        g->rec_off = getenv("INFERD_NO_CUDA_GRAPHS") != NULL; /* A/B measurement, debugging */
     if (!g)
         return inf_error_set(err, INF_ENOMEM, "graph: out of memory");
     g->m = m;
@@ -278,6 +298,9 @@ void graph_free(struct graph *g)
     struct backend *be = g->be;
     if (g->inflight)
         (void)be->ops->sync(be);
+    for (int i = 0; i < GRAPH_RECS; i++)
+        if (g->rec[i].exec)
+            be->ops->graph_drop(be, g->rec[i].exec);
     be->ops->kv_free(be, g->kv);
     float *bufs[] = {g->x, g->xn, g->q, g->k, g->v, g->att, g->tmp, g->ffg, g->ffu,
                      g->xg, g->tg, g->qg, g->logits};
@@ -390,9 +413,6 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
     g->attn.max_kv = max_kv;
     g->attn_out.max_kv = max_kv_out;
 
-    /* the whole descriptor in one transfer: the fixed-size arrays (only
-     * their first entries are meaningful) and the tables in use */
-    g->be->ops->upload(g->be, g->d_step, g->h_step, g->st.upload_bytes);
     return 0;
 }
 
@@ -503,6 +523,59 @@ static void graph_launch(struct graph *g)
     }
 }
 
+/* The step: the descriptor in one transfer (the fixed-size arrays, only
+ * their first entries meaningful, and the tables in use), then the
+ * launches. */
+static void graph_queue(struct graph *g)
+{
+    g->be->ops->upload(g->be, g->d_step, g->h_step, g->st.upload_bytes);
+    graph_launch(g);
+}
+
+/* Queue the packed step on an async backend: a recording of the same key
+ * if there is one; else record it (small steps) and run the recording;
+ * else op by op. Same launches either way, same bits. */
+static void graph_queue_async(struct graph *g)
+{
+    struct backend *be = g->be;
+    const struct backend_ops *op = be->ops;
+    if (g->rec_off || !op->capture_begin || g->st.n_rows > GRAPH_REC_ROWS) {
+        graph_queue(g);
+        return;
+    }
+    const int32_t k[4] = {g->st.n_rows, g->st.n_out, g->st.n_seqs, g->logits_on_device};
+    struct graph_rec *e = NULL, *victim = &g->rec[0];
+    for (int i = 0; i < GRAPH_RECS && !e; i++) {
+        struct graph_rec *r = &g->rec[i];
+        if (r->hits && r->n_rows == k[0] && r->n_out == k[1] && r->n_seqs == k[2] && r->on_dev == k[3])
+            e = r;
+        else if (!r->hits || (victim->hits && r->used < victim->used))
+            victim = r;
+    }
+    if (!e) { /* first step of this key: op by op, remembered */
+        if (victim->exec)
+            op->graph_drop(be, victim->exec);
+        *victim = (struct graph_rec){k[0], k[1], k[2], k[3], 1, NULL, ++g->rec_clock};
+        graph_queue(g);
+        return;
+    }
+    e->used = ++g->rec_clock;
+    if (!e->exec) { /* seen before: record it */
+        e->hits++;
+        if (op->capture_begin(be) == 0) {
+            graph_queue(g);
+            e->exec = op->capture_end(be);
+        }
+        if (!e->exec) {
+            g->rec_off = 1; /* this backend cannot record these steps: stop trying */
+            graph_queue(g);
+            return;
+        }
+    }
+    if (op->graph_run(be, e->exec) != 0)
+        graph_queue(g); /* the error, if it is one, comes back from sync */
+}
+
 int graph_submit(struct graph *g, const struct graph_batch *b)
 {
     if (g->inflight)
@@ -519,7 +592,7 @@ int graph_submit(struct graph *g, const struct graph_batch *b)
      * caller does between the two then still comes first, as it did
      * before the split, instead of waiting for a whole step */
     if (g->be->ops->async)
-        graph_launch(g);
+        graph_queue_async(g);
     return 0;
 }
 
@@ -528,7 +601,7 @@ int graph_wait(struct graph *g)
     if (!g->inflight)
         return INF_EINVAL;
     if (!g->be->ops->async)
-        graph_launch(g);
+        graph_queue(g);
     g->inflight = 0;
     /* a recoverable allocation failure stays INF_ENOMEM (the request gets a
      * 503, the daemon lives); anything else the backend reports is the device */

@@ -227,6 +227,58 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
     w->aux = NULL;
 }
 
+/* ---- recorded steps (CUDA graphs) ------------------------------------------ */
+
+/* Thread-local capture: only this thread's work on the stream is recorded;
+ * ops that would synchronize inside a recording fail it (capture_end then
+ * returns NULL and clears what the failed recording left behind). */
+static int cuda_be_capture_begin(struct backend *be)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    return CUDA_CHECK_CTX(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal)) ? c->err : 0;
+}
+
+static void *cuda_be_capture_end(struct backend *be)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    const cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (e == cudaSuccess && !c->err && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+        exec = NULL;
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (!exec) {
+        /* nothing was queued: forget the recording's errors, the caller
+         * queues the same work op by op (a real fault shows up there) */
+        cudaGetLastError();
+        c->err = 0;
+        c->err_msg[0] = 0;
+        log_warn("cuda: recording a step failed (%s); steps run op by op", cudaGetErrorString(e));
+    }
+    return exec;
+}
+
+static int cuda_be_graph_run(struct backend *be, void *graph)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    return CUDA_CHECK_CTX(c, cudaGraphLaunch((cudaGraphExec_t)graph, c->stream)) ? c->err : 0;
+}
+
+static void cuda_be_graph_drop(struct backend *be, void *graph)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (graph) {
+        cudaSetDevice(c->device);
+        cudaStreamSynchronize(c->stream); /* not while a launch of it may be queued */
+        cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    }
+}
+
 /* ---- scratch, sync, lifetime --------------------------------------------- */
 
 static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
@@ -318,6 +370,10 @@ static const struct backend_ops cuda_backend_ops = {
     /* .prewarm */ cuda_be_prewarm,
     /* .sample */ cuda_op_sample,
     /* .mul_mat_ex */ cuda_op_mul_mat_ex,
+    /* .capture_begin */ cuda_be_capture_begin,
+    /* .capture_end */ cuda_be_capture_end,
+    /* .graph_run */ cuda_be_graph_run,
+    /* .graph_drop */ cuda_be_graph_drop,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
