@@ -319,6 +319,19 @@ def test_llamacpp_numerics(exe):
         print("  (no reference answers: skipped)")
         return
     ref = json.load(open(ref_path))
+    if os.environ.get("INFERD_BACKEND") == "cuda":
+        # a CPU-backend mode: a daemon pinned to the GPU refuses it at
+        # startup, naming the setting and the way out, and exits non-zero
+        try:
+            d = D.Daemon(exe, model=D.model_path(ref["model_file"]),
+                         args=["--n-ctx", "512", "--llamacpp-numerics", "true"])
+        except RuntimeError as e:
+            check("llama.cpp numerics are a CPU-backend mode" in str(e),
+                  "refusal does not say why: %s" % str(e)[:400])
+            return
+        d.stop()
+        check(False, "a cuda daemon accepted llamacpp_numerics")
+        return
     d = D.Daemon(exe, model=D.model_path(ref["model_file"]),
                  args=["--n-ctx", "512", "--llamacpp-numerics", "true"])
     try:
