@@ -6,6 +6,8 @@
  * depends only on the row length, so results are batch invariant. */
 #include "engine/cuda/common.cuh"
 
+#define RMS_PT 16 /* elements per thread held in registers: rows to 4096 (256 threads) */
+
 /* NT threads per row: CUDA_WARP (4 rows per 128-thread block) or 256 (one row) */
 template <int NT>
 static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
@@ -18,8 +20,27 @@ rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n
     const float *xr = x + (int64_t)r * n;
     float *yr = y + (int64_t)r * n;
     double ss = 0.0;
-    for (int32_t i = threadIdx.x; i < n; i += NT)
-        ss += (double)__fmul_rn(xr[i], xr[i]);
+    /* Rows up to NT * RMS_PT: the thread's elements (and weights) loaded
+     * into registers first, all loads in flight at once (a loop of
+     * dependent adds waited on each one: 9 µs for one 3584-wide row on the
+     * H200), then the same adds in the same order. */
+    float xv[RMS_PT], wv[RMS_PT];
+    const bool regs = n <= NT * RMS_PT;
+    if (regs) {
+#pragma unroll
+        for (int k = 0; k < RMS_PT; k++) {
+            const int32_t i = threadIdx.x + k * NT;
+            xv[k] = i < n ? xr[i] : 0.0f;
+            wv[k] = i < n && w ? w[i] : 1.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < RMS_PT; k++)
+            if (threadIdx.x + k * NT < n)
+                ss += (double)__fmul_rn(xv[k], xv[k]);
+    } else {
+        for (int32_t i = threadIdx.x; i < n; i += NT)
+            ss += (double)__fmul_rn(xr[i], xr[i]);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -36,6 +57,17 @@ rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n
     }
     const float mean = (float)(ss / n);
     const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+    if (regs) {
+#pragma unroll
+        for (int k = 0; k < RMS_PT; k++) {
+            const int32_t i = threadIdx.x + k * NT;
+            if (i < n) {
+                const float v = __fmul_rn(xv[k], scale);
+                yr[i] = w ? __fmul_rn(v, wv[k]) : v;
+            }
+        }
+        return;
+    }
     for (int32_t i = threadIdx.x; i < n; i += NT) {
         const float v = __fmul_rn(xr[i], scale);
         yr[i] = w ? __fmul_rn(v, w[i]) : v;

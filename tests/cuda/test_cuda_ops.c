@@ -871,8 +871,8 @@ int main(void)
     if (!cpu)
         return 1;
     /* scratch for the largest call of each op: 512 rows of 4096 (rms_norm)
-     * or 768 (mul_mat), contexts to 8192 (rope table), 8 heads of 128 */
-    const struct backend_reserve rs = {512, 4096, 8192, 8, 128};
+     * or 768 (mul_mat), contexts to 8192 (rope table), 28 heads of up to 256 */
+    const struct backend_reserve rs = {512, 4096, 8192, 28, 256};
     CHECK(cpu->ops->reserve(cpu, &rs) == 0);
     CHECK(gpu->ops->reserve(gpu, &rs) == 0);
 
@@ -898,10 +898,13 @@ int main(void)
                 for (int s = 0; s < 2; s++)
                     test_rope(neox, d, ff, s ? 0.25f : 1.0f);
 
-    static const int heads[][2] = {{8, 2}, {4, 4}};
-    static const int hds[] = {8, 64, 128};
-    for (int h = 0; h < 2; h++)
-        for (int d = 0; d < 3; d++)
+    /* head_dim <= 128 (a multiple of 8) and groups <= 16 take the
+     * grouped-query kernel (28/4: Qwen2.5-7B's 7 heads per KV head); 6 and
+     * 256 the per-head kernel */
+    static const int heads[][2] = {{8, 2}, {4, 4}, {28, 4}};
+    static const int hds[] = {6, 8, 64, 128, 256};
+    for (int h = 0; h < 3; h++)
+        for (int d = 0; d < 5; d++)
             test_attention(heads[h][0], heads[h][1], hds[d]);
 
     test_elementwise();
