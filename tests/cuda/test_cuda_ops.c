@@ -595,7 +595,7 @@ static void attn_ref(const float *q, const quant_f16 *kc, const quant_f16 *vc, i
 {
     const int hd = a->head_dim, kvdim = a->n_head_kv * hd, qdim = a->n_head * hd;
     for (int r = 0; r < nr; r++) {
-        double *sc = xmalloc(sizeof(double) * (size_t)(pos[r] + 1)), o[128];
+        double *sc = xmalloc(sizeof(double) * (size_t)(pos[r] + 1)), o[256]; /* head_dim <= 256 */
         const int32_t *table = bt + (size_t)seq[r] * a->bt_stride;
         for (int h = 0; h < a->n_head; h++) {
             const int kvh = h / (a->n_head / a->n_head_kv);
