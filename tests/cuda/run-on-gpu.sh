@@ -48,20 +48,25 @@ for phase in $phases; do
         done ;;
     api)
         # the API suite against a daemon on the GPU (INFERD_BACKEND pins it)
-        for t in completions errors lifecycle; do
+        for t in completions errors lifecycle oom connections; do
             INFERD_BACKEND=cuda step "api-$t (cuda)" python3 tests/api/test_$t.py $d/bin/inferd
         done ;;
     sanitize)
         # memcheck on every per-op case and on a whole model; racecheck (slow:
         # it serializes shared memory) on a whole quantized model, which runs
         # the shared-memory kernels (MMQ, the decode product, attention)
-        step "memcheck cuda-ops" compute-sanitizer --tool memcheck --error-exitcode 9 \
-            $d/bin/test_cuda_ops
-        step "memcheck cuda-model stories" compute-sanitizer --tool memcheck --error-exitcode 9 \
-            $d/bin/test_cuda_model stories260K.json
-        step "racecheck cuda-model tiny-llama-Q4_K_M" timeout ${RACE_TIMEOUT:-150} \
-            compute-sanitizer --tool racecheck --error-exitcode 9 \
-            $d/bin/test_cuda_model tiny-llama-Q4_K_M.json ;;
+        step "memcheck cuda-ops" timeout ${MEMCHECK_TIMEOUT:-300} compute-sanitizer --tool memcheck \
+            --error-exitcode 9 $d/bin/test_cuda_ops
+        step "memcheck cuda-model stories" timeout 120 compute-sanitizer --tool memcheck \
+            --error-exitcode 9 $d/bin/test_cuda_model stories260K.json
+        # racecheck serializes shared memory: the shared-memory kernels on
+        # small inputs (MMQ and mmvq on a 3584 x 512 product; the attention
+        # kernels through the smallest model)
+        step "racecheck mmq/mmvq 3584x512" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
+            --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+            --types q4_K,q6_K --n 1,64 --shapes qwen7b-attn-kv --reps 1
+        step "racecheck cuda-model stories" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
+            --tool racecheck --error-exitcode 9 $d/bin/test_cuda_model stories260K.json ;;
     bench)
         step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
             --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
@@ -72,7 +77,9 @@ for phase in $phases; do
         step "serve q7 on the gpu" timeout 300 python3 tests/cuda/serve_gpu.py $d/bin/inferd /tmp/q7.gguf ;;
     op)
         step "bench --op (all shapes)" timeout 300 $d/bin/inferd bench --op --backend cuda \
-            --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0,f16 --n 1,8,512,2048 ;;
+            --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0 --n 1,8,512,2048 --reps ${OP_REPS:-30}
+        step "bench --op f16" timeout 120 $d/bin/inferd bench --op --backend cuda \
+            --shapes llama3-ffn-down --types f16 --n 1,8,512 --reps ${OP_REPS:-30} ;;
     variants)
         # the tile table's rows, forced (INFERD_MMQ_KDR, INFERD_NO_Q6K_EXPAND),
         # interleaved in one call: which KDR / EXP is faster at which shape
