@@ -1,5 +1,5 @@
-/* parse_pool — completions bodies parsed and validated by worker threads
- * (parse_pool.h says why and where it hooks in). */
+/* parse_pool — POST bodies parsed, validated and answered by worker
+ * threads (parse_pool.h says why and where it hooks in). */
 #include "api/parse_pool.h"
 
 #include <pthread.h>
@@ -10,20 +10,17 @@
 #include <unistd.h>
 
 #include "api/internal.h"
-#include "api/request.h"
 #include "engine/log.h"
 
 struct parse_job {
     struct parse_job *next;
     struct http_req *r; /* referenced while the job is out */
-    int chat;
+    int route;
     const char *body;   /* r->body, which nobody touches while the job is out */
     size_t len;
     int done;           /* the verdict is in (loop side) */
     int detached;       /* the request ended meanwhile (loop side) */
-    int ok;             /* q is valid, else err says what to answer */
-    struct api_req q;
-    struct api_req_error err;
+    struct api_verdict v;
 };
 
 struct parse_pool {
@@ -38,6 +35,11 @@ struct parse_pool {
     uv_async_t async;
 };
 
+struct pp_worker_arg {
+    struct parse_pool *p;
+    int i;
+};
+
 static void pp_push(struct parse_job **head, struct parse_job **tail, struct parse_job *j)
 {
     j->next = NULL;
@@ -50,14 +52,13 @@ static void pp_push(struct parse_job **head, struct parse_job **tail, struct par
 
 static void pp_error(struct parse_job *j, int status, const char *code, const char *msg)
 {
-    memset(&j->err, 0, sizeof(j->err));
-    j->err.status = status;
-    snprintf(j->err.code, sizeof(j->err.code), "%s", code ? code : "");
-    snprintf(j->err.message, sizeof(j->err.message), "%s", msg);
-    j->ok = 0;
+    memset(&j->v, 0, sizeof(j->v));
+    j->v.err.status = status;
+    snprintf(j->v.err.code, sizeof(j->v.err.code), "%s", code ? code : "");
+    snprintf(j->v.err.message, sizeof(j->v.err.message), "%s", msg);
 }
 
-/* What routes_dispatch + cmpl_handle did inline: parse, validate. */
+/* What routes_dispatch does inline for a small body. */
 static void pp_run(struct parse_pool *p, struct parse_job *j)
 {
     json_t *body;
@@ -66,20 +67,16 @@ static void pp_run(struct parse_pool *p, struct parse_job *j)
         pp_error(j, 400, NULL, msg);
         return;
     }
-    pthread_rwlock_rdlock(&p->ctx_lock);
-    const struct api_request_ctx *ctx = p->a->rctx;
-    if (!ctx)
-        pp_error(j, 500, NULL, "no request context");
-    else
-        j->ok = (j->chat ? api_req_parse_chat : api_req_parse_completion)(ctx, body, &j->q,
-                                                                         &j->err) == 0;
+    pthread_rwlock_rdlock(&p->ctx_lock); /* SIGHUP waits for the judging only */
+    routes_judge(p->a, j->route, body, &j->v);
     pthread_rwlock_unlock(&p->ctx_lock);
-    json_decref(body);
+    json_decref(body); /* a million-node tree: tens of ms, part of the work */
 }
 
 static void *pp_worker(void *arg)
 {
-    struct parse_pool *p = arg;
+    struct parse_pool *p = ((struct pp_worker_arg *)arg)->p;
+    free(arg);
     /* Linux: nice is per thread */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PARSE_POOL_NICE) != 0)
         log_debug("parse pool: setpriority failed; workers at normal priority");
@@ -105,8 +102,7 @@ static void *pp_worker(void *arg)
 
 static void pp_job_free(struct parse_job *j)
 {
-    if (j->ok)
-        api_req_release(&j->q);
+    routes_verdict_release(&j->v);
     free(j);
 }
 
@@ -125,12 +121,8 @@ static enum MHD_Result pp_resumed(struct http_req *r)
     enum MHD_Result ok;
     if (a->state != API_READY) /* as routes_dispatch answers then */
         ok = http_respond_error(r, 503, NULL, NULL, "shutting_down", "the server is shutting down");
-    else if (!j->ok)
-        ok = http_respond_error(r, j->err.status, NULL, j->err.param[0] ? j->err.param : NULL,
-                                j->err.code[0] ? j->err.code : NULL, "%s", j->err.message);
     else
-        ok = cmpl_start(r, &j->q); /* takes q over */
-    j->ok = 0;
+        ok = routes_answer(r, &j->v); /* releases v */
     pp_job_free(j);
     http_req_unref(r);
     return ok;
@@ -234,8 +226,15 @@ static struct parse_pool *pp_new(struct api *a)
     }
     p->async.data = p;
     for (int i = 0; i < PARSE_POOL_THREADS; i++) {
-        if (pthread_create(&p->th[i], NULL, pp_worker, p))
+        struct pp_worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
             break;
+        wa->p = p;
+        wa->i = p->n_threads;
+        if (pthread_create(&p->th[wa->i], NULL, pp_worker, wa)) {
+            free(wa);
+            break;
+        }
         p->n_threads++;
     }
     if (p->n_threads == 0) {
@@ -258,7 +257,7 @@ int parse_pool_submit(struct api *a, struct http_req *r)
     if (!j)
         return 1;
     j->r = r;
-    j->chat = r->route == ROUTE_CHAT;
+    j->route = r->route;
     j->body = r->body.p ? r->body.p : "";
     j->len = r->body.len;
     r->refs++;
