@@ -145,6 +145,7 @@ struct api {
     int n_cmpls;
 
     struct metrics metrics;
+    int engine_stalled; /* the tick saw api_engine_stall > 0 (logged once) */
     uint64_t req_seq;
     uint64_t rng;
 
@@ -178,6 +179,12 @@ static inline uint64_t api_rand(struct api *a)
     a->rng = x;
     return x * 0x2545F4914F6CDD1DULL;
 }
+
+/* ---- api.c ---- */
+
+/* How long the engine loop has not run (seconds) when that is more than
+ * cfg.engine_stall_s while serving; else 0. */
+double api_engine_stall(const struct api *a, double now);
 
 /* ---- http.c: the MHD adapter ---- */
 

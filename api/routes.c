@@ -58,13 +58,19 @@ int routes_find(const char *path, const char *method, int *route, const char **a
 static enum MHD_Result routes_health(struct http_req *r)
 {
     struct api *a = r->api;
-    const char *st = a->state == API_READY     ? "ok"
+    const double stall = api_engine_stall(a, api_now());
+    char body[96];
+    int n;
+    if (stall > 0) /* a load balancer takes us out; the watchdog restarts us */
+        n = snprintf(body, sizeof(body), "{\"status\":\"stalled\",\"engine_idle_s\":%.1f}\n",
+                     stall);
+    else
+        n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n",
+                     a->state == API_READY     ? "ok"
                      : a->state == API_LOADING ? "loading"
-                                               : "stopping";
-    char body[64];
-    int n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n", st);
-    return http_respond(r, a->state == API_READY ? 200 : 503, "application/json", body,
-                        (size_t)n);
+                                               : "stopping");
+    return http_respond(r, a->state == API_READY && stall == 0 ? 200 : 503, "application/json",
+                        body, (size_t)n);
 }
 
 static time_t routes_start_time;

@@ -65,6 +65,10 @@ struct sched_config {
                             it must equal the graph's */
     int32_t step_tokens; /* token budget per step (prefill chunk + decodes) */
     int prefix_cache;    /* 1: reuse cached KV blocks of identical prompt prefixes */
+    int32_t idle_wait_ms; /* longest idle wait of the engine loop (the
+                             watchdog callback and the heartbeat run after
+                             each); 0 = 1000; the daemon makes it a quarter of
+                             WATCHDOG_USEC when that is shorter */
 };
 
 /* max_seqs 32, queue_len 64, n_ctx 0, kv_tokens 16384, block_size 16,
@@ -149,8 +153,12 @@ int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
               struct sched **out, struct inf_error *err);
 /* Start the engine thread. watchdog (may be NULL) is called from the engine
  * loop at least once per step and once per idle wait (idle waits last at most
- * one second), so a stuck step stops the calls. */
+ * idle_wait_ms), so a stuck step stops the calls. */
 int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud);
+/* CLOCK_MONOTONIC seconds when the engine loop last began an iteration (a
+ * step or an idle wait's end): the heartbeat a stuck engine stops. 0 before
+ * sched_start. Any thread. */
+double sched_heartbeat(const struct sched *s);
 /* Stop: cancel_all=1 cancels everything; 0 waits until running and queued
  * requests finish. Joins the engine thread. New submits get INF_ESHUTDOWN. */
 void sched_stop(struct sched *s, int cancel_all);
