@@ -212,8 +212,9 @@ static void serve_load_work(uv_work_t *w)
     sc.prefix_cache = S->cfg.prefix_cache;
     /* idle pings at least four times per watchdog period: the rate limit
      * sends one per half period, so an idle daemon is never late */
-    if (sdn_watchdog_usec() && sdn_watchdog_usec() / 4000 < (uint64_t)sc.idle_wait_ms)
-        sc.idle_wait_ms = (int32_t)(sdn_watchdog_usec() / 4000 > 0 ? sdn_watchdog_usec() / 4000 : 1);
+    const uint64_t wd_quarter_ms = sdn_watchdog_usec() / 4000;
+    if (sdn_watchdog_usec() && wd_quarter_ms < (uint64_t)sc.idle_wait_ms)
+        sc.idle_wait_ms = wd_quarter_ms > 0 ? (int32_t)wd_quarter_ms : 1;
     int64_t kv = 0;
     S->load_rc = serve_kv_tokens(S, n_ctx, &kv, err);
     if (S->load_rc)
