@@ -140,10 +140,32 @@ static void api_wake_cb(uv_async_t *h)
     http_run(a);
 }
 
+double api_engine_stall(const struct api *a, double now)
+{
+    if (a->state != API_READY || !a->sched || a->cfg.engine_stall_s <= 0)
+        return 0;
+    const double beat = sched_heartbeat(a->sched);
+    return beat > 0 && now - beat > a->cfg.engine_stall_s ? now - beat : 0;
+}
+
+/* A stuck engine, said once when it starts and once when it ends (the
+ * systemd watchdog, pinged from the engine loop, restarts us meanwhile). */
+static void api_check_engine(struct api *a, double now)
+{
+    const double stall = api_engine_stall(a, now);
+    if (stall > 0 && !a->engine_stalled)
+        log_error("engine loop has not run for %.1f s (engine_stall_s %d): /health answers 503",
+                  stall, a->cfg.engine_stall_s);
+    else if (stall == 0 && a->engine_stalled)
+        log_warn("engine loop running again: /health answers 200");
+    a->engine_stalled = stall > 0;
+}
+
 static void api_tick_cb(uv_timer_t *t)
 {
     struct api *a = t->data;
     double now = api_now();
+    api_check_engine(a, now);
     http_tick(a, now);
     cmpl_tick(a, now);
     if (a->state == API_DRAINING && !a->canceled_all && now >= a->drain_deadline) {

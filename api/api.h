@@ -35,6 +35,9 @@ struct api_config {
     int read_timeout_s;
     int ping_interval_s;
     int retry_after_s;
+    /* /health says 503 "stalled" once the engine loop has not run for this
+     * many seconds (0: never) */
+    int engine_stall_s;
     int max_tokens;
     int default_max_tokens;
     int max_n;

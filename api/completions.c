@@ -5,7 +5,7 @@
  * (api/format.c) as one JSON body or as SSE, and keep the connection in
  * step with it.
  *
- * Flow: cmpl_handle validates and submits; the engine thread only calls
+ * Flow: routes_verdict validates (api/routes.c), cmpl_start submits; the engine thread only calls
  * cmpl_notify -> uv_async_send; cmpl_on_wake (loop thread) polls every
  * request's gen, appends SSE events (one per token) or, at the end, builds
  * the JSON body; then resumes the suspended connection.
@@ -302,25 +302,6 @@ static void cmpl_reader_free(void *cls)
 
 /* ---- entry points ----------------------------------------------------- */
 
-static enum MHD_Result cmpl_reject(struct http_req *r, const struct api_req_error *e)
-{
-    return http_respond_error(r, e->status, NULL, e->param[0] ? e->param : NULL,
-                              e->code[0] ? e->code : NULL, "%s", e->message);
-}
-
-enum MHD_Result cmpl_handle(struct http_req *r, json_t *body)
-{
-    struct api *a = r->api;
-    struct api_req_error e;
-    struct api_req q;
-    if (!a->rctx)
-        return http_respond_error(r, 500, NULL, NULL, NULL, "no request context");
-    int chat = r->route == ROUTE_CHAT;
-    if ((chat ? api_req_parse_chat : api_req_parse_completion)(a->rctx, body, &q, &e))
-        return cmpl_reject(r, &e);
-    return cmpl_start(r, &q);
-}
-
 enum MHD_Result cmpl_start(struct http_req *r, struct api_req *qp)
 {
     struct api *a = r->api;
@@ -348,7 +329,8 @@ enum MHD_Result cmpl_start(struct http_req *r, struct api_req *qp)
     if (gen_submit(&c->g, a->sched, cmpl_notify, a, api_rand(a), a->cfg.retry_after_s,
                    api_now(), &e)) {
         cmpl_free(c);
-        return cmpl_reject(r, &e);
+        return http_respond_error(r, e.status, NULL, e.param[0] ? e.param : NULL,
+                                  e.code[0] ? e.code : NULL, "%s", e.message);
     }
 
     a->metrics.prompt_tokens += (uint64_t)c->g.req.prompt_tokens;

@@ -37,6 +37,7 @@
 #include "api/buf.h"
 #include "api/metrics.h"
 #include "api/proxy.h"
+#include "api/request.h"
 #include "engine/err.h"
 
 struct tok;
@@ -144,6 +145,7 @@ struct api {
     int n_cmpls;
 
     struct metrics metrics;
+    int engine_stalled; /* the tick saw api_engine_stall > 0 (logged once) */
     uint64_t req_seq;
     uint64_t rng;
 
@@ -177,6 +179,12 @@ static inline uint64_t api_rand(struct api *a)
     a->rng = x;
     return x * 0x2545F4914F6CDD1DULL;
 }
+
+/* ---- api.c ---- */
+
+/* How long the engine loop has not run (seconds) when that is more than
+ * cfg.engine_stall_s while serving; else 0. */
+double api_engine_stall(const struct api *a, double now);
 
 /* ---- http.c: the MHD adapter ---- */
 
@@ -212,11 +220,27 @@ int http_normalize_path(const char *raw, char *out, size_t cap);
 int routes_find(const char *path, const char *method, int *route, const char **allow);
 enum MHD_Result routes_dispatch(struct http_req *r);
 
+/* The verdict on a POST body: the validated request (completions, chat),
+ * or the whole 200 body (tokenize, detokenize, apply-template), or the
+ * error to send. */
+struct api_verdict {
+    int ok;                   /* 1: q or out is the answer; 0: err is */
+    struct api_req q;         /* completions, chat */
+    struct buf out;           /* tokenize, detokenize, apply-template */
+    struct api_req_error err;
+};
+/* Judge a parsed body (a JSON object) for route; body stays the caller's.
+ * Any thread: it reads a->tok, a->n_ctx, a->n_vocab (fixed once the engine
+ * is set) and a->rctx (off the loop, under the parse pool's context lock).
+ * v is always filled. */
+void routes_judge(const struct api *a, int route, json_t *body, struct api_verdict *v);
+void routes_verdict_release(struct api_verdict *v); /* any thread */
+/* Send v on r (loop thread); releases v (q is taken over by cmpl_start). */
+enum MHD_Result routes_answer(struct http_req *r, struct api_verdict *v);
+
 /* ---- completions.c ---- */
-enum MHD_Result cmpl_handle(struct http_req *r, json_t *body);
-/* The second half of cmpl_handle: submit a request validated already (by
- * the parse pool, api/parse_pool.h); takes *q over (it is zeroed). */
-struct api_req;
+/* Submit a request validated already (routes_verdict, inline or on the
+ * parse pool); takes *q over (it is zeroed). */
 enum MHD_Result cmpl_start(struct http_req *r, struct api_req *q);
 void cmpl_on_wake(struct api *a);
 void cmpl_tick(struct api *a, double now);

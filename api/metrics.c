@@ -2,6 +2,7 @@
 #include "api/metrics.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "engine/sched.h"
 
@@ -129,6 +130,16 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, struct b
                               "scheduler steps (forward passes)", (double)st.steps);
         rc |= metrics_counter(o, "inferd_engine_step_seconds_total", "counter",
                               "time spent in scheduler steps", st.step_seconds_sum);
+        const double beat = sched_heartbeat(s);
+        if (beat > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            const double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+            rc |= metrics_counter(o, "inferd_engine_heartbeat_age_seconds", "gauge",
+                                  "seconds since the engine loop last began a step or ended an "
+                                  "idle wait (idle waits last at most 1 s)",
+                                  now > beat ? now - beat : 0.0);
+        }
     }
     return rc ? -1 : 0;
 }

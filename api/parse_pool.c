@@ -1,30 +1,100 @@
-/* parse_pool — completions bodies parsed and validated by worker threads
- * (parse_pool.h says why and where it hooks in). */
+/* parse_pool — POST bodies parsed, validated and answered by worker
+ * threads (parse_pool.h says why and where it hooks in). */
 #include "api/parse_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "api/internal.h"
-#include "api/request.h"
 #include "engine/log.h"
 
 struct parse_job {
     struct parse_job *next;
     struct http_req *r; /* referenced while the job is out */
-    int chat;
+    int route;
     const char *body;   /* r->body, which nobody touches while the job is out */
     size_t len;
     int done;           /* the verdict is in (loop side) */
     int detached;       /* the request ended meanwhile (loop side) */
-    int ok;             /* q is valid, else err says what to answer */
-    struct api_req q;
-    struct api_req_error err;
+    struct api_verdict v;
 };
+
+/* ---- the workers' JSON arena ------------------------------------------
+ *
+ * A worker builds a JSON tree of up to a few million nodes per body. With
+ * glibc's malloc each node takes the worker's malloc arena lock and the
+ * heap grows by mprotect (the process's mmap lock, for writing); the worker
+ * runs at nice PARSE_POOL_NICE, and preempted while it held either it made
+ * the loop thread wait: measured in test_stall (per MHD_run: wall time
+ * minus thread CPU time minus run-queue wait), the loop sat blocked 31-39
+ * ms in a third of the runs, a stream's longest gaps, and lowering the
+ * workers' priority made it worse. So jansson allocates from one bump arena
+ * per worker while that worker parses: reserved once, reused for every
+ * body, never shared, reset after each job (the loop's blocked time is now
+ * 0.1-0.2 ms at most). Nothing from an arena outlives its job: routes_judge
+ * copies what it keeps into malloc'd memory, and the tree is freed before
+ * the arena is reset. Elsewhere (the loop thread, a worker between jobs, an
+ * arena that is full) jansson uses malloc. */
+
+#define PP_ARENA_BYTES ((size_t)1 << 30) /* address space only: pages come on use */
+#define PP_ARENA_KEEP ((size_t)32 << 20)  /* resident after a job; the rest is given back */
+
+struct pp_arena {
+    char *base;
+    size_t used, peak;
+};
+
+static _Thread_local struct pp_arena *pp_cur; /* set while this thread parses */
+
+static void *pp_json_malloc(size_t n)
+{
+    struct pp_arena *ar = pp_cur;
+    if (ar) {
+        size_t at = (ar->used + 15) & ~(size_t)15;
+        if (n <= PP_ARENA_BYTES - at) {
+            ar->used = at + n;
+            return ar->base + at;
+        }
+    }
+    return malloc(n);
+}
+
+static void pp_json_free(void *p)
+{
+    struct pp_arena *ar = pp_cur;
+    if (ar && (char *)p >= ar->base && (char *)p < ar->base + PP_ARENA_BYTES)
+        return; /* the whole arena is reset after the job */
+    free(p);
+}
+
+static int pp_arena_init(struct pp_arena *ar)
+{
+    ar->used = ar->peak = 0;
+    ar->base = mmap(NULL, PP_ARENA_BYTES, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ar->base == MAP_FAILED) {
+        ar->base = NULL;
+        return INF_ENOMEM;
+    }
+    return 0;
+}
+
+static void pp_arena_reset(struct pp_arena *ar)
+{
+    if (ar->used > ar->peak)
+        ar->peak = ar->used;
+    /* a huge body's pages go back; the usual working set stays resident */
+    if (ar->peak > PP_ARENA_KEEP) {
+        madvise(ar->base + PP_ARENA_KEEP, ar->peak - PP_ARENA_KEEP, MADV_DONTNEED);
+        ar->peak = PP_ARENA_KEEP;
+    }
+    ar->used = 0;
+}
 
 struct parse_pool {
     struct api *a;
@@ -35,7 +105,13 @@ struct parse_pool {
     int stopping;
     int n_threads;
     pthread_t th[PARSE_POOL_THREADS];
+    struct pp_arena arena[PARSE_POOL_THREADS];
     uv_async_t async;
+};
+
+struct pp_worker_arg {
+    struct parse_pool *p;
+    int i;
 };
 
 static void pp_push(struct parse_job **head, struct parse_job **tail, struct parse_job *j)
@@ -50,36 +126,36 @@ static void pp_push(struct parse_job **head, struct parse_job **tail, struct par
 
 static void pp_error(struct parse_job *j, int status, const char *code, const char *msg)
 {
-    memset(&j->err, 0, sizeof(j->err));
-    j->err.status = status;
-    snprintf(j->err.code, sizeof(j->err.code), "%s", code ? code : "");
-    snprintf(j->err.message, sizeof(j->err.message), "%s", msg);
-    j->ok = 0;
+    memset(&j->v, 0, sizeof(j->v));
+    j->v.err.status = status;
+    snprintf(j->v.err.code, sizeof(j->v.err.code), "%s", code ? code : "");
+    snprintf(j->v.err.message, sizeof(j->v.err.message), "%s", msg);
 }
 
-/* What routes_dispatch + cmpl_handle did inline: parse, validate. */
-static void pp_run(struct parse_pool *p, struct parse_job *j)
+/* What routes_dispatch does inline for a small body. */
+static void pp_run(struct parse_pool *p, struct pp_arena *ar, struct parse_job *j)
 {
     json_t *body;
     char msg[256];
+    pp_cur = ar->base ? ar : NULL;
     if (api_json_parse_object(j->body, j->len, &body, msg, sizeof(msg))) {
         pp_error(j, 400, NULL, msg);
-        return;
+    } else {
+        pthread_rwlock_rdlock(&p->ctx_lock); /* SIGHUP waits for the judging only */
+        routes_judge(p->a, j->route, body, &j->v);
+        pthread_rwlock_unlock(&p->ctx_lock);
+        json_decref(body); /* a million-node tree: tens of ms, part of the work */
     }
-    pthread_rwlock_rdlock(&p->ctx_lock);
-    const struct api_request_ctx *ctx = p->a->rctx;
-    if (!ctx)
-        pp_error(j, 500, NULL, "no request context");
-    else
-        j->ok = (j->chat ? api_req_parse_chat : api_req_parse_completion)(ctx, body, &j->q,
-                                                                         &j->err) == 0;
-    pthread_rwlock_unlock(&p->ctx_lock);
-    json_decref(body);
+    pp_cur = NULL;
+    if (ar->base)
+        pp_arena_reset(ar);
 }
 
 static void *pp_worker(void *arg)
 {
-    struct parse_pool *p = arg;
+    struct parse_pool *p = ((struct pp_worker_arg *)arg)->p;
+    struct pp_arena *ar = &p->arena[((struct pp_worker_arg *)arg)->i];
+    free(arg);
     /* Linux: nice is per thread */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PARSE_POOL_NICE) != 0)
         log_debug("parse pool: setpriority failed; workers at normal priority");
@@ -94,7 +170,7 @@ static void *pp_worker(void *arg)
         if (!p->in_head)
             p->in_tail = NULL;
         pthread_mutex_unlock(&p->mu);
-        pp_run(p, j);
+        pp_run(p, ar, j);
         pthread_mutex_lock(&p->mu);
         pp_push(&p->out_head, &p->out_tail, j);
         uv_async_send(&p->async); /* any thread may call it */
@@ -105,8 +181,7 @@ static void *pp_worker(void *arg)
 
 static void pp_job_free(struct parse_job *j)
 {
-    if (j->ok)
-        api_req_release(&j->q);
+    routes_verdict_release(&j->v);
     free(j);
 }
 
@@ -125,12 +200,8 @@ static enum MHD_Result pp_resumed(struct http_req *r)
     enum MHD_Result ok;
     if (a->state != API_READY) /* as routes_dispatch answers then */
         ok = http_respond_error(r, 503, NULL, NULL, "shutting_down", "the server is shutting down");
-    else if (!j->ok)
-        ok = http_respond_error(r, j->err.status, NULL, j->err.param[0] ? j->err.param : NULL,
-                                j->err.code[0] ? j->err.code : NULL, "%s", j->err.message);
     else
-        ok = cmpl_start(r, &j->q); /* takes q over */
-    j->ok = 0;
+        ok = routes_answer(r, &j->v); /* releases v */
     pp_job_free(j);
     http_req_unref(r);
     return ok;
@@ -190,6 +261,9 @@ static void pp_async_cb(uv_async_t *h)
 static void pp_closed(uv_handle_t *h)
 {
     struct parse_pool *p = h->data; /* the api may be gone: only p here */
+    for (int i = 0; i < PARSE_POOL_THREADS; i++)
+        if (p->arena[i].base)
+            munmap(p->arena[i].base, PP_ARENA_BYTES);
     pthread_rwlock_destroy(&p->ctx_lock);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
@@ -233,9 +307,23 @@ static struct parse_pool *pp_new(struct api *a)
         return NULL;
     }
     p->async.data = p;
+    /* jansson's allocator, once for the process: malloc and free unless
+     * the calling thread is a worker parsing (pp_cur). Safe to install now:
+     * no worker runs yet, and every tree made before came from malloc. */
+    json_set_alloc_funcs(pp_json_malloc, pp_json_free);
     for (int i = 0; i < PARSE_POOL_THREADS; i++) {
-        if (pthread_create(&p->th[i], NULL, pp_worker, p))
+        struct pp_worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
             break;
+        wa->p = p;
+        wa->i = p->n_threads;
+        if (pp_arena_init(&p->arena[wa->i]))
+            log_warn("parse pool: no arena for worker %d (mmap failed); it parses with malloc",
+                     wa->i);
+        if (pthread_create(&p->th[wa->i], NULL, pp_worker, wa)) {
+            free(wa);
+            break;
+        }
         p->n_threads++;
     }
     if (p->n_threads == 0) {
@@ -258,7 +346,7 @@ int parse_pool_submit(struct api *a, struct http_req *r)
     if (!j)
         return 1;
     j->r = r;
-    j->chat = r->route == ROUTE_CHAT;
+    j->route = r->route;
     j->body = r->body.p ? r->body.p : "";
     j->len = r->body.len;
     r->refs++;

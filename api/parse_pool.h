@@ -1,17 +1,19 @@
-/* parse_pool — JSON parsing, validation and tokenization of POST
- * /v1/completions and /v1/chat/completions bodies off the loop thread.
+/* parse_pool — JSON parsing, validation and answering of POST bodies
+ * (/v1/completions, /v1/chat/completions, /tokenize, /detokenize,
+ * /apply-template) off the loop thread.
  *
  * A body of several megabytes (a 1.3M-entry token array, a 200k-entry
  * logit_bias, a long prompt) costs 25-160 ms to parse, validate and
  * tokenize; four of them at once stalled every stream for seconds when the
- * loop did it. Now routes_dispatch hands every body of PARSE_POOL_MIN_BYTES
- * or more to a worker (the loop only moves its bytes; the connection stays
- * suspended meanwhile); the worker parses it and runs the endpoint's own
- * validation
- * (api_req_parse_completion / api_req_parse_chat with the api's request
- * context), and the loop gets back either the error to send or the
- * validated request, which cmpl_start submits. The JSON tree is freed by the
- * worker too (a million-node tree takes tens of milliseconds).
+ * loop did it. Now routes_dispatch hands every POST body of
+ * PARSE_POOL_MIN_BYTES or more to a worker (the loop only moves its bytes;
+ * the connection stays suspended meanwhile); the worker runs
+ * routes_verdict (api/routes.c: the JSON parse, the endpoint's validation
+ * with the api's request context, and for the small endpoints their whole
+ * answer), and the loop gets back the error to send, the validated
+ * request (which cmpl_start submits) or the 200 body to send. The JSON
+ * tree is freed by the worker too (a million-node tree takes tens of
+ * milliseconds).
  *
  * Hooks (the only places that know of the pool): routes_dispatch calls
  * parse_pool_submit and answers inline when it declines; the request's ops

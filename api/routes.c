@@ -3,12 +3,17 @@
  * /v1/completions and /v1/chat/completions).
  *
  * Routing sees only the normalized path (http_normalize_path), the same one
- * the auth check saw. Thread: the loop thread.
+ * the auth check saw. A parsed POST body becomes a verdict (routes_judge:
+ * validation, and for the small endpoints the whole answer) on a parse pool
+ * worker, or inline for a small body; routes_answer sends it.
+ * Thread: the loop thread, except routes_judge and routes_verdict_release
+ * (any thread).
  */
 #include "api/internal.h"
 #include "api/request.h"
 #include "api/parse_pool.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,28 +55,22 @@ int routes_find(const char *path, const char *method, int *route, const char **a
     return INF_ENOTFOUND;
 }
 
-/* r->body as a JSON object; on error responds 400 and returns NULL. */
-static json_t *routes_parse_body(struct http_req *r)
-{
-    char msg[256];
-    json_t *j;
-    if (api_json_parse_object(r->body.p, r->body.len, &j, msg, sizeof(msg))) {
-        http_respond_error(r, 400, NULL, NULL, NULL, "%s", msg);
-        return NULL;
-    }
-    return j;
-}
-
 static enum MHD_Result routes_health(struct http_req *r)
 {
     struct api *a = r->api;
-    const char *st = a->state == API_READY     ? "ok"
+    const double stall = api_engine_stall(a, api_now());
+    char body[96];
+    int n;
+    if (stall > 0) /* a load balancer takes us out; the watchdog restarts us */
+        n = snprintf(body, sizeof(body), "{\"status\":\"stalled\",\"engine_idle_s\":%.1f}\n",
+                     stall);
+    else
+        n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n",
+                     a->state == API_READY     ? "ok"
                      : a->state == API_LOADING ? "loading"
-                                               : "stopping";
-    char body[64];
-    int n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n", st);
-    return http_respond(r, a->state == API_READY ? 200 : 503, "application/json", body,
-                        (size_t)n);
+                                               : "stopping");
+    return http_respond(r, a->state == API_READY && stall == 0 ? 200 : 503, "application/json",
+                        body, (size_t)n);
 }
 
 static time_t routes_start_time;
@@ -102,87 +101,111 @@ static enum MHD_Result routes_metrics(struct http_req *r)
     return ok;
 }
 
-/* 1 / 0 from an optional boolean field; -1 (after a 400) for a wrong type. */
-static int routes_opt_bool(struct http_req *r, json_t *body, const char *key, int def)
+/* ---- the POST endpoints: body in, verdict out (any thread) ---------- */
+
+static void routes_fail(struct api_verdict *v, int status, const char *param, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+
+static void routes_fail(struct api_verdict *v, int status, const char *param, const char *fmt,
+                        ...)
 {
-    json_t *v = json_object_get(body, key);
-    if (!v || json_is_null(v))
-        return def;
-    if (!json_is_boolean(v)) {
-        http_respond_error(r, 400, NULL, key, NULL, "%s must be a boolean", key);
-        return -1;
-    }
-    return json_is_true(v);
+    va_list ap;
+    memset(&v->err, 0, sizeof(v->err));
+    v->err.status = status;
+    snprintf(v->err.param, sizeof(v->err.param), "%s", param ? param : "");
+    va_start(ap, fmt);
+    vsnprintf(v->err.message, sizeof(v->err.message), fmt, ap);
+    va_end(ap);
+    v->ok = 0;
 }
 
-/* The longest text /tokenize takes (1 MiB: ~0.2 s of tokenizing at worst). */
+/* 1 / 0 from an optional boolean field; -1 (v says why) for a wrong type. */
+static int routes_opt_bool(struct api_verdict *v, json_t *body, const char *key, int def)
+{
+    json_t *j = json_object_get(body, key);
+    if (!j || json_is_null(j))
+        return def;
+    if (!json_is_boolean(j)) {
+        routes_fail(v, 400, key, "%s must be a boolean", key);
+        return -1;
+    }
+    return json_is_true(j);
+}
+
+/* The longest text /tokenize takes (1 MiB: ~0.2 s of tokenizing at worst,
+ * on a parse pool worker for any body that size: one request's work stays
+ * bounded). */
 #define ROUTES_TOKENIZE_MAX_BYTES (1 << 20)
 
-static enum MHD_Result routes_tokenize(struct http_req *r, json_t *body)
+static void routes_tokenize(const struct api *a, json_t *body, struct api_verdict *v)
 {
-    struct api *a = r->api;
     json_t *p = json_object_get(body, "prompt");
     if (!p)
         p = json_object_get(body, "text");
-    if (!json_is_string(p))
-        return http_respond_error(r, 400, NULL, "prompt", NULL, "prompt must be a string");
-    int add_special = routes_opt_bool(r, body, "add_special", 1);
+    if (!json_is_string(p)) {
+        routes_fail(v, 400, "prompt", "prompt must be a string");
+        return;
+    }
+    int add_special = routes_opt_bool(v, body, "add_special", 1);
     if (add_special < 0)
-        return MHD_YES;
-    int parse_special = routes_opt_bool(r, body, "parse_special", 0);
+        return;
+    int parse_special = routes_opt_bool(v, body, "parse_special", 0);
     if (parse_special < 0)
-        return MHD_YES;
+        return;
     const char *text = json_string_value(p);
     size_t len = json_string_length(p);
-    /* Tokenizing runs on the loop thread: bound it so that one request
-     * cannot stall every other client (a few MB took seconds). */
-    if (len > ROUTES_TOKENIZE_MAX_BYTES)
-        return http_respond_error(r, 400, NULL, "prompt", NULL,
-                                  "prompt for /tokenize must be at most %d bytes, got %zu",
-                                  ROUTES_TOKENIZE_MAX_BYTES, len);
+    if (len > ROUTES_TOKENIZE_MAX_BYTES) {
+        routes_fail(v, 400, "prompt", "prompt for /tokenize must be at most %d bytes, got %zu",
+                    ROUTES_TOKENIZE_MAX_BYTES, len);
+        return;
+    }
     /* one token per byte at most, plus BOS/EOS */
     size_t cap = len + 4, n = 0;
     int32_t *ids = malloc(cap * sizeof(int32_t));
-    if (!ids)
-        return http_respond_error(r, 500, NULL, NULL, NULL, "out of memory");
+    if (!ids) {
+        routes_fail(v, 500, NULL, "out of memory");
+        return;
+    }
     int rc = tok_encode(a->tok, text, len, add_special, parse_special, ids, cap, &n);
     if (rc) {
         free(ids);
-        return http_respond_error(r, 400, NULL, "prompt", NULL, "tokenization failed: %s",
-                                  inf_strerror(rc));
+        routes_fail(v, 400, "prompt", "tokenization failed: %s", inf_strerror(rc));
+        return;
     }
     /* written directly: a jansson object per token was most of the time */
-    struct buf b = {0};
-    int brc = buf_reserve(&b, n * 7 + 64) || buf_puts(&b, "{\"tokens\":[");
+    struct buf *b = &v->out;
+    int brc = buf_reserve(b, n * 7 + 64) || buf_puts(b, "{\"tokens\":[");
     for (size_t i = 0; i < n && !brc; i++)
-        brc = buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
+        brc = buf_printf(b, i ? ",%d" : "%d", (int)ids[i]);
     free(ids);
-    brc = brc || buf_printf(&b, "],\"count\":%zu,\"max_model_len\":%d}", n, (int)a->n_ctx);
-    enum MHD_Result ok = brc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
-                             : http_respond(r, 200, "application/json", b.p, b.len);
-    buf_free(&b);
-    return ok;
+    brc = brc || buf_printf(b, "],\"count\":%zu,\"max_model_len\":%d}", n, (int)a->n_ctx);
+    if (brc)
+        routes_fail(v, 500, NULL, "out of memory");
+    else
+        v->ok = 1;
 }
 
-static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
+static void routes_detokenize(const struct api *a, json_t *body, struct api_verdict *v)
 {
-    struct api *a = r->api;
     json_t *t = json_object_get(body, "tokens");
-    if (!json_is_array(t))
-        return http_respond_error(r, 400, NULL, "tokens", NULL,
-                                  "tokens must be an array of token ids");
+    if (!json_is_array(t)) {
+        routes_fail(v, 400, "tokens", "tokens must be an array of token ids");
+        return;
+    }
     size_t n = json_array_size(t);
     int32_t *ids = malloc((n ? n : 1) * sizeof(int32_t));
-    if (!ids)
-        return http_respond_error(r, 500, NULL, NULL, NULL, "out of memory");
+    if (!ids) {
+        routes_fail(v, 500, NULL, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        json_t *v = json_array_get(t, i);
-        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
-        if (!json_is_integer(v) || id < 0 || id >= a->n_vocab) {
+        json_t *j = json_array_get(t, i);
+        json_int_t id = json_is_integer(j) ? json_integer_value(j) : -1;
+        if (!json_is_integer(j) || id < 0 || id >= a->n_vocab) {
             free(ids);
-            return http_respond_error(r, 400, NULL, "tokens", NULL,
-                                      "tokens[%zu] must be an integer in [0, %d)", i,
-                                      (int)a->n_vocab);
+            routes_fail(v, 400, "tokens", "tokens[%zu] must be an integer in [0, %d)", i,
+                        (int)a->n_vocab);
+            return;
         }
         ids[i] = (int32_t)id;
     }
@@ -191,47 +214,96 @@ static enum MHD_Result routes_detokenize(struct http_req *r, json_t *body)
     char *text = malloc(need + 1);
     if (!text) {
         free(ids);
-        return http_respond_error(r, 500, NULL, NULL, NULL, "out of memory");
+        routes_fail(v, 500, NULL, "out of memory");
+        return;
     }
     tok_decode(a->tok, ids, n, 0, 1, text, need + 1);
     free(ids);
-    struct buf b = {0};
-    int rc = buf_puts(&b, "{\"text\":");
-    rc |= buf_json_str(&b, text, need); /* invalid UTF-8 (partial tokens) -> U+FFFD */
-    rc |= buf_puts(&b, "}\n");
+    struct buf *b = &v->out;
+    int rc = buf_puts(b, "{\"text\":");
+    rc |= buf_json_str(b, text, need); /* invalid UTF-8 (partial tokens) -> U+FFFD */
+    rc |= buf_puts(b, "}\n");
     free(text);
-    enum MHD_Result ok = rc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
-                            : http_respond(r, 200, "application/json", b.p, b.len);
-    buf_free(&b);
-    return ok;
+    if (rc)
+        routes_fail(v, 500, NULL, "out of memory");
+    else
+        v->ok = 1;
 }
 
 /* The rendered chat prompt and its tokens, to debug templates. */
-static enum MHD_Result routes_apply_template(struct http_req *r, json_t *body)
+static void routes_apply_template(const struct api *a, json_t *body, struct api_verdict *v)
 {
-    struct api *a = r->api;
-    struct api_req_error e;
     char *text;
     size_t len;
     int32_t *ids, n;
-    if (!a->rctx)
-        return http_respond_error(r, 500, NULL, NULL, NULL, "no request context");
-    if (api_req_apply_template(a->rctx, body, &text, &len, &ids, &n, &e))
-        return http_respond_error(r, e.status, NULL, e.param[0] ? e.param : NULL,
-                                  e.code[0] ? e.code : NULL, "%s", e.message);
-    struct buf b = {0};
-    int rc = buf_reserve(&b, len + (size_t)n * 8 + 96) || buf_puts(&b, "{\"prompt\":");
-    rc = rc || buf_json_str(&b, text, len);
+    if (api_req_apply_template(a->rctx, body, &text, &len, &ids, &n, &v->err)) {
+        v->ok = 0;
+        return;
+    }
+    struct buf *b = &v->out;
+    int rc = buf_reserve(b, len + (size_t)n * 8 + 96) || buf_puts(b, "{\"prompt\":");
+    rc = rc || buf_json_str(b, text, len);
     const char *family = api_request_ctx_chat(a->rctx, NULL);
-    rc = rc || buf_printf(&b, ",\"template\":\"%s\",\"tokens\":[", family);
+    rc = rc || buf_printf(b, ",\"template\":\"%s\",\"tokens\":[", family);
     for (int32_t i = 0; i < n && !rc; i++)
-        rc = buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
-    rc = rc || buf_printf(&b, "],\"count\":%d}\n", (int)n);
+        rc = buf_printf(b, i ? ",%d" : "%d", (int)ids[i]);
+    rc = rc || buf_printf(b, "],\"count\":%d}\n", (int)n);
     free(text);
     free(ids);
-    enum MHD_Result ok = rc ? http_respond_error(r, 500, NULL, NULL, NULL, "out of memory")
-                            : http_respond(r, 200, "application/json", b.p, b.len);
-    buf_free(&b);
+    if (rc)
+        routes_fail(v, 500, NULL, "out of memory");
+    else
+        v->ok = 1;
+}
+
+void routes_judge(const struct api *a, int route, json_t *body, struct api_verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    if (!a->rctx) {
+        routes_fail(v, 500, NULL, "no request context");
+    } else {
+        switch (route) {
+        case ROUTE_COMPLETIONS:
+            v->ok = api_req_parse_completion(a->rctx, body, &v->q, &v->err) == 0;
+            break;
+        case ROUTE_CHAT:
+            v->ok = api_req_parse_chat(a->rctx, body, &v->q, &v->err) == 0;
+            break;
+        case ROUTE_TOKENIZE:
+            routes_tokenize(a, body, v);
+            break;
+        case ROUTE_DETOKENIZE:
+            routes_detokenize(a, body, v);
+            break;
+        case ROUTE_APPLY_TEMPLATE:
+            routes_apply_template(a, body, v);
+            break;
+        default:
+            routes_fail(v, 404, NULL, "no such route");
+            snprintf(v->err.code, sizeof(v->err.code), "not_found");
+        }
+    }
+}
+
+void routes_verdict_release(struct api_verdict *v)
+{
+    if (v->ok)
+        api_req_release(&v->q);
+    buf_free(&v->out);
+    v->ok = 0;
+}
+
+enum MHD_Result routes_answer(struct http_req *r, struct api_verdict *v)
+{
+    enum MHD_Result ok;
+    if (!v->ok)
+        ok = http_respond_error(r, v->err.status, NULL, v->err.param[0] ? v->err.param : NULL,
+                                v->err.code[0] ? v->err.code : NULL, "%s", v->err.message);
+    else if (r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT)
+        ok = cmpl_start(r, &v->q); /* takes q over (zeroes it) */
+    else
+        ok = http_respond(r, 200, "application/json", v->out.p, v->out.len);
+    routes_verdict_release(v);
     return ok;
 }
 
@@ -254,31 +326,17 @@ enum MHD_Result routes_dispatch(struct http_req *r)
     if (a->state != API_READY)
         return http_respond_error(r, 503, NULL, NULL, "shutting_down",
                                   "the server is shutting down");
-    /* completions and chat: parsed and validated off the loop thread; the
-     * verdict comes back through the request's ops (api/parse_pool.h) */
-    if ((r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT) && parse_pool_submit(a, r) == 0)
+    /* every POST body of PARSE_POOL_MIN_BYTES or more: parsed, validated
+     * and answered off the loop thread; the verdict comes back through the
+     * request's ops (api/parse_pool.h) */
+    if (parse_pool_submit(a, r) == 0)
         return MHD_YES;
-    json_t *body = routes_parse_body(r);
-    if (!body)
-        return MHD_YES; /* 400 queued */
-    enum MHD_Result ok;
-    switch (r->route) {
-    case ROUTE_TOKENIZE:
-        ok = routes_tokenize(r, body);
-        break;
-    case ROUTE_DETOKENIZE:
-        ok = routes_detokenize(r, body);
-        break;
-    case ROUTE_COMPLETIONS:
-    case ROUTE_CHAT:
-        ok = cmpl_handle(r, body);
-        break;
-    case ROUTE_APPLY_TEMPLATE:
-        ok = routes_apply_template(r, body);
-        break;
-    default:
-        ok = http_respond_error(r, 404, NULL, NULL, "not_found", "no such route");
-    }
+    struct api_verdict v;
+    char msg[256];
+    json_t *body;
+    if (api_json_parse_object(r->body.p ? r->body.p : "", r->body.len, &body, msg, sizeof(msg)))
+        return http_respond_error(r, 400, NULL, NULL, NULL, "%s", msg);
+    routes_judge(a, r->route, body, &v);
     json_decref(body);
-    return ok;
+    return routes_answer(r, &v);
 }

@@ -91,6 +91,9 @@ static const struct cfg_key cfg_keys[] = {
      "SSE comment ': ping' on a stream idle this long"},
     {"retry_after_s", CFG_INT, CFG_OFF(retry_after_s), 1, 3600, "1", 1,
      "Retry-After of a 429 (queue full) or 503 (loading)"},
+    {"engine_stall_s", CFG_INT, CFG_OFF(engine_stall_s), 0, 86400, "10", 1,
+     "/health answers 503 \"stalled\" once the engine loop has not run for this long "
+     "(a stuck step; 0: never; systemd's watchdog restarts a stuck daemon at WatchdogSec)"},
     {"max_tokens", CFG_INT, CFG_OFF(max_tokens), 1, 1 << 20, "4096", 1,
      "cap on a request's max_tokens (400 above)"},
     {"default_max_tokens", CFG_INT, CFG_OFF(default_max_tokens), 1, 1 << 20, "16", 1,

@@ -59,6 +59,7 @@ struct cfg {
     int drain_timeout_s;
     int ping_interval_s;
     int retry_after_s;
+    int engine_stall_s;
     int max_tokens;     /* cap on a request's max_tokens */
     int default_max_tokens;
     int max_n;

@@ -106,6 +106,7 @@ static void serve_api_config(const struct cfg *c, struct api_config *a)
     a->read_timeout_s = c->read_timeout_s;
     a->ping_interval_s = c->ping_interval_s;
     a->retry_after_s = c->retry_after_s;
+    a->engine_stall_s = c->engine_stall_s;
     a->max_tokens = c->max_tokens;
     a->default_max_tokens = c->default_max_tokens;
     a->max_n = c->max_n;
@@ -209,6 +210,11 @@ static void serve_load_work(uv_work_t *w)
     sc.block_size = S->cfg.block_size;
     sc.step_tokens = S->cfg.step_tokens;
     sc.prefix_cache = S->cfg.prefix_cache;
+    /* idle pings at least four times per watchdog period: the rate limit
+     * sends one per half period, so an idle daemon is never late */
+    const uint64_t wd_quarter_ms = sdn_watchdog_usec() / 4000;
+    if (sdn_watchdog_usec() && wd_quarter_ms < (uint64_t)sc.idle_wait_ms)
+        sc.idle_wait_ms = wd_quarter_ms > 0 ? (int32_t)wd_quarter_ms : 1;
     int64_t kv = 0;
     S->load_rc = serve_kv_tokens(S, n_ctx, &kv, err);
     if (S->load_rc)

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fault.h"
 #include "model.h"
 #include "quant.h"
 
@@ -140,10 +141,7 @@ struct graph {
     } rec[GRAPH_RECS];
     uint64_t rec_clock;
     int rec_off; /* recording refused (backend, INFERD_NO_CUDA_GRAPHS) */
-    /* Test hook (ROBUSTNESS 33): INFERD_FAULT_STEP=N makes step N (from 1)
-     * report INF_ENOMEM after its work completed, as a backend's failed
-     * allocation would; 0: off. */
-    int64_t steps, fault_step;
+
     int logits_on_device; /* the step in flight skips the logits download */
     struct graph_step st;
     float *out_logits; /* the caller's copy (graph_batch.logits), or NULL */
@@ -192,8 +190,6 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
     struct graph *g = calloc(1, sizeof(*g));
     if (g) {
         g->rec_off = getenv("INFERD_NO_CUDA_GRAPHS") != NULL; /* A/B measurement, debugging */
-        const char *f = getenv("INFERD_FAULT_STEP");
-        g->fault_step = f ? strtoll(f, NULL, 10) : 0;
     }
     if (!g)
         return inf_error_set(err, INF_ENOMEM, "graph: out of memory");
@@ -615,8 +611,8 @@ int graph_wait(struct graph *g)
     int rc = g->be->ops->sync(g->be);
     if (rc)
         return rc == INF_ENOMEM ? INF_ENOMEM : INF_EDEVICE;
-    if (++g->steps == g->fault_step)
-        return INF_ENOMEM;
+    if ((rc = fault_step_failure()) != 0) /* test builds: INFERD_FAULT_STEP (engine/fault.h) */
+        return rc;
     if (g->out_logits)
         memcpy(g->out_logits, g->h_logits,
                (size_t)g->st.n_out * (size_t)model_hparams(g->m)->n_vocab * sizeof(float));

@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/fault.h"
 #include "engine/graph.h"
 #include "engine/kv.h"
 #include "engine/log.h"
@@ -179,6 +180,7 @@ struct sched {
     pthread_t th;
     void (*watchdog)(void *ud);
     void *wd_ud;
+    _Atomic uint64_t beat_ns; /* sched_heartbeat, in ns */
 
     uint64_t st_prefix_hit_tokens, st_prefix_hits, st_prompt_tokens, st_generated;
     uint64_t st_steps, st_done;
@@ -219,6 +221,7 @@ void sched_config_default(struct sched_config *c)
     c->step_tokens = 512;
     c->prefix_cache = 1;
     c->sample_on_backend = 0;
+    c->idle_wait_ms = 1000;
 }
 
 void sched_graph_params(const struct sched_config *c, struct graph_params *gp)
@@ -1254,9 +1257,21 @@ static void step(struct sched *s, int cancel_all)
     s->n_dropped = 0;
 }
 
+/* One iteration of the engine loop begins: the test-only stall hook
+ * (engine/fault.h), the heartbeat, the watchdog. Called without s->mu. */
+static void engine_beat(struct sched *s)
+{
+    fault_engine_stall();
+    atomic_store_explicit(&s->beat_ns, (uint64_t)(now_s() * 1e9), memory_order_relaxed);
+    if (s->watchdog)
+        s->watchdog(s->wd_ud);
+}
+
 static void *engine_main(void *arg)
 {
     struct sched *s = arg;
+    const int64_t wait_ns =
+        (int64_t)(s->cfg.idle_wait_ms > 0 ? s->cfg.idle_wait_ms : 1000) * 1000000;
 
     for (;;) {
         int cancel_all;
@@ -1272,14 +1287,15 @@ static void *engine_main(void *arg)
         while (s->n_run == 0 && !s->q_head && !s->stopping) {
             struct timespec ts;
 
+            /* idle waits are bounded: the watchdog and the heartbeat */
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1; /* idle waits last at most one second (watchdog) */
+            int64_t ns = (int64_t)ts.tv_nsec + wait_ns;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
             pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-            if (s->watchdog) {
-                pthread_mutex_unlock(&s->mu);
-                s->watchdog(s->wd_ud);
-                pthread_mutex_lock(&s->mu);
-            }
+            pthread_mutex_unlock(&s->mu);
+            engine_beat(s);
+            pthread_mutex_lock(&s->mu);
         }
         if (s->n_run == 0 && !s->q_head && s->stopping) {
             pthread_mutex_unlock(&s->mu);
@@ -1287,8 +1303,7 @@ static void *engine_main(void *arg)
         }
         cancel_all = s->cancel_all;
         pthread_mutex_unlock(&s->mu);
-        if (s->watchdog)
-            s->watchdog(s->wd_ud);
+        engine_beat(s);
         step(s, cancel_all);
     }
     flush_pending(s); /* nothing is left by now; for clarity */
@@ -1531,6 +1546,7 @@ int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud)
     }
     s->watchdog = watchdog;
     s->wd_ud = ud;
+    atomic_store(&s->beat_ns, (uint64_t)(now_s() * 1e9));
     rc = pthread_create(&s->th, NULL, engine_main, s);
     if (rc == 0)
         s->started = 1;
@@ -1541,6 +1557,12 @@ int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud)
     pthread_setname_np(s->th, "inferd-engine");
 #endif
     return 0;
+}
+
+double sched_heartbeat(const struct sched *s)
+{
+    return (double)atomic_load_explicit(&((struct sched *)s)->beat_ns, memory_order_relaxed) *
+           1e-9;
 }
 
 void sched_stop(struct sched *s, int cancel_all)

@@ -78,6 +78,10 @@ struct sched_config {
      * -1 (for tests: a whole suite on either path). Both paths give the
      * same events (on the CPU bit for bit; see sched.c). */
     int sample_on_backend;
+    int32_t idle_wait_ms; /* longest idle wait of the engine loop (the
+                             watchdog callback and the heartbeat run after
+                             each); 0 = 1000; the daemon makes it a quarter of
+                             WATCHDOG_USEC when that is shorter */
 };
 
 /* max_seqs 32, queue_len 64, n_ctx 0, kv_tokens 16384, block_size 16,
@@ -162,8 +166,12 @@ int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
               struct sched **out, struct inf_error *err);
 /* Start the engine thread. watchdog (may be NULL) is called from the engine
  * loop at least once per step and once per idle wait (idle waits last at most
- * one second), so a stuck step stops the calls. */
+ * idle_wait_ms), so a stuck step stops the calls. */
 int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud);
+/* CLOCK_MONOTONIC seconds when the engine loop last began an iteration (a
+ * step or an idle wait's end): the heartbeat a stuck engine stops. 0 before
+ * sched_start. Any thread. */
+double sched_heartbeat(const struct sched *s);
 /* Stop: cancel_all=1 cancels everything; 0 waits until running and queued
  * requests finish. Joins the engine thread. New submits get INF_ESHUTDOWN. */
 void sched_stop(struct sched *s, int cancel_all);

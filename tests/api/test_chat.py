@@ -100,6 +100,37 @@ def test_content_stays_text(exe):
     check(j["tokens"].count(IM_START) == 4, "the same text with every special parsed")
 
 
+def test_big_bodies_same_answers(exe):
+    """Every POST body of 16 KiB or more is parsed and answered by the parse
+    pool's workers (api/parse_pool.c), the small ones on the loop thread:
+    the same body padded with JSON whitespace past 16 KiB gets the same
+    answer, errors included, from /tokenize, /detokenize and /apply-template."""
+    d = dmn(exe)
+
+    def both(path, obj):
+        small = d.request("POST", path, obj)
+        body = json.dumps(obj).encode()
+        big = d.request("POST", path, b"{" + b" " * 20000 + body[1:])
+        a, b = json.loads(small[2]), json.loads(big[2])
+        for j in (a, b):  # a completion's id and time differ
+            j.pop("id", None), j.pop("created", None)
+        check(small[0] == big[0] and a == b,
+              "%s: %d %r, padded: %d %r" % (path, small[0], small[2][:200], big[0], big[2][:200]))
+        return small[0]
+
+    check(both("/tokenize", {"prompt": "Once upon a time <|im_start|>", "parse_special": True}) == 200,
+          "tokenize")
+    check(both("/tokenize", {"prompt": "x", "add_special": "yes"}) == 400, "tokenize bad field")
+    check(both("/detokenize", {"tokens": [IM_START, 9707, 11, 1879, IM_END]}) == 200, "detokenize")
+    check(both("/detokenize", {"tokens": [-1]}) == 400, "detokenize bad id")
+    check(both("/apply-template", {"messages": MSGS}) == 200, "apply-template")
+    check(both("/apply-template", {"messages": [{"role": "x", "content": ""}]}) == 400,
+          "apply-template bad role")
+    check(both("/v1/chat/completions", {"model": MODEL, "messages": MSGS, "max_tokens": 4,
+                                        "temperature": 0}) == 200, "chat")
+    check("parse pool:" in d.log(), "the padded bodies did not go to the parse pool")
+
+
 def test_greedy_equals_completions(exe):
     d = dmn(exe)
     for msgs in (MSGS, [{"role": "user", "content": "Tell me a story about a cat."}],
@@ -271,7 +302,7 @@ def test_no_template(exe):
 
 
 def main():
-    tests = [test_shape, test_rendered_prompt, test_content_stays_text,
+    tests = [test_shape, test_rendered_prompt, test_content_stays_text, test_big_bodies_same_answers,
              test_greedy_equals_completions, test_stream, test_n_seed_stop_logprobs,
              test_end_of_turn, test_errors, test_no_template]
     try:

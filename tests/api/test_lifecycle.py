@@ -4,6 +4,7 @@
 SIGTERM during a stream (drained, exit 0), SIGTERM past the drain timeout
 (canceled cleanly, exit 0), client disconnects free their sequences (KV blocks
 back in /metrics), sd_notify over a fake NOTIFY_SOCKET (path and abstract),
+a stuck engine stopping the WATCHDOG=1 pings (test-only fault hook),
 SIGHUP with good and bad configs, the shipped etc/inferd.conf, queue full (429
 + Retry-After), connection caps, bad flags and a bad model file.
 usage: test_lifecycle.py <inferd binary>
@@ -198,6 +199,112 @@ def test_sd_notify(exe):
             if not abstract:
                 os.unlink(name)
             os.rmdir(tmpdir)
+
+
+def test_engine_stuck_stops_watchdog(exe):
+    """ROBUSTNESS 36. WATCHDOG=1 is sent from the engine loop: a stuck engine
+    (the test-only hook INFERD_FAULT_ENGINE_STALL, engine/fault.h, blocks the
+    loop while a file exists) must stop the pings, so that systemd kills and
+    restarts the daemon, while the loop thread keeps answering and /health
+    says 503 "stalled" after engine_stall_s. Healthy, idle or busy, the pings
+    keep coming more often than WATCHDOG_USEC; after the stall they resume
+    and the request that waited completes."""
+    wd_s = 1.0
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    tmpdir = tempfile.mkdtemp(prefix="inferd-stall-")
+    name = os.path.join(tmpdir, "notify.sock")
+    stall = os.path.join(tmpdir, "stall")
+    sock.bind(name)
+    env = {"NOTIFY_SOCKET": name, "WATCHDOG_USEC": str(int(wd_s * 1e6)),
+           "INFERD_FAULT_ENGINE_STALL": stall}
+    d = D.Daemon(exe, env=env, args=["--engine-stall-s", "2"], wait=False)
+    pings = []  # arrival times of WATCHDOG=1
+
+    def collect(seconds, until=None):
+        msgs = []
+        t_end = time.monotonic() + seconds
+        sock.settimeout(0.05)
+        while time.monotonic() < t_end:
+            try:
+                m = sock.recv(4096).decode()
+            except socket.timeout:
+                continue
+            msgs.append(m)
+            if "WATCHDOG=1" in m:
+                pings.append(time.monotonic())
+            if until and until(msgs):
+                break
+        return msgs
+
+    def longest_silence(t0, t1):
+        ts = [t0] + [t for t in pings if t0 <= t <= t1] + [t1]
+        return max(b - a for a, b in zip(ts, ts[1:]))
+
+    try:
+        msgs = collect(30, lambda ms: any("READY=1" in m for m in ms))
+        check(any("READY=1" in m for m in msgs), "no READY=1: %r" % msgs)
+        if "fault hook:" not in d.log():
+            print("skip: this build has no fault hooks (meson -Dfault_hooks)")
+            return
+        # healthy: idle, then busy
+        t0 = time.monotonic()
+        collect(2.0)
+        busy = threading.Thread(target=lambda: [d.post("/v1/completions", {
+            "model": MODEL, "prompt": "Once upon a time", "max_tokens": 200}) for _ in range(6)])
+        busy.start()
+        collect(2.0)
+        busy.join()
+        t1 = time.monotonic()
+        quiet = longest_silence(t0, t1)
+        check(quiet < wd_s, "pings %.2f s apart while healthy (WATCHDOG_USEC %.1f s)" % (quiet, wd_s))
+        st, _, _ = d.request("GET", "/health")
+        check(st == 200, "/health %d before the stall" % st)
+
+        # stuck: the engine blocks at its next iteration
+        open(stall, "w").close()
+        waiting = []
+        req = threading.Thread(target=lambda: waiting.append(d.post("/v1/completions", {
+            "model": MODEL, "prompt": "Once upon a time", "max_tokens": 8}, timeout=60)))
+        req.start()
+        t_lim = time.monotonic() + 10
+        while "engine loop stalled" not in d.log() and time.monotonic() < t_lim:
+            collect(0.05)
+        check("engine loop stalled" in d.log(), "the stall hook did not fire:\n" + d.log())
+        t_stall = time.monotonic()
+        collect(3.0)
+        t_h = time.monotonic()
+        st, _, body = d.request("GET", "/health", timeout=5)
+        dt = time.monotonic() - t_h
+        check(st == 503 and b"stalled" in body, "/health while stuck: %d %r" % (st, body))
+        check(dt < 1.0, "/health took %.2f s while the engine was stuck" % dt)
+        check(not waiting, "a completion finished while the engine was stuck")
+        late = [t for t in pings if t > t_stall + 0.1]
+        check(not late, "%d WATCHDOG=1 while the engine was stuck" % len(late))
+        silent = time.monotonic() - max([t for t in pings if t <= t_stall + 0.1] or [t_stall])
+        check(silent > 3 * wd_s, "only %.2f s without pings" % silent)
+        check("engine loop has not run for" in d.log(), "no log line for the stall")
+
+        # running again: pings, /health 200, the waiting request served
+        os.unlink(stall)
+        t_run = time.monotonic()
+        collect(2.5)
+        back = [t for t in pings if t > t_run]
+        check(back and back[0] - t_run < wd_s, "pings did not resume: %r" % back)
+        req.join(30)
+        check(waiting and waiting[0][0] == 200, "the waiting completion: %r" % waiting)
+        st, _, _ = d.request("GET", "/health")
+        check(st == 200, "/health %d after the stall" % st)
+        print("healthy: longest ping gap %.2f s; stuck: %.2f s without a ping (WATCHDOG_USEC %.1f s); "
+              "first ping %.2f s after the resume" % (quiet, silent, wd_s, back[0] - t_run))
+        d.signal(signal.SIGTERM)
+        check(d.proc.wait(30) == 0, "exit status")
+    finally:
+        if os.path.exists(stall):
+            os.unlink(stall)
+        d.close()
+        sock.close()
+        os.unlink(name)
+        os.rmdir(tmpdir)
 
 
 def test_sighup_reload(exe):
@@ -477,7 +584,8 @@ def test_kv_sizing(exe):
 
 def main():
     tests = [test_kv_sizing, test_loading_503, test_ping_idle_stream, test_sigterm_mid_stream_drains, test_sigterm_drain_timeout_cancels,
-             test_disconnect_frees_sequence, test_sd_notify, test_sighup_reload,
+             test_disconnect_frees_sequence, test_sd_notify, test_engine_stuck_stops_watchdog,
+             test_sighup_reload,
              test_shipped_config, test_usage_and_bad_model, test_queue_full_429,
              test_connection_caps]
     D.run(tests, sys.argv)

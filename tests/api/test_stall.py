@@ -2,17 +2,24 @@
 """test_stall -- no request may stall the others (ROBUSTNESS 20).
 
 One client streams a long completion and times the gap between its events
-while four others keep sending maximal bodies (the 4 MB default
+while five others keep sending maximal bodies (the 4 MB default
 max_body_bytes): a 1.3M-entry token array, a 200k-entry logit_bias, a
-multi-megabyte prompt string, and a valid request padded with a huge unknown
-field. Each of those gets its 400 (or 200) answer; the stream's gaps must
-stay under 50 ms at the 99th percentile and under 250 ms at worst, above
-the same stream's figures alone (the machine's noise floor; INFERD_TEST_SLOW
-scales the bounds), which holds only when JSON parsing,
+multi-megabyte prompt string, a valid request padded with a huge unknown
+field, and the longest text /tokenize takes (1 MiB). Each of those gets its
+400 (or 200) answer; the stream's longest gap must
+stay under 50 ms and its 99th percentile under 50 ms, above the same
+stream's figures alone for as long (the machine's noise floor;
+INFERD_TEST_SLOW scales the bounds). That holds only when JSON parsing,
 validation and tokenization run off the loop thread (api/parse_pool.c;
-with them on the loop the longest gap was 5.1 s).
-The gap statistics of the same stream without the heavy clients are printed
-for comparison.
+with them on the loop the longest gap was 5.1 s) and when the workers,
+which run at a low priority, never hold a lock the loop thread needs
+(their JSON trees come from a per-worker arena: with glibc's malloc the
+loop blocked 31-39 ms on a free() of a worker's memory while that worker
+was preempted).
+What is left on a shared 2-core machine is CPU scheduling: a stream alone
+shows 15-45 ms gaps there when other processes run. So a miss of the
+latency bounds runs the whole measurement once more, on a fresh daemon,
+and only a second miss fails (as test_connections does).
 usage: test_stall.py <inferd binary>
 """
 import json
@@ -40,14 +47,17 @@ def bodies():
     prompt = b'{"model":"%s","prompt":"' % MODEL.encode() + b"Once upon a time " * 200000 + b'","max_tokens":4}'
     padded = b'{"model":"%s","prompt":"Hi","max_tokens":2,"junk":[' % MODEL.encode() + \
         b",".join([b'{"a":[1,2,3]}'] * 250000) + b"]}"
-    return [("ids", big_ids, 400), ("logit_bias", bias, 400), ("prompt", prompt, 400),
-            ("padded", padded, 200)]
+    # the longest text /tokenize takes (1 MiB): ~0.2 s of tokenizing
+    tokenize = b'{"prompt":"' + b"Once upon a time " * 61680 + b'"}'
+    return [("ids", "/v1/completions", big_ids, 400), ("logit_bias", "/v1/completions", bias, 400),
+            ("prompt", "/v1/completions", prompt, 400), ("padded", "/v1/completions", padded, 200),
+            ("tokenize", "/tokenize", tokenize, 200)]
 
 
-def post_raw(port, body):
+def post_raw(port, path, body):
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     try:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" % path.encode() +
                   b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         st, _, b = D.parse_response(D.read_response_bytes(s))
         return st, b
@@ -127,22 +137,44 @@ def stats(g):
         len(g) + 3, g[len(g) // 2] * 1e3, g[int(len(g) * 0.99)] * 1e3, g[-1] * 1e3)
 
 
+class LatencyMiss(Exception):
+    """A gap bound missed (every answer was right)."""
+
+
 def test_heavy_bodies_do_not_stall_a_stream(exe):
+    heavy_bodies = bodies()  # built once: building them holds this GIL for a while
+    try:
+        stall_once(exe, heavy_bodies)
+    except LatencyMiss as e:
+        print("stall: %s; measuring once more" % e)
+        stall_once(exe, heavy_bodies)
+
+
+def stall_once(exe, heavy_bodies):
     d = D.Daemon(exe, model=D.model_path(MODEL + ".gguf"),
                  args=["--n-ctx", "2048", "--log-level", "info"])
     try:
-        heavy_bodies = bodies()  # built first: building them holds this GIL for a while
-        p = start_streamer(d.port, 1200)
-        quiet, _ = streamer_result(p)
+        # the noise floor: the same stream alone, for a few seconds
+        p = start_streamer(d.port, 1900, repeat=True)
+        check(streamer_wait_started(p), "the stream did not start")
+        time.sleep(3.0)
+        quiet, _ = streamer_result(p, stop=True)
         print("alone:       " + stats(quiet))
         p = start_streamer(d.port, 1900, repeat=True)
         check(streamer_wait_started(p), "the stream did not start")
         answers = []
         stop = threading.Event()
 
-        def heavy(name, body, want):
+        def heavy(name, path, body, want):
+            # this client's own threads must not starve the streamer process
+            # of CPU (the daemon's share is what is measured): nice 10, as
+            # the daemon's parse workers
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            except (AttributeError, OSError):
+                pass
             while not stop.is_set():
-                st, b = post_raw(d.port, body)
+                st, b = post_raw(d.port, path, body)
                 answers.append((name, st, want, b[:200], time.time()))
 
         hs = [threading.Thread(target=heavy, args=b) for b in heavy_bodies]
@@ -165,19 +197,22 @@ def test_heavy_bodies_do_not_stall_a_stream(exe):
         for name, st, want, b, _ in answers:
             check(st == want, "%s body: %d, wanted %d: %r" % (name, st, want, b))
         during = [a for a in answers if a[4] <= t_end]
-        check(len(during) >= 4 and len(set(a[0] for a in during)) == 4,
+        check(len(during) >= len(heavy_bodies) and
+              len(set(a[0] for a in during)) == len(heavy_bodies),
               "not every heavy body was answered while the stream ran: %r" % [a[0] for a in during])
-        # The loop's share is what this proves: with parsing on the loop the
-        # longest gap was seconds. On a loaded 2-core CI machine a stream
-        # alone shows 20 ms gaps from CPU contention, so the bound is on the
-        # 99th percentile, with a ceiling for the longest one.
-        # The noise floor of this machine (the same stream alone) is added.
+        # The issue's bound, above this machine's noise floor (the same
+        # stream alone: CPU contention from other processes on a shared
+        # 2-core machine, which no daemon can remove).
         gs, qs = sorted(g), sorted(quiet)
         p99 = gs[min(len(gs) - 1, int(len(gs) * 0.99))]
         q99 = qs[min(len(qs) - 1, int(len(qs) * 0.99))]
-        check(p99 < 0.050 * SLOW + q99, "the stream's p99 gap was %.1f ms (alone %.1f ms)"
-              % (p99 * 1e3, q99 * 1e3))
-        check(gs[-1] < 0.250 * SLOW + qs[-1], "the stream stalled %.1f ms" % (gs[-1] * 1e3))
+        misses = []
+        if not p99 < 0.050 * SLOW + q99:
+            misses.append("p99 gap %.1f ms (alone %.1f ms)" % (p99 * 1e3, q99 * 1e3))
+        if not gs[-1] < 0.050 * SLOW + qs[-1]:
+            misses.append("longest gap %.1f ms (alone %.1f ms)" % (gs[-1] * 1e3, qs[-1] * 1e3))
+        if misses:
+            raise LatencyMiss("; ".join(misses))
     finally:
         rc = d.stop()
         d.close()
