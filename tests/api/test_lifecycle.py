@@ -557,9 +557,12 @@ def test_loading_503(exe):
 def test_kv_sizing(exe):
     """kv_bytes sizes the KV cache (the log and /metrics say how many tokens and
     blocks); a cache too small for n_ctx fails startup naming the sizes;
-    kv_percent on the CPU backend warns and keeps the default."""
+    kv_percent on the CPU backend warns and keeps the default; on the GPU
+    (INFERD_BACKEND=cuda) it sizes the cache from the memory left."""
     # stories260K: 5 layers x (4 KV heads x 8) F16 = 64 bytes a row, K and V: 640 B/token
-    d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 4100), "--n-ctx", "1024"])
+    cpu = {"INFERD_BACKEND": "cpu"}  # these three are about the CPU backend, whatever the run pins
+    d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 4100), "--n-ctx", "1024"],
+                 env=cpu)
     try:
         check("KV cache: 4100 tokens" in d.log() and "(kv_bytes)" in d.log(), d.log())
         m = d.metrics()
@@ -567,19 +570,28 @@ def test_kv_sizing(exe):
     finally:
         d.close()
     d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 100), "--n-ctx", "256"],
-                 wait=False)
+                 env=cpu, wait=False)
     try:
         check(d.proc.wait(30) == 1, "a KV cache below n_ctx must fail startup")
         check("holds 100 tokens" in d.log() and "n_ctx 256" in d.log(), d.log())
     finally:
         d.close()
     d = D.Daemon(exe, args=["--backend", "cpu", "--kv-percent", "50", "--n-ctx", "128",
-                            "--max-seqs", "4"])
+                            "--max-seqs", "4"], env=cpu)
     try:
         check("kv_percent applies to the cuda backend" in d.log(), d.log())
         check("KV cache: 512 tokens" in d.log(), d.log())
     finally:
         d.close()
+    if os.environ.get("INFERD_BACKEND") == "cuda":
+        d = D.Daemon(exe, args=["--kv-percent", "1", "--n-ctx", "128", "--max-seqs", "4"])
+        try:
+            log = d.log()
+            check("(kv_percent)" in log and "KV cache:" in log, log)
+            m = d.metrics()
+            check(m["inferd_kv_blocks_capacity"] > 512 // 16, m["inferd_kv_blocks_capacity"])
+        finally:
+            d.close()
 
 
 def main():
