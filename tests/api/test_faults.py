@@ -106,7 +106,7 @@ def test_sigterm_64_streams(exe):
                             "--drain-timeout-s", str(drain), "--log-level", "info"])
     try:
         ths, out = start_streams(d, 64, max_tokens=300)
-        t_lim = time.time() + 10
+        t_lim = time.time() + 10 * SLOW
         while time.time() < t_lim:
             m = d.metrics()
             if m["inferd_running_sequences"] + m["inferd_waiting_requests"] >= 64:
@@ -116,14 +116,16 @@ def test_sigterm_64_streams(exe):
         t0 = time.time()
         d.signal(signal.SIGTERM)
         for t in ths:
-            t.join(60)
-        rc = d.proc.wait(60)
+            t.join(60 * SLOW)
+        rc = d.proc.wait(60 * SLOW)
         dt = time.time() - t0
         kinds = [check_stream_end(b) for b in out]
         print("sigterm: 64 streams: %d finished, %d ended with an error event; exit %d after %.1f s"
               % (kinds.count("finished"), kinds.count("error"), rc, dt))
         check(rc == 0, "exit status %d" % rc)
-        check(dt < drain + 6, "shutdown took %.1f s (drain timeout %d s)" % (dt, drain))
+        # the drain timeout is the daemon's own clock; what follows it (cancel
+        # the rest, flush, exit) is stretched like everything under valgrind
+        check(dt < drain + 6 * SLOW, "shutdown took %.1f s (drain timeout %d s)" % (dt, drain))
     finally:
         d.close()
 
