@@ -16,6 +16,7 @@
  * Shared memory rows are padded to 272 bytes (68 words): the fragment loads
  * (8 rows x 4 words per phase) then fall on 32 distinct banks.
  */
+#include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 #include "engine/cuda/tiles.cuh"
@@ -54,24 +55,6 @@ struct mmq_smem {
     uint32_t raw_w[MMQ_BM][MMQ_RAW_WORDS];
     uint32_t raw_x[MMQ_BN][MMQ_RAW_WORDS];
 };
-
-/* Queue the async copy of stage s of one row (bytes [base + s*SB, +SB) of
- * global memory) into raw words; returns nothing, the caller commits. The
- * row's byte offset inside its first word is (address & 3). */
-template <int SB>
-static __device__ __forceinline__ void mmq_raw_copy(uint32_t *dst, const uint8_t *src, int part,
-                                                    int parts)
-{
-    const uintptr_t a = (uintptr_t)src;
-    const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
-    /* whole words inside [a & ~3, a + SB); a 2-byte tail (blocks are 2-byte
-     * aligned) is read as such, never past the end of the allocation */
-    const int full = (int)(((a & 3) + SB) / 4);
-    for (int k = part; k < full; k += parts)
-        __pipeline_memcpy_async(dst + k, w0 + k, 4);
-    if (((a & 3) + SB) % 4 && part == (full % parts))
-        *(uint16_t *)(dst + full) = *(const uint16_t *)(w0 + full);
-}
 
 static __device__ __forceinline__ void mmq_st4(int8_t *dst, const int q[8])
 {
@@ -115,24 +98,6 @@ static __device__ __forceinline__ void mmq_load_x(mmq_smem &S, int r, const void
     }
 }
 
-/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
-static __device__ __forceinline__ void mmq_mma_k32(int d[4], const int a[4], const int b[2])
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
-}
-
-/* D = A(16x16 s8) * B(16x8 s8), zero accumulator */
-static __device__ __forceinline__ void mmq_mma_k16(int d[4], const int a[2], int b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0));
-}
-
 template <int T>
 static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
 mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const void *__restrict__ xq,
@@ -167,8 +132,8 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
             }
 
     /* stage 0: copy, wait, unpack */
-    mmq_raw_copy<TR::WB>(S.raw_w[lr], wp, lp, 4);
-    mmq_raw_copy<TR::XB>(S.raw_x[lr], xp, lp, 4);
+    cuda_raw_copy<TR::WB>(S.raw_w[lr], wp, lp, 4);
+    cuda_raw_copy<TR::XB>(S.raw_x[lr], xp, lp, 4);
     __pipeline_commit();
     for (int64_t s = 0; s < n_stages; s++) {
         __pipeline_wait_prior(0);
@@ -181,8 +146,8 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
         }
         __syncthreads(); /* the tile is ready and the raw buffers are free */
         if (s + 1 < n_stages) {
-            mmq_raw_copy<TR::WB>(S.raw_w[lr], wp + (s + 1) * TR::WB, lp, 4);
-            mmq_raw_copy<TR::XB>(S.raw_x[lr], xp + (s + 1) * TR::XB, lp, 4);
+            cuda_raw_copy<TR::WB>(S.raw_w[lr], wp + (s + 1) * TR::WB, lp, 4);
+            cuda_raw_copy<TR::XB>(S.raw_x[lr], xp + (s + 1) * TR::XB, lp, 4);
         }
         __pipeline_commit();
 
@@ -206,9 +171,9 @@ mmq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const v
                     b[0] = *(const int *)&S.xq[rb][k + 4 * t4];
                     if (TR::GROUP == 32) {
                         b[1] = *(const int *)&S.xq[rb][k + 16 + 4 * t4];
-                        mmq_mma_k32(c[mt][nt], a, b);
+                        cuda_mma_k32(c[mt][nt], a, b);
                     } else {
-                        mmq_mma_k16(c[mt][nt], a, b[0]);
+                        cuda_mma_k16(c[mt][nt], a[0], a[1], b[0]);
                     }
                 }
             }

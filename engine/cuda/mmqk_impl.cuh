@@ -30,6 +30,7 @@
  * v2 = sum of min * activation sums) — the arithmetic of the decode
  * kernel (cuda/mmvq.cu), so a row's bits never depend on the batch.
  */
+#include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 #include "engine/cuda/tiles.cuh"
@@ -159,16 +160,7 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
     enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1 };
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
-        const uint8_t *src = row + (size_t)s * KDR * 210;
-        const uintptr_t a = (uintptr_t)src;
-        const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
-        const int bytes = (int)(a & 3) + 210 * KDR;
-        const int full = bytes / 4;
-        for (int k = lp; k < full; k += 4)
-            __pipeline_memcpy_async(dst + k, w0 + k, 4);
-        /* a 2-byte tail is read as such, never past the allocation */
-        if (bytes % 4 && lp == full % 4)
-            *(uint16_t *)(dst + full) = *(const uint16_t *)(w0 + full);
+        cuda_raw_copy<210 * KDR>(dst, row + (size_t)s * KDR * 210, lp, 4);
     }
     static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
     {
@@ -232,24 +224,6 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
     }
 };
 
-/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
-static __device__ __forceinline__ void mmqk_mma_k32(int d[4], const int a[4], const int b[2])
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
-}
-
-/* D = A(16x16 s8) * B(16x8 s8), zero accumulator */
-static __device__ __forceinline__ void mmqk_mma_k16(int d[4], int a0, int a1, int b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
-}
-
 template <int T, int KDR, bool EXP> struct mmqk_smem {
     typedef mmqk_w<T, KDR, EXP> W;
     uint32_t w[2][MMQ_BM][W::SW];
@@ -270,19 +244,19 @@ static __device__ __forceinline__ void mmqk_sub(int sum[2][2][4], const int a[2]
         for (int nt = 0; nt < 2; nt++) {
             int c[4];
             if (!G16) {
-                mmqk_mma_k32(c, a[mt], b[nt]);
+                cuda_mma_k32(c, a[mt], b[nt]);
                 sum[mt][nt][0] += s0[mt] * c[0];
                 sum[mt][nt][1] += s0[mt] * c[1];
                 sum[mt][nt][2] += s1[mt] * c[2];
                 sum[mt][nt][3] += s1[mt] * c[3];
             } else {
                 /* Q6_K: a scale per 16: the k32 fragment as two k16 halves */
-                mmqk_mma_k16(c, a[mt][0], a[mt][1], b[nt][0]);
+                cuda_mma_k16(c, a[mt][0], a[mt][1], b[nt][0]);
                 sum[mt][nt][0] += s0[mt] * c[0];
                 sum[mt][nt][1] += s0[mt] * c[1];
                 sum[mt][nt][2] += s1[mt] * c[2];
                 sum[mt][nt][3] += s1[mt] * c[3];
-                mmqk_mma_k16(c, a[mt][2], a[mt][3], b[nt][1]);
+                cuda_mma_k16(c, a[mt][2], a[mt][3], b[nt][1]);
                 sum[mt][nt][0] += s0b[mt] * c[0];
                 sum[mt][nt][1] += s0b[mt] * c[1];
                 sum[mt][nt][2] += s1b[mt] * c[2];
