@@ -191,6 +191,19 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     }
     w->data = p;
     c->weight_bytes += bytes;
+    /* Q4_0/Q8_0: the 16-byte aligned layout every GPU reader of them uses
+     * (cuda/qtypes.cuh: cuda_q0_packed), rewritten in place */
+    {
+        const int rc = w->type == QT_Q4_0   ? cuda_q0_repack<QT_Q4_0>(c, w)
+                       : w->type == QT_Q8_0 ? cuda_q0_repack<QT_Q8_0>(c, w)
+                                            : 0;
+        if (rc) {
+            cudaFree(p);
+            w->data = NULL;
+            c->weight_bytes -= bytes;
+            return rc;
+        }
+    }
     /* Q6_K: the MMQ kernels' expanded copy (cuda/mmq_q6_k.cu), for every
      * tensor a matrix product may read past the decode batch (not the
      * embedding table, which only get_rows reads); without the memory the
@@ -289,7 +302,7 @@ static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
     const size_t blk256 = (size_t)((r->max_ne0 + QK_K - 1) / QK_K);
     /* Q8_K in planes (cuda/qtypes.cuh: cuda_q8k_bytes), or Q8_0 blocks */
     const size_t k_bytes = cuda_q8k_bytes((int64_t)r->max_rows * (int64_t)blk256);
-    const size_t o_bytes = (size_t)r->max_rows * blk256 * (QK_K / QK8_0) * sizeof(struct block_q8_0);
+    const size_t o_bytes = cuda_q80_bytes((int64_t)r->max_rows * (int64_t)blk256 * (QK_K / QK8_0));
     const size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     if (need <= c->xq_bytes)
         return 0;

@@ -1,5 +1,6 @@
 /* cuda/get_rows — embedding rows: y[r] = dequant(row ids[r] of w), every
- * weight type, one thread block per row. */
+ * weight type (Q4_0/Q8_0 in the layout the backend keeps them: packed
+ * where cuda_q0_packed says so), one thread block per row. */
 #include "engine/cuda/qtypes.cuh"
 
 template <int T>
@@ -8,6 +9,13 @@ static __global__ void get_rows_kernel(const uint8_t *__restrict__ w, size_t row
 {
     const int32_t r = blockIdx.x;
     const uint8_t *row = w + (size_t)ids[r] * row_bytes;
+    if constexpr (T == QT_Q4_0 || T == QT_Q8_0) {
+        if (cuda_q0_packed(T, ne0)) { /* the layout the products read */
+            for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
+                y[(int64_t)r * ne0 + i] = cuda_q0_packed_elem<T>(row, ne0, i);
+            return;
+        }
+    }
     for (int64_t i = threadIdx.x; i < ne0; i += blockDim.x)
         y[(int64_t)r * ne0 + i] = cuda_dequant1<T>(row, i);
 }

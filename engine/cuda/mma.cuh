@@ -1,7 +1,7 @@
-/* cuda/mma — the pieces both MMQ kernel templates (cuda/mmq_impl.cuh for
- * Q8_0/Q4_0, cuda/mmqk_impl.cuh for the K-quants) stage and multiply with:
+/* cuda/mma — the pieces both MMQ kernel templates (cuda/mmq0_impl.cuh for
+ * Q4_0/Q8_0, cuda/mmqk_impl.cuh for the K-quants) stage and multiply with:
  * the int8 tensor-core products with a zero accumulator, and the cp.async
- * copy of a row of 2-byte aligned blocks. */
+ * copy of a row of 2-byte aligned blocks (Q6_K's raw kernels). */
 #ifndef INFERD_CUDA_MMA_CUH
 #define INFERD_CUDA_MMA_CUH
 

@@ -19,7 +19,8 @@ template <int T>
 void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
               int32_t n_rows);
 
-/* The K-quant MMQ instantiations mmqk_kernel<T, KDR, EXP> (cuda/mmqk_impl.cuh):
+/* The MMQ instantiations mmqk_kernel<T, KDR, EXP> (cuda/mmqk_impl.cuh) and,
+ * for Q4_0/Q8_0 (EXP = 0 only), mmq0_kernel<T, KDR> (cuda/mmq0_impl.cuh):
  * KDR super-blocks per k-stage (1 or 2), EXP: the weights' expanded copy
  * (w->aux; Q6_K only). Launches exactly that one: 0, INF_EUNSUPPORTED
  * when it does not exist for T or the shape (ne0 not a multiple of
@@ -30,14 +31,19 @@ template <int T>
 int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                       int32_t n_rows, int kdr, int exp);
 
+/* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
+ * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
+template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);
+
 /* Q6_K: make w->aux, the expanded copy mmqk_kernel<Q6_K, KDR, true> reads
  * (288 bytes per super-block: 256 int8 values q - 32, 16 int8 scales, the
  * float d). 0, or INF_ENOMEM (w->aux stays NULL; the raw kernels serve). */
 int cuda_mmq_expand_q6_K(struct cuda_ctx *c, struct backend_weight *w);
 size_t cuda_mmq_expand_q6_K_bytes(const struct backend_weight *w);
 
-/* The small-batch product of the K-quants (cuda/mmvq.cu): n_rows <= 8
- * activation rows in cuda_q8k planes; nc = activation rows per weight read
+/* The small-batch product (K-quants: cuda/mmvq.cu, cuda_q8k planes;
+ * Q4_0/Q8_0 in the packed layout: cuda/mmq0_impl.cuh, cuda_q80 planes):
+ * n_rows <= 8 activation rows; nc = activation rows per weight read
  * (1, 2, 4 or 8; 0 picks the smallest that holds n_rows). */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,

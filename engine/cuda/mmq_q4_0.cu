@@ -1,5 +1,5 @@
-/* cuda/mmq_q4_0 — the MMQ instantiation for Q4_0 weights (cuda/mmq_impl.cuh). */
-#include "engine/cuda/mmq_impl.cuh"
+/* cuda/mmq_q4_0 — the packed-layout kernels of Q4_0 weights: repack, decode
+ * and MMQ instantiations (cuda/mmq0_impl.cuh). */
+#include "engine/cuda/mmq0_impl.cuh"
 
-template void cuda_mmq<QT_Q4_0>(struct cuda_ctx *c, const struct backend_weight *w, const void *xq,
-                              float *y, int32_t n_rows);
+MMQ0_DEFINE(QT_Q4_0)

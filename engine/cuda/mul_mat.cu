@@ -28,14 +28,15 @@ extern "C" {
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
 
-/* Q8_0/Q4_0: lane l takes 32-element blocks l, l+32, ... (a warp reads 32
- * consecutive 18-34-byte blocks together); the warp parks their terms in
- * shared memory and lane c runs row c's float chain over them in k order. */
+/* Q8_0/Q4_0 in ggml's layout (rows cuda_q0_packed leaves alone: not a
+ * whole number of 256-element stages): lane l takes 32-element blocks l,
+ * l+32, ... (a warp reads 32 consecutive 18-34-byte blocks together); the
+ * warp parks their terms in shared memory and lane c runs row c's float
+ * chain over them in k order. Packed rows: cuda/mmq0_impl.cuh. */
 template <int T>
 static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
-mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows,
-                 const struct block_q8_0 *__restrict__ xq, int64_t nb, float *__restrict__ y,
-                 int32_t n_rows, struct cuda_epi E)
+mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows, cuda_q80 X, int64_t nb,
+                 float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef cuda_qt<T> Q;
     /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1) */
@@ -47,19 +48,19 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
         return; /* whole warps only: the __syncwarp below stays full */
     const int ncols = n_rows - r0 < MM_COLS ? n_rows - r0 : MM_COLS;
     const uint8_t *row = w + (size_t)j * row_bytes;
-    const struct block_q8_0 *x0 = xq + (int64_t)r0 * nb;
+    const int64_t x0 = (int64_t)r0 * nb;
     float acc = 0.0f; /* lane c < ncols: activation row r0 + c */
     for (int64_t base = 0; base < nb; base += CUDA_WARP) {
         const int64_t ib = base + lane;
         const int cnt = nb - base < CUDA_WARP ? (int)(nb - base) : CUDA_WARP;
         if (lane < cnt) {
             int v1[MM_COLS], v2[MM_COLS];
-            Q::template terms<MM_COLS>(row, ib, x0 + ib, nb, ncols, v1, v2);
+            Q::template terms<MM_COLS>(row, ib, X, x0 + ib, nb, ncols, v1, v2);
 #pragma unroll
             for (int c = 0; c < MM_COLS; c++)
                 if (c < ncols) {
                     float p1, p2;
-                    Q::scales(row, ib, x0 + ib + c * nb, &p1, &p2);
+                    Q::scales(row, ib, X, x0 + ib + c * nb, &p1, &p2);
                     terms[wid][lane][c] = make_float2(p1, (float)v1[c]);
                 }
         }
@@ -117,6 +118,16 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
     }
 }
 
+template <int T>
+static void mul_mat_q_raw(struct cuda_ctx *c, const struct backend_weight *w, float *y, int32_t n_rows, dim3 grid,
+                          dim3 block)
+{
+    const int64_t nb = w->ne0 / QK8_0;
+    mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+                                                        cuda_q80_planes(c->xq, (int64_t)n_rows * nb), nb, y,
+                                                        n_rows, c->epi);
+}
+
 /* *held: the vec-dot type the scratch c->xq already holds x in (-1:
  * nothing), so products sharing an activation quantize it once
  * (mul_mat_ex); updated here. */
@@ -128,8 +139,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     constexpr int kq = Q::QK == QK_K;
     const int64_t nb = w->ne0 / Q::QK;
     /* the activation scratch is sized by ops->reserve */
-    const size_t need = kq ? cuda_q8k_bytes((int64_t)n_rows * nb)
-                           : (size_t)n_rows * (size_t)nb * sizeof(struct block_q8_0);
+    const size_t need = kq ? cuda_q8k_bytes((int64_t)n_rows * nb) : cuda_q80_bytes((int64_t)n_rows * nb);
     if (!c->xq || need > c->xq_bytes) {
         c->err = INF_EINTERNAL;
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: %d rows of %lld exceed the reserved scratch",
@@ -141,18 +151,21 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
         *held = vdt;
     }
+    /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
+     * every batch (cuda_q0_packed) */
+    if constexpr (!kq) {
+        if (!cuda_q0_packed(T, w->ne0)) {
+            mul_mat_q_raw<T>(c, w, y, n_rows, grid, block);
+            return;
+        }
+    }
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
     if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    if constexpr (kq)
-        cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0);
-    else
-        mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>(
-            (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-            (const struct block_q8_0 *)c->xq, nb, y, n_rows, c->epi);
+    cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0);
 }
 
 template <int T>
@@ -223,7 +236,7 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMQ, MMV_MMVQ, MMV_MMQK };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK };
 struct mm_variant {
     int type, kind, a, b; /* MMVQ: a = activation rows per weight read; MMQK: a = KDR, b = EXP */
 };
@@ -231,10 +244,10 @@ struct mm_variant {
     {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0}, {t, MMV_MMVQ, 8, 0},            \
         {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
 static const struct mm_variant mm_variants[] = {
-    {QT_F32, MMV_FLOAT, 0, 0}, {QT_F16, MMV_FLOAT, 0, 0}, {QT_BF16, MMV_FLOAT, 0, 0},
-    {QT_Q4_0, MMV_WPR, 0, 0},  {QT_Q4_0, MMV_MMQ, 0, 0},  {QT_Q8_0, MMV_WPR, 0, 0},
-    {QT_Q8_0, MMV_MMQ, 0, 0},  MMV_K(QT_Q4_K),            MMV_K(QT_Q5_K),
-    MMV_K(QT_Q6_K),            {QT_Q6_K, MMV_MMQK, 1, 1}, {QT_Q6_K, MMV_MMQK, 2, 1},
+    {QT_F32, MMV_FLOAT, 0, 0}, {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
+    {QT_Q4_0, MMV_WPR, 0, 0},  MMV_K(QT_Q4_0),             {QT_Q8_0, MMV_WPR, 0, 0},
+    MMV_K(QT_Q8_0),            MMV_K(QT_Q4_K),             MMV_K(QT_Q5_K),
+    MMV_K(QT_Q6_K),            {QT_Q6_K, MMV_MMQK, 1, 1},  {QT_Q6_K, MMV_MMQK, 2, 1},
 };
 #undef MMV_K
 
@@ -255,7 +268,6 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     switch (v->kind) {
     case MMV_FLOAT: snprintf(buf, n, "mul_mat<%s> float", t); break;
     case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
-    case MMV_MMQ: snprintf(buf, n, "mul_mat<%s> mmq", t); break;
     case MMV_MMVQ: snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a); break;
     default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
     }
@@ -270,17 +282,31 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
 {
     const struct mm_variant *v = &mm_variants[i];
     struct backend be = {NULL, c};
-    if (v->kind != MMV_MMVQ && v->kind != MMV_MMQK) {
-        cuda_op_mul_mat(&be, w, x, y, v->kind == MMV_MMQ ? n_rows : 1);
+    const int q0 = v->type == QT_Q4_0 || v->type == QT_Q8_0;
+    if (v->kind == MMV_WPR) {
+        /* ggml-layout rows only; on a packed scratch weight (prewarm) a
+         * 32-element view, which stays in ggml's layout, loads the kernel */
+        struct backend_weight raw = *w;
+        if (cuda_q0_packed(w->type, w->ne0)) {
+            raw.ne0 = QK8_0;
+            raw.row_bytes = w->row_bytes; /* rows keep their stride */
+        }
+        cuda_op_mul_mat(&be, &raw, x, y, 1);
+        return c->err;
+    }
+    if (v->kind == MMV_FLOAT) {
+        cuda_op_mul_mat(&be, w, x, y, 1);
         return c->err;
     }
     if (v->kind == MMV_MMVQ) {
         cuda_op_mul_mat(&be, w, x, y, v->a);
         return c->err;
     }
-    cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0);
+    cuda_quantize_act(c, q0 ? QT_Q8_0 : QT_Q8_K, x, c->xq, n_rows, w->ne0);
     int rc = 0;
     switch (v->type) {
+    case QT_Q4_0: rc = cuda_mmqk_variant<QT_Q4_0>(c, w, c->xq, y, n_rows, v->a, v->b); break;
+    case QT_Q8_0: rc = cuda_mmqk_variant<QT_Q8_0>(c, w, c->xq, y, n_rows, v->a, v->b); break;
     case QT_Q4_K: rc = cuda_mmqk_variant<QT_Q4_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
     case QT_Q5_K: rc = cuda_mmqk_variant<QT_Q5_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
     default: rc = cuda_mmqk_variant<QT_Q6_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
@@ -300,10 +326,13 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     *rows_done = 0;
     if (i < 0 || i >= cuda_mm_variant_count() || mm_variants[i].type != w->type || n_rows < MM_COLS + 1)
         return INF_EINVAL;
+    /* the warp-per-row kernel reads ggml's layout: not a packed weight's */
+    if (mm_variants[i].kind == MMV_WPR && cuda_q0_packed(w->type, w->ne0))
+        return INF_EUNSUPPORTED;
     if (cuda_op_begin(c))
         return c->err;
     const struct mm_variant *v = &mm_variants[i];
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
-    *rows_done = rc ? 0 : v->kind == MMV_MMVQ ? v->a : (v->kind == MMV_MMQ || v->kind == MMV_MMQK) ? n_rows : 1;
+    *rows_done = rc ? 0 : v->kind == MMV_MMVQ ? v->a : v->kind == MMV_MMQK ? n_rows : 1;
     return rc;
 }

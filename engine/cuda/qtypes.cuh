@@ -95,7 +95,7 @@ template <> __device__ __forceinline__ float cuda_dequant1<QT_Q6_K>(const uint8_
  * or a 32-element block) against one activation block gives exact int32
  * sums (v1 = sum over groups of scale * dot, v2 = sum of min * activation
  * sums; the Q8_0/Q4_0 `terms` here, the K-quants' in cuda/mmvq.cu and
- * cuda/mmq_impl.cuh) and their float scales p1, p2 (`scales`):
+ * cuda/mmqk_impl.cuh) and their float scales p1, p2 (`scales`):
  *     acc = fmaf(p1, (float)v1, acc);   acc = fmaf(p2, (float)v2, acc)
  * (p2/v2 only for types with a min term), applied block after block in k
  * order. Every kernel (the warp-per-row product here, the tensor-core MMQ
@@ -138,6 +138,60 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
     return x;
 }
 
+/* Q8_0 activations (the vec-dot type of Q4_0/Q8_0 weights) as the GPU
+ * keeps them: the CPU's bytes in two planes, qs [n_blocks][32] (16-byte
+ * aligned runs, read by 128-bit loads and cp.async) and d [n_blocks] as
+ * float (the block's F16 scale converted: exact). */
+struct cuda_q80 {
+    int8_t *qs;
+    float *d;
+};
+
+static __host__ __device__ __forceinline__ size_t cuda_q80_bytes(int64_t n_blocks)
+{
+    return (size_t)n_blocks * QK8_0 + cuda_q8k_align16((size_t)n_blocks * sizeof(float));
+}
+
+static __host__ __device__ __forceinline__ cuda_q80 cuda_q80_planes(const void *base, int64_t n_blocks)
+{
+    cuda_q80 x;
+    x.qs = (int8_t *)base;
+    x.d = (float *)((uint8_t *)base + (size_t)n_blocks * QK8_0);
+    return x;
+}
+
+/* Q4_0/Q8_0 weights as the CUDA backend keeps them (cuda/mmq0_impl.cuh
+ * repacks them at weight_register): when a row is a whole number of
+ * 256-element stages, each row is rewritten in place, same row bytes, as
+ * two planes: the blocks' values [nb][16 or 32] then their F16 scales
+ * [nb]. Q4_0's nibbles are stored XOR 8, the 4-bit two's complement of
+ * q - 8, so a nibble moved to a byte's high half is the int8 16 * (q - 8)
+ * (the kernels fold the 16 into the scale, exactly: see mmq0_impl.cuh).
+ * Rows start 16-byte aligned then (18 * nb and 34 * nb are multiples of 16
+ * when nb % 8 == 0). Larger rows than a thread block can restage keep
+ * ggml's layout (and the warp-per-row kernel). A pure function of the
+ * shape, so every reader agrees without a flag. */
+#define CUDA_Q0_MAX_ROW (96 * 1024) /* shared memory of one block on sm_121 too */
+static __host__ __device__ __forceinline__ bool cuda_q0_packed(int type, int64_t ne0)
+{
+    return (type == QT_Q4_0 || type == QT_Q8_0) && ne0 % QK_K == 0 &&
+           (size_t)(ne0 / 32) * (type == QT_Q4_0 ? 18 : 34) <= CUDA_Q0_MAX_ROW;
+}
+
+/* element i of a packed Q4_0/Q8_0 row of ne0 elements (get_rows) */
+template <int T> static __device__ __forceinline__ float cuda_q0_packed_elem(const uint8_t *row, int64_t ne0, int64_t i)
+{
+    const int64_t ib = i / 32;
+    const int l = (int)(i % 32);
+    const int qb = T == QT_Q4_0 ? 16 : 32;
+    const float d = cuda_h2f(((const quant_f16 *)(row + (ne0 / 32) * qb))[ib]);
+    if (T == QT_Q8_0)
+        return (float)((const int8_t *)row)[i] * d;
+    const uint8_t b = row[ib * 16 + (l & 15)];
+    const int n = l < 16 ? (b & 0x0f) : (b >> 4); /* (q - 8) mod 16 */
+    return (float)((n ^ 8) - 8) * d;
+}
+
 static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
 {
     /* the blocks are only 2-byte aligned (block_q8_0 is 34 bytes) */
@@ -156,7 +210,7 @@ static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
 }
 
 /* Q4_K and Q5_K share the 6-bit scales and mins and the min term through
- * the activation sums (their products: cuda/mmvq.cu, cuda/mmq_impl.cuh);
+ * the activation sums (their products: cuda/mmvq.cu, cuda/mmqk_impl.cuh);
  * U supplies unpack(block, j, q[8]) of a sub-block's values. */
 template <typename B, typename U> struct cuda_qt_k45 {
     static constexpr int QK = QK_K, HAS_MIN = 1;
@@ -210,9 +264,11 @@ template <> struct cuda_qt<QT_Q6_K> {
     }
 };
 
+/* Q8_0 / Q4_0 in ggml's layout (rows that are not packed, see
+ * cuda_q0_packed) against cuda_q80 activation planes: block ib of a row,
+ * activation block xb (row c's is xb + c * xs). */
 template <> struct cuda_qt<QT_Q8_0> {
     static constexpr int QK = QK8_0, HAS_MIN = 0;
-    typedef struct block_q8_0 xb;
     static __device__ __forceinline__ void unpack(const struct block_q8_0 *b, int q[8])
     {
 #pragma unroll
@@ -220,7 +276,7 @@ template <> struct cuda_qt<QT_Q8_0> {
             q[k] = cuda_load_i32((const uint8_t *)b->qs + 4 * k);
     }
     template <int NC>
-    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const cuda_q80 &X, int64_t xb,
                                                  int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
         int q[8];
@@ -228,24 +284,20 @@ template <> struct cuda_qt<QT_Q8_0> {
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             v1[c] = v2[c] = 0;
-            if (c < ncols) {
-                int xq[8];
-                unpack(x + c * xs, xq);
-                v1[c] = cuda_dot8(q, xq);
-            }
+            if (c < ncols)
+                v1[c] = cuda_dot8(q, (const int *)(X.qs + (xb + c * xs) * QK8_0));
         }
     }
-    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const cuda_q80 &X, int64_t xb,
                                                   float *p1, float *p2)
     {
-        *p1 = __fmul_rn(cuda_h2f(((const struct block_q8_0 *)row + ib)->d), cuda_h2f(x->d));
+        *p1 = __fmul_rn(cuda_h2f(((const struct block_q8_0 *)row + ib)->d), X.d[xb]);
         *p2 = 0.0f;
     }
 };
 
 template <> struct cuda_qt<QT_Q4_0> {
     static constexpr int QK = QK4_0, HAS_MIN = 0;
-    typedef struct block_q8_0 xb;
     /* q - 8 as 8 signed quads: quads 0-3 elements 0-15 (low nibbles), 4-7 16-31 */
     static __device__ __forceinline__ void unpack(const struct block_q4_0 *b, int q[8])
     {
@@ -257,7 +309,7 @@ template <> struct cuda_qt<QT_Q4_0> {
         }
     }
     template <int NC>
-    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const xb *x,
+    static __device__ __forceinline__ void terms(const uint8_t *row, int64_t ib, const cuda_q80 &X, int64_t xb,
                                                  int64_t xs, int ncols, int v1[NC], int v2[NC])
     {
         int q[8];
@@ -265,17 +317,14 @@ template <> struct cuda_qt<QT_Q4_0> {
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             v1[c] = v2[c] = 0;
-            if (c < ncols) {
-                int xq[8];
-                cuda_qt<QT_Q8_0>::unpack(x + c * xs, xq);
-                v1[c] = cuda_dot8(q, xq);
-            }
+            if (c < ncols)
+                v1[c] = cuda_dot8(q, (const int *)(X.qs + (xb + c * xs) * QK8_0));
         }
     }
-    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const xb *x,
+    static __device__ __forceinline__ void scales(const uint8_t *row, int64_t ib, const cuda_q80 &X, int64_t xb,
                                                   float *p1, float *p2)
     {
-        *p1 = __fmul_rn(cuda_h2f(((const struct block_q4_0 *)row + ib)->d), cuda_h2f(x->d));
+        *p1 = __fmul_rn(cuda_h2f(((const struct block_q4_0 *)row + ib)->d), X.d[xb]);
         *p2 = 0.0f;
     }
 };

@@ -69,9 +69,9 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
         y.d[ib] = 1.0f / iscale;
 }
 
-/* One warp per 32-element block. */
-static __global__ void quantize_q8_0_kernel(const float *__restrict__ x,
-                                            struct block_q8_0 *__restrict__ y, int64_t n_blocks)
+/* One warp per 32-element block, into the planes of struct cuda_q80
+ * (cuda/qtypes.cuh): d is the F16 scale the CPU stores, held as float. */
+static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks)
 {
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -81,9 +81,9 @@ static __global__ void quantize_q8_0_kernel(const float *__restrict__ x,
     const float amax = cuda_warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    y[ib].qs[lane] = (int8_t)(int)rintf(__fmul_rn(v, id));
+    y.qs[ib * QK8_0 + lane] = (int8_t)(int)rintf(__fmul_rn(v, id));
     if (lane == 0)
-        y[ib].d = __half_as_ushort(__float2half_rn(d));
+        y.d[ib] = __half2float(__float2half_rn(d));
 }
 
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
@@ -97,7 +97,7 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         quantize_q8_0_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
-            x, (struct block_q8_0 *)dst, nb);
+            x, cuda_q80_planes(dst, nb), nb);
     }
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }
