@@ -359,8 +359,8 @@ static int model_fuse(struct model *m, struct backend_weight **w, int n,
         bytes += w[i]->row_bytes * (size_t)w[i]->ne1;
     const int rc = m->be->ops->weight_fuse(m->be, w, n);
     if (rc == INF_ENOMEM || rc == INF_EINVAL || rc == INF_EUNSUPPORTED) {
-        log_warn("model: '%s'..'%s' (%zu MiB) not fused (%s): separate products", w[0]->name,
-                 w[n - 1]->name, bytes >> 20, inf_strerror(rc));
+        log_warn("model: '%s'..'%s' (%.1f MiB) not fused (%s): separate products", w[0]->name,
+                 w[n - 1]->name, (double)bytes / (1024.0 * 1024.0), inf_strerror(rc));
         return 0;
     }
     if (rc)
