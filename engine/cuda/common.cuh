@@ -134,13 +134,19 @@ static __device__ __forceinline__ void cuda_epi_store(float *y, int32_t r, int32
         y[i] = v;
         return;
     }
-    const int s = j < E.seg[1].j0 ? 0 : (E.n_seg > 2 && j >= E.seg[2].j0) ? 2 : 1;
-    const struct cuda_epi_seg &S = E.seg[s];
-    const int32_t js = j - S.j0;
-    float *ys = S.y + (int64_t)r * S.ne1 + js;
-    if (S.bias)
-        v = __fadd_rn(v, S.bias[js]);
-    if (S.accumulate)
+    /* constant indices only: E.seg[s] with a computed s would copy the
+     * kernel parameter to local memory (a 112-byte stack frame in every
+     * kernel, and spills in the tight MMQ ones) */
+    const bool s1 = j >= E.seg[1].j0, s2 = E.n_seg > 2 && j >= E.seg[2].j0;
+#define CUDA_EPI_SEL(f) (s2 ? E.seg[2].f : s1 ? E.seg[1].f : E.seg[0].f)
+    const int32_t js = j - CUDA_EPI_SEL(j0);
+    float *ys = CUDA_EPI_SEL(y) + (int64_t)r * CUDA_EPI_SEL(ne1) + js;
+    const float *bias = CUDA_EPI_SEL(bias);
+    const int acc = CUDA_EPI_SEL(accumulate);
+#undef CUDA_EPI_SEL
+    if (bias)
+        v = __fadd_rn(v, bias[js]);
+    if (acc)
         v = __fadd_rn(*ys, v);
     *ys = v;
 }
