@@ -55,6 +55,8 @@ struct backend;
 /* A KV cache; each backend defines it (a handle only goes back to the backend
  * that made it). */
 struct backend_kv;
+/* Fused weights (ops->weight_fuse); each backend defines it. */
+struct backend_wgroup;
 
 /* A weight tensor: ne1 rows of ne0 elements of type `type` (enum quant_type).
  * 1-D tensors (norm weights, biases, rope factors) have ne1 = 1. */
@@ -68,6 +70,10 @@ struct backend_weight {
     void *data;       /* backend's copy, set by weight_register (CPU: == host) */
     void *aux;        /* the backend's second layout, or NULL (CUDA: Q6_K expanded
                        * to int8 for the MMQ kernels); zero before weight_register */
+    /* NULL: data (and aux) are this weight's own. Else they are a slice of
+     * a fused allocation (ops->weight_fuse) that the backend owns and frees
+     * at the weight_release of its last member; zero before weight_register. */
+    struct backend_wgroup *group;
 };
 
 /* Rotary position embedding of one call. Angle of pair i (0 <= i < n_dims/2)
@@ -316,6 +322,20 @@ struct backend_ops {
     void *(*capture_end)(struct backend *be);
     int (*graph_run)(struct backend *be, void *graph);
     void (*graph_drop)(struct backend *be, void *graph);
+
+    /* Optional (NULL: weights stay where weight_register put them; the CPU).
+     * Move n >= 2 registered weights of one type, ne0 and row_bytes, none
+     * fused yet, all with aux or all without, into one allocation in the
+     * order given: w[i+1]->data == (char *)w[i]->data + w[i]->ne1 *
+     * w[i]->row_bytes, and the same for aux, so one product can run over
+     * their rows together (mul_mat_ex does when consecutive outs are
+     * adjacent slices of one group; the bits stay those of the separate
+     * products). Each w[i]->group is set; weight_release of the members
+     * frees the group after the last one, in any order. 0, or INF_EINVAL
+     * (weights that cannot be fused), INF_ENOMEM or INF_EDEVICE with every
+     * weight left as it was (the caller simply does not fuse). Load time
+     * only: no product may be queued on the weights. */
+    int (*weight_fuse)(struct backend *be, struct backend_weight **w, int n);
 };
 
 struct backend {

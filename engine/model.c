@@ -3,7 +3,9 @@
  * Invariants after model_load: every hyperparameter is in range and every
  * tensor the architecture needs exists with exactly the shape the
  * hyperparameters imply and a type the CPU engine computes with; each weight
- * is registered with the backend. The model keeps the GGUF mapping open (the
+ * is registered with the backend (on a backend with ops->weight_fuse, each
+ * layer's Q/K/V and gate/up placed contiguously where their types allow,
+ * unless INFERD_NO_FUSE=1). The model keeps the GGUF mapping open (the
  * weights and the tokenizer point into it) until model_free.
  * Threads: load/free on one thread; the loaded model is immutable.
  */
@@ -328,6 +330,72 @@ static void model_llama3_factors(const struct model_hparams *hp, float *ff)
     }
 }
 
+/* ---- fused weights (ops->weight_fuse) --------------------------------
+ * Q/K/V read one activation, and so do gate/up: placed contiguously on a
+ * backend that can, the backend's mul_mat_ex runs each set as one product
+ * over their rows (same bits, fewer and larger launches). Fused per layer
+ * as it loads, so a backend that copies needs the extra memory of one
+ * group at a time. INFERD_NO_FUSE=1 keeps every weight apart (A/B runs). */
+struct model_fuse_stats {
+    int groups, tensors;
+    size_t bytes;
+};
+
+/* what weight_fuse requires of neighbours, checked here so that a model
+ * with mixed types (Q4_K_M: V in Q6_K) fuses the pair that matches */
+static int model_fusable(const struct backend_weight *a, const struct backend_weight *b)
+{
+    return a->type == b->type && a->ne0 == b->ne0 && a->row_bytes == b->row_bytes &&
+           !a->aux == !b->aux;
+}
+
+/* 0 also when the backend declined (the weights stay apart and work as
+ * they are); an error only when the backend failed otherwise (device). */
+static int model_fuse(struct model *m, struct backend_weight **w, int n,
+                      struct model_fuse_stats *st, struct inf_error *err)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += w[i]->row_bytes * (size_t)w[i]->ne1;
+    const int rc = m->be->ops->weight_fuse(m->be, w, n);
+    if (rc == INF_ENOMEM || rc == INF_EINVAL || rc == INF_EUNSUPPORTED) {
+        log_warn("model: '%s'..'%s' (%.1f MiB) not fused (%s): separate products", w[0]->name,
+                 w[n - 1]->name, (double)bytes / (1024.0 * 1024.0), inf_strerror(rc));
+        return 0;
+    }
+    if (rc)
+        return inf_error_set(err, rc, "model: backend %s cannot fuse '%s'..'%s': %s",
+                             m->be->ops->name, w[0]->name, w[n - 1]->name, inf_strerror(rc));
+    st->groups++;
+    st->tensors += n;
+    st->bytes += bytes;
+    return 0;
+}
+
+static int model_fuse_layer(struct model *m, struct model_layer *L, struct model_fuse_stats *st,
+                            struct inf_error *err)
+{
+    struct backend_weight *qkv[3] = {L->wq, L->wk, L->wv};
+    struct backend_weight *gu[2] = {L->ffn_gate, L->ffn_up};
+    const int qk = model_fusable(L->wq, L->wk), kv = model_fusable(L->wk, L->wv);
+    int rc = 0;
+    if (qk && kv)
+        rc = model_fuse(m, qkv, 3, st, err);
+    else if (kv)
+        rc = model_fuse(m, qkv + 1, 2, st, err);
+    else if (qk)
+        rc = model_fuse(m, qkv, 2, st, err);
+    if (!rc && model_fusable(gu[0], gu[1]))
+        rc = model_fuse(m, gu, 2, st, err);
+    return rc;
+}
+
+static int model_fuse_enabled(const struct backend *be)
+{
+    const char *e = getenv("INFERD_NO_FUSE");
+    return be->ops->weight_fuse && !(e && *e && strcmp(e, "0") != 0);
+}
+
 static int model_load_tensors(struct model *m, struct inf_error *err)
 {
     struct model_hparams *hp = &m->hp;
@@ -355,6 +423,8 @@ static int model_load_tensors(struct model *m, struct inf_error *err)
 
     const int need_bias = hp->arch == MODEL_ARCH_QWEN2;
     const int need_qk_norm = hp->arch == MODEL_ARCH_QWEN3;
+    const int fuse = model_fuse_enabled(m->be);
+    struct model_fuse_stats fst = {0, 0, 0};
     for (int il = 0; il < hp->n_layer; il++) {
         struct model_layer *L = &m->layers[il];
         if ((rc = model_layer_tensor(m, il, "attn_norm.weight", E, 0, 1, &L->attn_norm, err)) ||
@@ -377,7 +447,12 @@ static int model_load_tensors(struct model *m, struct inf_error *err)
         if (!L->q_norm != !L->k_norm)
             return inf_error_set(err, INF_EFORMAT,
                                  "model: layer %d has only one of attn_q_norm/attn_k_norm", il);
+        if (fuse && (rc = model_fuse_layer(m, L, &fst, err)))
+            return rc;
     }
+    if (fst.groups)
+        log_info("model: fused %d tensors into %d groups (%.1f MiB): one product per group",
+                 fst.tensors, fst.groups, (double)fst.bytes / (1024.0 * 1024.0));
     mw->n_layer = hp->n_layer;
     mw->layers = m->layers;
 

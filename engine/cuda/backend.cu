@@ -223,21 +223,127 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     return 0;
 }
 
+/* A fused allocation (ops->weight_fuse): the members' rows in order, their
+ * expanded rows in the same order; freed when the last member goes. */
+struct backend_wgroup {
+    void *data;
+    void *aux;  /* NULL: the members have no expanded copy */
+    int refs;   /* members not yet released */
+};
+
 static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
-    if (w->data) {
+    if (w->data || w->aux) {
         cudaSetDevice(c->device);
-        cudaStreamSynchronize(c->stream);
-        cudaFree(w->data);
-        c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
+        cudaStreamSynchronize(c->stream); /* nothing queued may still read it */
     }
-    if (w->aux) {
-        cudaFree(w->aux);
+    if (w->data)
+        c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
+    if (w->aux)
         c->aux_bytes -= cuda_mmq_expand_q6_K_bytes(w);
+    if (w->group) {
+        /* a slice: the group's memory goes with its last member */
+        struct backend_wgroup *g = w->group;
+        if (--g->refs == 0) {
+            cudaFree(g->data);
+            cudaFree(g->aux);
+            free(g);
+        }
+    } else {
+        cudaFree(w->data);
+        cudaFree(w->aux);
     }
     w->data = NULL;
     w->aux = NULL;
+    w->group = NULL;
+}
+
+/* cudaMalloc for weight_fuse: 0, INF_ENOMEM (an answer: the caller keeps
+ * the weights unfused) or the device's error */
+static int cuda_fuse_malloc(struct cuda_ctx *c, void **p, size_t bytes)
+{
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess)
+        return 0;
+    *p = NULL;
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        return INF_ENOMEM;
+    }
+    CUDA_CHECK_CTX(c, e);
+    return c->err;
+}
+
+/* ops->weight_fuse: one allocation for n registered weights (and one for
+ * their expanded copies), filled by device-to-device copies, then the
+ * originals freed. Peak memory is the group twice, for one layer's Q/K/V
+ * or gate/up at a time when model.c fuses as it loads. */
+static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, int n)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c))
+        return c->err;
+    if (n < 2)
+        return INF_EINVAL;
+    size_t bytes = 0, aux = 0;
+    for (int i = 0; i < n; i++) {
+        const struct backend_weight *a = w[i];
+        if (!a->data || a->group || a->type != w[0]->type || a->ne0 != w[0]->ne0 ||
+            a->row_bytes != w[0]->row_bytes || !a->aux != !w[0]->aux)
+            return INF_EINVAL;
+        for (int k = 0; k < i; k++)
+            if (w[k] == a)
+                return INF_EINVAL; /* one weight twice would be freed twice */
+        bytes += a->row_bytes * (size_t)a->ne1;
+        if (a->aux)
+            aux += cuda_mmq_expand_q6_K_bytes(a);
+    }
+    struct backend_wgroup *g = (struct backend_wgroup *)calloc(1, sizeof(*g));
+    if (!g)
+        return INF_ENOMEM;
+    int rc = cuda_fuse_malloc(c, &g->data, bytes);
+    if (!rc && aux)
+        rc = cuda_fuse_malloc(c, &g->aux, aux);
+    size_t off = 0, aoff = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const size_t b = w[i]->row_bytes * (size_t)w[i]->ne1;
+        if (CUDA_CHECK_CTX(c, cudaMemcpyAsync((char *)g->data + off, w[i]->data, b,
+                                              cudaMemcpyDeviceToDevice, c->stream)))
+            rc = c->err;
+        off += b;
+        if (!rc && w[i]->aux) {
+            const size_t ab = cuda_mmq_expand_q6_K_bytes(w[i]);
+            if (CUDA_CHECK_CTX(c, cudaMemcpyAsync((char *)g->aux + aoff, w[i]->aux, ab,
+                                                  cudaMemcpyDeviceToDevice, c->stream)))
+                rc = c->err;
+            aoff += ab;
+        }
+    }
+    if (!rc && CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream)))
+        rc = c->err;
+    if (rc) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(g->data);
+        cudaFree(g->aux);
+        free(g);
+        return rc;
+    }
+    off = aoff = 0;
+    for (int i = 0; i < n; i++) {
+        struct backend_weight *a = w[i];
+        cudaFree(a->data);
+        a->data = (char *)g->data + off;
+        off += a->row_bytes * (size_t)a->ne1;
+        if (a->aux) {
+            cudaFree(a->aux);
+            a->aux = (char *)g->aux + aoff;
+            aoff += cuda_mmq_expand_q6_K_bytes(a);
+        }
+        a->group = g;
+    }
+    g->refs = n;
+    return 0;
 }
 
 /* ---- recorded steps (CUDA graphs) ------------------------------------------ */
@@ -387,6 +493,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .capture_end */ cuda_be_capture_end,
     /* .graph_run */ cuda_be_graph_run,
     /* .graph_drop */ cuda_be_graph_drop,
+    /* .weight_fuse */ cuda_be_weight_fuse,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)

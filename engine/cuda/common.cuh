@@ -25,10 +25,29 @@ extern "C" {
 
 /* A product's epilogue (ops->mul_mat_ex): y = acc, then + bias[j] (add_bias's
  * rounding) or y = y + acc (add's): the separate ops' bits, without the
- * round trip of acc through memory. */
+ * round trip of acc through memory.
+ *
+ * Segments: one launch over the rows of fused weights (ops->weight_fuse:
+ * Q/K/V, gate/up) stores each weight's rows to its own output. n_seg = 0:
+ * one output, the kernel's y [n_rows][n_w], with bias/accumulate above
+ * (plain mul_mat and every unfused product). n_seg >= 2: weight row j
+ * belongs to the last segment s with seg[s].j0 <= j and goes to
+ * seg[s].y[r * seg[s].ne1 + (j - j0)] with that segment's bias and
+ * accumulate; the kernel's y and the fields above are not used. */
+#define CUDA_EPI_SEGS 3
+struct cuda_epi_seg {
+    float *y;          /* [n_rows][ne1] */
+    const float *bias; /* [ne1] or NULL */
+    int32_t j0;        /* first row of the fused weight in this segment */
+    int32_t ne1;       /* its rows */
+    int accumulate;
+};
+static_assert(CUDA_EPI_SEGS == 3, "cuda_epi_store picks among 3 segments");
 struct cuda_epi {
     const float *bias; /* [ne1] or NULL */
     int accumulate;
+    int n_seg;
+    struct cuda_epi_seg seg[CUDA_EPI_SEGS];
 };
 
 struct cuda_ctx {
@@ -100,14 +119,36 @@ static __device__ __forceinline__ float cuda_bf2f(quant_bf16 h)
     return __uint_as_float((uint32_t)h << 16);
 }
 
-static __device__ __forceinline__ void cuda_epi_store(float *y, int64_t i, int32_t j, float v,
-                                                      const struct cuda_epi &E)
+/* Store product (activation row r, weight row j) of a launch over n_w
+ * weight rows (struct cuda_epi). The n_seg == 0 branch is the unfused
+ * store: one uniform test of a kernel parameter in front of it. */
+static __device__ __forceinline__ void cuda_epi_store(float *y, int32_t r, int32_t j, int32_t n_w,
+                                                      float v, const struct cuda_epi &E)
 {
-    if (E.bias)
-        v = __fadd_rn(v, E.bias[j]);
-    if (E.accumulate)
-        v = __fadd_rn(y[i], v);
-    y[i] = v;
+    if (E.n_seg == 0) {
+        const int64_t i = (int64_t)r * n_w + j;
+        if (E.bias)
+            v = __fadd_rn(v, E.bias[j]);
+        if (E.accumulate)
+            v = __fadd_rn(y[i], v);
+        y[i] = v;
+        return;
+    }
+    /* constant indices only: E.seg[s] with a computed s would copy the
+     * kernel parameter to local memory (a 112-byte stack frame in every
+     * kernel, and spills in the tight MMQ ones) */
+    const bool s1 = j >= E.seg[1].j0, s2 = E.n_seg > 2 && j >= E.seg[2].j0;
+#define CUDA_EPI_SEL(f) (s2 ? E.seg[2].f : s1 ? E.seg[1].f : E.seg[0].f)
+    const int32_t js = j - CUDA_EPI_SEL(j0);
+    float *ys = CUDA_EPI_SEL(y) + (int64_t)r * CUDA_EPI_SEL(ne1) + js;
+    const float *bias = CUDA_EPI_SEL(bias);
+    const int acc = CUDA_EPI_SEL(accumulate);
+#undef CUDA_EPI_SEL
+    if (bias)
+        v = __fadd_rn(v, bias[js]);
+    if (acc)
+        v = __fadd_rn(*ys, v);
+    *ys = v;
 }
 
 /* Butterfly sum over the warp: every lane ends with the same value, in the

@@ -452,7 +452,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
                 const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
                 if (j < n_w && r < n_rows)
-                    cuda_epi_store(y, (int64_t)r * n_w + j, j, acc[mt][nt][i], E);
+                    cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
             }
 }
 

@@ -256,7 +256,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         __syncwarp();
     }
     if (lane < nr)
-        cuda_epi_store(y, (int64_t)(r0 + lane) * n_w + jr, jr, acc, E);
+        cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
 template <int T, int NC>

@@ -73,7 +73,7 @@ mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
         __syncwarp();
     }
     if (lane < ncols)
-        cuda_epi_store(y, (int64_t)(r0 + lane) * n_w_rows + j, j, acc, E);
+        cuda_epi_store(y, r0 + lane, j, n_w_rows, acc, E);
 }
 
 /* activation element as the CPU's vec_dot type for weight type T holds it */
@@ -114,7 +114,7 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
     for (int c = 0; c < MM_COLS; c++) {
         const float s = cuda_warp_sum(acc[c]);
         if (lane == 0 && c < ncols)
-            cuda_epi_store(y, (int64_t)(r0 + c) * n_w_rows + j, j, s, E);
+            cuda_epi_store(y, r0 + c, j, n_w_rows, s, E);
     }
 }
 
@@ -207,10 +207,34 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
     mul_mat_one(c, w, x, y, n_rows, &held);
 }
 
+/* b continues a: slices of one fused allocation (ops->weight_fuse), b's
+ * rows (and expanded rows, when both have them) right after a's, so one
+ * product over a's and b's rows reads exactly the bytes the two read. */
+static int mm_adjacent(const struct backend_weight *a, const struct backend_weight *b)
+{
+    if (!a->group || a->group != b->group || a->type != b->type || a->ne0 != b->ne0 ||
+        a->row_bytes != b->row_bytes)
+        return 0;
+    if ((const char *)b->data != (const char *)a->data + (size_t)a->ne1 * a->row_bytes)
+        return 0;
+    if (!a->aux != !b->aux)
+        return 0;
+    return !a->aux || (const char *)b->aux == (const char *)a->aux + cuda_mmq_expand_q6_K_bytes(a);
+}
+
 /* ops->mul_mat_ex: the activation quantized once per vec-dot type for all
  * the products that read it (Q/K/V, gate/up), each product's bias or
- * residual add done where it stores (struct cuda_epi). Same bits as
- * mul_mat then add_bias / add (tests/cuda/test_cuda_ops.c checks it). */
+ * residual add done where it stores (struct cuda_epi). Consecutive outs
+ * whose weights are adjacent slices of one fused group (mm_adjacent) run
+ * as ONE product over their rows (a view of the group with ne1 = the sum)
+ * whose epilogue sends each row to its own output (cuda_epi segments):
+ * more tiles per launch at prefill (a 512 x 3584 K or V weight alone
+ * gives the MMQ kernel 8 x 8 tiles for 132 SMs), one launch instead of
+ * three at decode. Every kernel computes each weight row on its own (a
+ * row's arithmetic depends on ne0 and the row only; the tile table may
+ * pick another depth for the larger ne1, which changes speed, never
+ * results), so the bits are those of mul_mat then add_bias / add
+ * (tests/cuda/test_cuda_ops.c checks both, fused and not). */
 void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, const struct backend_mm_out *out,
                         int n_out)
 {
@@ -218,18 +242,43 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
     int held = -1;
-    for (int i = 0; i < n_out && !c->err; i++) {
-        if (out[i].w->ne0 != out[0].w->ne0) {
-            c->err = INF_EINVAL;
-            snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat_ex: weights of one activation differ in width");
+    for (int i = 0; i < n_out && !c->err;) {
+        int k = 1; /* outs i .. i+k-1 in one launch */
+        while (i + k < n_out && k < CUDA_EPI_SEGS && mm_adjacent(out[i + k - 1].w, out[i + k].w))
+            k++;
+        for (int s = 0; s < k; s++)
+            if (out[i + s].w->ne0 != out[0].w->ne0) {
+                c->err = INF_EINVAL;
+                snprintf(c->err_msg, sizeof(c->err_msg),
+                         "mul_mat_ex: weights of one activation differ in width");
+                break;
+            }
+        if (c->err)
             break;
+        if (k == 1) {
+            c->epi.bias = out[i].bias ? (const float *)out[i].bias->data : NULL;
+            c->epi.accumulate = out[i].accumulate;
+            mul_mat_one(c, out[i].w, x, out[i].y, n_rows, &held);
+        } else {
+            struct backend_weight v = *out[i].w; /* the group's rows of outs i.. */
+            int32_t j0 = 0;
+            c->epi.n_seg = k;
+            for (int s = 0; s < k; s++) {
+                const struct backend_mm_out *o = &out[i + s];
+                c->epi.seg[s].y = o->y;
+                c->epi.seg[s].bias = o->bias ? (const float *)o->bias->data : NULL;
+                c->epi.seg[s].j0 = j0;
+                c->epi.seg[s].ne1 = (int32_t)o->w->ne1;
+                c->epi.seg[s].accumulate = o->accumulate;
+                j0 += (int32_t)o->w->ne1;
+            }
+            v.ne1 = j0;
+            mul_mat_one(c, &v, x, out[i].y, n_rows, &held);
         }
-        c->epi.bias = out[i].bias ? (const float *)out[i].bias->data : NULL;
-        c->epi.accumulate = out[i].accumulate;
-        mul_mat_one(c, out[i].w, x, out[i].y, n_rows, &held);
+        c->epi = cuda_epi{};
+        i += k;
     }
-    c->epi.bias = NULL;
-    c->epi.accumulate = 0;
+    c->epi = cuda_epi{};
 }
 
 /* ---- the dispatcher's table: every product kernel cuda_op_mul_mat can

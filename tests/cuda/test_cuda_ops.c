@@ -421,6 +421,189 @@ static void test_mul_mat_ex(void)
     HFREE(wf, bh, x, y0, ha, hb);
 }
 
+/* ops->weight_fuse + mul_mat_ex over the fused rows: one launch whose
+ * segmented epilogue stores each weight's rows to its own output gives
+ * the bits of separate mul_mat then add_bias / add on unfused copies of
+ * the same bytes, for Q/K/V-like sets (3 weights, ne1 not multiples of
+ * the 64-row tile, so tiles straddle segments) and gate/up-like pairs,
+ * bias on the first segment only, accumulate on one segment; also a
+ * member alone (plain mul_mat on a slice), a sub-run of the group, and
+ * outs of one group that are not adjacent (separate launches). */
+enum { FU_NE0 = 512, FU_NMAX = 300, FU_MAXW = 3 };
+
+static void fused_case(const char *tn, const char *what, struct backend_weight *const *wf,
+                       struct backend_weight *const *ws, int k, int32_t n, int bias_seg, int acc_seg,
+                       const struct backend_weight *b, const float *xg, const float *y0, float **ya,
+                       float **yb, float *tmp, float *ha, float *hb)
+{
+    struct backend_mm_out o[FU_MAXW];
+    for (int i = 0; i < k; i++) {
+        const size_t ny = sizeof(float) * (size_t)n * (size_t)ws[i]->ne1;
+        const int acc = i == acc_seg, bias = i == bias_seg;
+        gpu->ops->upload(gpu, ya[i], y0, ny);
+        gpu->ops->upload(gpu, yb[i], y0, ny);
+        gpu->ops->mul_mat(gpu, ws[i], xg, acc ? tmp : ya[i], n);
+        if (bias)
+            gpu->ops->add_bias(gpu, acc ? tmp : ya[i], b, n);
+        if (acc)
+            gpu->ops->add(gpu, ya[i], tmp, (int64_t)n * ws[i]->ne1);
+        o[i] = (struct backend_mm_out){wf[i], yb[i], bias ? b : NULL, acc};
+    }
+    gpu->ops->mul_mat_ex(gpu, xg, n, o, k);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    int bad = 0, total = 0;
+    for (int i = 0; i < k; i++) {
+        const size_t ny = sizeof(float) * (size_t)n * (size_t)ws[i]->ne1;
+        dget(ha, ya[i], ny);
+        dget(hb, yb[i], ny);
+        bad += rows_differ(hb, ha, n, ws[i]->ne1);
+        total += n;
+    }
+    char shape[96];
+    snprintf(shape, sizeof(shape), "%s k=%d n=%d bias=%d acc=%d", what, k, n, bias_seg, acc_seg);
+    report_bits("mm-fused", tn, shape, bad, total);
+}
+
+/* One weight set of type `type` (ne1s[0..k)), fused (wf) and not (ws). */
+static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, int k, const float *xg,
+                                   const float *y0, float **ya, float **yb, float *tmp, float *ha,
+                                   float *hb)
+{
+    static const int32_t ns[] = {1, 5, 8, 9, 64, FU_NMAX};
+    const size_t rb = quant_row_bytes(type, FU_NE0);
+    struct backend_weight wfa[FU_MAXW], wsa[FU_MAXW], b;
+    struct backend_weight *wf[FU_MAXW], *ws[FU_MAXW];
+    char *wq[FU_MAXW];
+    float *wtmp = xmalloc(sizeof(float) * FU_NE0 * 256);
+    int64_t bmax = 0;
+    if (!expand) /* read at each weight_register (cuda/backend.cu) */
+        setenv("INFERD_NO_Q6K_EXPAND", "1", 1);
+    for (int i = 0; i < k; i++) {
+        wq[i] = xmalloc(rb * (size_t)ne1s[i]);
+        for (int64_t j = 0; j < ne1s[i]; j++) {
+            fill(wtmp, FU_NE0, 1.0f);
+            CHECK(quant_quantize_weights(type, wtmp, wq[i] + (size_t)j * rb, FU_NE0) == 0);
+        }
+        wreg(gpu, &wfa[i], type, FU_NE0, ne1s[i], wq[i]);
+        wreg(gpu, &wsa[i], type, FU_NE0, ne1s[i], wq[i]);
+        wf[i] = &wfa[i];
+        ws[i] = &wsa[i];
+        bmax = ne1s[i] > bmax ? ne1s[i] : bmax;
+    }
+    unsetenv("INFERD_NO_Q6K_EXPAND");
+    const char *tn = type == QT_Q6_K ? (expand ? "q6_Kx" : "q6_K") : quant_type_name(type);
+    if (type == QT_Q6_K)
+        CHECK(!wfa[0].aux == !expand);
+    void *const data0 = wfa[0].data;
+    CHECK(gpu->ops->weight_fuse(gpu, wf, k) == 0);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    CHECK(wfa[0].data != data0); /* moved into the group */
+    int adj = 1;
+    for (int i = 0; i + 1 < k; i++) {
+        adj &= (char *)wfa[i + 1].data == (char *)wfa[i].data + (size_t)ne1s[i] * rb;
+        adj &= wfa[i].group && wfa[i].group == wfa[i + 1].group;
+        if (wfa[i].aux) /* Q6_K expanded: 288 bytes per super-block (cuda/mmqk_impl.cuh) */
+            adj &= (char *)wfa[i + 1].aux == (char *)wfa[i].aux + (size_t)(FU_NE0 / QK_K) * 288 * (size_t)ne1s[i];
+    }
+    CHECK(adj);
+    /* a fused weight cannot be fused again */
+    CHECK(gpu->ops->weight_fuse(gpu, wf, k) == INF_EINVAL);
+    float *bh = xmalloc(sizeof(float) * (size_t)bmax);
+    fill(bh, (size_t)bmax, 1.0f);
+    wreg(gpu, &b, QT_F32, bmax, 1, bh); /* only the first segment takes a bias: ne1s[0] == bmax */
+    for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
+        const int32_t n = ns[t];
+        /* bias on the first segment only; then accumulate on the last too */
+        fused_case(tn, "all", wf, ws, k, n, 0, -1, &b, xg, y0, ya, yb, tmp, ha, hb);
+        fused_case(tn, "all", wf, ws, k, n, 0, k - 1, &b, xg, y0, ya, yb, tmp, ha, hb);
+        fused_case(tn, "all", wf, ws, k, n, -1, 0, &b, xg, y0, ya, yb, tmp, ha, hb);
+        if (k == 3) {
+            /* a sub-run of the group (K, V), and Q with V (not adjacent) */
+            fused_case(tn, "tail", wf + 1, ws + 1, 2, n, -1, 1, &b, xg, y0, ya, yb, tmp, ha, hb);
+            struct backend_weight *qvf[2] = {wf[0], wf[2]}, *qvs[2] = {ws[0], ws[2]};
+            fused_case(tn, "q+v", qvf, qvs, 2, n, 0, 1, &b, xg, y0, ya, yb, tmp, ha, hb);
+        }
+        /* each member alone through plain mul_mat (a slice's own launch) */
+        int bad = 0;
+        for (int i = 0; i < k; i++) {
+            const size_t ny = sizeof(float) * (size_t)n * (size_t)ne1s[i];
+            gpu->ops->mul_mat(gpu, ws[i], xg, ya[i], n);
+            gpu->ops->mul_mat(gpu, wf[i], xg, yb[i], n);
+            dget(ha, ya[i], ny);
+            dget(hb, yb[i], ny);
+            bad += rows_differ(hb, ha, n, ne1s[i]);
+        }
+        char shape[64];
+        snprintf(shape, sizeof(shape), "members alone k=%d n=%d", k, n);
+        report_bits("mm-fused", tn, shape, bad, k * n);
+    }
+    /* released out of order: the group goes with its last member */
+    for (int i = k - 1; i >= 0; i--) {
+        gpu->ops->weight_release(gpu, wf[(i + 1) % k]);
+        gpu->ops->weight_release(gpu, ws[i]);
+    }
+    for (int i = 0; i < k; i++)
+        CHECK(wfa[i].data == NULL && wfa[i].aux == NULL && wfa[i].group == NULL);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    gpu->ops->weight_release(gpu, &b);
+    for (int i = 0; i < k; i++)
+        free(wq[i]);
+    HFREE(bh, wtmp);
+}
+
+static void test_mul_mat_fused(void)
+{
+    if (!gpu->ops->weight_fuse) {
+        printf("weight_fuse: not in the cuda op table\n");
+        fails++;
+        return;
+    }
+    static const int types[] = {QT_Q4_K, QT_Q6_K, QT_Q6_K, QT_Q8_0, QT_F16};
+    static const int expands[] = {0, 1, 0, 0, 0};
+    static const int64_t qkv[3] = {136, 40, 40}, gu[2] = {100, 100};
+    const int64_t ymax = 136;
+    float *x = xmalloc(sizeof(float) * FU_NMAX * FU_NE0);
+    fill(x, (size_t)FU_NMAX * FU_NE0, 3.0f);
+    float *y0 = xmalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+    fill(y0, (size_t)FU_NMAX * (size_t)ymax, 2.0f);
+    float *xg = dup_host(x, sizeof(float) * FU_NMAX * FU_NE0);
+    float *ya[FU_MAXW], *yb[FU_MAXW];
+    for (int i = 0; i < FU_MAXW; i++) {
+        ya[i] = dalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+        yb[i] = dalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+    }
+    float *tmp = dalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+    float *ha = xmalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+    float *hb = xmalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        test_mul_mat_fused_set(types[t], expands[t], qkv, 3, xg, y0, ya, yb, tmp, ha, hb);
+        test_mul_mat_fused_set(types[t], expands[t], gu, 2, xg, y0, ya, yb, tmp, ha, hb);
+    }
+    /* refused: one weight, mixed types, one weight twice; nothing moves */
+    {
+        const size_t r4 = quant_row_bytes(QT_Q4_K, FU_NE0), r8 = quant_row_bytes(QT_Q8_0, FU_NE0);
+        char *b4 = calloc(8, r4), *b8 = calloc(8, r8);
+        struct backend_weight a, c;
+        wreg(gpu, &a, QT_Q4_K, FU_NE0, 8, b4);
+        wreg(gpu, &c, QT_Q8_0, FU_NE0, 8, b8);
+        void *const da = a.data, *const dc = c.data;
+        struct backend_weight *mix[2] = {&a, &c}, *twice[2] = {&a, &a};
+        const int r1 = gpu->ops->weight_fuse(gpu, mix, 1), r2 = gpu->ops->weight_fuse(gpu, mix, 2),
+                  r3 = gpu->ops->weight_fuse(gpu, twice, 2);
+        const int ok = r1 == INF_EINVAL && r2 == INF_EINVAL && r3 == INF_EINVAL && a.data == da &&
+                       c.data == dc && !a.group && !c.group;
+        report_bits("fuse-refuse", "mixed", "n=1, q4_K+q8_0, a+a", !ok, 1);
+        gpu->ops->weight_release(gpu, &a);
+        gpu->ops->weight_release(gpu, &c);
+        CHECK(gpu->ops->sync(gpu) == 0);
+        HFREE(b4, b8);
+    }
+    for (int i = 0; i < FU_MAXW; i++)
+        DFREE(ya[i], yb[i]);
+    DFREE(xg, tmp);
+    HFREE(x, y0, ha, hb);
+}
+
 static void test_get_rows(int type, int64_t ne0)
 {
     enum { NROW = 301, NID = 97 };
@@ -878,6 +1061,7 @@ int main(void)
 
     test_mul_mat();
     test_mul_mat_ex();
+    test_mul_mat_fused();
 
     static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0,
                                 QT_Q4_K, QT_Q5_K, QT_Q6_K};
