@@ -41,8 +41,8 @@
  * that is not aligned like that, and every accumulate, goes through the
  * output scratch and the epilogue kernel (same kernel, same bits).
  *
- * Linking: libcublasLt is dlopen'ed ("libcublasLt.so.13", ".so.12", ".so")
- * at the first float weight, never linked: the device machine has it but
+ * Linking: libcublasLt is dlopen'ed ("libcublasLt.so.13", ".so.12", ".so",
+ * then /usr/local/cuda/lib64's) at the first float weight, never linked: the device machine has it but
  * our binaries travel without their big libraries, and a package should not
  * depend on 600 MB of cuBLAS for F16 models. Without it (or with
  * INFERD_NO_CUBLAS=1) one line is logged and the float kernel serves.
@@ -104,19 +104,22 @@ static void mmc_load(void)
         log_info("cuda: INFERD_NO_CUBLAS set: F32/F16/BF16 products take the float kernel");
         return;
     }
-    static const char *const files[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+    /* the loader's path first; last the toolkit's own directory, which a
+     * machine with the toolkit but no ld.so.conf entry for it still has */
+    static const char *const files[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+                                        "/usr/local/cuda/lib64/libcublasLt.so.13"};
     void *dl = NULL;
-    const char *why = "";
+    char why[256] = "not found"; /* the first name's dlerror: the one that matters */
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !dl; i++) {
         dl = dlopen(files[i], RTLD_NOW | RTLD_LOCAL);
+        const char *e = dl ? NULL : dlerror();
         if (dl)
             L.file = files[i];
-        else
-            why = dlerror();
+        else if (i == 0 && e)
+            snprintf(why, sizeof(why), "%s", e);
     }
     if (!dl) {
-        log_warn("cuda: cuBLASLt not loaded (%s): F32/F16/BF16 products take the float kernel",
-                 why ? why : "not found");
+        log_warn("cuda: cuBLASLt not loaded (%s): F32/F16/BF16 products take the float kernel", why);
         return;
     }
     int ok = 1;
@@ -240,14 +243,16 @@ static int mmc_runs(struct cuda_mmc *m, const struct mmc_shape *s, const cublasL
 }
 
 /* The numerics every choice must have: f32 accumulation; for F32 weights
- * no tensor-core path (TF32 or an emulation would round the inputs). */
+ * no tensor-core path (TF32 or an emulation would round the inputs). An
+ * algorithm that does not say rests on the descriptor (CUBLAS_COMPUTE_32F,
+ * never _FAST_TF32) and, for F32, the preference's IMPL_MASK. */
 static int mmc_numerics_ok(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *algo)
 {
     uint64_t fl = 0;
     size_t wr = 0;
     if (L.cap_get(algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &fl, sizeof(fl), &wr) !=
         CUBLAS_STATUS_SUCCESS)
-        return 0;
+        return 1;
     if ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) != CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F)
         return 0;
     if (s->type == QT_F32 && ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) ||
