@@ -63,6 +63,11 @@ int backend_open(const struct backend_open_params *p, struct backend **out, stru
     struct inf_error cerr = {0, ""};
     struct backend *be = cuda_backend_new(p->device, &cerr);
     if (be) {
+        if (p->no_batch_invariance) {
+            cuda_backend_set_batch_invariant(be, 0); /* before model_load: no weights yet */
+            log_info("cuda: batch_invariant = false: cuBLAS picks its algorithm per batch size "
+                     "(a row may differ by ulps between batch sizes)");
+        }
         *out = be;
         return 0;
     }

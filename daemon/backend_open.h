@@ -30,6 +30,10 @@ struct backend_open_params {
     int device;    /* CUDA device index */
     int threads;   /* CPU threads (<= 0: default) */
     int numerics;  /* enum cpu_numerics */
+    /* 1: config batch_invariant = false: the CUDA backend's cuBLAS products
+     * take cuBLAS's per-batch-size algorithm (0, the default of a zeroed
+     * struct: one algorithm per weight shape, batch invariant) */
+    int no_batch_invariance;
 };
 
 /* 0 and *out, or a negative INF_E* code with err filled. */

@@ -66,6 +66,10 @@ static const struct cfg_key cfg_keys[] = {
      "compute with llama.cpp's batch-dependent CPU kernels: a request served alone gets "
      "llama.cpp's numbers bit for bit, but a sequence's logits then depend on what it is "
      "batched with (false: batch invariant)"},
+    {"batch_invariant", CFG_BOOL, CFG_OFF(batch_invariant), 0, 1, "true", 0,
+     "GPU (cuda backend): F32/F16/BF16 weight products through cuBLAS with one algorithm per "
+     "weight shape, so a row's result does not depend on what it is batched with (false: "
+     "cuBLAS picks per batch size, faster, a row may then differ by ulps between batch sizes)"},
     {"prewarm", CFG_BOOL, CFG_OFF(prewarm), 0, 1, "true", 0,
      "run one tiny request through the engine before reporting ready"},
     {"api_key", CFG_STR, CFG_OFF(api_key), 0, 0, "", 1,

@@ -46,6 +46,7 @@ struct cfg {
     int step_tokens;
     int prefix_cache;
     int llamacpp_numerics;
+    int batch_invariant;
     int prewarm;
     /* reloadable on SIGHUP */
     char api_key[256];

@@ -4,6 +4,7 @@
  *
  *   inferd bench --op [--backend cuda] [--types q4_K,q6_K,...] [--n 1,8,512,2048]
  *                     [--shapes llama3-ffn-down,qwen7b] [--reps 30]
+ *                     [--batch-invariant true|false]
  *
  * Weights: random rows quantized by quant_quantize_weights, 64 distinct rows
  * tiled over the matrix (speed does not depend on the values; quantizing a
@@ -22,6 +23,7 @@
 #include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/err.h"
 #include "engine/quant.h"
 #include "tools/cmds.h"
@@ -142,6 +144,13 @@ static int op_run_one(struct backend *be, int type, const struct op_shape *sh, c
     if (!dx || !dy)
         goto out;
     be->ops->upload(be, dx, xh, sizeof(float) * (size_t)sh->ne0 * (size_t)maxn);
+    /* which kernel family the CUDA dispatcher gave a float weight: the
+     * table's type column says it (f16/cublas vs f16/float) */
+    char tname[32];
+    snprintf(tname, sizeof(tname), "%s", quant_type_name(type));
+    if (!strcmp(be->ops->name, "cuda") && (type == QT_F32 || type == QT_F16 || type == QT_BF16))
+        snprintf(tname, sizeof(tname), "%s/%s", quant_type_name(type),
+                 cuda_backend_mm_cublas(be, &w) ? "cublas" : "float");
     for (int k = 0; k < n_n; k++) {
         const int n = ns[k];
         for (int i = 0; i < 3; i++) /* warm-up: module load, clocks */
@@ -166,7 +175,7 @@ static int op_run_one(struct backend *be, int type, const struct op_shape *sh, c
         if (peer > 0)
             snprintf(peer_s, sizeof(peer_s), "%.1f (%.2fx)", peer, peer / us);
         printf("| %s | %s %lldx%lld | %d | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %s |\n",
-               quant_type_name(type), sh->name, (long long)sh->ne0, (long long)sh->ne1, n, us,
+               tname, sh->name, (long long)sh->ne0, (long long)sh->ne1, n, us,
                tops, gbs, 100.0 * tops / OP_PEAK_TOPS, 100.0 * gbs / OP_PEAK_GBS, peer_s);
         fflush(stdout);
     }
@@ -201,6 +210,7 @@ int cmd_bench_op(int argc, char **argv)
     char types_s[256] = "q4_K,q6_K,q5_K,q8_0,q4_0,f16";
     char shapes_s[256] = "llama3-ffn-down";
     int ns[16] = {1, 8, 512, 2048}, n_n = 4, reps = 30, kind = backend_kind_default();
+    int invariant = 1;
     long threads = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -209,9 +219,11 @@ int cmd_bench_op(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: inferd bench --op [--backend auto|cuda|cpu] [--types q4_K,q6_K,...]\n"
                    "                    [--n 1,8,512,2048] [--shapes NAME,...|all] [--reps 30]\n"
-                   "                    [--threads 2]\n"
+                   "                    [--threads 2] [--batch-invariant true|false]\n"
                    "shapes: llama3-ffn-down (4096x14336, the peer file's), qwen7b-attn-q,\n"
-                   "        qwen7b-attn-kv, qwen7b-ffn-up, qwen7b-ffn-down; all = every one\n");
+                   "        qwen7b-attn-kv, qwen7b-ffn-up, qwen7b-ffn-down; all = every one\n"
+                   "--batch-invariant false: cuBLAS picks its algorithm per n for F32/F16/BF16\n"
+                   "        (the config key batch_invariant; default true: one per shape)\n");
             return CMD_OK;
         }
         if (!v) {
@@ -239,6 +251,12 @@ int cmd_bench_op(int argc, char **argv)
                 reps = (int)x;
             else
                 threads = x;
+        } else if (!strcmp(a, "--batch-invariant")) {
+            if (strcmp(v, "true") && strcmp(v, "false")) {
+                fprintf(stderr, "inferd bench --op: --batch-invariant must be true or false\n");
+                return CMD_USAGE;
+            }
+            invariant = !strcmp(v, "true");
         } else if (!strcmp(a, "--backend")) {
             if (backend_kind_parse(v, &kind)) {
                 fprintf(stderr, "inferd bench --op: --backend must be auto, cuda or cpu\n");
@@ -251,7 +269,7 @@ int cmd_bench_op(int argc, char **argv)
     }
     struct inf_error err = {0, ""};
     struct backend *be = NULL;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, !invariant};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench --op: %s\n", err.msg);
         return CMD_FAIL;

@@ -1,7 +1,8 @@
 /* cuda/backend — the CUDA backend's op table (engine/backend.h): device
  * memory, resident weights, scratch, the error state, and the table itself.
  * The ops live one per file (get_rows.cu, norm.cu, rope.cu, attention.cu,
- * elementwise.cu, mul_mat.cu, kv.cu for the cache, sample.cu); this file is the glue.
+ * elementwise.cu, mul_mat.cu with mm_cublas.cu, kv.cu for the cache, sample.cu); this
+ * file is the glue.
  *
  * Everything runs on one non-blocking stream owned by the backend; ops
  * queue work and return (ops->async = 1), ops->sync waits and reports the
@@ -192,11 +193,13 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     w->data = p;
     c->weight_bytes += bytes;
     /* Q4_0/Q8_0: the 16-byte aligned layout every GPU reader of them uses
-     * (cuda/qtypes.cuh: cuda_q0_packed), rewritten in place */
+     * (cuda/qtypes.cuh: cuda_q0_packed), rewritten in place; F32/F16/BF16
+     * matrices: their cuBLASLt algorithms, chosen now (never inside a
+     * recorded step; without cuBLASLt the float kernel serves) */
     {
         const int rc = w->type == QT_Q4_0   ? cuda_q0_repack<QT_Q4_0>(c, w)
                        : w->type == QT_Q8_0 ? cuda_q0_repack<QT_Q8_0>(c, w)
-                                            : 0;
+                                            : cuda_mmc_weight_add(c, w);
         if (rc) {
             cudaFree(p);
             w->data = NULL;
@@ -237,6 +240,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
     if (w->data || w->aux) {
         cudaSetDevice(c->device);
         cudaStreamSynchronize(c->stream); /* nothing queued may still read it */
+        cuda_mmc_weight_drop(c, w);
     }
     if (w->data)
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
@@ -400,30 +404,43 @@ static void cuda_be_graph_drop(struct backend *be, void *graph)
 
 /* ---- scratch, sync, lifetime --------------------------------------------- */
 
+int cuda_scratch_update(struct cuda_ctx *c)
+{
+    const size_t blk256 = (size_t)((c->res_ne0 + QK_K - 1) / QK_K);
+    /* Q8_K or Q8_0 in planes (cuda/qtypes.cuh: cuda_q8k_bytes,
+     * cuda_q80_bytes), or the cuBLAS path's F16/BF16 (or copied F32)
+     * activation */
+    const size_t k_bytes = cuda_q8k_bytes((int64_t)c->res_rows * (int64_t)blk256);
+    const size_t o_bytes = cuda_q80_bytes((int64_t)c->res_rows * (int64_t)blk256 * (QK_K / QK8_0));
+    const size_t f_bytes = cuda_mmc_act_bytes(c);
+    size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
+    need = f_bytes > need ? f_bytes : need;
+    if (need > c->xq_bytes) {
+        void *p = NULL;
+        if (cudaMalloc(&p, need) != cudaSuccess) {
+            cudaGetLastError();
+            return INF_ENOMEM;
+        }
+        if (c->xq) {
+            cudaStreamSynchronize(c->stream);
+            cudaFree(c->xq);
+        }
+        c->xq = p;
+        c->xq_bytes = need;
+    }
+    return cuda_mmc_reserve(c);
+}
+
 static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c))
         return c->err;
-    const size_t blk256 = (size_t)((r->max_ne0 + QK_K - 1) / QK_K);
-    /* Q8_K in planes (cuda/qtypes.cuh: cuda_q8k_bytes), or Q8_0 blocks */
-    const size_t k_bytes = cuda_q8k_bytes((int64_t)r->max_rows * (int64_t)blk256);
-    const size_t o_bytes = cuda_q80_bytes((int64_t)r->max_rows * (int64_t)blk256 * (QK_K / QK8_0));
-    const size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
-    if (need <= c->xq_bytes)
-        return 0;
-    void *p = NULL;
-    if (cudaMalloc(&p, need) != cudaSuccess) {
-        cudaGetLastError();
-        return INF_ENOMEM;
-    }
-    if (c->xq) {
-        cudaStreamSynchronize(c->stream);
-        cudaFree(c->xq);
-    }
-    c->xq = p;
-    c->xq_bytes = need;
-    return 0;
+    if (r->max_rows > c->res_rows)
+        c->res_rows = r->max_rows;
+    if (r->max_ne0 > c->res_ne0)
+        c->res_ne0 = r->max_ne0;
+    return cuda_scratch_update(c);
 }
 
 static int cuda_be_sync(struct backend *be)
@@ -446,6 +463,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
+    cuda_mmc_free(c);
     cuda_sample_free(c);
     cudaStreamDestroy(c->stream);
     free(c);
@@ -532,6 +550,16 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB", device, p.name, c->sm, c->n_sm,
              (size_t)(p.totalGlobalMem >> 20));
     return be;
+}
+
+extern "C" int cuda_backend_set_batch_invariant(struct backend *be, int on)
+{
+    return cuda_mmc_set_batch_invariant(cuda_ctx_of(be), on);
+}
+
+extern "C" int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w)
+{
+    return cuda_mmc_uses(cuda_ctx_of(be), w);
 }
 
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)

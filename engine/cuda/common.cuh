@@ -67,6 +67,15 @@ struct cuda_ctx {
     /* the epilogue of the product being launched: set by mul_mat_ex around
      * each of its products, zero otherwise (plain mul_mat) */
     struct cuda_epi epi;
+    /* the sizes ops->reserve was asked for (largest of each), so scratch a
+     * later weight needs (cuda/mm_cublas.cu) can be sized at registration */
+    int32_t res_rows;
+    int64_t res_ne0;
+    /* cuBLASLt for F32/F16/BF16 weights (cuda/mm_cublas.cu): NULL until the
+     * first such weight, or for good when mmc_off (library not there) */
+    struct cuda_mmc *mmc;
+    int mmc_off;
+    int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
 };
 
 /* The KV cache (backend.h's opaque handle, cuda/kv.cu): one allocation,
@@ -217,6 +226,32 @@ int cuda_op_sample(struct backend *be, const float *logits, int32_t n_rows, int3
                    const struct backend_sample_req *reqs, int32_t n_reqs,
                    struct backend_sample_out *out);
 void cuda_sample_free(struct cuda_ctx *c);
+
+/* cuda/backend.cu: (re)size c->xq and the cuBLAS path's scratch for
+ * c->res_rows x c->res_ne0 (startup only: it allocates). 0 or INF_ENOMEM. */
+int cuda_scratch_update(struct cuda_ctx *c);
+
+/* cuda/mm_cublas.cu — F32/F16/BF16 products through cuBLASLt.
+ * weight_add / weight_drop: at registration (algorithms are chosen there,
+ * never in a recording); try: the product when w's shape has cuBLAS
+ * algorithms (1), else 0 and nothing done (the float kernel's turn);
+ * variant: forced (tests, prewarm: 0, 1 when cuBLASLt is not here,
+ * INF_EUNSUPPORTED for a shape it does not take); act_bytes: the
+ * activation scratch it needs beside the quantized one's; reserve: its
+ * output scratch; uses: 1 when w's products go through it. */
+int cuda_mmc_weight_add(struct cuda_ctx *c, const struct backend_weight *w);
+void cuda_mmc_weight_drop(struct cuda_ctx *c, const struct backend_weight *w);
+int cuda_mmc_set_batch_invariant(struct cuda_ctx *c, int on);
+int cuda_mmc_try(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                 int32_t n_rows, int *held);
+int cuda_mmc_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                     int32_t n_rows);
+int cuda_mmc_uses(struct cuda_ctx *c, const struct backend_weight *w);
+size_t cuda_mmc_act_bytes(const struct cuda_ctx *c);
+int cuda_mmc_reserve(struct cuda_ctx *c);
+int cuda_mmc_prewarm(struct cuda_ctx *c, void (*report)(void *ud, const char *name, double ms), void *ud,
+                     double (*now)(void));
+void cuda_mmc_free(struct cuda_ctx *c);
 
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
  * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */

@@ -36,6 +36,12 @@ int cuda_selftest(char *msg, size_t cap);
 struct backend *cuda_backend_new(int device, struct inf_error *err);
 /* Resident weight bytes and the device's free/total memory (0 or INF_E*). */
 int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, size_t *total);
+/* Batch invariance of the F32/F16/BF16 products through cuBLASLt (config
+ * key batch_invariant, default on): off lets cuBLAS pick its algorithm per
+ * batch size (faster; a row's bits may then differ by ulps between batch
+ * sizes). Call before any weight is registered: 0, or INF_EINVAL after. */
+int cuda_backend_set_batch_invariant(struct backend *be, int on);
+
 /* Bytes of the weights' second layouts (Q6_K expanded for MMQ), beside the
  * uploaded bytes cuda_backend_mem counts. */
 size_t cuda_backend_aux_bytes(const struct backend *be);
@@ -55,5 +61,9 @@ void cuda_mm_variant_name(int i, char *buf, size_t n);
 struct backend_weight;
 int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weight *w, const float *x,
                             float *y, int32_t n_rows, int32_t *rows_done);
+/* 1 when the registered weight w's products go through cuBLASLt (the
+ * library loaded and its shape has an algorithm), 0 when the float kernel
+ * serves it (tests, bench --op). */
+int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
 
 #endif

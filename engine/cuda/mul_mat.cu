@@ -10,11 +10,15 @@
  *    CPU's vec_dot type (cuda/quantize.cu); lanes form the blocks' exact
  *    integer terms (cuda/qtypes.cuh) and one lane per activation row runs
  *    the float chain over the blocks in k order;
- *  - F32/F16/BF16 weights: the activations rounded to the weight's type as
- *    the CPU rounds them (F16/BF16), float products in a lane-strided order
- *    and a fixed butterfly sum.
+ *  - F32/F16/BF16 weights: cuBLASLt (cuda/mm_cublas.cu: one algorithm per
+ *    shape for every n) when the library loads and the shape has an
+ *    algorithm; else mul_mat_f_kernel below: the activations rounded to the
+ *    weight's type as the CPU rounds them (F16/BF16), float products in a
+ *    lane-strided order and a fixed butterfly sum. Which of the two serves
+ *    a shape is fixed at registration, so every call of it takes the same.
  * Batch invariance: a row's arithmetic depends only on the row length,
- * never on n_rows or on which rows share the warp.
+ * never on n_rows or on which rows share the warp (cuBLAS: by default; the
+ * config key batch_invariant = false gives that up for its speed).
  */
 #include <stdio.h>
 
@@ -179,6 +183,9 @@ static void mul_mat_f(struct cuda_ctx *c, const struct backend_weight *w, const 
 static void mul_mat_one(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
                         int32_t n_rows, int *held)
 {
+    if ((w->type == QT_F32 || w->type == QT_F16 || w->type == QT_BF16) &&
+        cuda_mmc_try(c, w, x, y, n_rows, held))
+        return;
     const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), cuda_blocks(n_rows, MM_COLS));
     const dim3 block(MM_WARPS * CUDA_WARP);
     switch (w->type) {
@@ -214,6 +221,12 @@ static int mm_adjacent(const struct backend_weight *a, const struct backend_weig
 {
     if (!a->group || a->group != b->group || a->type != b->type || a->ne0 != b->ne0 ||
         a->row_bytes != b->row_bytes)
+        return 0;
+    /* F32/F16/BF16: cuBLASLt has one algorithm per registered shape
+     * (cuda/mm_cublas.cu); a fused view is another shape, whose algorithm
+     * would give its rows other bits than the separate products'. They
+     * keep one launch per weight. */
+    if (a->type == QT_F32 || a->type == QT_F16 || a->type == QT_BF16)
         return 0;
     if ((const char *)b->data != (const char *)a->data + (size_t)a->ne1 * a->row_bytes)
         return 0;
@@ -285,7 +298,7 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS };
 struct mm_variant {
     int type, kind, a, b; /* MMVQ: a = activation rows per weight read; MMQK: a = KDR, b = EXP */
 };
@@ -293,10 +306,11 @@ struct mm_variant {
     {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0}, {t, MMV_MMVQ, 8, 0},            \
         {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
 static const struct mm_variant mm_variants[] = {
-    {QT_F32, MMV_FLOAT, 0, 0}, {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
-    {QT_Q4_0, MMV_WPR, 0, 0},  MMV_K(QT_Q4_0),             {QT_Q8_0, MMV_WPR, 0, 0},
-    MMV_K(QT_Q8_0),            MMV_K(QT_Q4_K),             MMV_K(QT_Q5_K),
-    MMV_K(QT_Q6_K),            {QT_Q6_K, MMV_MMQK, 1, 1},  {QT_Q6_K, MMV_MMQK, 2, 1},
+    {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
+    {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
+    {QT_Q4_0, MMV_WPR, 0, 0},   MMV_K(QT_Q4_0),             {QT_Q8_0, MMV_WPR, 0, 0},
+    MMV_K(QT_Q8_0),             MMV_K(QT_Q4_K),             MMV_K(QT_Q5_K),
+    MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1},  {QT_Q6_K, MMV_MMQK, 2, 1},
 };
 #undef MMV_K
 
@@ -318,14 +332,17 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_FLOAT: snprintf(buf, n, "mul_mat<%s> float", t); break;
     case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
     case MMV_MMVQ: snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a); break;
+    case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
     }
 }
 
 /* Launch variant i once on w (its type) and x ([n_rows][w->ne0], n_rows
  * large enough for MMQ): 0, 1 when this device cannot hold it (sm_121:
- * KDR = 2's shared memory; the dispatcher never picks it there), or the
- * first error. EXP variants need w->aux. */
+ * KDR = 2's shared memory; no cuBLASLt library; the dispatcher never
+ * picks it there), INF_EUNSUPPORTED for a shape it does not take, or the
+ * first error. EXP variants need w->aux. The float kernel runs one row,
+ * forced (the dispatcher may give w to cuBLAS), cuBLAS all n_rows. */
 int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
                         int32_t n_rows)
 {
@@ -343,8 +360,16 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         cuda_op_mul_mat(&be, &raw, x, y, 1);
         return c->err;
     }
+    if (v->kind == MMV_CUBLAS)
+        return cuda_mmc_variant(c, w, x, y, n_rows);
     if (v->kind == MMV_FLOAT) {
-        cuda_op_mul_mat(&be, w, x, y, 1);
+        const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), 1), block(MM_WARPS * CUDA_WARP);
+        switch (w->type) {
+        case QT_F32: mul_mat_f<QT_F32>(c, w, x, y, 1, grid, block); break;
+        case QT_F16: mul_mat_f<QT_F16>(c, w, x, y, 1, grid, block); break;
+        default: mul_mat_f<QT_BF16>(c, w, x, y, 1, grid, block); break;
+        }
+        CUDA_CHECK_LAUNCH(c, "mul_mat kernel");
         return c->err;
     }
     if (v->kind == MMV_MMVQ) {
@@ -382,6 +407,9 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
         return c->err;
     const struct mm_variant *v = &mm_variants[i];
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
-    *rows_done = rc ? 0 : v->kind == MMV_MMVQ ? v->a : v->kind == MMV_MMQK ? n_rows : 1;
+    *rows_done = rc                    ? 0
+                 : v->kind == MMV_MMVQ ? v->a
+                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
+                                                                 : 1;
     return rc;
 }

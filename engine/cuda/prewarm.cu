@@ -2,8 +2,9 @@
  * scratch data, before the daemon reports ready: CUDA loads a module's
  * kernels lazily at their first launch, which would otherwise land on the
  * first request that needs each one. The products come from the
- * dispatcher's own table (cuda/mul_mat.cu: float, warp-per-row, mmvq
- * nc=1/2/4/8, MMQ, the K-quant mmq<KDR,EXP> instantiations), then every
+ * dispatcher's own table (cuda/mul_mat.cu: float, cublas, warp-per-row, mmvq
+ * nc=1/2/4/8, MMQ, the K-quant mmq<KDR,EXP> instantiations), the cuBLASLt
+ * algorithm of every registered F32/F16/BF16 weight shape, then every
  * other op's variants (rms_norm per-warp/per-block, RoPE llama/neox, both
  * activation quantizers). Each is timed (host clock around launch + sync)
  * and reported; the first failure stops it.
@@ -83,7 +84,8 @@ extern "C" int cuda_be_prewarm(struct backend *be,
                 cuda_mm_variant_name(v, name, sizeof(name));
                 const double t0 = pw_now();
                 rc = cuda_mm_variant_run(c, v, &w, x, y, PW_N);
-                if (rc == 1) { /* this device cannot hold it: never picked here */
+                if (rc == 1 || rc == INF_EUNSUPPORTED) { /* this device cannot hold it
+                                                          * (or no cuBLASLt): never picked here */
                     rc = 0;
                     strncat(name, " (not on this device)", sizeof(name) - strlen(name) - 1);
                     report(ud, name, 0.0);
@@ -98,6 +100,10 @@ extern "C" int cuda_be_prewarm(struct backend *be,
             cudaFree(w.aux);
             w.aux = NULL;
         }
+        /* cuBLASLt's kernels load lazily too, one per algorithm: each
+         * registered float weight shape's own, once */
+        if ((rc = cuda_mmc_prewarm(c, report, ud, pw_now)) != 0)
+            goto out;
         w.type = QT_F32;
         w.ne0 = PW_NE0;
         w.ne1 = 1;

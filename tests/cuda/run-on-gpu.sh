@@ -34,6 +34,8 @@ for phase in $phases; do
         step info-devices $d/bin/inferd info --devices ;;
     ops)
         step cuda-ops $d/bin/test_cuda_ops
+        # the float-kernel fallback of the F32/F16/BF16 products (no cuBLASLt)
+        INFERD_NO_CUBLAS=1 step "cuda-ops (no cublas)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do
@@ -81,7 +83,12 @@ for phase in $phases; do
         step "bench --op (all shapes)" timeout 300 $d/bin/inferd bench --op --backend cuda \
             --shapes all --types q4_K,q6_K,q5_K,q8_0,q4_0 --n 1,8,512,2048 --reps ${OP_REPS:-30}
         step "bench --op f16" timeout 120 $d/bin/inferd bench --op --backend cuda \
-            --shapes llama3-ffn-down --types f16 --n 1,8,512 --reps ${OP_REPS:-30} ;;
+            --shapes llama3-ffn-down --types f16 --n 1,8,512 --reps ${OP_REPS:-30}
+        # cuBLAS's own per-n choice (config batch_invariant = false) beside
+        # the default one-algorithm-per-shape rows above
+        step "bench --op f16/bf16/f32 per-n" timeout 180 $d/bin/inferd bench --op --backend cuda \
+            --shapes llama3-ffn-down --types f16,bf16,f32 --n 1,8,512 --batch-invariant false \
+            --reps ${OP_REPS:-30} ;;
     variants)
         # the tile table's rows, forced (INFERD_MMQ_KDR, INFERD_NO_Q6K_EXPAND),
         # interleaved in one call: which KDR / EXP is faster at which shape

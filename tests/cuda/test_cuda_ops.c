@@ -282,8 +282,12 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
         report_bits("mm-invar", tn, shape, rows_differ(yb, yh, MM_NMAX, ne1), MM_NMAX);
     }
     /* Every kernel of the dispatcher's table for this type (mmvq nc=1..8,
-     * each mmq<KDR,EXP>), forced, gives its rows the bits of the
-     * dispatcher's own choice at n=512 (yh). */
+     * each mmq<KDR,EXP>, cublas), forced, gives its rows the bits of the
+     * dispatcher's own choice at n=512 (yh); the float kernel too where it
+     * is the choice; where cuBLAS is (cuda/mm_cublas.cu), the float kernel
+     * is the fallback of another summation order: gated like the product
+     * against the CPU ("mm-fallbk"). */
+    const int via_cublas = cuda_backend_mm_cublas(gpu, &wg);
     for (int v = 0; v < cuda_mm_variant_count(); v++) {
         if (cuda_mm_variant_type(v) != type)
             continue;
@@ -300,6 +304,14 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
         dget(yb, ybg, sizeof(float) * (size_t)done * (size_t)ne1);
         char vshape[128];
         snprintf(vshape, sizeof(vshape), "ne0=%lld ne1=%lld %s", (long long)ne0, (long long)ne1, vn);
+        const size_t vl = strlen(vn);
+        if (via_cublas && vl > 6 && !strcmp(vn + vl - 6, " float")) {
+            const size_t no = (size_t)done * (size_t)ne1;
+            const double num = sqdist(yb, yc, no), den = sumsq(yc, no), den_exp = wn * xn[done] / ne0;
+            report_raw("mm-fallbk", tn, vshape, num / fmax(den, den_exp),
+                       thr_of(mm_threshold(type), 1e-10), num / den);
+            continue;
+        }
         report_bits("mm-variant", tn, vshape, rows_differ(yb, yh, done, ne1), done);
     }
     cpu->ops->weight_release(cpu, &wc);
@@ -336,6 +348,114 @@ static void test_mul_mat(void)
         }
     }
     free(x);
+}
+
+/* ---- F32/F16/BF16 through cuBLASLt (cuda/mm_cublas.cu) -------------------
+ *
+ * Model-sized and odd shapes (ne1 = 1000: y rows 16-byte aligned; 4097: not)
+ * at the row counts a step has (1, 2, 7, 8, 9, 64, 511), gated against the
+ * CPU with the mul_mat thresholds above (the products of two 16-bit floats
+ * are exact in f32 on both sides, so only the summation order differs);
+ * and DESIGN gate 4 for the one-algorithm-per-shape rule: every row of the
+ * n=511 call bit-identical to the same row alone (n=1) and in calls of 7
+ * written to y + 1 float (misaligned: the output scratch and epilogue
+ * kernel path instead of the direct store). `be` is the backend under test
+ * (gpu, or one with batch_invariant off: invar = 0 skips the bit checks,
+ * which that mode does not promise). Without cuBLASLt the float kernel
+ * serves and must pass the same checks; the line says which path ran. */
+#define MMC_NMAX 511
+
+static void test_mm_cublas_shape(struct backend *be, int invar, int type, int64_t ne0, int64_t ne1)
+{
+    static const int32_t ns[] = {1, 2, 7, 8, 9, 64, MMC_NMAX};
+    const char *tn = quant_type_name(type);
+    const size_t rb = quant_row_bytes(type, ne0);
+    float *wf = xmalloc(sizeof(float) * (size_t)ne0), *x = xmalloc(sizeof(float) * MMC_NMAX * (size_t)ne0);
+    char *wq = xmalloc(rb * (size_t)ne1);
+    double wn = 0;
+    for (int64_t j = 0; j < ne1; j++) {
+        fill(wf, (size_t)ne0, 1.0f);
+        CHECK(quant_quantize_weights(type, wf, wq + (size_t)j * rb, ne0) == 0);
+        quant_dequant_row(type, wq + (size_t)j * rb, wf, ne0);
+        wn += sumsq(wf, (size_t)ne0);
+    }
+    double xn[MMC_NMAX + 1] = {0};
+    for (int32_t r = 0; r < MMC_NMAX; r++) {
+        fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
+        xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
+    }
+    struct backend_weight wc, wg;
+    wreg(cpu, &wc, type, ne0, ne1, wq);
+    wreg(be, &wg, type, ne0, ne1, wq);
+    const int via = cuda_backend_mm_cublas(be, &wg);
+    const size_t ny = (size_t)MMC_NMAX * (size_t)ne1;
+    float *yc = xmalloc(sizeof(float) * ny), *yh = xmalloc(sizeof(float) * ny), *yb = xmalloc(sizeof(float) * ny);
+    float *xg = be->ops->alloc(be, sizeof(float) * MMC_NMAX * (size_t)ne0);
+    float *yg = be->ops->alloc(be, sizeof(float) * (ny + 1)), *ybg = be->ops->alloc(be, sizeof(float) * (ny + 1));
+    CHECK(xg && yg && ybg);
+    if (!xg || !yg || !ybg)
+        exit(1);
+    be->ops->upload(be, xg, x, sizeof(float) * MMC_NMAX * (size_t)ne0);
+    char shape[96];
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        const int32_t n = ns[k];
+        const size_t no = (size_t)n * (size_t)ne1;
+        cpu->ops->mul_mat(cpu, &wc, x, yc, n);
+        CHECK(cpu->ops->sync(cpu) == 0);
+        be->ops->mul_mat(be, &wg, xg, yg, n);
+        CHECK(be->ops->sync(be) == 0);
+        be->ops->download(be, yh, yg, sizeof(float) * no);
+        CHECK(be->ops->sync(be) == 0);
+        snprintf(shape, sizeof(shape), "ne0=%lld ne1=%lld n=%d %s%s", (long long)ne0, (long long)ne1, n,
+                 via ? "cublas" : "float", invar ? "" : " per-n");
+        const double num = sqdist(yh, yc, no), den = sumsq(yc, no), den_exp = wn * xn[n] / ne0;
+        report_raw("mm-cublas", tn, shape, num / fmax(den, den_exp), thr_of(mm_threshold(type), 1e-10),
+                   num / den);
+    }
+    /* yh: the n=511 call. Rows alone, then in calls of 7 (the last one 511
+     * % 7 = 0 .. 6 rows) at y + 1 float. */
+    for (int step = 1; invar && step <= 7; step += 6) {
+        const int off = step == 7;
+        for (int32_t r0 = 0; r0 < MMC_NMAX; r0 += step) {
+            const int32_t n = MMC_NMAX - r0 < step ? MMC_NMAX - r0 : step;
+            be->ops->mul_mat(be, &wg, xg + (size_t)r0 * ne0, ybg + off + (size_t)r0 * ne1, n);
+        }
+        CHECK(be->ops->sync(be) == 0);
+        be->ops->download(be, yb, ybg + off, sizeof(float) * ny);
+        CHECK(be->ops->sync(be) == 0);
+        snprintf(shape, sizeof(shape), "ne0=%lld ne1=%lld 511 vs n=%d%s %s", (long long)ne0, (long long)ne1,
+                 step, off ? " y+1" : "", via ? "cublas" : "float");
+        report_bits("mmc-invar", tn, shape, rows_differ(yb, yh, MMC_NMAX, ne1), MMC_NMAX);
+    }
+    cpu->ops->weight_release(cpu, &wc);
+    be->ops->weight_release(be, &wg);
+    be->ops->free(be, xg);
+    be->ops->free(be, yg);
+    be->ops->free(be, ybg);
+    HFREE(yc, yh, yb, wf, wq, x);
+}
+
+static void test_mul_mat_cublas(void)
+{
+    static const int types[] = {QT_F32, QT_F16, QT_BF16};
+    static const int64_t shapes[][2] = {{256, 1000}, {4096, 4097}};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t s = 0; s < 2; s++)
+            test_mm_cublas_shape(gpu, 1, types[t], shapes[s][0], shapes[s][1]);
+    /* batch_invariant = false: a backend of its own (the mode is fixed
+     * before its first weight); only the CPU gate applies */
+    struct inf_error err;
+    memset(&err, 0, sizeof(err));
+    struct backend *pn = cuda_backend_new(0, &err);
+    CHECK(pn != NULL);
+    if (!pn)
+        return;
+    CHECK(cuda_backend_set_batch_invariant(pn, 0) == 0);
+    const struct backend_reserve rs = {512, 4096, 16, 1, 1};
+    CHECK(pn->ops->reserve(pn, &rs) == 0);
+    test_mm_cublas_shape(pn, 0, QT_F16, 4096, 4097);
+    test_mm_cublas_shape(pn, 0, QT_BF16, 256, 1000);
+    backend_free(pn);
 }
 
 /* ---- get_rows, gather ---------------------------------------------------- */
@@ -1060,6 +1180,7 @@ int main(void)
     CHECK(gpu->ops->reserve(gpu, &rs) == 0);
 
     test_mul_mat();
+    test_mul_mat_cublas();
     test_mul_mat_ex();
     test_mul_mat_fused();
 

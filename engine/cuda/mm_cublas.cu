@@ -1,0 +1,748 @@
+/* cuda/mm_cublas — y[r][j] = dot(row j of W, x[r]) for F32/F16/BF16 weights
+ * through cuBLASLt (cublasLtMatmul), the fast path of cuda/mul_mat.cu for the
+ * float weight types; mul_mat_f_kernel stays the fallback.
+ *
+ * The product, column-major as cuBLAS sees it: W as stored ([ne1 rows][ne0])
+ * is the ne0 x ne1 matrix A (lda = ne0), used transposed; x ([n][ne0] f32) is
+ * the ne0 x n matrix B; D = op(A) B is ne1 x n with ldd = ne1, i.e. y as
+ * [n][ne1] row-major. B is x rounded to the weight's type first (F16:
+ * __float2half_rn, BF16: __float2bfloat16_rn: the CPU's vec-dot rounding,
+ * mm_act in mul_mat.cu) into the activation scratch c->xq; products of two
+ * 16-bit floats are exact in f32, the accumulation is f32
+ * (CUBLAS_COMPUTE_32F; F32 weights: FMA kernels only, never TF32 or an
+ * emulated path, checked on the chosen algorithm).
+ *
+ * Epilogue (struct cuda_epi): beta = 0 always; the bias add or the residual
+ * accumulate is a separate elementwise kernel doing exactly what add_bias /
+ * add do (cuda_epi_store). cuBLAS documents D = alpha AB + beta C but not
+ * how the two terms meet (fused, or after a split-K reduction), so beta = 1
+ * is not relied on to round as y + acc does.
+ *
+ * Batch invariance (DESIGN gate 4). cuBLAS's own heuristic picks different
+ * kernels, tile shapes and split-K factors for different n, and those sum
+ * a row's K products in different orders. Here, by default, ONE algorithm
+ * is chosen per (weight type, ne0, ne1) when the first weight of that shape
+ * is registered (model load: never inside a CUDA graph recording), with
+ * split-K forbidden (CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 1, reduction scheme
+ * NONE), and used for every n. In a fixed kernel without split-K each
+ * output element is one CTA's K loop over the same tiles in the same order;
+ * n only changes how many column tiles there are, never what a column's
+ * loop does, so a row's bits do not depend on n_rows or on its neighbours.
+ * The reference n of that choice is a constant (MMC_REF_N), not the
+ * reserved max rows, so the bits do not depend on step_tokens either.
+ * tests/cuda/test_cuda_ops.c (mm-invar, cublas-invar) proves it on the GPU.
+ * With batch_invariant = false (cuda_backend_set_batch_invariant) the
+ * algorithm is cuBLAS's heuristic pick per power-of-two bucket of n
+ * (split-K allowed), all chosen at registration as well.
+ *
+ * Alignment: the algorithms are chosen for the alignment the shape itself
+ * guarantees (A: cudaMalloc'd weights, lda = ne0; B: the scratch, or x when
+ * aligned as well; D: ldd = ne1), so one algorithm fits every call; a y
+ * that is not aligned like that, and every accumulate, goes through the
+ * output scratch and the epilogue kernel (same kernel, same bits).
+ *
+ * Linking: libcublasLt is dlopen'ed ("libcublasLt.so.13", ".so.12", ".so",
+ * then /usr/local/cuda/lib64's) at the first float weight, never linked: the device machine has it but
+ * our binaries travel without their big libraries, and a package should not
+ * depend on 600 MB of cuBLAS for F16 models. Without it (or with
+ * INFERD_NO_CUBLAS=1) one line is logged and the float kernel serves.
+ *
+ * Threads: the library is loaded once per process (pthread_once); the rest
+ * belongs to the backend's engine thread like every op.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "engine/cuda/common.cuh"
+
+extern "C" {
+#include "engine/log.h"
+#include "engine/quant.h"
+}
+
+#define MMC_SHAPES 32           /* distinct float weight shapes of one backend */
+#define MMC_BUCKETS 13          /* batch_invariant = false: n <= 1, 2, 4, ..., 4096 */
+#define MMC_REF_N 512           /* n of the one algorithm choice (batch invariant) */
+#define MMC_WS_BYTES (32u << 20) /* cuBLASLt workspace (NVIDIA's advice for Hopper) */
+#define MMC_CANDIDATES 8        /* heuristic results looked at */
+
+/* ---- the library, loaded at run time ------------------------------------ */
+
+struct mmc_lib {
+    const char *file;
+    size_t version;
+    decltype(&cublasLtCreate) create;
+    decltype(&cublasLtDestroy) destroy;
+    decltype(&cublasLtGetVersion) get_version;
+    decltype(&cublasLtGetStatusString) status_string;
+    decltype(&cublasLtMatmul) matmul;
+    decltype(&cublasLtMatmulDescInit_internal) desc_init;
+    decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+    decltype(&cublasLtMatrixLayoutInit_internal) layout_init;
+    decltype(&cublasLtMatmulPreferenceInit_internal) pref_init;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+    decltype(&cublasLtMatmulAlgoCheck) check;
+    decltype(&cublasLtMatmulAlgoConfigGetAttribute) cfg_get;
+    decltype(&cublasLtMatmulAlgoConfigSetAttribute) cfg_set;
+    decltype(&cublasLtMatmulAlgoCapGetAttribute) cap_get;
+};
+
+static struct mmc_lib L;
+static int mmc_lib_ok;
+static pthread_once_t mmc_once = PTHREAD_ONCE_INIT;
+
+static void mmc_load(void)
+{
+    const char *off = getenv("INFERD_NO_CUBLAS");
+    if (off && *off && *off != '0') {
+        log_info("cuda: INFERD_NO_CUBLAS set: F32/F16/BF16 products take the float kernel");
+        return;
+    }
+    /* the loader's path first; last the toolkit's own directory, which a
+     * machine with the toolkit but no ld.so.conf entry for it still has */
+    static const char *const files[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
+                                        "/usr/local/cuda/lib64/libcublasLt.so.13"};
+    void *dl = NULL;
+    char why[256] = "not found"; /* the first name's dlerror: the one that matters */
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !dl; i++) {
+        dl = dlopen(files[i], RTLD_NOW | RTLD_LOCAL);
+        const char *e = dl ? NULL : dlerror();
+        if (dl)
+            L.file = files[i];
+        else if (i == 0 && e)
+            snprintf(why, sizeof(why), "%s", e);
+    }
+    if (!dl) {
+        log_warn("cuda: cuBLASLt not loaded (%s): F32/F16/BF16 products take the float kernel", why);
+        return;
+    }
+    int ok = 1;
+#define MMC_SYM(field, sym)                                                                        \
+    ok &= (L.field = reinterpret_cast<decltype(L.field)>(dlsym(dl, #sym))) != NULL
+    MMC_SYM(create, cublasLtCreate);
+    MMC_SYM(destroy, cublasLtDestroy);
+    MMC_SYM(get_version, cublasLtGetVersion);
+    MMC_SYM(status_string, cublasLtGetStatusString);
+    MMC_SYM(matmul, cublasLtMatmul);
+    MMC_SYM(desc_init, cublasLtMatmulDescInit_internal);
+    MMC_SYM(desc_set, cublasLtMatmulDescSetAttribute);
+    MMC_SYM(layout_init, cublasLtMatrixLayoutInit_internal);
+    MMC_SYM(pref_init, cublasLtMatmulPreferenceInit_internal);
+    MMC_SYM(pref_set, cublasLtMatmulPreferenceSetAttribute);
+    MMC_SYM(heuristic, cublasLtMatmulAlgoGetHeuristic);
+    MMC_SYM(check, cublasLtMatmulAlgoCheck);
+    MMC_SYM(cfg_get, cublasLtMatmulAlgoConfigGetAttribute);
+    MMC_SYM(cfg_set, cublasLtMatmulAlgoConfigSetAttribute);
+    MMC_SYM(cap_get, cublasLtMatmulAlgoCapGetAttribute);
+#undef MMC_SYM
+    if (!ok) {
+        log_warn("cuda: %s lacks a cublasLt entry point: F32/F16/BF16 products take the float "
+                 "kernel", L.file);
+        dlclose(dl);
+        return;
+    }
+    L.version = L.get_version();
+    log_info("cuda: cuBLASLt %zu loaded from %s for the F32/F16/BF16 products", L.version, L.file);
+    mmc_lib_ok = 1; /* dl stays open for the life of the process */
+}
+
+/* ---- per backend ---------------------------------------------------------- */
+
+/* One weight shape and the algorithms chosen for it. */
+struct mmc_shape {
+    int type;
+    int64_t ne0, ne1;
+    int refs;           /* registered weights of this shape; 0: free slot */
+    const void *wptr;   /* one of them (prewarm launches on it), NULL when released */
+    uint32_t b_align;   /* alignment the activation pointer must have to be used as is */
+    uint32_t d_align;   /* alignment y must have to be written directly */
+    cublasLtMatrixLayoutOpaque_t a;
+    cublasLtMatmulAlgo_t inv;                  /* the batch-invariant choice */
+    cublasLtMatmulAlgo_t bucket[MMC_BUCKETS];  /* batch_invariant = false */
+};
+
+struct cuda_mmc {
+    cublasLtHandle_t h;
+    cublasLtMatmulDescOpaque_t desc; /* f32 compute and scale, A transposed */
+    void *ws;                        /* MMC_WS_BYTES */
+    float *yd;                       /* output scratch: yd_cap floats */
+    size_t yd_cap;
+    int64_t max_ne1;                 /* largest ne1 registered */
+    int full_logged;
+    struct mmc_shape shapes[MMC_SHAPES];
+};
+
+/* Record a failed cuBLASLt call like cuda_fail (first one wins). */
+static int mmc_fail(struct cuda_ctx *c, cublasStatus_t st, const char *stmt, const char *file, int line)
+{
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    if (!c->err) {
+        c->err = st == CUBLAS_STATUS_ALLOC_FAILED ? INF_ENOMEM : INF_EDEVICE;
+        snprintf(c->err_msg, sizeof(c->err_msg), "%s failed: %s (%s:%d, device %d)", stmt,
+                 L.status_string ? L.status_string(st) : "?", file, line, c->device);
+        log_error("cuda: %s", c->err_msg);
+    }
+    return 1;
+}
+#define CUBLAS_CHECK_CTX(c, stmt) mmc_fail((c), (stmt), #stmt, __FILE__, __LINE__)
+
+static cudaDataType_t mmc_dtype(int type)
+{
+    return type == QT_F16 ? CUDA_R_16F : type == QT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static size_t mmc_esize(int type)
+{
+    return type == QT_F32 ? 4 : 2;
+}
+
+/* Largest power of two <= 16 dividing bytes (a leading dimension's). */
+static uint32_t mmc_align_of(uint64_t bytes)
+{
+    uint32_t a = 16;
+    while (a > 1 && bytes % a)
+        a >>= 1;
+    return a;
+}
+
+static int mmc_eligible(const struct backend_weight *w)
+{
+    /* ne1 = 1: norms and biases, never multiplied (and a quantized model
+     * with F32 norms must not load cuBLAS) */
+    return (w->type == QT_F32 || w->type == QT_F16 || w->type == QT_BF16) && w->ne1 > 1 &&
+           w->ne0 > 0;
+}
+
+static void mmc_layouts(const struct mmc_shape *s, int64_t n, cublasLtMatrixLayoutOpaque_t *b,
+                        cublasLtMatrixLayoutOpaque_t *d, cublasStatus_t *st)
+{
+    *st = L.layout_init(b, sizeof(*b), mmc_dtype(s->type), (uint64_t)s->ne0, (uint64_t)n, s->ne0);
+    if (*st == CUBLAS_STATUS_SUCCESS)
+        *st = L.layout_init(d, sizeof(*d), CUDA_R_32F, (uint64_t)s->ne1, (uint64_t)n, s->ne1);
+}
+
+/* Does algo run shape s at n rows within the workspace? */
+static int mmc_runs(struct cuda_mmc *m, const struct mmc_shape *s, const cublasLtMatmulAlgo_t *algo, int64_t n)
+{
+    cublasLtMatrixLayoutOpaque_t b, d;
+    cublasStatus_t st;
+    mmc_layouts(s, n, &b, &d, &st);
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof(r));
+    return st == CUBLAS_STATUS_SUCCESS &&
+           L.check(m->h, &m->desc, (cublasLtMatrixLayout_t)&s->a, &b, &d, &d, algo, &r) ==
+               CUBLAS_STATUS_SUCCESS &&
+           r.workspaceSize <= MMC_WS_BYTES;
+}
+
+/* The numerics every choice must have: f32 accumulation; for F32 weights
+ * no tensor-core path (TF32 or an emulation would round the inputs). An
+ * algorithm that does not say rests on the descriptor (CUBLAS_COMPUTE_32F,
+ * never _FAST_TF32) and, for F32, the preference's IMPL_MASK. */
+static int mmc_numerics_ok(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *algo)
+{
+    uint64_t fl = 0;
+    size_t wr = 0;
+    if (L.cap_get(algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &fl, sizeof(fl), &wr) !=
+        CUBLAS_STATUS_SUCCESS)
+        return 1;
+    if ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) != CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F)
+        return 0;
+    if (s->type == QT_F32 && ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) ||
+                              (fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32)))
+        return 0;
+    return 1;
+}
+
+/* One algorithm for shape s: cuBLAS's heuristic at n rows; with
+ * invariant, the first candidate without split-K (or the first one forced
+ * to SPLITK_NUM = 1 / no reduction, if cuBLAS still accepts it), and it
+ * must also run at n = 1 (it will serve every n). 0, or -1 when none. */
+static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
+                      cublasLtMatmulAlgo_t *out)
+{
+    cublasLtMatrixLayoutOpaque_t b, d;
+    cublasStatus_t st;
+    mmc_layouts(s, n, &b, &d, &st);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    cublasLtMatmulPreferenceOpaque_t p;
+    if (L.pref_init(&p, sizeof(p)) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    const uint64_t ws = MMC_WS_BYTES;
+    const uint32_t a_al = mmc_align_of((uint64_t)s->ne0 * mmc_esize(s->type));
+    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al));
+    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &s->b_align, sizeof(s->b_align));
+    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &s->d_align, sizeof(s->d_align));
+    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &s->d_align, sizeof(s->d_align));
+    if (s->type == QT_F32) {
+        const uint64_t mask = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK |
+                                          CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32);
+        L.pref_set(&p, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof(mask));
+    }
+    cublasLtMatmulHeuristicResult_t r[MMC_CANDIDATES];
+    int got = 0;
+    memset(r, 0, sizeof(r));
+    if (L.heuristic(m->h, &m->desc, (cublasLtMatrixLayout_t)&s->a, &b, &d, &d, &p, MMC_CANDIDATES, r,
+                    &got) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    /* pass 0: as cuBLAS configured it; pass 1 (invariant only): split-K
+     * switched off by hand */
+    for (int pass = 0; pass < (invariant ? 2 : 1); pass++)
+        for (int i = 0; i < got; i++) {
+            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > MMC_WS_BYTES)
+                continue;
+            cublasLtMatmulAlgo_t a = r[i].algo;
+            if (!mmc_numerics_ok(s, &a))
+                continue;
+            if (invariant) {
+                int32_t splitk = 0;
+                uint32_t red = 0;
+                size_t wr = 0;
+                if (L.cfg_get(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr) ||
+                    L.cfg_get(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &wr))
+                    continue;
+                const int split = splitk > 1 || red != CUBLASLT_REDUCTION_SCHEME_NONE;
+                if (split && pass == 0)
+                    continue;
+                if (split) {
+                    const int32_t one = 1;
+                    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+                    if (L.cfg_set(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)) ||
+                        L.cfg_set(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)))
+                        continue;
+                }
+                if (!mmc_runs(m, s, &a, 1))
+                    continue;
+            }
+            if (!mmc_runs(m, s, &a, n))
+                continue;
+            *out = a;
+            return 0;
+        }
+    return -1;
+}
+
+static void mmc_algo_log(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *a, const char *what)
+{
+    int32_t id = -1, splitk = -1;
+    uint32_t tile = 0, stages = 0;
+    size_t wr = 0;
+    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &wr);
+    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &wr);
+    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &wr);
+    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr);
+    log_debug("cuda: cublasLt %s %lldx%lld %s: algo %d tile %u stages %u split-k %d",
+              quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1, what, id, tile, stages,
+              splitk);
+}
+
+/* Fill shape s (type and dims set) with its layout and algorithms: 0, or
+ * -1 when cuBLAS has nothing for it (the float kernel serves it). */
+static int mmc_shape_init(struct cuda_ctx *c, struct cuda_mmc *m, struct mmc_shape *s)
+{
+    s->b_align = mmc_align_of((uint64_t)s->ne0 * mmc_esize(s->type));
+    s->d_align = mmc_align_of((uint64_t)s->ne1 * sizeof(float));
+    if (L.layout_init(&s->a, sizeof(s->a), mmc_dtype(s->type), (uint64_t)s->ne0, (uint64_t)s->ne1,
+                      s->ne0) != CUBLAS_STATUS_SUCCESS ||
+        mmc_choose(m, s, MMC_REF_N, 1, &s->inv))
+        return -1;
+    mmc_algo_log(s, &s->inv, "batch-invariant");
+    for (int b = 0; b < MMC_BUCKETS; b++) {
+        if (!c->batch_variant || mmc_choose(m, s, (int64_t)1 << b, 0, &s->bucket[b]))
+            s->bucket[b] = s->inv;
+    }
+    return 0;
+}
+
+/* The library and this backend's handle, workspace and scratch; NULL when
+ * cuBLASLt is not there (the float kernel serves). Startup only: it
+ * allocates. */
+static struct cuda_mmc *mmc_get(struct cuda_ctx *c)
+{
+    if (c->mmc || c->mmc_off)
+        return c->mmc;
+    pthread_once(&mmc_once, mmc_load);
+    c->mmc_off = 1;
+    if (!mmc_lib_ok)
+        return NULL;
+    struct cuda_mmc *m = (struct cuda_mmc *)calloc(1, sizeof(*m));
+    if (!m) {
+        log_warn("cuda: out of host memory for the cuBLASLt state: the float kernel serves");
+        return NULL;
+    }
+    cublasStatus_t st = L.create(&m->h);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        log_warn("cuda: cublasLtCreate failed (%s): the float kernel serves", L.status_string(st));
+        free(m);
+        return NULL;
+    }
+    const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    st = L.desc_init(&m->desc, sizeof(m->desc), CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+    const cudaError_t e = st == CUBLAS_STATUS_SUCCESS ? cudaMalloc(&m->ws, MMC_WS_BYTES) : cudaSuccess;
+    if (st != CUBLAS_STATUS_SUCCESS || e != cudaSuccess) {
+        cudaGetLastError();
+        log_warn("cuda: cuBLASLt setup failed (%s): the float kernel serves",
+                 st != CUBLAS_STATUS_SUCCESS ? L.status_string(st) : cudaGetErrorString(e));
+        L.destroy(m->h);
+        free(m);
+        return NULL;
+    }
+    c->mmc = m;
+    c->mmc_off = 0;
+    return m;
+}
+
+static struct mmc_shape *mmc_find(struct cuda_mmc *m, int type, int64_t ne0, int64_t ne1)
+{
+    for (int i = 0; i < MMC_SHAPES; i++) {
+        struct mmc_shape *s = &m->shapes[i];
+        if (s->refs && s->type == type && s->ne0 == ne0 && s->ne1 == ne1)
+            return s;
+    }
+    return NULL;
+}
+
+/* ---- scratch ---------------------------------------------------------------- */
+
+size_t cuda_mmc_act_bytes(const struct cuda_ctx *c)
+{
+    /* the activation as F16/BF16, or an unaligned F32 one copied */
+    return c->mmc ? (size_t)c->res_rows * (size_t)c->res_ne0 * sizeof(float) : 0;
+}
+
+int cuda_mmc_reserve(struct cuda_ctx *c)
+{
+    struct cuda_mmc *m = c->mmc;
+    if (!m)
+        return 0;
+    /* accumulating products (ne1 = n_embd <= max_ne0) in one pass; wider
+     * ones through it in chunks of rows */
+    size_t need = (size_t)c->res_rows * (size_t)c->res_ne0;
+    if ((size_t)m->max_ne1 > need)
+        need = (size_t)m->max_ne1;
+    if (need <= m->yd_cap)
+        return 0;
+    float *p = NULL;
+    if (cudaMalloc(&p, need * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        return INF_ENOMEM;
+    }
+    if (m->yd) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(m->yd);
+    }
+    m->yd = p;
+    m->yd_cap = need;
+    return 0;
+}
+
+void cuda_mmc_free(struct cuda_ctx *c)
+{
+    struct cuda_mmc *m = c->mmc;
+    if (!m)
+        return;
+    cudaFree(m->yd);
+    cudaFree(m->ws);
+    L.destroy(m->h);
+    free(m);
+    c->mmc = NULL;
+}
+
+/* ---- registration ------------------------------------------------------------ */
+
+int cuda_mmc_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    if (!mmc_eligible(w))
+        return 0;
+    struct cuda_mmc *m = mmc_get(c);
+    if (!m)
+        return 0;
+    struct mmc_shape *s = mmc_find(m, w->type, w->ne0, w->ne1);
+    if (!s) {
+        for (int i = 0; i < MMC_SHAPES && !s; i++)
+            if (!m->shapes[i].refs)
+                s = &m->shapes[i];
+        if (!s) {
+            if (!m->full_logged++)
+                log_warn("cuda: more than %d F32/F16/BF16 weight shapes: '%s' and later new shapes "
+                         "take the float kernel",
+                         MMC_SHAPES, w->name);
+            return 0;
+        }
+        memset(s, 0, sizeof(*s));
+        s->type = w->type;
+        s->ne0 = w->ne0;
+        s->ne1 = w->ne1;
+        if (mmc_shape_init(c, m, s)) {
+            log_warn("cuda: no cuBLASLt algorithm for %s %lldx%lld ('%s'): the float kernel serves it",
+                     quant_type_name(w->type), (long long)w->ne0, (long long)w->ne1, w->name);
+            s->refs = 0;
+            return 0;
+        }
+    }
+    s->refs++;
+    s->wptr = w->data;
+    if (w->ne1 > m->max_ne1)
+        m->max_ne1 = w->ne1;
+    /* the scratch reserve sized, now with this path's needs (a weight may
+     * come after reserve: tests, bench) */
+    const int rc = cuda_scratch_update(c);
+    if (rc)
+        cuda_mmc_weight_drop(c, w); /* the caller frees w->data */
+    return rc;
+}
+
+void cuda_mmc_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    if (!c->mmc || !mmc_eligible(w))
+        return;
+    struct mmc_shape *s = mmc_find(c->mmc, w->type, w->ne0, w->ne1);
+    if (!s)
+        return;
+    if (s->wptr == w->data)
+        s->wptr = NULL;
+    s->refs--;
+}
+
+int cuda_mmc_set_batch_invariant(struct cuda_ctx *c, int on)
+{
+    if (c->mmc)
+        for (int i = 0; i < MMC_SHAPES; i++)
+            if (c->mmc->shapes[i].refs)
+                return INF_EINVAL; /* algorithms already chosen */
+    c->batch_variant = !on;
+    return 0;
+}
+
+/* ---- the product ----------------------------------------------------------------- */
+
+/* x (f32) rounded to the weight's 16-bit type as the CPU rounds it. */
+template <int T>
+static __global__ void mmc_convert_kernel(const float *__restrict__ x, void *__restrict__ dst, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (T == QT_F16)
+            ((__half *)dst)[i] = __float2half_rn(x[i]);
+        else
+            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(x[i]);
+    }
+}
+
+/* y[i] = acc[i], then the bias or the accumulate of struct cuda_epi: the
+ * bits of add_bias / add after a plain product. acc may be y (bias only). */
+static __global__ void mmc_epi_kernel(const float *acc, float *y, int64_t n, int32_t ne1, struct cuda_epi E)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        cuda_epi_store(y, (int32_t)(i / ne1), (int32_t)(i % ne1), ne1, acc[i], E); /* never segmented: mm_adjacent */
+}
+
+static unsigned mmc_grid(const struct cuda_ctx *c, int64_t n)
+{
+    const unsigned g = cuda_blocks(n, 256), cap = (unsigned)(c->n_sm > 0 ? c->n_sm * 8 : 1024);
+    return g < cap ? g : cap;
+}
+
+static int mmc_bucket(int64_t n)
+{
+    int b = 0;
+    while (b < MMC_BUCKETS - 1 && ((int64_t)1 << b) < n)
+        b++;
+    return b;
+}
+
+static void mmc_matmul(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_shape *s,
+                       const cublasLtMatmulAlgo_t *fixed, const void *a, const void *b, float *d, int64_t n)
+{
+    cublasLtMatrixLayoutOpaque_t bl, dl;
+    cublasStatus_t st;
+    mmc_layouts(s, n, &bl, &dl, &st);
+    if (CUBLAS_CHECK_CTX(c, st))
+        return;
+    const cublasLtMatmulAlgo_t *algo = fixed ? fixed : c->batch_variant ? &s->bucket[mmc_bucket(n)] : &s->inv;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK_CTX(c, L.matmul(m->h, &m->desc, &one, a, (cublasLtMatrixLayout_t)&s->a, b, &bl, &zero, d,
+                                 &dl, d, &dl, algo, m->ws, MMC_WS_BYTES, c->stream));
+}
+
+/* The whole product of shape s (fixed: its algorithm for every n, else by
+ * the mode); *held as in mul_mat.cu (what c->xq holds x as). */
+static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_shape *s,
+                    const cublasLtMatmulAlgo_t *fixed, const void *wdata, const float *x, float *y,
+                    int32_t n, int *held)
+{
+    const int T = s->type;
+    const size_t esz = mmc_esize(T);
+    const char *xb = (const char *)x;
+    if (T != QT_F32 || (uintptr_t)x % s->b_align) {
+        const size_t need = (size_t)n * (size_t)s->ne0 * esz;
+        if (!c->xq || need > c->xq_bytes) {
+            c->err = INF_EINTERNAL;
+            snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: %d rows of %lld exceed the reserved scratch",
+                     n, (long long)s->ne0);
+            return;
+        }
+        if (*held != T) {
+            const int64_t ne = (int64_t)n * s->ne0;
+            if (T == QT_F32) {
+                if (CUDA_CHECK_CTX(c, cudaMemcpyAsync(c->xq, x, need, cudaMemcpyDeviceToDevice, c->stream)))
+                    return;
+            } else {
+                if (T == QT_F16)
+                    mmc_convert_kernel<QT_F16><<<mmc_grid(c, ne), 256, 0, c->stream>>>(x, c->xq, ne);
+                else
+                    mmc_convert_kernel<QT_BF16><<<mmc_grid(c, ne), 256, 0, c->stream>>>(x, c->xq, ne);
+                if (CUDA_CHECK_LAUNCH(c, "mmc_convert_kernel"))
+                    return;
+            }
+            *held = T;
+        }
+        xb = (const char *)c->xq;
+    }
+    const struct cuda_epi E = c->epi;
+    if (!E.accumulate && (uintptr_t)y % s->d_align == 0) {
+        mmc_matmul(c, m, s, fixed, wdata, xb, y, n);
+        if (E.bias && !c->err) {
+            const int64_t ne = (int64_t)n * s->ne1;
+            mmc_epi_kernel<<<mmc_grid(c, ne), 256, 0, c->stream>>>(y, y, ne, (int32_t)s->ne1, E);
+            CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
+        }
+        return;
+    }
+    /* through the output scratch, as many rows at a time as it holds (the
+     * algorithm does not depend on how many: same bits) */
+    const int64_t per = m->yd ? (int64_t)(m->yd_cap / (size_t)s->ne1) : 0;
+    if (per < 1) {
+        c->err = INF_EINTERNAL;
+        snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: rows of %lld exceed the reserved output scratch",
+                 (long long)s->ne1);
+        return;
+    }
+    for (int64_t r0 = 0; r0 < n && !c->err; r0 += per) {
+        const int64_t k = n - r0 < per ? n - r0 : per;
+        mmc_matmul(c, m, s, fixed, wdata, xb + (size_t)r0 * (size_t)s->ne0 * esz, m->yd, k);
+        if (c->err)
+            return;
+        const int64_t ne = k * s->ne1;
+        mmc_epi_kernel<<<mmc_grid(c, ne), 256, 0, c->stream>>>(m->yd, y + r0 * s->ne1, ne, (int32_t)s->ne1, E);
+        CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
+    }
+}
+
+int cuda_mmc_try(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                 int32_t n_rows, int *held)
+{
+    struct cuda_mmc *m = c->mmc;
+    if (!m)
+        return 0;
+    const struct mmc_shape *s = mmc_find(m, w->type, w->ne0, w->ne1);
+    if (!s)
+        return 0;
+    mmc_run(c, m, s, NULL, w->data, x, y, n_rows, held);
+    return 1;
+}
+
+int cuda_mmc_uses(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    return c->mmc && mmc_find(c->mmc, w->type, w->ne0, w->ne1) != NULL;
+}
+
+int cuda_mmc_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                     int32_t n_rows)
+{
+    if (!mmc_eligible(w))
+        return INF_EUNSUPPORTED;
+    const int had = c->mmc != NULL;
+    struct cuda_mmc *m = mmc_get(c);
+    if (!m)
+        return 1; /* no cuBLASLt here: the dispatcher never picks it */
+    if (!had) {
+        const int rc = cuda_scratch_update(c);
+        if (rc)
+            return rc;
+    }
+    int held = -1;
+    const struct mmc_shape *s = mmc_find(m, w->type, w->ne0, w->ne1);
+    if (s) {
+        mmc_run(c, m, s, NULL, w->data, x, y, n_rows, &held);
+        return c->err;
+    }
+    /* a shape no registered weight has (prewarm's scratch weight): chosen
+     * here, for this call only (startup: the query is allowed) */
+    struct mmc_shape *t = (struct mmc_shape *)calloc(1, sizeof(*t));
+    if (!t)
+        return INF_ENOMEM;
+    t->type = w->type;
+    t->ne0 = w->ne0;
+    t->ne1 = w->ne1;
+    t->refs = 1;
+    int rc = INF_EUNSUPPORTED;
+    if (mmc_shape_init(c, m, t) == 0) {
+        mmc_run(c, m, t, &t->inv, w->data, x, y, n_rows, &held);
+        rc = c->err;
+    }
+    free(t);
+    return rc;
+}
+
+int cuda_mmc_prewarm(struct cuda_ctx *c, void (*report)(void *ud, const char *name, double ms), void *ud,
+                     double (*now)(void))
+{
+    struct cuda_mmc *m = c->mmc;
+    if (!m)
+        return 0;
+    int64_t mx0 = 0, mx1 = 0;
+    for (int i = 0; i < MMC_SHAPES; i++) {
+        const struct mmc_shape *s = &m->shapes[i];
+        if (s->refs && s->wptr) {
+            mx0 = s->ne0 > mx0 ? s->ne0 : mx0;
+            mx1 = s->ne1 > mx1 ? s->ne1 : mx1;
+        }
+    }
+    if (!mx0)
+        return 0;
+    float *x = NULL, *y = NULL;
+    if (CUDA_CHECK_CTX(c, cudaMalloc(&x, sizeof(float) * (size_t)mx0)) ||
+        CUDA_CHECK_CTX(c, cudaMalloc(&y, sizeof(float) * (size_t)mx1)) ||
+        CUDA_CHECK_CTX(c, cudaMemsetAsync(x, 0, sizeof(float) * (size_t)mx0, c->stream))) {
+        cudaFree(x);
+        return c->err;
+    }
+    int rc = 0;
+    for (int i = 0; i < MMC_SHAPES && !rc; i++) {
+        const struct mmc_shape *s = &m->shapes[i];
+        if (!s->refs || !s->wptr || (size_t)s->ne0 * sizeof(float) > c->xq_bytes)
+            continue;
+        /* one decode-sized product: the default mode's one kernel for the
+         * shape (batch_invariant = false: the n = 1 bucket's; the others
+         * load at their first use) */
+        const double t0 = now();
+        int held = -1;
+        mmc_run(c, m, s, NULL, s->wptr, x, y, 1, &held);
+        if (!c->err)
+            CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream));
+        rc = c->err;
+        char name[80];
+        snprintf(name, sizeof(name), "mul_mat<%s> cublas %lldx%lld", quant_type_name(s->type),
+                 (long long)s->ne0, (long long)s->ne1);
+        if (!rc)
+            report(ud, name, now() - t0);
+    }
+    cudaFree(x);
+    cudaFree(y);
+    return rc;
+}
