@@ -35,6 +35,10 @@ struct api_config {
     int read_timeout_s;
     int ping_interval_s;
     int retry_after_s;
+    /* after the drain deadline, the clients get this many seconds to read
+     * what was already produced (the cancel's error events, [DONE]) before
+     * the API reports itself drained and its connections close */
+    int drain_flush_s;
     /* /health says 503 "stalled" once the engine loop has not run for this
      * many seconds (0: never) */
     int engine_stall_s;

@@ -91,6 +91,9 @@ static const struct cfg_key cfg_keys[] = {
      "start or the previous response: against slow clients"},
     {"drain_timeout_s", CFG_INT, CFG_OFF(drain_timeout_s), 0, 3600, "30", 1,
      "on SIGTERM, wait this long for running requests before canceling them"},
+    {"drain_flush_s", CFG_INT, CFG_OFF(drain_flush_s), 0, 3600, "5", 1,
+     "then give clients this long to read what was already sent their way (the cancel's "
+     "error events, [DONE]) before closing their connections"},
     {"ping_interval_s", CFG_INT, CFG_OFF(ping_interval_s), 1, 3600, "15", 1,
      "SSE comment ': ping' on a stream idle this long"},
     {"retry_after_s", CFG_INT, CFG_OFF(retry_after_s), 1, 3600, "1", 1,

@@ -58,6 +58,7 @@ struct cfg {
     int idle_timeout_s;
     int read_timeout_s;
     int drain_timeout_s;
+    int drain_flush_s;
     int ping_interval_s;
     int retry_after_s;
     int engine_stall_s;

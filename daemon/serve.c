@@ -106,6 +106,7 @@ static void serve_api_config(const struct cfg *c, struct api_config *a)
     a->read_timeout_s = c->read_timeout_s;
     a->ping_interval_s = c->ping_interval_s;
     a->retry_after_s = c->retry_after_s;
+    a->drain_flush_s = c->drain_flush_s;
     a->engine_stall_s = c->engine_stall_s;
     a->max_tokens = c->max_tokens;
     a->default_max_tokens = c->default_max_tokens;

@@ -1,9 +1,9 @@
 /* cpu_avx2 — AVX2/FMA/F16C versions of the CPU backend's float ops (see
  * cpu_avx2.h): attention, expf, silu, rms_norm, rope, multi-row F32 dots.
  *
- * Compiled with -mavx2 -mfma -mf16c (engine_simd_src); cpu.c calls it only
+ * Compiled with -mavx2 -mfma -mf16c (engine_simd_src); cpu*.c call it only
  * when the CPU runs those instructions. Invariant: each result is
- * bit-identical to cpu.c's plain C code. The rules that make that hold:
+ * bit-identical to the plain C code of cpu_*.c. The rules that make that hold:
  *  - F16 <-> F32 with _mm256_cvtph_ps / _mm256_cvtps_ph in round-to-nearest-
  *    even: exactly quant_f16_to_f32 / quant_f32_to_f16;
  *  - _mm256_fmadd_ps where the plain code calls fmaf, separate mul and add
@@ -568,7 +568,7 @@ void cpu_avx2_attn(const struct cpu_attn_group *g)
     float *acc = qf + (size_t)nq * hd;
     float *sc = acc + (size_t)nq * hd;
     quant_f16 *zero = (quant_f16 *)(sc + (size_t)nq * PB);
-    float M[64], S[64]; /* per head; nq <= 64 is checked by cpu.c */
+    float M[64], S[64]; /* per head; nq <= 64 is checked by cpu_attention.c */
     uint32_t up[64];
     const quant_f16 *kp[PB], *vp[PB];
 

@@ -1,9 +1,9 @@
 /* cpu_avx2 — internal: the AVX2/FMA/F16C fast paths of the CPU backend.
  *
- * Only engine/cpu.c (and tests/engine/test_ops.c) include this. cpu.c calls
+ * Only engine/cpu*.c (and tests/engine/test_ops.c) include this. They call
  * the cpu_avx2_* functions only when quant_have_avx2() said the CPU runs
  * them. Every function here gives results BIT-IDENTICAL to the plain C code
- * of cpu.c that it replaces (same operations, same rounding, same order per
+ * of cpu_*.c that it replaces (same operations, same rounding, same order per
  * output element; only independent elements are computed side by side), so
  * the fast and the plain path are interchangeable and batch invariance holds
  * on both. test_ops checks each against the plain path bit for bit.
@@ -83,11 +83,11 @@ void cpu_avx2_expf(const float *x, float *y, int64_t n);
 /* g[i] = g[i] / (1 + cpu_poly_expf(0 - g[i])) * u[i] (the vector part of a
  * row of SwiGLU). */
 void cpu_avx2_silu_mul(float *g, const float *u, int64_t n);
-/* rms_norm of rows [r0, r1) as cpu.c's plain loop (w may be NULL; y may
+/* rms_norm of rows [r0, r1) as cpu_elementwise.c's plain loop (w may be NULL; y may
  * equal x). */
 void cpu_avx2_rms_norm(const float *x, const float *w, float *y, int64_t r0, int64_t r1,
                        int32_t n, float eps);
-/* Rope of one row of n_head heads of n_dims floats, in place, as cpu.c's
+/* Rope of one row of n_head heads of n_dims floats, in place, as cpu_rope.c's
  * plain loop: cs holds the cos of the n_dims/2 pairs, then their sin; neox
  * pairs (i, i + n_dims/2), else (2i, 2i+1). */
 void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const float *cs);
@@ -95,7 +95,7 @@ void cpu_avx2_rope_row(float *x, int32_t n_head, int32_t n_dims, int neox, const
  * quant's kernel QK_F32 (tinyblas: QK_F32_TB). */
 void cpu_avx2_dots_f32(int64_t n, const float *w, const float *x, size_t xs, int nx, float *out,
                        int tinyblas);
-/* Attention of one group (see struct cpu_attn_group), as cpu.c's plain
+/* Attention of one group (see struct cpu_attn_group), as cpu_attention.c's plain
  * cpu_attn_head for each head. head_dim must be a multiple of 8. */
 void cpu_avx2_attn(const struct cpu_attn_group *g);
 #endif

@@ -1,5 +1,5 @@
 /* sample_exp — glibc's expf, step for step, for a device that must give the
- * CPU sampler's bits (engine/cuda/sample.cu; the CPU sampler itself calls
+ * CPU sampler's bits (engine/cuda/sample_kernel.cu; the CPU sampler itself calls
  * libm's expf).
  *
  * The algorithm is glibc's (from Arm's optimized-routines): x * 32/ln2 =

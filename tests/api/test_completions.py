@@ -124,26 +124,95 @@ def test_stream(exe):
 
 
 def test_stream_incremental(exe):
-    """Events reach the client as they are produced (chunked SSE, flushed)."""
-    d = dmn(exe)
+    """Events reach the client as they are produced (chunked SSE, flushed).
+
+    Proof without a time bound: as soon as the first event has arrived, the
+    test holds the engine (the test-only hook INFERD_FAULT_ENGINE_STALL,
+    engine/fault.h: the engine loop blocks while a file exists); once the
+    daemon logs that it is held, the response must still be open -- no
+    [DONE] -- while events are already here, and it must finish when the
+    hold is lifted. A server that buffers the response sends no event before
+    its generation has ended, so every attempt of it ends with [DONE]
+    already sent: it fails. (The old check, ">= 3 reads of 200 fast tokens",
+    failed on a loaded machine when the client slept through the ~30 ms the
+    tokens took, and a buffering server could pass it when its write was
+    split.) An attempt proves nothing when the client read the first event
+    so late that the generation had ended before the hold: it is repeated,
+    up to ATTEMPTS times. Builds without fault hooks (release) keep the
+    weaker read-count check, with the same repeats."""
     import socket
+    import tempfile
     import time
-    body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": 200, "temperature": 0,
+    ATTEMPTS = 5
+    tmpdir = tempfile.mkdtemp(prefix="inferd-stream-")
+    hold = os.path.join(tmpdir, "hold")
+    # the longest generation n_ctx allows: the hold has that long to land
+    d = D.Daemon(exe, args=["--n-ctx", "512"], env={"INFERD_FAULT_ENGINE_STALL": hold})
+    hooks = "fault hook:" in d.log()
+    body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": 500, "temperature": 0,
                        "stream": True, "ignore_eos": True}).encode()
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    arrivals = []
-    buf = b""
-    t0 = time.time()
-    while b"data: [DONE]" not in buf:
-        x = s.recv(65536)
-        if not x:
-            break
-        buf += x
-        arrivals.append(time.time() - t0)
-    s.close()
-    check(b"data: [DONE]" in buf, "stream did not finish")
-    check(len(arrivals) >= 3, "only %d reads for 200 tokens: not flushed per event" % len(arrivals))
+
+    def attempt():
+        """1: streamed; 0: inconclusive (the generation ended first)."""
+        s = socket.create_connection(("127.0.0.1", d.port), timeout=30 * D.SLOW)
+        try:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                      % len(body) + body)
+            buf, reads = b"", 0
+
+            def more(timeout=None):
+                nonlocal buf, reads
+                s.settimeout(timeout if timeout is not None else 30 * D.SLOW)
+                try:
+                    x = s.recv(65536)
+                except socket.timeout:
+                    check(timeout is not None, "no data for %.0f s: %r" % (30 * D.SLOW, buf[-300:]))
+                    return
+                check(x, "connection closed before [DONE]: %r" % buf[-300:])
+                buf += x
+                reads += 1
+
+            while b"data: {" not in buf:
+                more()
+            if not hooks:
+                while b"data: [DONE]" not in buf:
+                    more()
+                return 1 if reads >= 3 else 0
+            held = d.log().count("engine loop stalled")
+            open(hold, "w").close()
+            try:
+                # wait until the engine is held (or the response ended first)
+                t_end = time.monotonic() + 60 * D.SLOW
+                while d.log().count("engine loop stalled") == held and b"data: [DONE]" not in buf:
+                    check(time.monotonic() < t_end, "the hold did not land:\n%s" % d.log()[-2000:])
+                    more(0.01)
+                # what was sent before the hold arrives; [DONE] cannot be sent while held
+                t_end = time.monotonic() + 0.2 * D.SLOW
+                while time.monotonic() < t_end and b"data: [DONE]" not in buf:
+                    more(0.02)
+                streamed = b"data: [DONE]" not in buf
+            finally:
+                os.unlink(hold)
+            while b"data: [DONE]" not in buf:
+                more()
+            return 1 if streamed else 0
+        finally:
+            s.close()
+
+    try:
+        ok = 0
+        for _ in range(ATTEMPTS):
+            ok = attempt()
+            if ok:
+                break
+        check(ok, "in %d attempts the first event never arrived before the response was complete:"
+              " the stream is buffered, not flushed per event" % ATTEMPTS)
+    finally:
+        rc = d.stop()
+        if os.path.exists(hold):
+            os.unlink(hold)
+        os.rmdir(tmpdir)
+        check(rc == 0, "daemon exit status %d" % rc)
 
 
 def test_n_and_prompts(exe):
