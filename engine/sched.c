@@ -181,6 +181,9 @@ struct sched {
     void (*watchdog)(void *ud);
     void *wd_ud;
     _Atomic uint64_t beat_ns; /* sched_heartbeat, in ns */
+    /* sticky: the INF_EDEVICE that lost the device (written by the engine
+     * under mu, read by sched_submit under mu and by sched_device_error) */
+    atomic_int dev_err;
 
     uint64_t st_prefix_hit_tokens, st_prefix_hits, st_prompt_tokens, st_generated;
     uint64_t st_steps, st_done;
@@ -419,14 +422,62 @@ static void cancel_request(struct sched *s, struct sched_handle *r, int finish)
         finish_choice(s, r->seqs[c], finish);
 }
 
+static void device_lost(struct sched *s, int code);
+
+/* r ends with an ERROR event. INF_EDEVICE is never about one request: the
+ * device (its context) is gone, so every other request goes too. */
 static void fail_request(struct sched *s, struct sched_handle *r, int code)
 {
-    if (r->state == RQ_FINISHED)
+    if (r->state != RQ_FINISHED) {
+        log_error("sched: request failed (%s)", inf_strerror(code));
+        push_simple(s, r, SCHED_EV_ERROR, 0, 0, code);
+        r->failed = 1;
+        cancel_request(s, r, SCHED_FINISH_CANCELED);
+    }
+    if (code == INF_EDEVICE)
+        device_lost(s, code);
+}
+
+/* The device is lost (ROBUSTNESS 35; a CUDA context after
+ * cudaErrorIllegalAddress and the like fails every later call): no step
+ * runs again. Every running and queued request fails with code now, and
+ * sched_submit refuses new ones with it, so the engine loop only idles
+ * from here on; the daemon sees sched_device_error, stops accepting,
+ * drains what the clients still have to read and exits non-zero (a
+ * restart gets a new context). Requests are failed on the host only: the
+ * KV and slot bookkeeping, no backend call. */
+static void device_lost(struct sched *s, int code)
+{
+    struct sched_handle *q;
+    int32_t n_run = 0, n_q;
+
+    if (atomic_load(&s->dev_err))
         return;
-    log_error("sched: request failed (%s)", inf_strerror(code));
-    push_simple(s, r, SCHED_EV_ERROR, 0, 0, code);
-    r->failed = 1;
-    cancel_request(s, r, SCHED_FINISH_CANCELED);
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->dev_err, code);
+    q = s->q_head;
+    s->q_head = s->q_tail = NULL;
+    n_q = s->n_queued;
+    s->n_queued = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; i < s->n_run; i++)
+        n_run += s->run[i]->state != RQ_FINISHED;
+    log_error("sched: the device is lost (%s): no step runs from now on; %d more running and "
+              "%d queued requests fail",
+              inf_strerror(code), n_run, n_q);
+    for (int32_t i = 0; i < s->n_run; i++)
+        fail_request(s, s->run[i], code);
+    while (q) {
+        struct sched_handle *r = q;
+
+        q = r->next;
+        r->next = NULL;
+        push_simple(s, r, SCHED_EV_ERROR, 0, 0, code);
+        r->failed = 1;
+        r->state = RQ_FINISHED;
+        s->st_done++;
+        s->dropped[s->n_dropped++] = r;
+    }
 }
 
 /* ---- admission ---- */
@@ -664,8 +715,9 @@ static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L
  *    requests are built (SREQ_CANCELED), as the host loop decides it when
  *    it gets there.
  * A failed call ends every request that had a row in it with the error
- * (INF_ENOMEM stays recoverable; INF_EINVAL is a bug here, anything else
- * the device); the other requests and the daemon go on.
+ * (INF_ENOMEM stays recoverable; INF_EINVAL and INF_EINTERNAL are bugs
+ * that fail those requests only; anything else is the device, lost for
+ * every request: device_lost).
  * The op synchronizes (CUDA: it waits for its download). What could
  * overlap later: building the requests before graph_wait (they depend only
  * on the batch), and queueing the op after the forward pass in
@@ -675,7 +727,7 @@ static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L
 
 static int sample_code(int rc)
 {
-    return rc == INF_ENOMEM || rc == INF_EINVAL ? rc : INF_EDEVICE;
+    return rc == INF_ENOMEM || rc == INF_EINVAL || rc == INF_EINTERNAL ? rc : INF_EDEVICE;
 }
 
 static struct sample_state *seq_state(struct sched *s, const struct seq *q)
@@ -1094,6 +1146,8 @@ static void step(struct sched *s, int cancel_all)
         budget -= chunk;
     }
 
+    if (atomic_load(&s->dev_err))
+        nt = nl = 0; /* lost while the batch was built: nothing goes to the device */
     for (int32_t k = 0; k < nl; k++)
         n_dev += s->b_use[k].r->dev;
     rc = 0;
@@ -1123,6 +1177,7 @@ static void step(struct sched *s, int cancel_all)
         if (rc == 0)
             rc = graph_wait(s->g);
         if (rc != 0) {
+            /* fail_request: INF_EDEVICE fails everything (device_lost) */
             log_error("sched: graph step failed (%s): %d tokens, %d sequences",
                       inf_strerror(rc), nt, ns);
             for (int32_t i = 0; i < s->n_run; i++) {
@@ -1559,6 +1614,11 @@ int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud)
     return 0;
 }
 
+int sched_device_error(const struct sched *s)
+{
+    return atomic_load(&((struct sched *)s)->dev_err);
+}
+
 double sched_heartbeat(const struct sched *s)
 {
     return (double)atomic_load_explicit(&((struct sched *)s)->beat_ns, memory_order_relaxed) *
@@ -1664,6 +1724,13 @@ int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_f
         pthread_mutex_unlock(&s->mu);
         handle_destroy(r);
         return inf_error_set(err, INF_ESHUTDOWN, "shutting down");
+    }
+    if (atomic_load(&s->dev_err)) {
+        int code = atomic_load(&s->dev_err);
+
+        pthread_mutex_unlock(&s->mu);
+        handle_destroy(r);
+        return inf_error_set(err, code, "the device is lost (%s)", inf_strerror(code));
     }
     if (blocks_needed(s, r) > kv_n_blocks(s->kv)) {
         int32_t need = blocks_needed(s, r);
