@@ -134,10 +134,32 @@ void api_set_engine(struct api *a, struct model *m, struct sched *s, int32_t n_c
 
 /* ---- the loop callbacks ----------------------------------------------- */
 
+void api_on_fatal(struct api *a, void (*fn)(void *ud, int code), void *ud)
+{
+    a->on_fatal = fn;
+    a->fatal_ud = ud;
+}
+
+/* A lost device, seen once: after the engine's wake-up (the failed
+ * requests' events come with one) or at the latest on the next tick. */
+static void api_check_device(struct api *a)
+{
+    const int code = a->sched && !a->device_err ? sched_device_error(a->sched) : 0;
+    if (!code)
+        return;
+    a->device_err = code;
+    log_error("the device is lost (%s): /health and new requests answer 503; draining (%d "
+              "failed requests still in flight), then exit 1",
+              inf_strerror(code), a->n_cmpls);
+    if (a->on_fatal)
+        a->on_fatal(a->fatal_ud, code);
+}
+
 static void api_wake_cb(uv_async_t *h)
 {
     struct api *a = h->data;
     cmpl_on_wake(a);
+    api_check_device(a);
     if (a->pw)
         api_prewarm_poll(a);
     http_run(a);
@@ -169,6 +191,7 @@ static void api_tick_cb(uv_timer_t *t)
     struct api *a = t->data;
     double now = api_now();
     api_check_engine(a, now);
+    api_check_device(a);
     http_tick(a, now);
     cmpl_tick(a, now);
     if (a->state == API_DRAINING && !a->canceled_all && now >= a->drain_deadline) {

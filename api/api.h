@@ -79,6 +79,13 @@ void api_set_ready(struct api *a);
 /* SIGHUP: apply new limits / api key (host, port and model_id are ignored). */
 void api_reconfigure(struct api *a, const struct api_config *c);
 
+/* fn(ud, code) runs once on the loop thread when the engine reports its
+ * device lost (sched_device_error; ROBUSTNESS 35): from then on /health
+ * and every new request answer 503 naming it (the requests in flight have
+ * failed with it already). fn is expected to api_shutdown and exit
+ * non-zero. */
+void api_on_fatal(struct api *a, void (*fn)(void *ud, int code), void *ud);
+
 /* Stop taking work; requests already admitted keep running. New requests
  * get 503 + Retry-After + Connection: close, /health 503 (the listener stays
  * open until api_free so that a balancer's health check sees the 503).

@@ -118,6 +118,9 @@ int gen_submit(struct gen *g, struct sched *s, sched_notify_fn notify, void *ud,
             rc = gen_refuse(e, 400, NULL, NULL, se.msg[0] ? se.msg : "invalid request");
         } else if (src == INF_ESHUTDOWN) {
             rc = gen_refuse(e, 503, NULL, "shutting_down", "the server is shutting down");
+        } else if (src == INF_EDEVICE) {
+            rc = gen_refuse(e, 503, NULL, "device_error",
+                            "the engine's device is lost (device error); the server is restarting");
         } else if (src) {
             snprintf(msg, sizeof(msg), "submit failed: %s", inf_strerror(src));
             rc = gen_refuse(e, 500, NULL, NULL, msg);
@@ -260,8 +263,10 @@ static int gen_event(struct gen *g, int pi, const struct sched_event *ev, double
                      ? 503
                      : 500;
         char msg[128];
-        snprintf(msg, sizeof(msg), "the engine failed this request: %s",
-                 inf_strerror(ev->error));
+        snprintf(msg, sizeof(msg), "the engine failed this request: %s%s",
+                 inf_strerror(ev->error),
+                 ev->error == INF_EDEVICE ? " (the device is lost; the server is restarting)"
+                                          : "");
         gen_fail(g, st, msg);
         return -1;
     }

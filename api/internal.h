@@ -146,6 +146,9 @@ struct api {
 
     struct metrics metrics;
     int engine_stalled; /* the tick saw api_engine_stall > 0 (logged once) */
+    int device_err;     /* sched_device_error once seen (sticky; api_check_device) */
+    void (*on_fatal)(void *ud, int code);
+    void *fatal_ud;
     uint64_t req_seq;
     uint64_t rng;
 

@@ -61,7 +61,10 @@ static enum MHD_Result routes_health(struct http_req *r)
     const double stall = api_engine_stall(a, api_now());
     char body[96];
     int n;
-    if (stall > 0) /* a load balancer takes us out; the watchdog restarts us */
+    if (a->device_err) /* taken out; we exit and systemd restarts us */
+        n = snprintf(body, sizeof(body), "{\"status\":\"device_error\",\"error\":\"%s\"}\n",
+                     inf_strerror(a->device_err));
+    else if (stall > 0) /* a load balancer takes us out; the watchdog restarts us */
         n = snprintf(body, sizeof(body), "{\"status\":\"stalled\",\"engine_idle_s\":%.1f}\n",
                      stall);
     else
@@ -69,7 +72,8 @@ static enum MHD_Result routes_health(struct http_req *r)
                      a->state == API_READY     ? "ok"
                      : a->state == API_LOADING ? "loading"
                                                : "stopping");
-    return http_respond(r, a->state == API_READY && stall == 0 ? 200 : 503, "application/json",
+    return http_respond(r, a->state == API_READY && stall == 0 && !a->device_err ? 200 : 503,
+                        "application/json",
                         body, (size_t)n);
 }
 
@@ -320,6 +324,10 @@ enum MHD_Result routes_dispatch(struct http_req *r)
     default:
         break;
     }
+    if (a->device_err)
+        return http_respond_error(r, 503, NULL, NULL, "device_error",
+                                  "the engine's device is lost (%s); the server is restarting",
+                                  inf_strerror(a->device_err));
     if (a->state == API_LOADING)
         return http_respond_error(r, 503, NULL, NULL, "model_loading",
                                   "the model is still loading; retry shortly");

@@ -28,7 +28,8 @@ static void main_usage(FILE *out)
                  "commands:\n");
     for (size_t i = 0; i < sizeof(main_cmds) / sizeof(main_cmds[0]); i++)
         fprintf(out, "  %-10s %s\n", main_cmds[i].name, main_cmds[i].help);
-    fprintf(out, "\nexit status: 0 success, 1 failure (bad model, I/O, engine), 2 usage error\n"
+    fprintf(out, "\nexit status: 0 success, 1 failure (bad model, I/O, engine), 2 usage error,\n"
+                 "78 serve: the configuration cannot work (the model does not fit the GPU)\n"
                  "CUDA backend: %s\n",
             cuda_compiled() ? "built in" : "not built (CPU only)");
 }

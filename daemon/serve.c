@@ -11,6 +11,9 @@
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, let running requests finish up
  * to drain_timeout_s (then cancel them), stop the engine, exit 0. A second
  * signal cuts the drain short.
+ * A lost device (sched_device_error, ROBUSTNESS 35) takes the same drain
+ * (every request in flight has failed already) and exits 1, which systemd
+ * restarts (Restart=on-failure): a new process gets a new CUDA context.
  *
  * WATCHDOG=1 comes from the engine loop (sched_start's watchdog callback), so
  * a stuck engine step stops the pings and systemd restarts us; while the
@@ -32,10 +35,12 @@
 #include "daemon/backend_open.h"
 #include "daemon/config.h"
 #include "daemon/firstrun.h"
+#include "daemon/fit.h"
 #include "daemon/sdnotify.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/cuda/cuda.h"
+#include "engine/gguf.h"
 #include "engine/graph.h"
 #include "engine/log.h"
 #include "engine/model.h"
@@ -62,6 +67,7 @@ struct serve {
     struct sched *sched;
     int32_t n_ctx;
     int load_rc;
+    int load_cannot_work; /* the configuration cannot work: exit CMD_CONFIG */
     struct inf_error load_err;
     double load_seconds;
 
@@ -166,11 +172,13 @@ static int serve_kv_tokens(struct serve *S, int32_t n_ctx, int64_t *out, struct 
     }
     if (kv > (1 << 28))
         kv = 1 << 28;
-    if (kv < n_ctx)
+    if (kv < n_ctx) {
+        S->load_cannot_work = 1;
         return inf_error_set(err, INF_EINVAL,
                              "the KV cache from %s holds %lld tokens (%lld bytes each), fewer than "
                              "n_ctx %d: no sequence could fit",
                              from, (long long)kv, (long long)tok_bytes, n_ctx);
+    }
     log_info("KV cache: %lld tokens, %.1f MiB (%s)", (long long)kv,
              (double)(kv * tok_bytes) / 1048576.0, from);
     *out = kv;
@@ -194,7 +202,25 @@ static void serve_load_work(uv_work_t *w)
     S->load_rc = backend_open(&bp, &S->be, err);
     if (S->load_rc)
         return;
-    S->load_rc = model_load(S->cfg.model, S->be, &S->model, err);
+    /* does it fit (fit.h): the weights before they go up */
+    struct gguf_file *gf;
+    S->load_rc = gguf_open(S->cfg.model, &gf, err);
+    if (S->load_rc)
+        return;
+    struct fit_mem fm;
+    struct fit_need need = {fit_gguf_weight_bytes(gf), 0, 0, 0};
+    fit_device(S->be, &fm);
+    S->load_rc = fit_check("before the weights upload", &need, &fm, err);
+    if (S->load_rc) {
+        gguf_close(gf);
+        S->load_cannot_work = 1;
+        return;
+    }
+    S->load_rc = model_load_gguf(gf, S->cfg.model, S->be, &S->model, err); /* owns gf */
+    if (S->load_rc == INF_ENOMEM && fm.known) {
+        S->load_rc = fit_explain("uploading the weights", &need, &fm, err);
+        S->load_cannot_work = 1;
+    }
     if (S->load_rc)
         return;
     backend_log_resident(S->be, serve_now() - t0);
@@ -233,7 +259,27 @@ static void serve_load_work(uv_work_t *w)
     /* logits: one per sequence per step, or every row (echo + logprobs) */
     gp.max_logits = gp.max_tokens;
     gp.late_out_rows = S->cfg.llamacpp_numerics;
+    /* does it fit: the KV cache and the activations beside the weights */
+    size_t w_res = 0, fr_ = 0, tot_ = 0;
+    if (!strcmp(S->be->ops->name, "cuda") && cuda_backend_mem(S->be, &w_res, &fr_, &tot_) == 0)
+        need.weights = w_res;
+    need.resident = 1;
+    graph_memory(S->model, &gp, &need.kv, &need.act);
+    fit_device(S->be, &fm);
+    /* a GPU's free memory has the weights taken out already; the test
+     * budget on a backend without device memory does not */
+    if (fm.known && strcmp(S->be->ops->name, "cuda"))
+        fm.free_b = fm.free_b > need.weights ? fm.free_b - need.weights : 0;
+    S->load_rc = fit_check("with the weights resident", &need, &fm, err);
+    if (S->load_rc) {
+        S->load_cannot_work = 1;
+        return;
+    }
     S->load_rc = graph_new(S->model, &gp, &S->graph, err);
+    if (S->load_rc == INF_ENOMEM && fm.known) {
+        S->load_rc = fit_explain("allocating the KV cache and activations", &need, &fm, err);
+        S->load_cannot_work = 1;
+    }
     if (S->load_rc)
         return;
     /* every kernel the backend can dispatch to, once, before READY=1 */
@@ -309,6 +355,16 @@ static void serve_stop(struct serve *S, const char *why)
         serve_close_handles(S);
 }
 
+/* api_on_fatal: the engine's device is lost; nothing in this process can
+ * compute again. */
+static void serve_fatal(void *ud, int code)
+{
+    struct serve *S = ud;
+    S->exit_code = CMD_FAIL;
+    sdn_send("STATUS=device lost: %s", inf_strerror(code));
+    serve_stop(S, "device lost");
+}
+
 static void serve_prewarmed(void *ud, int rc)
 {
     struct serve *S = ud;
@@ -338,8 +394,9 @@ static void serve_load_done(uv_work_t *w, int status)
         log_error("loading \"%s\" failed: %s", S->cfg.model,
                   S->load_err.msg[0] ? S->load_err.msg : inf_strerror(S->load_rc));
         sdn_send("STATUS=model load failed: %s", S->load_err.msg);
-        /* asked to stop while loading: the failure is moot */
-        S->exit_code = S->stopping ? CMD_OK : CMD_FAIL;
+        /* asked to stop while loading: the failure is moot; a configuration
+         * that cannot work is not worth a restart (CMD_CONFIG) */
+        S->exit_code = S->stopping ? CMD_OK : S->load_cannot_work ? CMD_CONFIG : CMD_FAIL;
         uv_timer_stop(&S->load_timer);
         S->stopping = 1;
         if (S->api)
@@ -460,6 +517,7 @@ int cmd_serve(int argc, char **argv)
         free(S);
         return CMD_FAIL;
     }
+    api_on_fatal(S->api, serve_fatal, S);
     log_info("listening on %s:%d (model id \"%s\"%s)", S->cfg.host, api_port(S->api),
              ac.model_id, ac.api_key[0] ? ", API key required" : "");
 

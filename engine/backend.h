@@ -31,9 +31,12 @@
  * Errors: ops do not return codes, so the graph reads like the model. A
  * backend remembers its first failure and ops->sync reports it: INF_ENOMEM
  * when memory ran out (recoverable: the request fails with a 503, the
- * backend keeps working after the report), anything else (INF_EDEVICE) when
- * the device or its context is lost. CPU ops cannot fail once graph_new has
- * reserved their scratch.
+ * backend keeps working after the report), INF_EINTERNAL for a call the
+ * device refused without harm (a bad launch configuration: that step's
+ * requests fail, the backend works after the report), anything else
+ * (INF_EDEVICE) when the device or its context is lost: sticky, every
+ * later sync says it again and the daemon exits (ROBUSTNESS 35). CPU ops
+ * cannot fail once graph_new has reserved their scratch.
  *
  * Numerics every backend must keep (the scheduler relies on them):
  *  - batch invariance: the result for one row never depends on the other rows

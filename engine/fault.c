@@ -12,7 +12,11 @@
 #include "engine/log.h"
 
 static const char *fault_stall_path;
-static long long fault_step_n, fault_steps;
+static const char *fault_lost_path;
+static int fault_lost;
+static long long fault_step_n, fault_lost_n, fault_steps;
+static unsigned long long fault_free_bytes;
+static int fault_free_set;
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 
 static void fault_init(void)
@@ -25,15 +29,47 @@ static void fault_init(void)
     fault_step_n = n && *n ? strtoll(n, NULL, 10) : 0;
     if (fault_step_n > 0)
         log_warn("fault hook: step %lld reports an allocation failure", fault_step_n);
+    n = getenv("INFERD_FAULT_DEVICE_LOST");
+    if (n && *n == '/')
+        fault_lost_path = n;
+    else
+        fault_lost_n = n && *n ? strtoll(n, NULL, 10) : 0;
+    if (fault_lost_n > 0)
+        log_warn("fault hook: the device is lost from step %lld on", fault_lost_n);
+    if (fault_lost_path)
+        log_warn("fault hook: the device is lost once \"%s\" exists", fault_lost_path);
+    n = getenv("INFERD_FAULT_DEVICE_FREE");
+    if (n && *n) {
+        fault_free_set = 1;
+        fault_free_bytes = strtoull(n, NULL, 10);
+        log_warn("fault hook: the device has %llu bytes free", fault_free_bytes);
+    }
 }
 
 int fault_step_failure(void)
 {
     pthread_once(&fault_once, fault_init);
-    if (fault_step_n <= 0 || ++fault_steps != fault_step_n)
+    ++fault_steps;
+    if (!fault_lost && ((fault_lost_n > 0 && fault_steps >= fault_lost_n) ||
+                        (fault_lost_path && access(fault_lost_path, F_OK) == 0))) {
+        fault_lost = 1;
+        log_warn("fault hook: step %lld fails with INF_EDEVICE (and every later one)",
+                 fault_steps);
+    }
+    if (fault_lost)
+        return INF_EDEVICE;
+    if (fault_step_n <= 0 || fault_steps != fault_step_n)
         return 0;
     log_warn("fault hook: step %lld fails with INF_ENOMEM", fault_step_n);
     return INF_ENOMEM;
+}
+
+int fault_device_free(unsigned long long *bytes)
+{
+    pthread_once(&fault_once, fault_init);
+    if (fault_free_set)
+        *bytes = fault_free_bytes;
+    return fault_free_set;
 }
 
 static double fault_now(void)

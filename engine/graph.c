@@ -36,6 +36,7 @@
  */
 #include "graph.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,7 @@ struct graph {
     int logits_on_device; /* the step in flight skips the logits download */
     struct graph_step st;
     float *out_logits; /* the caller's copy (graph_batch.logits), or NULL */
+    size_t act_bytes; /* what graph_alloc asked for (graph_memory's check) */
 };
 
 static void *graph_alloc(struct graph *g, size_t n, size_t elem, int *fail)
@@ -155,10 +157,42 @@ static void *graph_alloc(struct graph *g, size_t n, size_t elem, int *fail)
         *fail = 1;
         return NULL;
     }
+    g->act_bytes += n * elem;
     void *p = g->be->ops->alloc(g->be, n * elem);
     if (!p)
         *fail = 1;
     return p;
+}
+
+static size_t graph_mem_n(size_t n, size_t elem)
+{
+    return (n ? n : 1) * elem;
+}
+
+void graph_memory(const struct model *m, const struct graph_params *p, size_t *kv_bytes,
+                  size_t *act_bytes)
+{
+    const struct model_hparams *hp = model_hparams(m);
+    const struct backend *be = model_backend((struct model *)m);
+    *kv_bytes = *act_bytes = 0;
+    if (p->max_tokens < 1 || p->max_logits < 0 || p->max_logits > p->max_tokens ||
+        p->n_blocks < 1 || p->block_size < 1)
+        return;
+    /* the same sizes as graph_new's, in its order */
+    const int64_t cache_tokens = (int64_t)p->n_blocks * p->block_size;
+    const int32_t max_pos = (int32_t)(cache_tokens < hp->n_ctx_train ? cache_tokens : hp->n_ctx_train);
+    const size_t max_bt = (size_t)((max_pos + p->block_size - 1) / p->block_size);
+    const size_t qd = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    const size_t T = (size_t)p->max_tokens, L = (size_t)(p->max_logits ? p->max_logits : 1);
+    const size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff, V = (size_t)hp->n_vocab;
+    const size_t f = sizeof(float);
+    *kv_bytes = 2 * (size_t)hp->n_layer * (size_t)(p->n_blocks + 1) * (size_t)p->block_size *
+                quant_row_bytes(be->ops->kv_type, (int64_t)kvd);
+    *act_bytes = 3 * graph_mem_n(T * E, f) + 2 * graph_mem_n(T * qd, f) +
+                 2 * graph_mem_n(T * kvd, f) + 2 * graph_mem_n(T * F, f) +
+                 2 * graph_mem_n(L * E, f) + graph_mem_n(L * qd, f) + graph_mem_n(L * V, f) +
+                 graph_mem_n(STEP_BT(T, L) + T * max_bt, sizeof(int32_t));
 }
 
 static void *graph_host_alloc(struct graph *g, size_t n, size_t elem, int *fail)
@@ -258,6 +292,13 @@ int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
         return inf_error_set(err, rc, "graph: cannot allocate activations for %d tokens: %s",
                              p->max_tokens, inf_strerror(rc));
     }
+#ifndef NDEBUG
+    {
+        size_t kvb, actb;
+        graph_memory(m, p, &kvb, &actb);
+        assert(actb == g->act_bytes); /* graph_memory must say what graph_new takes */
+    }
+#endif
     g->d_tokens = g->d_step + STEP_TOKENS * T;
     g->d_pos = g->d_step + STEP_POS * T;
     g->d_seq = g->d_step + STEP_SEQ * T;
@@ -607,10 +648,12 @@ int graph_wait(struct graph *g)
         graph_queue(g);
     g->inflight = 0;
     /* a recoverable allocation failure stays INF_ENOMEM (the request gets a
-     * 503, the daemon lives); anything else the backend reports is the device */
+     * 503, the daemon lives), a call the backend refused but survived
+     * INF_EINTERNAL (a 500, the daemon lives); anything else the backend
+     * reports is the device, lost for good (the daemon exits) */
     int rc = g->be->ops->sync(g->be);
     if (rc)
-        return rc == INF_ENOMEM ? INF_ENOMEM : INF_EDEVICE;
+        return rc == INF_ENOMEM || rc == INF_EINTERNAL ? rc : INF_EDEVICE;
     if ((rc = fault_step_failure()) != 0) /* test builds: INFERD_FAULT_STEP (engine/fault.h) */
         return rc;
     if (g->out_logits)

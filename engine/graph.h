@@ -72,6 +72,13 @@ struct graph;
 int graph_new(struct model *m, const struct graph_params *p, struct graph **out,
               struct inf_error *err);
 void graph_free(struct graph *g); /* accepts NULL */
+/* The backend memory graph_new(m, p) will allocate: the KV cache and the
+ * activations (the backend's own scratch from ops->reserve comes on top).
+ * For the daemon's "does not fit" check before anything is allocated;
+ * graph_new asserts that it allocates exactly this much. p as checked by
+ * graph_new (0 on bad parameters). */
+void graph_memory(const struct model *m, const struct graph_params *p, size_t *kv_bytes,
+                  size_t *act_bytes);
 
 /* Queue the step: check the batch, pack and upload its descriptor, queue
  * every op and the logits download. The batch's arrays are read before it

@@ -172,6 +172,11 @@ int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud);
  * step or an idle wait's end): the heartbeat a stuck engine stops. 0 before
  * sched_start. Any thread. */
 double sched_heartbeat(const struct sched *s);
+/* 0 while the device works; INF_EDEVICE once a step, a sampling call or a
+ * sync reported the device lost (sticky, ROBUSTNESS 35): every request
+ * then failed with it, no step runs again and sched_submit refuses with
+ * it. The caller should stop taking work and exit. Any thread. */
+int sched_device_error(const struct sched *s);
 /* Stop: cancel_all=1 cancels everything; 0 waits until running and queued
  * requests finish. Joins the engine thread. New submits get INF_ESHUTDOWN. */
 void sched_stop(struct sched *s, int cancel_all);
@@ -182,7 +187,8 @@ void sched_free(struct sched *s); /* accepts NULL; stops first */
  *   INF_ERANGE     it can never fit (prompt + max_tokens > n_ctx or > the whole
  *                  cache; err says the counts) (HTTP 400),
  *   INF_EINVAL     bad fields (token id out of range, ...) (HTTP 400),
- *   INF_ESHUTDOWN  stopping (HTTP 503).
+ *   INF_ESHUTDOWN  stopping (HTTP 503),
+ *   INF_EDEVICE    the device is lost (sched_device_error) (HTTP 503).
  * notify(ud) runs on the engine thread after a step that gave h events,
  * with h's lock held and never after sched_release(h) returned: it must only
  * signal (e.g. uv_async_send), never call sched_* on h. */

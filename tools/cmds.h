@@ -3,7 +3,8 @@
  * Each takes the arguments after the subcommand name (argv[0] is the
  * subcommand) and returns the process exit status:
  *   0 success, 1 runtime failure (bad model file, I/O, engine error),
- *   2 usage error (unknown flag, missing argument).
+ *   2 usage error (unknown flag, missing argument),
+ *   78 (serve) a configuration that cannot work (CMD_CONFIG).
  * `--help` prints usage to stdout and returns 0.
  */
 #ifndef INFERD_CMDS_H
@@ -12,6 +13,11 @@
 #define CMD_OK 0
 #define CMD_FAIL 1
 #define CMD_USAGE 2
+/* inferd serve: the configuration cannot work on this machine (the model
+ * does not fit in the device's memory, a KV cache below n_ctx): a restart
+ * would fail the same way, so the systemd units list it in
+ * RestartPreventExitStatus= (sysexits.h's EX_CONFIG). */
+#define CMD_CONFIG 78
 
 int cmd_serve(int argc, char **argv);    /* daemon/serve.c */
 int cmd_info(int argc, char **argv);     /* tools/cmd_info.c */

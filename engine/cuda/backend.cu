@@ -19,23 +19,94 @@
 
 extern "C" {
 #include "engine/cuda/cuda.h"
+#include "engine/fault.h"
 #include "engine/log.h"
 #include "engine/quant.h"
+}
+
+int cuda_error_code(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        return INF_ENOMEM;
+    /* refused before anything ran, or a recording that failed: CUDA clears
+     * them (cudaGetLastError) and the context works on */
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidPitchValue:
+    case cudaErrorInvalidSymbol:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidMemcpyDirection:
+    case cudaErrorInvalidResourceHandle:
+    case cudaErrorInvalidDeviceFunction:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorLaunchOutOfResources:
+    case cudaErrorNotReady:
+    case cudaErrorNotSupported:
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorCapturedEvent:
+        return INF_EINTERNAL;
+    /* sticky: "the process must be terminated and relaunched" (CUDA's
+     * words); listed for the reader, the default says the same */
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorContextIsDestroyed:
+        return INF_EDEVICE;
+    default:
+        /* unknown: a restart is the answer that cannot be wrong for long */
+        return INF_EDEVICE;
+    }
 }
 
 int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *file, int line)
 {
     if (e == cudaSuccess)
         return 0;
+    const int code = cuda_error_code(e);
     if (!c->err) {
-        c->err = e == cudaErrorMemoryAllocation ? INF_ENOMEM : INF_EDEVICE;
-        snprintf(c->err_msg, sizeof(c->err_msg), "%s failed: %s (%s:%d, device %d)", stmt,
-                 cudaGetErrorString(e), file, line, c->device);
+        c->err = code;
+        snprintf(c->err_msg, sizeof(c->err_msg), "%s failed: %s (%s, %s:%d, device %d)", stmt,
+                 cudaGetErrorString(e), code == INF_EDEVICE ? "the device is lost" : "recoverable",
+                 file, line, c->device);
         log_error("cuda: %s", c->err_msg);
     }
-    if (e == cudaErrorMemoryAllocation)
+    if (code != INF_EDEVICE)
         cudaGetLastError(); /* not sticky: clear it so later calls can succeed */
     return 1;
+}
+
+cudaError_t cuda_malloc(struct cuda_ctx *c, void **p, size_t bytes)
+{
+    /* the budget refuses as the device would, before CUDA sees the call */
+    if (c->budget_set && (bytes > c->budget || c->alloc_total > c->budget - bytes))
+        return cudaErrorMemoryAllocation;
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess)
+        c->alloc_total += bytes;
+    return e;
+}
+
+cudaError_t cuda_mem_info(const struct cuda_ctx *c, size_t *free_b, size_t *total)
+{
+    const cudaError_t e = cudaMemGetInfo(free_b, total);
+    if (e == cudaSuccess && c->budget_set) {
+        const size_t left = c->alloc_total < c->budget ? c->budget - c->alloc_total : 0;
+        if (*free_b > left)
+            *free_b = left;
+    }
+    return e;
 }
 
 int cuda_op_begin(struct cuda_ctx *c)
@@ -56,7 +127,7 @@ static void *cuda_be_alloc(struct backend *be, size_t bytes)
     void *p = NULL;
     if (cuda_op_begin(c))
         return NULL;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t e = cuda_malloc(c, &p, bytes ? bytes : 1);
     if (e != cudaSuccess && e != cudaErrorMemoryAllocation) {
         CUDA_CHECK_CTX(c, e); /* not memory: the device (sync reports INF_EDEVICE) */
         return NULL;
@@ -65,7 +136,7 @@ static void *cuda_be_alloc(struct backend *be, size_t bytes)
         /* a failed allocation is an answer, not a broken backend */
         cudaGetLastError();
         size_t fr = 0, tot = 0;
-        cudaMemGetInfo(&fr, &tot);
+        cuda_mem_info(c, &fr, &tot);
         log_error("cuda: cudaMalloc(%zu MiB) failed: %s (%zu MiB free of %zu MiB)", bytes >> 20,
                   cudaGetErrorString(e), fr >> 20, tot >> 20);
         return NULL;
@@ -172,11 +243,11 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     }
     const size_t bytes = w->row_bytes * (size_t)w->ne1;
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes);
+    cudaError_t e = cuda_malloc(c, &p, bytes);
     if (e != cudaSuccess) {
         cudaGetLastError();
         size_t fr = 0, tot = 0;
-        cudaMemGetInfo(&fr, &tot);
+        cuda_mem_info(c, &fr, &tot);
         log_error("cuda: tensor '%s' (%zu MiB) does not fit: %zu MiB free of %zu MiB after %zu MiB "
                   "of weights",
                   w->name, bytes >> 20, fr >> 20, tot >> 20, c->weight_bytes >> 20);
@@ -267,7 +338,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
  * the weights unfused) or the device's error */
 static int cuda_fuse_malloc(struct cuda_ctx *c, void **p, size_t bytes)
 {
-    const cudaError_t e = cudaMalloc(p, bytes);
+    const cudaError_t e = cuda_malloc(c, p, bytes);
     if (e == cudaSuccess)
         return 0;
     *p = NULL;
@@ -417,7 +488,7 @@ int cuda_scratch_update(struct cuda_ctx *c)
     need = f_bytes > need ? f_bytes : need;
     if (need > c->xq_bytes) {
         void *p = NULL;
-        if (cudaMalloc(&p, need) != cudaSuccess) {
+        if (cuda_malloc(c, &p, need) != cudaSuccess) {
             cudaGetLastError();
             return INF_ENOMEM;
         }
@@ -451,9 +522,12 @@ static int cuda_be_sync(struct backend *be)
         CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream));
     }
     const int rc = c->err;
-    /* an allocation failure is over once reported; a lost device stays lost */
-    if (rc == INF_ENOMEM)
+    /* an allocation failure or a refused call is over once reported; a lost
+     * device stays lost */
+    if (rc == INF_ENOMEM || rc == INF_EINTERNAL) {
         c->err = 0;
+        c->err_msg[0] = 0;
+    }
     return rc;
 }
 
@@ -543,6 +617,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
         return NULL;
     }
     c->device = device;
+    unsigned long long budget = 0;
+    if (fault_device_free(&budget)) {
+        c->budget_set = 1;
+        c->budget = (size_t)budget;
+    }
     c->sm = p.major * 10 + p.minor;
     c->n_sm = p.multiProcessorCount;
     be->ops = &cuda_backend_ops;
@@ -574,5 +653,5 @@ extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_
     *weights = c->weight_bytes;
     *free_b = *total = 0;
     cudaSetDevice(c->device);
-    return cudaMemGetInfo(free_b, total) == cudaSuccess ? 0 : INF_EDEVICE;
+    return cuda_mem_info(c, free_b, total) == cudaSuccess ? 0 : INF_EDEVICE;
 }

@@ -3,9 +3,13 @@
  *
  * Errors: an op never returns a code (backend.h); the first failure is kept
  * in the context with the statement, file:line and device, every later op is
- * skipped, and ops->sync reports it. cudaErrorMemoryAllocation maps to
- * INF_ENOMEM (recoverable: the daemon answers 503 and lives), everything
- * else to INF_EDEVICE (the device or its context is lost; ROBUSTNESS 33-35).
+ * skipped, and ops->sync reports it (cuda_error_code classifies):
+ * cudaErrorMemoryAllocation is INF_ENOMEM (recoverable: the daemon answers
+ * 503 and lives); the errors CUDA clears and survives (a bad argument or
+ * launch configuration) are INF_EINTERNAL (that step's requests fail, 500);
+ * the sticky ones (cudaErrorIllegalAddress, cudaErrorLaunchFailure, ...:
+ * the context is lost, every later call fails) and anything unknown are
+ * INF_EDEVICE: the daemon stops, drains and exits (ROBUSTNESS 34, 35).
  */
 #ifndef INFERD_CUDA_COMMON_CUH
 #define INFERD_CUDA_COMMON_CUH
@@ -76,6 +80,10 @@ struct cuda_ctx {
     struct cuda_mmc *mmc;
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
+    /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
+     * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
+    int budget_set;
+    size_t budget, alloc_total;
 };
 
 /* The KV cache (backend.h's opaque handle, cuda/kv.cu): one allocation,
@@ -99,6 +107,13 @@ static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)
     return (struct cuda_ctx *)be->ctx;
 }
 
+/* Every device allocation and free-memory query of the backend goes through
+ * these two: cudaMalloc / cudaMemGetInfo, within the test-only budget. */
+cudaError_t cuda_malloc(struct cuda_ctx *c, void **p, size_t bytes);
+cudaError_t cuda_mem_info(const struct cuda_ctx *c, size_t *free_b, size_t *total);
+
+/* INF_ENOMEM, INF_EINTERNAL or INF_EDEVICE for a failed call's e (see above). */
+int cuda_error_code(cudaError_t e);
 /* Record a failed CUDA call (first one wins); returns 1 when e is an error. */
 int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *file, int line);
 

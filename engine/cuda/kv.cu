@@ -32,12 +32,12 @@ int cuda_kv_alloc(struct backend *be, const struct backend_kv_shape *s, struct b
     kv->plane = slots * row_bytes;
     const size_t bytes = kv->plane * 2 * (size_t)s->n_layer;
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes);
+    cudaError_t e = cuda_malloc(c, &p, bytes);
     if (e == cudaErrorMemoryAllocation) {
         /* an answer, not a broken backend: the caller may try a smaller one */
         size_t fr = 0, tot = 0;
         cudaGetLastError();
-        cudaMemGetInfo(&fr, &tot);
+        cuda_mem_info(c, &fr, &tot);
         log_error("cuda: KV cache (%zu MiB) does not fit: %zu MiB free of %zu MiB", bytes >> 20,
                   fr >> 20, tot >> 20);
         free(kv);

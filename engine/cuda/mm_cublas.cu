@@ -391,7 +391,7 @@ static struct cuda_mmc *mmc_get(struct cuda_ctx *c)
         st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     if (st == CUBLAS_STATUS_SUCCESS)
         st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-    const cudaError_t e = st == CUBLAS_STATUS_SUCCESS ? cudaMalloc(&m->ws, MMC_WS_BYTES) : cudaSuccess;
+    const cudaError_t e = st == CUBLAS_STATUS_SUCCESS ? cuda_malloc(c, &m->ws, MMC_WS_BYTES) : cudaSuccess;
     if (st != CUBLAS_STATUS_SUCCESS || e != cudaSuccess) {
         cudaGetLastError();
         log_warn("cuda: cuBLASLt setup failed (%s): the float kernel serves",
@@ -436,7 +436,7 @@ int cuda_mmc_reserve(struct cuda_ctx *c)
     if (need <= m->yd_cap)
         return 0;
     float *p = NULL;
-    if (cudaMalloc(&p, need * sizeof(float)) != cudaSuccess) {
+    if (cuda_malloc(c, (void **)&p, need * sizeof(float)) != cudaSuccess) {
         cudaGetLastError();
         return INF_ENOMEM;
     }

@@ -50,7 +50,7 @@ int cuda_mmq_expand_q6_K(struct cuda_ctx *c, struct backend_weight *w)
     if (w->type != QT_Q6_K || w->ne0 % QK_K || !w->data)
         return INF_EUNSUPPORTED;
     void *p = NULL;
-    if (cudaMalloc(&p, cuda_mmq_expand_q6_K_bytes(w)) != cudaSuccess) {
+    if (cuda_malloc(c, &p, cuda_mmq_expand_q6_K_bytes(w)) != cudaSuccess) {
         cudaGetLastError();
         return INF_ENOMEM;
     }

@@ -72,7 +72,7 @@ static int smp_reserve(struct cuda_ctx *c, int32_t V, int32_t rows, int32_t jobs
         const int32_t nv = V > s->vocab ? V : s->vocab, nr = rows > s->rows ? rows : s->rows;
         const size_t bb = smp_block_bytes(nv);
         char *p = NULL;
-        if (cudaMalloc(&p, bb * (size_t)nr) != cudaSuccess) {
+        if (cuda_malloc(c, (void **)&p, bb * (size_t)nr) != cudaSuccess) {
             cudaGetLastError();
             return INF_ENOMEM;
         }
@@ -86,8 +86,8 @@ static int smp_reserve(struct cuda_ctx *c, int32_t V, int32_t rows, int32_t jobs
     if (jobs > s->cap_jobs) {
         struct backend_sample_req *dj = NULL;
         struct backend_sample_out *dout = NULL;
-        if (cudaMalloc(&dj, sizeof(*dj) * (size_t)jobs) != cudaSuccess ||
-            cudaMalloc(&dout, sizeof(*dout) * (size_t)jobs) != cudaSuccess) {
+        if (cuda_malloc(c, (void **)&dj, sizeof(*dj) * (size_t)jobs) != cudaSuccess ||
+            cuda_malloc(c, (void **)&dout, sizeof(*dout) * (size_t)jobs) != cudaSuccess) {
             cudaGetLastError();
             cudaFree(dj);
             return INF_ENOMEM;

@@ -572,7 +572,8 @@ def test_kv_sizing(exe):
     d = D.Daemon(exe, args=["--backend", "cpu", "--kv-bytes", str(640 * 100), "--n-ctx", "256"],
                  env=cpu, wait=False)
     try:
-        check(d.proc.wait(30) == 1, "a KV cache below n_ctx must fail startup")
+        # 78: a configuration that cannot work, not restarted (tools/cmds.h CMD_CONFIG)
+        check(d.proc.wait(30) == 78, "a KV cache below n_ctx must fail startup with 78")
         check("holds 100 tokens" in d.log() and "n_ctx 256" in d.log(), d.log())
     finally:
         d.close()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_oom -- a recoverable allocation failure in a step (ROBUSTNESS 33):
+"""test_oom -- a recoverable allocation failure in a step (ROBUSTNESS 34):
 the requests of that batch get 503 with a JSON error naming it, the daemon
 stays up, /health stays 200, and the next requests are served with the same
 text as before. The failure comes from the engine's test hook
@@ -7,10 +7,20 @@ INFERD_FAULT_STEP=N (engine/fault.h, compiled into test builds only: step N
 reports INF_ENOMEM, as a backend's failed allocation does), so it runs on
 every backend: the CPU in
 CI, the GPU with INFERD_BACKEND=cuda (tests/cuda/run-on-gpu.sh).
+test_model_does_not_fit (ROBUSTNESS 33): with the test hook
+INFERD_FAULT_DEVICE_FREE (the device has that many bytes free; on the CPU
+the daemon's fit check believes it, on the GPU the CUDA backend's
+allocations do too) the daemon exits 78 (CMD_CONFIG, which the systemd
+units do not restart) within seconds, with one log line naming the weights,
+KV cache and activation sizes and the free/total memory: before the weights
+upload when they do not fit, else with them resident.
 usage: test_oom.py <inferd binary>
 """
 import json
+import os
+import re
 import sys
+import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 import daemon as D  # noqa: E402
@@ -50,8 +60,45 @@ def test_enomem_step_is_503(exe):
         check(d.stop() == 0, "daemon exit status after a failed step")
 
 
+def nofit(exe, budget, args=()):
+    d = D.Daemon(exe, args=["--n-ctx", "256"] + list(args),
+                 env={"INFERD_FAULT_DEVICE_FREE": str(budget)}, wait=False)
+    try:
+        t0 = time.time()
+        rc = d.proc.wait(60 * D.SLOW)
+        return rc, time.time() - t0, d.log()
+    finally:
+        d.close()
+
+
+def test_model_does_not_fit(exe):
+    rc, dt, log = nofit(exe, 1000)
+    if "fault hook:" not in log:
+        print("skip: this build has no fault hooks (meson -Dfault_hooks)")
+        return
+    check(rc == 78, "exit status %d, wanted 78 (CMD_CONFIG):\n%s" % (rc, log[-2000:]))
+    m = re.search(r"the model does not fit in .* \(before the weights upload\): weights "
+                  r"([0-9.]+) MiB, KV cache not sized yet, activations not sized yet; "
+                  r"([0-9.]+) MiB free of ([0-9.]+) MiB", log)
+    check(m, "no line naming the sizes:\n" + log[-2000:])
+    check(float(m.group(1)) > 0 and float(m.group(2)) < 0.01, m.group(0))
+    check("uploaded" not in log and "model loaded" not in log, "weights went up first:\n" + log)
+    check("exit 78" in log, log[-1000:])
+    # the weights fit (they are less than the file), the KV cache does not
+    rc, dt, log = nofit(exe, os.path.getsize(D.model_path()) + 4096, ["--kv-tokens", "65536"])
+    check(rc == 78, "exit status %d, wanted 78:\n%s" % (rc, log[-2000:]))
+    m = re.search(r"the model does not fit in .* \(with the weights resident\): weights "
+                  r"([0-9.]+) MiB \(resident\), KV cache ([0-9.]+) MiB, activations ([0-9.]+) MiB; "
+                  r"([0-9.]+) MiB free of ([0-9.]+) MiB", log)
+    check(m, "no line naming the sizes:\n" + log[-2000:])
+    # stories260K: 5 layers x 2 x (65536 + 16) slots x 32 F16 values
+    check(abs(float(m.group(2)) - 5 * 2 * 65552 * 64 / 1048576.0) < 0.01, m.group(0))
+    check(float(m.group(3)) > 0, m.group(0))
+    check(dt < 30 * D.SLOW, "took %.1f s to give up" % dt)
+
+
 def main():
-    D.run([test_enomem_step_is_503], sys.argv)
+    D.run([test_enomem_step_is_503, test_model_does_not_fit], sys.argv)
 
 
 if __name__ == "__main__":

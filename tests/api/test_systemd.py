@@ -23,7 +23,7 @@ def check(cond, what):
 
 lines = {l.strip() for l in text.splitlines()}
 for d in ("Type=notify", "NotifyAccess=main", "WatchdogSec=30s", "TimeoutStopSec=60s",
-          "KillMode=mixed", "Restart=on-failure", "StateDirectory=inferd", "CacheDirectory=inferd",
+          "KillMode=mixed", "Restart=on-failure", "RestartPreventExitStatus=78", "StateDirectory=inferd", "CacheDirectory=inferd",
           "NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
           "ProtectHome=yes", "PrivateTmp=yes", "DevicePolicy=closed",
           "DeviceAllow=/dev/nvidiactl rw", "DeviceAllow=/dev/nvidia0 rw",

@@ -50,7 +50,7 @@ for phase in $phases; do
         done ;;
     api)
         # the API suite against a daemon on the GPU (INFERD_BACKEND pins it)
-        for t in completions errors lifecycle oom connections; do
+        for t in completions errors lifecycle oom device_lost connections; do
             INFERD_BACKEND=cuda step "api-$t (cuda)" python3 tests/api/test_$t.py $d/bin/inferd
         done ;;
     sanitize)

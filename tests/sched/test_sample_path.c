@@ -17,8 +17,10 @@
  * Also: on the backend path a step whose rows all sample there downloads
  * no logits (the graph's host copy stays as the test wrote it); the host
  * path never calls ops->sample; a failing ops->sample (INF_ENOMEM, then
- * INF_EDEVICE, injected through a wrapper of the CPU op table) ends the
- * requests it covered with that error, and the scheduler keeps serving.
+ * INF_EINTERNAL, injected through a wrapper of the CPU op table) ends the
+ * requests it covered with that error, and the scheduler keeps serving;
+ * INF_EDEVICE (the device lost) is sticky: sched_device_error says it and
+ * sched_submit refuses from then on.
  */
 #include <math.h>
 #include <pthread.h>
@@ -440,10 +442,11 @@ static void case_faults(void)
     run_all(e.s, rs, 1, 2, 0);
     CHECK(rs[1].error == 0 && compare(1, &runs[0][1], &rs[1]));
 
-    atomic_store(&fail_code, INF_EDEVICE);
+    /* a call the device refused without harm: those requests, no more */
+    atomic_store(&fail_code, INF_EINTERNAL);
     atomic_store(&fail_at, 5);
     run_all(e.s, rs, 9, 10, 0);
-    CHECK(rs[9].error == INF_EDEVICE);
+    CHECK(rs[9].error == INF_EINTERNAL);
     run_all(e.s, rs, 9, 10, 0);
     CHECK(rs[9].error == 0 && compare(9, &runs[0][9], &rs[9]));
     /* the masked rescoring call failing */
@@ -453,14 +456,28 @@ static void case_faults(void)
     CHECK(rs[14].error == INF_ENOMEM);
     run_all(e.s, rs, 14, 15, 0);
     CHECK(rs[14].error == 0 && compare(14, &runs[0][14], &rs[14]));
+    CHECK(sched_device_error(e.s) == 0);
+    /* a lost device is sticky (ROBUSTNESS 35): its requests fail, and every
+     * later submit is refused with it */
+    atomic_store(&fail_code, INF_EDEVICE);
+    atomic_store(&fail_at, 5);
+    run_all(e.s, rs, 9, 10, 0);
+    CHECK(rs[9].error == INF_EDEVICE);
+    CHECK(sched_device_error(e.s) == INF_EDEVICE);
+    {
+        struct sched_handle *h = NULL;
+        struct inf_error err = {0};
+
+        CHECK(sched_submit(e.s, &reqs[9], notify, NULL, &h, &err) == INF_EDEVICE && !h);
+    }
     {
         struct sched_stats st;
 
         sched_get_stats(e.s, &st);
         CHECK(st.kv_blocks_used == 0 && st.running == 0);
     }
-    printf("faults: no logits downloaded; INF_ENOMEM and INF_EDEVICE end their requests, the "
-           "next ones match the host path\n");
+    printf("faults: no logits downloaded; INF_ENOMEM and INF_EINTERNAL end their requests, the "
+           "next ones match the host path; INF_EDEVICE is sticky\n");
     engine_free(&e);
 }
 

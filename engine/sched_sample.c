@@ -1,0 +1,421 @@
+/* sched_sample — turning a step's logits into tokens and events: on the
+ * host (engine/sample.c over the downloaded rows) or on the backend
+ * (ops->sample over the rows it kept), with the same events either way;
+ * feeding admitted prompts to the samplers; deciding, at sched_new, where
+ * sampling runs.
+ *
+ * Threads: the engine thread.
+ */
+#include "engine/sched_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/graph.h"
+#include "engine/log.h"
+#include "engine/model.h"
+#include "engine/tok.h"
+
+static int is_stop_id(const struct sched_handle *r, int32_t t)
+{
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == t)
+            return 1;
+    return 0;
+}
+
+/* Sample the next token of q from row L, push its event, decide whether the
+ * choice ends. L is restored before returning (other choices may use it). */
+static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L,
+                       const struct backend_sample_out *o);
+
+void sched_sample_next(struct sched *s, struct seq *q, float *L)
+{
+    struct sched_handle *r = q->r;
+    int32_t t, n_mask = 0;
+
+    if (q->n_gen < r->min_tokens) { /* mask end tokens until min_tokens */
+        for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++) {
+            r->mask_saved[n_mask++] = L[s->eog[i]];
+            L[s->eog[i]] = -INFINITY;
+        }
+        for (int32_t i = 0; i < r->n_stop_ids; i++) {
+            r->mask_saved[n_mask++] = L[r->stop_ids[i]];
+            L[r->stop_ids[i]] = -INFINITY;
+        }
+    }
+    t = sampler_sample(q->smp, L);
+    if (n_mask) { /* restore in reverse order: an id masked twice (a stop id
+                   * that is also an end-of-generation id, like a chat
+                   * template's end of turn) gets its first saved value */
+        for (int32_t i = r->n_stop_ids - 1; i >= 0; i--)
+            L[r->stop_ids[i]] = r->mask_saved[--n_mask];
+        for (int32_t i = r->ignore_eos ? -1 : s->n_eog - 1; i >= 0; i--)
+            L[s->eog[i]] = r->mask_saved[--n_mask];
+    }
+    sampler_accept(q->smp, t, 0);
+    take_token(s, q, t, L, NULL);
+}
+
+/* The rest of a sampled token t of q, either path: end the choice on an
+ * end token, else its event (logprobs from row L on the host, from o when
+ * the backend sampled), max_tokens and n_ctx. */
+static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L,
+                       const struct backend_sample_out *o)
+{
+    struct sched_handle *r = q->r;
+    int stop;
+
+    stop = q->n_gen >= r->min_tokens &&
+           ((!r->ignore_eos && s->tok && tok_is_eog(s->tok, t)) || is_stop_id(r, t));
+    if (stop) {
+        sched_req_finish_choice(s, q, SCHED_FINISH_STOP);
+        return;
+    }
+    {
+        struct sched_event e;
+
+        e.kind = SCHED_EV_TOKEN;
+        e.choice = q->choice;
+        e.pos = q->n_past;
+        e.token = t;
+        e.n_top = 0;
+        e.finish = 0;
+        e.error = 0;
+        e.logprob = 0.0f;
+        if (r->logprobs >= 0 && o) {
+            e.logprob = o->logprob;
+            memcpy(e.top_ids, o->top_ids, (size_t)r->logprobs * sizeof(int32_t));
+            memcpy(e.top_lps, o->top_lps, (size_t)r->logprobs * sizeof(float));
+            e.n_top = r->logprobs;
+        } else if (r->logprobs >= 0) {
+            e.logprob = sample_logprobs(L, s->n_vocab, t, r->logprobs, e.top_ids, e.top_lps);
+            e.n_top = r->logprobs;
+        }
+        if (sched_req_push_event(s, r, &e) != 0) {
+            sched_req_fail(s, r, INF_ENOMEM);
+            return;
+        }
+    }
+    s->st_generated++;
+    q->gen[q->n_gen++] = t;
+    q->last = t;
+    if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
+        sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
+}
+
+/* ---- sampling on the backend ----
+ *
+ * When s->dev, the logits of a step stay in backend memory
+ * (graph_logits_device) and one ops->sample call after graph_wait samples
+ * every row of the requests with r->dev: one request per choice that
+ * samples (several on one row for the first token of n > 1 choices), one
+ * score request per prompt logprob row. Each choice's sampler state lives
+ * in its slot of s->d_states from admission on (sched_sample_feed_prompts exports the
+ * host sampler there once, after the prompt is accepted, and frees it);
+ * the op advances it (RNG, penalty history) exactly as sampler_sample +
+ * sampler_accept would. What the host did per token besides the draw --
+ * end tokens, stop ids, max_tokens, n_ctx, the events -- is take_token,
+ * shared by both paths. Results and event order per request are those of
+ * the host loop in sched_step():
+ *  - min_tokens: a masked step (n_gen < min_tokens, ids to mask) sets
+ *    BACKEND_SAMPLE_MASKED. The op's logprobs then come from the masked
+ *    row, but the host reports those of the raw row, so such a request
+ *    asks for none and a second call scores the sampled token on the raw
+ *    row (only on steps that have such rows);
+ *  - a choice cancelled before its first token is decided when the
+ *    requests are built (SREQ_CANCELED), as the host loop decides it when
+ *    it gets there.
+ * A failed call ends every request that had a row in it with the error
+ * (INF_ENOMEM stays recoverable; INF_EINVAL and INF_EINTERNAL are bugs
+ * that fail those requests only; anything else is the device, lost for
+ * every request: device_lost).
+ * The op synchronizes (CUDA: it waits for its download). What could
+ * overlap later: building the requests before graph_wait (they depend only
+ * on the batch), and queueing the op after the forward pass in
+ * graph_submit with its results downloaded asynchronously, so that one
+ * sync covers both (the next batch's decode tokens need the results, so
+ * that sync stays before the next submit). */
+
+static int sample_code(int rc)
+{
+    return rc == INF_ENOMEM || rc == INF_EINVAL || rc == INF_EINTERNAL ? rc : INF_EDEVICE;
+}
+
+static struct sample_state *seq_state(struct sched *s, const struct seq *q)
+{
+    return (struct sample_state *)(s->d_states + (size_t)(q - s->slots) * s->st_bytes);
+}
+
+static void add_sample_req(struct sched *s, int32_t *n, int32_t k, struct seq *q)
+{
+    const struct sched_handle *r = q->r;
+    const int masked = q->n_gen < r->min_tokens && r->n_mask > 0;
+    struct backend_sample_req *rq = &s->sreq[*n];
+
+    rq->row = k;
+    rq->token = -1;
+    rq->n_top = masked ? -1 : r->logprobs; /* masked: scored on the raw row below */
+    rq->flags = masked ? BACKEND_SAMPLE_MASKED : 0;
+    rq->state = seq_state(s, q);
+    s->sreq_k[*n] = k;
+    s->sreq_q[*n] = q;
+    s->sreq_lp[*n] = *n;
+    q->sreq = (*n)++;
+}
+
+/* Every row of the step (nl logits rows) that belongs to a request with
+ * r->dev: sampled or scored with ops->sample, events pushed. */
+void sched_sample_rows_backend(struct sched *s, int32_t nl)
+{
+    struct backend *be = s->be;
+    const float *logits = graph_logits_device(s->g);
+    int32_t n = 0, n2 = 0;
+    int rc;
+
+    for (int32_t k = 0; k < nl; k++) {
+        struct row_use *u = &s->b_use[k];
+        struct sched_handle *r = u->r;
+
+        s->row_req[k] = -1;
+        if (!r->dev || r->state == RQ_FINISHED)
+            continue;
+        if (u->kind == ROW_PROMPT_LP) {
+            struct backend_sample_req *rq = &s->sreq[n];
+
+            rq->row = k;
+            rq->token = r->prompt[u->pos + 1];
+            rq->n_top = r->logprobs > 0 ? r->logprobs : 0;
+            rq->flags = 0;
+            rq->state = NULL;
+            s->sreq_k[n] = k;
+            s->sreq_q[n] = NULL;
+            s->sreq_lp[n] = n;
+            s->row_req[k] = n++;
+        } else if (u->kind == ROW_FIRST) {
+            for (int32_t c = 0; c < r->n_choices; c++) {
+                struct seq *q = r->seqs[c];
+
+                q->sreq = SREQ_NONE;
+                if (q->done)
+                    continue;
+                if (atomic_load(&r->cancel_choice[c])) /* cancelled during prefill */
+                    q->sreq = SREQ_CANCELED;
+                else
+                    add_sample_req(s, &n, k, q);
+            }
+        } else if (!u->q->done) {
+            add_sample_req(s, &n, k, u->q);
+        }
+    }
+    if (n == 0)
+        return;
+    rc = be->ops->sample(be, logits, nl, s->n_vocab, s->sreq, n, s->sout);
+    if (rc != 0) {
+        log_error("sched: sampling on the backend failed (%s): %d requests",
+                  inf_strerror(rc), n);
+        for (int32_t i = 0; i < n; i++)
+            sched_req_fail(s, s->b_use[s->sreq_k[i]].r, sample_code(rc));
+        return;
+    }
+    /* masked steps that want logprobs: the sampled token on the raw row */
+    for (int32_t i = 0; i < n; i++) {
+        const struct seq *q = s->sreq_q[i];
+        struct backend_sample_req *rq = &s->sreq[n + n2];
+
+        if (!q || !(s->sreq[i].flags & BACKEND_SAMPLE_MASKED) || q->r->logprobs < 0)
+            continue;
+        rq->row = s->sreq[i].row;
+        rq->token = s->sout[i].token;
+        rq->n_top = q->r->logprobs;
+        rq->flags = 0;
+        rq->state = NULL;
+        s->sreq_k[n + n2] = s->sreq_k[i];
+        s->sreq_q[n + n2] = NULL;
+        s->sreq_lp[i] = n + n2++;
+    }
+    if (n2 > 0) {
+        rc = be->ops->sample(be, logits, nl, s->n_vocab, s->sreq + n, n2, s->sout + n);
+        if (rc != 0) {
+            log_error("sched: scoring on the backend failed (%s): %d requests",
+                      inf_strerror(rc), n2);
+            for (int32_t i = n; i < n + n2; i++)
+                sched_req_fail(s, s->b_use[s->sreq_k[i]].r, sample_code(rc));
+        }
+    }
+    /* the events, in the host loop's order */
+    for (int32_t k = 0; k < nl; k++) {
+        struct row_use *u = &s->b_use[k];
+        struct sched_handle *r = u->r;
+
+        if (!r->dev || r->state == RQ_FINISHED)
+            continue;
+        if (u->kind == ROW_PROMPT_LP) {
+            const struct backend_sample_out *o = &s->sout[s->row_req[k]];
+            struct sched_event e;
+            int nt = r->logprobs > 0 ? r->logprobs : 0;
+
+            e.kind = SCHED_EV_PROMPT;
+            e.choice = 0;
+            e.pos = u->pos + 1;
+            e.token = r->prompt[u->pos + 1];
+            e.logprob = o->logprob;
+            memcpy(e.top_ids, o->top_ids, (size_t)nt * sizeof(int32_t));
+            memcpy(e.top_lps, o->top_lps, (size_t)nt * sizeof(float));
+            e.n_top = nt;
+            e.finish = 0;
+            e.error = 0;
+            if (sched_req_push_event(s, r, &e) != 0)
+                sched_req_fail(s, r, INF_ENOMEM);
+        } else if (u->kind == ROW_FIRST) {
+            for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
+                struct seq *q = r->seqs[c];
+
+                if (q->done || q->sreq == SREQ_NONE)
+                    continue;
+                if (q->sreq == SREQ_CANCELED)
+                    sched_req_finish_choice(s, q, SCHED_FINISH_CANCELED);
+                else
+                    take_token(s, q, s->sout[q->sreq].token, NULL,
+                               &s->sout[s->sreq_lp[q->sreq]]);
+            }
+        } else if (!u->q->done) {
+            struct seq *q = u->q;
+
+            take_token(s, q, s->sout[q->sreq].token, NULL, &s->sout[s->sreq_lp[q->sreq]]);
+        }
+    }
+}
+
+/* A request's choices: their host samplers (prompt accepted) into their
+ * state slots, uploaded (queued from the staging); the host samplers go.
+ * 0 or INF_EINVAL (a state that does not fit its slot: never, by size). */
+static int export_states(struct sched *s, struct sched_handle *r)
+{
+    int32_t n_mask = 0;
+    int64_t cap = (int64_t)r->n_prompt + r->max_tokens;
+
+    if (cap > s->n_vocab) /* distinct tokens: never more than the vocabulary */
+        cap = s->n_vocab;
+    for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++)
+        s->mask_buf[n_mask++] = s->eog[i];
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        s->mask_buf[n_mask++] = r->stop_ids[i];
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = r->seqs[c];
+        size_t off = (size_t)(q - s->slots) * s->st_bytes;
+
+        if (!q->smp || sampler_export(q->smp, s->mask_buf, n_mask, (int32_t)cap,
+                                      s->h_states + off, s->st_bytes) != 0)
+            return INF_EINVAL;
+    }
+    for (int32_t c = 0; c < r->n_choices; c++) {
+        struct seq *q = r->seqs[c];
+        size_t off = (size_t)(q - s->slots) * s->st_bytes;
+
+        s->be->ops->upload(s->be, s->d_states + off, s->h_states + off,
+                           sample_state_bytes(r->sp.n_bias, n_mask, (int32_t)cap));
+        sampler_free(q->smp);
+        q->smp = NULL;
+    }
+    return 0;
+}
+
+/* The prompts of the requests admitted this step, into their samplers (the
+ * penalties' context); see the file comment for why this may wait until
+ * the step is submitted. */
+void sched_sample_feed_prompts(struct sched *s, int inflight)
+{
+    int uploaded = 0;
+
+    for (int32_t i = 0; i < s->n_run; i++) {
+        struct sched_handle *r = s->run[i];
+
+        if (!r->accept_pending)
+            continue;
+        r->accept_pending = 0;
+        if (r->state == RQ_FINISHED)
+            continue;
+        for (int32_t c = 0; c < r->n_choices; c++) {
+            struct seq *q = r->seqs[c];
+
+            for (int32_t j = 0; q && q->smp && j < r->n_prompt; j++)
+                sampler_accept(q->smp, r->prompt[j], 1);
+        }
+        if (r->dev) {
+            int rc = export_states(s, r);
+
+            if (rc != 0)
+                sched_req_fail(s, r, rc);
+            else
+                uploaded = 1;
+        }
+    }
+    /* queued uploads read their staging until the next sync; with no step
+     * in flight none would come before a slot's staging could be reused */
+    if (uploaded && !inflight) {
+        int rc = s->be->ops->sync(s->be);
+
+        for (int32_t i = 0; rc != 0 && i < s->n_run; i++)
+            if (s->run[i]->dev)
+                sched_req_fail(s, s->run[i], sample_code(rc));
+    }
+}
+
+/* Sampling on the backend: decide (sched_config.sample_on_backend, the
+ * environment's INFERD_SAMPLE_ON_BACKEND) and reserve everything once: the
+ * op's scratch for max_seqs requests, a state slot per sequence slot, the
+ * staging and the request arrays. Anything missing: host sampling (logged). */
+void sched_sample_setup(struct sched *s, const struct sched_config *c)
+{
+    struct backend *be = model_backend(s->m);
+    const char *env = getenv("INFERD_SAMPLE_ON_BACKEND");
+    int mode = c->sample_on_backend, rc;
+    int32_t ms = s->cfg.max_seqs, cap_hist;
+
+    if (env && !strcmp(env, "1"))
+        mode = 1;
+    else if (env && !strcmp(env, "0"))
+        mode = -1;
+    if (!be || !be->ops->sample || mode < 0 || (mode == 0 && !be->ops->async))
+        return;
+    s->be = be;
+    s->st_max_bias = SCHED_DEV_MAX_BIAS;
+    s->st_max_mask = s->n_eog + SCHED_DEV_MAX_STOP;
+    cap_hist = s->cfg.n_ctx < s->n_vocab ? s->cfg.n_ctx : s->n_vocab;
+    s->st_bytes = sample_state_bytes(s->st_max_bias, s->st_max_mask, cap_hist);
+    s->st_bytes = (s->st_bytes + 255) & ~(size_t)255;
+    s->sreq_cap = s->max_logits + 2 * ms; /* score rows + samples + masked rescoring */
+    s->d_states = be->ops->alloc(be, (size_t)ms * s->st_bytes);
+    s->h_states = be->ops->host_alloc(be, (size_t)ms * s->st_bytes);
+    s->sreq = be->ops->host_alloc(be, (size_t)s->sreq_cap * sizeof(*s->sreq));
+    s->sout = be->ops->host_alloc(be, (size_t)s->sreq_cap * sizeof(*s->sout));
+    s->mask_buf = malloc((size_t)s->st_max_mask * sizeof(int32_t));
+    s->sreq_k = malloc((size_t)s->sreq_cap * sizeof(int32_t));
+    s->sreq_q = malloc((size_t)s->sreq_cap * sizeof(*s->sreq_q));
+    s->sreq_lp = malloc((size_t)s->sreq_cap * sizeof(int32_t));
+    s->row_req = malloc((size_t)s->max_logits * sizeof(int32_t));
+    rc = !s->d_states || !s->h_states || !s->sreq || !s->sout || !s->mask_buf || !s->sreq_k ||
+                 !s->sreq_q || !s->sreq_lp || !s->row_req
+             ? INF_ENOMEM
+             : be->ops->sample(be, NULL, 0, s->n_vocab, NULL, ms, NULL);
+    if (rc != 0) {
+        log_warn("sched: sampling on the host: no room to sample on the backend (%s; "
+                 "%d state slots of %zu bytes)",
+                 inf_strerror(rc), ms, s->st_bytes);
+        be->ops->free(be, s->d_states);
+        be->ops->host_free(be, s->h_states);
+        be->ops->host_free(be, s->sreq);
+        be->ops->host_free(be, s->sout);
+        s->d_states = s->h_states = NULL;
+        s->sreq = NULL;
+        s->sout = NULL;
+        s->be = NULL;
+        return;
+    }
+    s->dev = 1;
+    log_info("sched: sampling on the backend (%s): %d state slots of %zu bytes", be->ops->name,
+             ms, s->st_bytes);
+}
