@@ -358,7 +358,9 @@ static int model_fuse(struct model *m, struct backend_weight **w, int n,
     for (int i = 0; i < n; i++)
         bytes += w[i]->row_bytes * (size_t)w[i]->ne1;
     const int rc = m->be->ops->weight_fuse(m->be, w, n);
-    if (rc == INF_ENOMEM || rc == INF_EINVAL || rc == INF_EUNSUPPORTED) {
+    if (rc == INF_EUNSUPPORTED) /* the backend does not fuse this type: nothing to say */
+        return 0;
+    if (rc == INF_ENOMEM || rc == INF_EINVAL) {
         log_warn("model: '%s'..'%s' (%.1f MiB) not fused (%s): separate products", w[0]->name,
                  w[n - 1]->name, (double)bytes / (1024.0 * 1024.0), inf_strerror(rc));
         return 0;

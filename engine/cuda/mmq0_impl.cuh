@@ -103,9 +103,11 @@ template <int T> static int q0_repack(struct cuda_ctx *c, struct backend_weight 
  * in shared memory and lane r runs activation row r's chain over them in
  * k order. */
 #define MMVQ0_WARPS 4
-/* passes of 32 blocks per lane in flight: a 4096-element row in one pass
- * where the park fits (v and park grow with NC) */
-#define MMVQ0_UN(nc) ((nc) <= 2 ? 4 : 2)
+/* passes of 32 blocks per lane in flight: Q4_0 at nc <= 2 four (a
+ * 4096-element row in one pass: 64 bytes per lane, as Q8_0's two); the
+ * H200 measured (bench/RESULTS.md, call 2): Q8_0 at four passes and two
+ * rows per warp 25.0 -> 30.6 us at n = 1, Q4_0 unchanged */
+#define MMVQ0_UN(t, nc) ((t) == QT_Q4_0 && (nc) <= 2 ? 4 : 2)
 /* park row stride in float2: odd for NC > 1, so 32 lanes' writes of one
  * activation row spread over the banks instead of 16-way conflicts */
 #define MMVQ0_PS(nc) ((nc) == 1 ? 1 : (nc) + 1)
@@ -137,72 +139,61 @@ static __device__ __forceinline__ int mmvq0_dot(const uint8_t *rowq, int64_t ib,
     return __dp4a((int)(q.w & 0xf0f0f0f0u), (int)xb.w, s);
 }
 
-/* R weight rows per warp at nc <= 2 (cuda/mmvq.cu's MMVQ_RN: twice the
- * bytes in flight per warp, the grid resident in fewer waves) */
-#define MMVQ0_RN(nc) ((nc) <= 2 ? 2 : 1)
-
-template <int T, int NC, int R>
+template <int T, int NC>
 static __global__ void __launch_bounds__(MMVQ0_WARPS *CUDA_WARP)
 mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q80 X, int64_t nbr,
              float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmq0_t<T> Q;
-    enum { U = MMVQ0_UN(NC), PB = U * CUDA_WARP };
-    __shared__ float2 park[MMVQ0_WARPS][R][PB][MMVQ0_PS(NC)];
+    enum { U = MMVQ0_UN(T, NC), PB = U * CUDA_WARP };
+    __shared__ float2 park[MMVQ0_WARPS][PB][MMVQ0_PS(NC)];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    const int32_t j0 = (blockIdx.x * MMVQ0_WARPS + warp) * R;
-    if (j0 >= n_w)
+    const int32_t jr = blockIdx.x * MMVQ0_WARPS + warp;
+    if (jr >= n_w)
         return; /* whole warps: the __syncwarp below stays full */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
-    const uint8_t *rowq[R];
-#pragma unroll
-    for (int q = 0; q < R; q++) /* a row past the end is read (clamped), never stored */
-        rowq[q] = w + (size_t)(j0 + q < n_w ? j0 + q : n_w - 1) * row_bytes;
-    const int cq = lane / NC, cl = lane % NC; /* the chain lane's weight row, activation row */
-    const bool chain = cq < R && cl < nr && j0 + cq < n_w;
+    const uint8_t *rowq = w + (size_t)jr * row_bytes;
+    const quant_f16 *rowd = (const quant_f16 *)(rowq + (size_t)nbr * Q::QB);
     const int64_t xb0 = (int64_t)r0 * nbr;
-    float acc = 0.0f;
+    float acc = 0.0f; /* lane r < nr: activation row r0 + r */
     for (int64_t base = 0; base < nbr; base += PB) {
 #pragma unroll
-        for (int q = 0; q < R; q++)
+        for (int u = 0; u < U; u++) {
+            const int64_t ib = base + u * CUDA_WARP + lane;
+            if (ib < nbr) {
+                const float dw = cuda_h2f(rowd[ib]);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t ib = base + u * CUDA_WARP + lane;
-                if (ib < nbr) {
-                    const float dw = cuda_h2f(((const quant_f16 *)(rowq[q] + (size_t)nbr * Q::QB))[ib]);
-#pragma unroll
-                    for (int r = 0; r < NC; r++)
-                        if (r < nr) {
-                            const int64_t xb = xb0 + r * nbr + ib;
-                            const int v = mmvq0_dot<T>(rowq[q], ib, X.qs + xb * 32);
-                            park[warp][q][u * CUDA_WARP + lane][r] =
-                                make_float2(__fmul_rn(dw, X.d[xb]), cuda_q0_i2f<T>(v));
-                        }
-                }
+                for (int r = 0; r < NC; r++)
+                    if (r < nr) {
+                        const int64_t xb = xb0 + r * nbr + ib;
+                        const int v = mmvq0_dot<T>(rowq, ib, X.qs + xb * 32);
+                        park[warp][u * CUDA_WARP + lane][r] =
+                            make_float2(__fmul_rn(dw, X.d[xb]), cuda_q0_i2f<T>(v));
+                    }
             }
+        }
         __syncwarp();
-        if (chain) {
+        if (lane < nr) {
             const int cnt = nbr - base < PB ? (int)(nbr - base) : PB;
             for (int k = 0; k < cnt; k++) {
-                const float2 t = park[warp][cq][k][cl];
+                const float2 t = park[warp][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);
             }
         }
         __syncwarp();
     }
-    if (chain)
-        cuda_epi_store(y, r0 + cl, j0 + cq, n_w, acc, E);
+    if (lane < nr)
+        cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
 template <int T, int NC>
 static void mmvq0_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                          int32_t n_rows)
 {
-    enum { R = MMVQ0_RN(NC) };
     const int64_t nbr = w->ne0 / 32;
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS * R), cuda_blocks(n_rows, NC));
-    mmvq0_kernel<T, NC, R><<<grid, MMVQ0_WARPS * CUDA_WARP, 0, c->stream>>>(
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS), cuda_blocks(n_rows, NC));
+    mmvq0_kernel<T, NC><<<grid, MMVQ0_WARPS * CUDA_WARP, 0, c->stream>>>(
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr,
         y, n_rows, c->epi);
 }
@@ -224,18 +215,17 @@ template <int T, int KDR> struct mmq0_smem {
 
 /* Blocks per SM the register cap is set for: KDR = 1's shared memory
  * (58 / 74 KB) leaves room for three on sm_90, which the registers then
- * decide (65,536 / 768 = 85 per thread); sm_121 keeps one. */
+ * decide (65,536 / 768 = 85 per thread: 80, no spills). Measured on the
+ * H200 (bench/RESULTS.md, call 2, n = 512): q8_0 414 -> 402 us at three,
+ * q4_0 376 -> 380, so Q8_0 only; sm_121 keeps one. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
-#define MMQ0_MIN_BLOCKS(kdr) 1
+#define MMQ0_MIN_BLOCKS(t, kdr) 1
 #else
-#define MMQ0_MIN_BLOCKS(kdr) ((kdr) == 1 ? MMQ0_KDR1_BLOCKS : 2)
-#endif
-#ifndef MMQ0_KDR1_BLOCKS
-#define MMQ0_KDR1_BLOCKS 3
+#define MMQ0_MIN_BLOCKS(t, kdr) ((kdr) == 1 && (t) == QT_Q8_0 ? 3 : 2)
 #endif
 
 template <int T, int KDR>
-static __global__ void __launch_bounds__(MMQ_THREADS, MMQ0_MIN_BLOCKS(KDR))
+static __global__ void __launch_bounds__(MMQ_THREADS, MMQ0_MIN_BLOCKS(T, KDR))
 mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q80 X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {

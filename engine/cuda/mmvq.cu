@@ -201,71 +201,53 @@ template <int NC> struct mmvq_cols {
     enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
 };
 
-/* R weight rows per warp (2 at nc <= 2): a 4096-element K-quant row is one
- * pass of 16 super-blocks, so a warp per row lived for one burst of loads
- * and the 14,336 rows of a 4096 x 14336 product took 1.7 waves of the
- * H200's resident warps; two rows per warp keep twice the bytes in flight
- * per warp and the whole grid resident at once. Which warp computes a row
- * never changes its arithmetic. */
-#define MMVQ_RN(nc) ((nc) <= 2 ? 2 : 1)
-
-template <int T, int NC, int R>
+template <int T, int NC>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmvq_chunk<T> C;
     enum { U = MMVQ_UN(NC), SB = 4 * U };
-    __shared__ float4 park[MMVQ_WARPS][R][SB][NC];
+    __shared__ float4 park[MMVQ_WARPS][SB][NC];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    const int32_t j0 = (blockIdx.x * MMVQ_WARPS + warp) * R;
-    if (j0 >= n_w)
+    const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
+    if (jr >= n_w)
         return; /* whole warps: the shuffles and __syncwarp below stay full */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
     const int grp = lane >> 3, c = lane & 7;
     const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane parks */
     const bool writer = (c & ((8 / NC) - 1)) == 0 && col < nr;
-    const uint8_t *rows[R];
-#pragma unroll
-    for (int q = 0; q < R; q++) /* a row past the end is read (clamped), never stored */
-        rows[q] = w + (size_t)(j0 + q < n_w ? j0 + q : n_w - 1) * row_bytes;
-    /* the chain lane: weight row j0 + cq, activation row r0 + cl */
-    const int cq = lane / NC, cl = lane % NC;
-    const bool chain = cq < R && cl < nr && j0 + cq < n_w;
+    const uint8_t *row = w + (size_t)jr * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
-    float acc = 0.0f;
+    float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
     for (int64_t sb0 = 0; sb0 < nbr; sb0 += SB) {
-        int v1[R][U][NC];
+        int v1[U][NC];
 #pragma unroll
-        for (int q = 0; q < R; q++)
+        for (int u = 0; u < U; u++) {
 #pragma unroll
-            for (int u = 0; u < U; u++) {
+            for (int r = 0; r < NC; r++)
+                v1[u][r] = 0;
+            const int64_t sb = sb0 + grp + 4 * u;
+            if (sb < nbr)
+                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
+        }
 #pragma unroll
-                for (int r = 0; r < NC; r++)
-                    v1[q][u][r] = 0;
-                const int64_t sb = sb0 + grp + 4 * u;
-                if (sb < nbr)
-                    C::template run<NC>(rows[q], (int)sb, c, X, xrow0 + sb, nbr, nr, v1[q][u]);
+        for (int u = 0; u < U; u++) {
+            mmvq_reduce8<NC>(v1[u], c);
+            const int64_t sb = sb0 + grp + 4 * u;
+            if (writer && sb < nbr) {
+                float p1, p2;
+                int v2;
+                C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
+                park[warp][grp + 4 * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
             }
-#pragma unroll
-        for (int q = 0; q < R; q++)
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                mmvq_reduce8<NC>(v1[q][u], c);
-                const int64_t sb = sb0 + grp + 4 * u;
-                if (writer && sb < nbr) {
-                    float p1, p2;
-                    int v2;
-                    C::head(rows[q], (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
-                    park[warp][q][grp + 4 * u][col] = make_float4(p1, (float)v1[q][u][0], p2, (float)v2);
-                }
-            }
+        }
         __syncwarp();
-        if (chain) {
+        if (lane < nr) {
             const int cnt = nbr - sb0 < SB ? (int)(nbr - sb0) : SB;
             for (int k = 0; k < cnt; k++) {
-                const float4 t = park[warp][cq][k][cl];
+                const float4 t = park[warp][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);
                 if (T != QT_Q6_K)
                     acc = __fmaf_rn(t.z, t.w, acc);
@@ -273,19 +255,18 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         __syncwarp();
     }
-    if (chain)
-        cuda_epi_store(y, r0 + cl, j0 + cq, n_w, acc, E);
+    if (lane < nr)
+        cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
 template <int T, int NC>
 static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows)
 {
-    enum { R = MMVQ_RN(NC) };
     const int64_t nbr = w->ne0 / QK_K;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS * R), cuda_blocks(n_rows, NC));
-    mmvq_kernel<T, NC, R><<<grid, MMVQ_WARPS * CUDA_WARP, 0, c->stream>>>(
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS), cuda_blocks(n_rows, NC));
+    mmvq_kernel<T, NC><<<grid, MMVQ_WARPS * CUDA_WARP, 0, c->stream>>>(
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
 

@@ -615,6 +615,20 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
     if (type == QT_Q6_K)
         CHECK(!wfa[0].aux == !expand);
     void *const data0 = wfa[0].data;
+    if (type == QT_F32 || type == QT_F16 || type == QT_BF16) {
+        /* float weights are not fused (cuda/backend.cu: one cuBLASLt
+         * algorithm per shape), and stay as they were */
+        CHECK(gpu->ops->weight_fuse(gpu, wf, k) == INF_EUNSUPPORTED);
+        CHECK(wfa[0].data == data0 && !wfa[0].group);
+        report_bits("mm-fused", tn, "refused (float type)", 0, 1);
+        for (int i = 0; i < k; i++) {
+            gpu->ops->weight_release(gpu, wf[i]);
+            gpu->ops->weight_release(gpu, ws[i]);
+            free(wq[i]);
+        }
+        free(wtmp);
+        return;
+    }
     CHECK(gpu->ops->weight_fuse(gpu, wf, k) == 0);
     CHECK(gpu->ops->sync(gpu) == 0);
     CHECK(wfa[0].data != data0); /* moved into the group */
