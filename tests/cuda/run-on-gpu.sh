@@ -45,6 +45,7 @@ for phase in $phases; do
         done ;;
     cli)
         for m in stories260K tiny-llama-Q4_K_M; do
+            [ -f $d/shared/models/$m.gguf ] || { echo "cli: $m not carried" | tee -a "$summary"; continue; }
             step "generate --backend cuda $m" $d/bin/inferd generate --backend cuda \
                 --model $d/shared/models/$m.gguf --prompt "Once upon a time" --max-tokens 48
         done ;;
@@ -74,7 +75,12 @@ for phase in $phases; do
     bench)
         step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
             --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
-        step "bench tiny-llama cuda" $d/bin/inferd bench --backend cuda \
+        # GPU vs CPU on the 7B-shaped model (issue 10): test_cuda_model's
+        # gates on it, cases in tests/cuda/q7-gpu-vs-cpu.json
+        cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
+        step "cuda-model q7 (7B-shaped, GPU vs CPU)" timeout 300 $d/bin/test_cuda_model q7-gpu-vs-cpu.json
+        rm -f $d/shared/reference/q7-gpu-vs-cpu.json
+        [ -f $d/shared/models/tiny-llama-Q4_K_M.gguf ] && step "bench tiny-llama cuda" $d/bin/inferd bench --backend cuda \
             --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 128,512 --tg 128 --reps 3
         step "bench q7 cuda pp512 tg128" timeout 300 $d/bin/inferd bench --backend cuda \
             --model /tmp/q7.gguf --pp 512,2048 --tg 128 --reps 2
