@@ -282,20 +282,17 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
      * tensor a matrix product may read past the decode batch (not the
      * embedding table, which only get_rows reads); without the memory the
      * raw kernels serve, slower, with the same results */
-    /* Q4_K: the F16 expansion the tensor-core kernel reads (cuda/mmqh_q4_k.cu),
-     * same rule, INFERD_NO_Q4K_EXPAND to compare */
-    const int want_exp = (w->type == QT_Q6_K && !getenv("INFERD_NO_Q6K_EXPAND")) ||
-                         (w->type == QT_Q4_K && !getenv("INFERD_NO_Q4K_EXPAND"));
-    if (want_exp && w->ne0 % QK_K == 0 && strncmp(w->name, "token_embd", 10) != 0) {
-        const int rc = cuda_mmq_expand(c, w);
+    if (w->type == QT_Q6_K && w->ne0 % QK_K == 0 && strncmp(w->name, "token_embd", 10) != 0 &&
+        !getenv("INFERD_NO_Q6K_EXPAND")) {
+        const int rc = cuda_mmq_expand_q6_K(c, w);
         if (rc == INF_ENOMEM)
             log_warn("cuda: no memory for the expanded copy of '%s' (%zu MiB): its prefill products "
-                     "take the raw kernels",
-                     w->name, cuda_mmq_expand_bytes(w) >> 20);
+                     "take the raw Q6_K kernels",
+                     w->name, cuda_mmq_expand_q6_K_bytes(w) >> 20);
         else if (rc)
             return rc;
         else
-            c->aux_bytes += cuda_mmq_expand_bytes(w);
+            c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
     }
     return 0;
 }
@@ -319,7 +316,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
     if (w->data)
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
     if (w->aux)
-        c->aux_bytes -= cuda_mmq_expand_bytes(w);
+        c->aux_bytes -= cuda_mmq_expand_q6_K_bytes(w);
     if (w->group) {
         /* a slice: the group's memory goes with its last member */
         struct backend_wgroup *g = w->group;
@@ -380,7 +377,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
                 return INF_EINVAL; /* one weight twice would be freed twice */
         bytes += a->row_bytes * (size_t)a->ne1;
         if (a->aux)
-            aux += cuda_mmq_expand_bytes(a);
+            aux += cuda_mmq_expand_q6_K_bytes(a);
     }
     struct backend_wgroup *g = (struct backend_wgroup *)calloc(1, sizeof(*g));
     if (!g)
@@ -396,7 +393,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
             rc = c->err;
         off += b;
         if (!rc && w[i]->aux) {
-            const size_t ab = cuda_mmq_expand_bytes(w[i]);
+            const size_t ab = cuda_mmq_expand_q6_K_bytes(w[i]);
             if (CUDA_CHECK_CTX(c, cudaMemcpyAsync((char *)g->aux + aoff, w[i]->aux, ab,
                                                   cudaMemcpyDeviceToDevice, c->stream)))
                 rc = c->err;
@@ -421,7 +418,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
         if (a->aux) {
             cudaFree(a->aux);
             a->aux = (char *)g->aux + aoff;
-            aoff += cuda_mmq_expand_bytes(a);
+            aoff += cuda_mmq_expand_q6_K_bytes(a);
         }
         a->group = g;
     }

@@ -268,10 +268,6 @@ int cuda_mmc_prewarm(struct cuda_ctx *c, void (*report)(void *ud, const char *na
                      double (*now)(void));
 void cuda_mmc_free(struct cuda_ctx *c);
 
-/* The decode products (mmvq) serve up to this many activation rows; past
- * it the MMQ kernels (cuda/mul_mat.cu's MM_COLS) */
-#define CUDA_MMVQ_MAX_ROWS 8
-
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
  * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */
 /* cuda/mul_mat.cu: launch entry i of the dispatcher's table (prewarm) */

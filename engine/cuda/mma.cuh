@@ -26,27 +26,6 @@ static __device__ __forceinline__ void cuda_mma_k16(int d[4], int a0, int a1, in
                  : "r"(a0), "r"(a1), "r"(b), "r"(0));
 }
 
-/* D += A(16x16 f16) * B(16x8 f16) in f32 (A: 4 registers of f16 pairs,
- * B: 2; the m16n8k16 fragment layouts, as ldmatrix gives them) */
-static __device__ __forceinline__ void cuda_mma_f16_k16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* four 8x8 b16 matrices from shared memory: lanes 8m..8m+7 give the row
- * addresses (16 bytes each) of matrix m, which lands in r[m] */
-static __device__ __forceinline__ void cuda_ldmatrix_x4(uint32_t r[4], const void *smem_row)
-{
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a)
-                 : "memory");
-}
-
 /* Queue the async copy of the SB bytes at src (2-byte aligned) into raw
  * words at dst, thread `part` of `parts`; the caller commits. The bytes
  * start at offset (src & 3) of dst's first word. */

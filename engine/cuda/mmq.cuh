@@ -35,21 +35,6 @@ int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const 
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
 template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);
 
-/* Q4_K: make w->aux, the F16 expansion (q * sc per element, d, dmin,
- * mins) mmqh_kernel reads (cuda/mmqh_q4_k.cu); 0, INF_ENOMEM (w->aux stays
- * NULL: the int8 kernels serve, same bits) or the CUDA error. */
-int cuda_mmqh_expand(struct cuda_ctx *c, struct backend_weight *w);
-size_t cuda_mmqh_expand_bytes(const struct backend_weight *w);
-/* the F16 tensor-core product of a Q4_K weight with w->aux, n_rows past
- * the decode batch (xq: cuda_q8k planes with xh written): 0, -1 when this
- * device cannot hold its shared memory, INF_EUNSUPPORTED without w->aux */
-int cuda_mmqh_q4_K(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
-
-/* the expanded copy of any type that has one (Q4_K, Q6_K), and its bytes
- * (0 for other types) */
-int cuda_mmq_expand(struct cuda_ctx *c, struct backend_weight *w);
-size_t cuda_mmq_expand_bytes(const struct backend_weight *w);
-
 /* Q6_K: make w->aux, the expanded copy mmqk_kernel<Q6_K, KDR, true> reads
  * (288 bytes per super-block: 256 int8 values q - 32, 16 int8 scales, the
  * float d). 0, or INF_ENOMEM (w->aux stays NULL; the raw kernels serve). */

@@ -516,8 +516,6 @@ static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, 
             if (w->aux)
                 return mmqk_variant<T, true>(c, w, xq, y, n_rows, kdr);
         }
-        if constexpr (T == QT_Q4_K) /* F16 expansion: one kernel, no KDR */
-            return kdr == 1 ? cuda_mmqh_q4_K(c, w, xq, y, n_rows) : INF_EUNSUPPORTED;
         return INF_EUNSUPPORTED;
     }
     return mmqk_variant<T, false>(c, w, xq, y, n_rows, kdr);
@@ -536,12 +534,6 @@ template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
-    if constexpr (T == QT_Q4_K) {
-        /* the F16 expansion, where the load made it (same bits; falls back
-         * to the int8 kernel on a device without its shared memory) */
-        if (w->aux && cuda_mmqh_q4_K(c, w, xq, y, n_rows) == 0)
-            return;
-    }
     const int exp = T == QT_Q6_K && w->aux != NULL;
     int occ[2] = {0, 0};
     if constexpr (T == QT_Q6_K) {

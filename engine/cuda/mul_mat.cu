@@ -232,7 +232,7 @@ static int mm_adjacent(const struct backend_weight *a, const struct backend_weig
         return 0;
     if (!a->aux != !b->aux)
         return 0;
-    return !a->aux || (const char *)b->aux == (const char *)a->aux + cuda_mmq_expand_bytes(a);
+    return !a->aux || (const char *)b->aux == (const char *)a->aux + cuda_mmq_expand_q6_K_bytes(a);
 }
 
 /* ops->mul_mat_ex: the activation quantized once per vec-dot type for all
@@ -309,20 +309,10 @@ static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     {QT_Q4_0, MMV_WPR, 0, 0},   MMV_K(QT_Q4_0),             {QT_Q8_0, MMV_WPR, 0, 0},
-    MMV_K(QT_Q8_0),             MMV_K(QT_Q4_K),             {QT_Q4_K, MMV_MMQK, 1, 1},  MMV_K(QT_Q5_K),
+    MMV_K(QT_Q8_0),             MMV_K(QT_Q4_K),             MMV_K(QT_Q5_K),
     MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1},  {QT_Q6_K, MMV_MMQK, 2, 1},
 };
 #undef MMV_K
-
-int cuda_mmq_expand(struct cuda_ctx *c, struct backend_weight *w)
-{
-    return w->type == QT_Q4_K ? cuda_mmqh_expand(c, w) : cuda_mmq_expand_q6_K(c, w);
-}
-
-size_t cuda_mmq_expand_bytes(const struct backend_weight *w)
-{
-    return w->type == QT_Q4_K ? cuda_mmqh_expand_bytes(w) : w->type == QT_Q6_K ? cuda_mmq_expand_q6_K_bytes(w) : 0;
-}
 
 extern "C" int cuda_mm_variant_count(void)
 {
@@ -343,12 +333,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
     case MMV_MMVQ: snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a); break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
-    default:
-        if (v->type == QT_Q4_K && v->b)
-            snprintf(buf, n, "mul_mat<%s> mmqh (f16 mma on the expansion)", t);
-        else
-            snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false");
-        break;
+    default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
     }
 }
 

@@ -115,9 +115,6 @@ struct cuda_q8k {
     float *d;    /* [n_blocks] */
     int16_t *bs; /* [n_blocks][8]: sums of each 32 qs (the CPU's bsums in
                   * pairs; |sum| <= 32 * 127) */
-    __half *xh;  /* [n_blocks][256]: qs as F16 (exact), written only for
-                  * calls past the decode batch (cuda_quantize_act), read by
-                  * the F16 tensor-core kernel (cuda/mmqh_q4_k.cu) */
 };
 
 static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
@@ -125,15 +122,10 @@ static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
-static __host__ __device__ __forceinline__ size_t cuda_q8k_xh_offset(int64_t n_blocks)
-{
-    return cuda_q8k_align16((size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)) +
-                            (size_t)n_blocks * (QK_K / 32) * sizeof(int16_t));
-}
-
 static __host__ __device__ __forceinline__ size_t cuda_q8k_bytes(int64_t n_blocks)
 {
-    return cuda_q8k_xh_offset(n_blocks) + (size_t)n_blocks * QK_K * sizeof(__half);
+    return (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)) +
+           (size_t)n_blocks * (QK_K / 32) * sizeof(int16_t);
 }
 
 static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *base, int64_t n_blocks)
@@ -143,7 +135,6 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
     x.qs = (int8_t *)b;
     x.d = (float *)(b + (size_t)n_blocks * QK_K);
     x.bs = (int16_t *)(b + (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)));
-    x.xh = (__half *)(b + cuda_q8k_xh_offset(n_blocks));
     return x;
 }
 

@@ -13,8 +13,7 @@
 
 /* One warp per 256-element block, 8 elements per lane; the block's bytes go
  * to the three planes of struct cuda_q8k (cuda/qtypes.cuh). */
-static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks,
-                                            int with_h)
+static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks)
 {
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -42,11 +41,8 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
         }
     }
     int8_t *qs = y.qs + ib * QK_K + 8 * lane;
-    __half *xh = y.xh + ib * QK_K + 8 * lane;
     if (amax == 0.0f) {
         *(int2 *)qs = make_int2(0, 0);
-        if (with_h)
-            *(uint4 *)xh = make_uint4(0, 0, 0, 0);
         if (lane < QK_K / 32)
             y.bs[ib * (QK_K / 32) + lane] = 0;
         if (lane == 0)
@@ -56,19 +52,15 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     const float max = x[ib * QK_K + imax];
     const float iscale = -127.0f / max;
     int sum = 0;
-    uint32_t packed[2] = {0, 0}, ph[4];
+    uint32_t packed[2] = {0, 0};
 #pragma unroll
     for (int k = 0; k < 8; k++) {
         int q = (int)rintf(__fmul_rn(iscale, v[k]));
         q = q > 127 ? 127 : q;
         packed[k / 4] |= (uint32_t)(uint8_t)(int8_t)q << (8 * (k % 4));
-        const uint32_t h = (uint32_t)__half_as_ushort(__int2half_rn(q)); /* |q| <= 128: exact */
-        ph[k / 2] = k % 2 ? ph[k / 2] | (h << 16) : h;
         sum += q;
     }
     *(uint2 *)qs = make_uint2(packed[0], packed[1]);
-    if (with_h)
-        *(uint4 *)xh = make_uint4(ph[0], ph[1], ph[2], ph[3]);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 32 elements = 4 lanes */
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0)
@@ -101,7 +93,7 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
         quantize_q8_K_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
-            x, cuda_q8k_planes(dst, nb), nb, n_rows > CUDA_MMVQ_MAX_ROWS);
+            x, cuda_q8k_planes(dst, nb), nb);
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         quantize_q8_0_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
