@@ -67,9 +67,9 @@ for phase in $phases; do
         # racecheck serializes shared memory: the shared-memory kernels on
         # small inputs (MMQ and mmvq on a 3584 x 512 product; the attention
         # kernels through the smallest model)
-        step "racecheck mmq/mmvq 3584x512" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
+        step "racecheck mmq/mmvq 3584x512 (q4_K,q6_K,q4_0,q8_0)" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
             --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-            --types q4_K,q6_K --n 1,64 --shapes qwen7b-attn-kv --reps 1
+            --types q4_K,q6_K,q4_0,q8_0 --n 1,8,64 --shapes qwen7b-attn-kv --reps 1
         step "racecheck cuda-model stories" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
             --tool racecheck --error-exitcode 9 $d/bin/test_cuda_model stories260K.json ;;
     bench)

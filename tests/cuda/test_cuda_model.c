@@ -117,6 +117,34 @@ static void top2(const double *lp, int32_t n, int32_t *a, int32_t *b)
     }
 }
 
+/* Where a failing step's raw logits differ, GPU against CPU: spread over
+ * the vocabulary (ulps carried through the layers move every logit a
+ * little) or concentrated on a few rows (a product or gather bug moves
+ * those alone). */
+static void logit_diff_report(const float *g, const float *c, int32_t V)
+{
+    double sum = 0, mean_c = 0;
+    int32_t worst[4] = {-1, -1, -1, -1}, n_big = 0;
+    for (int32_t t = 0; t < V; t++) {
+        const double d = fabs((double)g[t] - c[t]);
+        sum += d;
+        mean_c += fabs((double)c[t]);
+        n_big += d > 0.1;
+        for (int k = 0; k < 4; k++)
+            if (worst[k] < 0 || d > fabs((double)g[worst[k]] - c[worst[k]])) {
+                for (int m = 3; m > k; m--)
+                    worst[m] = worst[m - 1];
+                worst[k] = t;
+                break;
+            }
+    }
+    fprintf(stderr, "  raw logits: mean |gpu - cpu| %.4g (mean |cpu| %.4g), %d of %d differ by > 0.1; largest:",
+            sum / V, mean_c / V, n_big, V);
+    for (int k = 0; k < 4; k++)
+        fprintf(stderr, " id %d %.4f vs %.4f;", worst[k], g[worst[k]], c[worst[k]]);
+    fprintf(stderr, "\n");
+}
+
 static int32_t *json_ids(json_t *arr, size_t *n)
 {
     *n = json_array_size(arr);
@@ -210,9 +238,11 @@ int main(int argc, char **argv)
             for (int k = 0; k < 5 && top[k] >= 0; k++) {
                 const double d = fabs(pg[top[k]] - pc[top[k]]);
                 case_max = d > case_max ? d : case_max;
-                if (d > tol)
+                if (d > tol) {
                     fprintf(stderr, "case %zu step %d id %d: gpu %.6f cpu %.6f\n", c, i, top[k],
                             pg[top[k]], pc[top[k]]);
+                    logit_diff_report(lg + (size_t)i * V, lc + (size_t)i * V, V);
+                }
                 CHECK(d <= tol);
             }
             const double gap = pc[a] - pc[b];
