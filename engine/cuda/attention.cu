@@ -57,9 +57,9 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * m_before(i) = max(m, s_0..s_{i-1}) is what a one-at-a-time walk has in m
  * at step i, so ms/vs are the same bits; the walk keeps only the dependent
  * F16-rounded updates (the CPU's flash-attention accumulator). */
-template <typename VRow>
-static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[ATT_MAX_DPL], float sc, int cnt,
-                                                int lane, int hd, VRow vrow)
+template <int DPL, typename VRow>
+static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
+                                                int hd, VRow vrow)
 {
     float run = sc; /* inclusive prefix max */
 #pragma unroll
@@ -86,30 +86,45 @@ static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[AT
         if (s > m) {
             m = s;
 #pragma unroll
-            for (int k = 0; k < ATT_MAX_DPL; k++)
-                acc[k] = __half2float(__float2half_rn(__fmul_rn(acc[k], ms)));
+            for (int k = 0; k < DPL; k += 2) {
+                const __half2 r = __floats2half2_rn(__fmul_rn(acc[k], ms), __fmul_rn(acc[k + 1], ms));
+                acc[k] = __low2float(r);
+                acc[k + 1] = __high2float(r);
+            }
         }
+        /* lane l holds the dimension pairs 64 j + 2 l, + 1: one 4-byte load
+         * of V and one packed F16 rounding per pair (the same roundings, two
+         * at a time) */
 #pragma unroll
-        for (int k = 0; k < ATT_MAX_DPL; k++) {
-            const int d = lane + k * CUDA_WARP;
-            if (d < hd)
-                acc[k] = __half2float(__float2half_rn(__fmaf_rn(cuda_h2f(vr[d]), vs, acc[k])));
+        for (int k = 0; k < DPL; k += 2) {
+            const int d = 32 * k + 2 * lane;
+            if (d < hd) {
+                const __half2 v2 = *(const __half2 *)(vr + d);
+                const __half2 r = __floats2half2_rn(__fmaf_rn(__low2float(v2), vs, acc[k]),
+                                                    __fmaf_rn(__high2float(v2), vs, acc[k + 1]));
+                acc[k] = __low2float(r);
+                acc[k + 1] = __high2float(r);
+            }
         }
         l = __fmaf_rn(l, ms, vs);
     }
 }
 
-static __device__ __forceinline__ void att_store(float *o, const float acc[ATT_MAX_DPL], float l, int lane, int hd)
+template <int DPL>
+static __device__ __forceinline__ void att_store(float *o, const float acc[DPL], float l, int lane, int hd)
 {
     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
 #pragma unroll
-    for (int k = 0; k < ATT_MAX_DPL; k++) {
-        const int d = lane + k * CUDA_WARP;
-        if (d < hd)
+    for (int k = 0; k < DPL; k += 2) {
+        const int d = 32 * k + 2 * lane;
+        if (d < hd) {
             o[d] = acc[k] * inv;
+            o[d + 1] = acc[k + 1] * inv;
+        }
     }
 }
 
+template <int DPL>
 static __global__ void __launch_bounds__(ATT_WARPS *CUDA_WARP)
 attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                  const quant_f16 *__restrict__ vc, float *__restrict__ out,
@@ -144,9 +159,9 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
     for (int d = lane; d < hd; d += CUDA_WARP)
         qs[wid][d] = __half2float(__float2half_rn(qr[d]));
     __syncwarp();
-    float acc[ATT_MAX_DPL];
+    float acc[DPL];
 #pragma unroll
-    for (int k = 0; k < ATT_MAX_DPL; k++)
+    for (int k = 0; k < DPL; k++)
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     const bool stage = hd <= ATT_VS_HD && hd % 8 == 0;
@@ -176,12 +191,12 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
         }
         if (stage)
             __syncwarp(); /* the chunk's V rows are in vs_sm */
-        att_walk(m, l, acc, sc, cnt0, lane, hd, [&](int i) -> const quant_f16 * {
+        att_walk<DPL>(m, l, acc, sc, cnt0, lane, hd, [&](int i) -> const quant_f16 * {
             const int64_t si = __shfl_sync(0xffffffffu, slot, i);
             return stage ? vs_sm[wid][i] : vc + si * kv_dim + (int64_t)kvh * hd;
         });
     }
-    att_store(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
+    att_store<DPL>(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
 }
 
 /* The grouped-query kernel: one block per (row, KV head), one warp per
@@ -195,6 +210,7 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
 #define ATT_G_MAX 16
 #define ATT_KS (ATT_VS_HD + 8) /* K row stride in halves: 272 bytes, conflict-free row reads */
 
+template <int DPL>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                      const quant_f16 *__restrict__ vc, float *__restrict__ out,
@@ -214,9 +230,9 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
     const int32_t last = pos[r];
     for (int d = lane; d < hd; d += CUDA_WARP)
         qs[wid][d] = __half2float(__float2half_rn(qr[d]));
-    float acc[ATT_MAX_DPL];
+    float acc[DPL];
 #pragma unroll
-    for (int k = 0; k < ATT_MAX_DPL; k++)
+    for (int k = 0; k < DPL; k++)
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     const int per_row = hd / 8; /* 16-byte pieces per row */
@@ -238,9 +254,9 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
         }
         __syncthreads();
         const float sc = lane < cnt ? att_score(qs[wid], ks[lane], hd, a.scale) : -INFINITY;
-        att_walk(m, l, acc, sc, cnt, lane, hd, [&](int i) -> const quant_f16 * { return vsm[i]; });
+        att_walk<DPL>(m, l, acc, sc, cnt, lane, hd, [&](int i) -> const quant_f16 * { return vsm[i]; });
     }
-    att_store(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
+    att_store<DPL>(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
 }
 
 void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, const void *v_cache,
@@ -255,16 +271,28 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
         c->err = INF_EUNSUPPORTED;
         return;
     }
-    const int G = a->n_head / a->n_head_kv;
-    if (G <= ATT_G_MAX && a->head_dim <= ATT_VS_HD && a->head_dim % 8 == 0) {
-        attention_gqa_kernel<<<dim3(n_rows, a->n_head_kv), G * CUDA_WARP, 0, c->stream>>>(
-            q, (const quant_f16 *)k_cache, (const quant_f16 *)v_cache, out, pos, seq, block_table, *a);
+    /* DPL: accumulator slots per lane for this head_dim (pairs of 64), so
+     * a 128-wide head does not issue the predicated-off half of a 256-wide
+     * walk; which lane holds a dimension never changes its arithmetic */
+    const int G = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const int dpl = hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
+    const quant_f16 *kc = (const quant_f16 *)k_cache, *vc = (const quant_f16 *)v_cache;
+    if (G <= ATT_G_MAX && hd <= ATT_VS_HD && hd % 8 == 0) {
+        const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
+        if (dpl == 2)
+            attention_gqa_kernel<2><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+        else
+            attention_gqa_kernel<4><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
         CUDA_CHECK_LAUNCH(c, "attention_gqa_kernel");
         return;
     }
-    const dim3 grid(n_rows, cuda_blocks(a->n_head, ATT_WARPS));
-    attention_kernel<<<grid, ATT_WARPS * CUDA_WARP, 0, c->stream>>>(
-        q, (const quant_f16 *)k_cache, (const quant_f16 *)v_cache, out, pos, seq, block_table, *a);
+    const dim3 grid(n_rows, cuda_blocks(a->n_head, ATT_WARPS)), block(ATT_WARPS * CUDA_WARP);
+    if (dpl == 2)
+        attention_kernel<2><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+    else if (dpl == 4)
+        attention_kernel<4><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+    else
+        attention_kernel<8><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
     CUDA_CHECK_LAUNCH(c, "attention_kernel");
 }
 

@@ -116,8 +116,19 @@ extern "C" int cuda_be_prewarm(struct backend *be,
         r.neox = 1;
         PW_RUN("rope (neox)", cuda_op_rope(be, y, 1, 4, ints, &r));
         PW_RUN("kv_store", cuda_op_kv_store(be, kc, vc, x, x, ints, 1, 4 * 64));
+        /* every instantiation the dispatcher picks by head_dim: grouped
+         * (<= 128) and per-head (256), 2, 4 and 8 slots per lane; the
+         * cache scratch holds 16 slots of 256 halves */
         struct backend_attn a = {4, 4, 64, 16, 1, 0.125f};
-        PW_RUN("attention", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        PW_RUN("attention (grouped, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
+        PW_RUN("attention (grouped, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        a.n_head = 1, a.n_head_kv = 1, a.head_dim = 256;
+        PW_RUN("attention (per head, head_dim 256)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        a.n_head = 34, a.n_head_kv = 1, a.head_dim = 64;
+        PW_RUN("attention (per head, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        a.n_head = 17, a.head_dim = 128;
+        PW_RUN("attention (per head, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         PW_RUN("silu_mul", cuda_op_silu_mul(be, y, x, PW_NE0, PW_NE0));
         PW_RUN("add", cuda_op_add(be, y, x, PW_NE0));
         PW_RUN("gather", cuda_op_gather(be, x, ints, 1, PW_NE0, y));

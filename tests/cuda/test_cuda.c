@@ -80,7 +80,10 @@ int main(void)
     }
     CHECK(n_var >= 8 && q6_2t == 1 && q6_2f == 1);
     const char *others[] = {"rms_norm (warp", "rms_norm (block", "rope (llama)", "rope (neox)",
-                            "kv_store", "attention", "silu_mul", "add", "add_bias", "gather", "sample"};
+                            "kv_store", "attention (grouped, head_dim 64)", "attention (grouped, head_dim 128)",
+                            "attention (per head, head_dim 64)", "attention (per head, head_dim 128)",
+                            "attention (per head, head_dim 256)", "silu_mul", "add", "add_bias", "gather",
+                            "sample"};
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
         CHECK(has_prefix(others[i]));
     printf("prewarm: %d kernels\n", n_seen);
