@@ -59,7 +59,7 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * F16-rounded updates (the CPU's flash-attention accumulator). */
 template <int DPL, typename VRow>
 static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
-                                                int hd, VRow vrow)
+                                                int hd, float4 *wk, VRow vrow)
 {
     float run = sc; /* inclusive prefix max */
 #pragma unroll
@@ -77,10 +77,14 @@ static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DP
         else
             my_vs = expf(sc - before);
     }
+    /* the walk's per-position factors through the warp's shared slots:
+     * one broadcast 16-byte load per position instead of three shuffles */
+    __syncwarp(); /* the previous chunk's walk has read wk */
+    wk[lane] = make_float4(my_ms, my_vs, sc, 0.0f);
+    __syncwarp();
     for (int i = 0; i < cnt; i++) {
-        const float ms = __shfl_sync(0xffffffffu, my_ms, i);
-        const float vs = __shfl_sync(0xffffffffu, my_vs, i);
-        const float s = __shfl_sync(0xffffffffu, sc, i);
+        const float4 f = wk[i];
+        const float ms = f.x, vs = f.y, s = f.z;
         const quant_f16 *vr = vrow(i);
         /* every lane holds the same s and m: the branch is uniform */
         if (s > m) {
@@ -136,6 +140,7 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
      * position then hits shared memory instead of waiting on L2 (the
      * cache of a layer is re-read by every row and head) */
     __shared__ __align__(16) quant_f16 vs_sm[ATT_WARPS][CUDA_WARP][ATT_VS_HD];
+    __shared__ float4 wk_sm[ATT_WARPS][CUDA_WARP]; /* att_walk's factors */
     const int32_t r = blockIdx.x;
     const int wid = threadIdx.x / CUDA_WARP;
     const int32_t h = blockIdx.y * ATT_WARPS + wid;
@@ -191,7 +196,7 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
         }
         if (stage)
             __syncwarp(); /* the chunk's V rows are in vs_sm */
-        att_walk<DPL>(m, l, acc, sc, cnt0, lane, hd, [&](int i) -> const quant_f16 * {
+        att_walk<DPL>(m, l, acc, sc, cnt0, lane, hd, wk_sm[wid], [&](int i) -> const quant_f16 * {
             const int64_t si = __shfl_sync(0xffffffffu, slot, i);
             return stage ? vs_sm[wid][i] : vc + si * kv_dim + (int64_t)kvh * hd;
         });
@@ -221,6 +226,7 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
     __shared__ __align__(16) quant_f16 ks[CUDA_WARP][ATT_KS];
     __shared__ __align__(16) quant_f16 vsm[CUDA_WARP][ATT_VS_HD];
     __shared__ int64_t slot_sm[CUDA_WARP];
+    __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP]; /* att_walk's factors */
     const int32_t r = blockIdx.x, kvh = blockIdx.y;
     const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
@@ -254,7 +260,7 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
         }
         __syncthreads();
         const float sc = lane < cnt ? att_score(qs[wid], ks[lane], hd, a.scale) : -INFINITY;
-        att_walk<DPL>(m, l, acc, sc, cnt, lane, hd, [&](int i) -> const quant_f16 * { return vsm[i]; });
+        att_walk<DPL>(m, l, acc, sc, cnt, lane, hd, wk_sm[wid], [&](int i) -> const quant_f16 * { return vsm[i]; });
     }
     att_store<DPL>(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
 }
