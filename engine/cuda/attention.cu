@@ -4,9 +4,14 @@
  * pos[row] of the row's sequence at a time (slot = block_table[p / bs] * bs
  * + p % bs; four partial sums per score), take each position's softmax
  * factor in parallel from a prefix maximum, then lane l, holding
- * dimensions l, l+32, ... of the output accumulator, walks them through
- * the online softmax (running maximum, rescaled sum), so any context
- * length runs in registers. Every row is computed on its own, in position order: results
+ * dimension pairs 64j + 2l, +1 of the output accumulator (DPL slots: 2, 4
+ * or 8 by head_dim), walks them through the online softmax (running
+ * maximum, rescaled sum), so any context length runs in registers. The
+ * walk is the prefill's cost at long context (it mirrors the CPU's F16
+ * accumulator, rounded after every position, so it is sequential in
+ * positions): H200, 7B pp2048 6,540 -> 7,980 tok/s for DPL per head_dim
+ * and the pairs, -> 8,244 for the factors through shared memory
+ * (bench/RESULTS.md, 2026-12-01 21:03 and 21:06). Every row is computed on its own, in position order: results
  * do not depend on the batch or on how a prompt was chunked (the cache is
  * the only input besides the row's query).
  *
