@@ -70,8 +70,18 @@ for phase in $phases; do
         step "racecheck mmq/mmvq 3584x512 (q4_K,q6_K,q4_0,q8_0)" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
             --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
             --types q4_K,q6_K,q4_0,q8_0 --n 1,8,64 --shapes qwen7b-attn-kv --reps 1
-        step "racecheck cuda-model stories" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
-            --tool racecheck --error-exitcode 9 $d/bin/test_cuda_model stories260K.json ;;
+        # whole models through `inferd generate` (a prompt past 8 tokens, so
+        # the prefill runs the MMQ kernels, then decode steps: every product,
+        # attention and sampling kernel of the model's types; test_cuda_model
+        # under racecheck ran past its bound); tiny-llama-mixed holds f16,
+        # q4_0, q8_0, q4_K, q5_K and q6_K tensors
+        for m in stories260K tiny-llama-Q4_K_M tiny-llama-mixed; do
+            [ -f $d/shared/models/$m.gguf ] || { echo "sanitize: $m not carried" | tee -a "$summary"; continue; }
+            step "racecheck generate $m" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
+                --tool racecheck --error-exitcode 9 $d/bin/inferd generate --backend cuda \
+                --model $d/shared/models/$m.gguf --max-tokens 4 \
+                --prompt "Once upon a time there was a little girl who lived in a small house near the big forest"
+        done ;;
     bench)
         step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
             --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
