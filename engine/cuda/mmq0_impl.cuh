@@ -255,18 +255,25 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             for (int i = 0; i < 4; i++)
                 acc[a][b][i] = 0.0f;
 
+    /* rows past the weight's or the batch's end are not loaded (their
+     * products are never stored; cuda/mmqk_impl.cuh says why) */
+    const bool wload = m0 + lr < n_w, xload = n0 + lr < n_rows;
 #define MMQ0_ISSUE(s)                                                                              \
     do {                                                                                           \
         const int bf = (int)((s) & 1);                                                             \
         const int64_t blk = (s) * 8 * KDR; /* first block of the stage */                          \
-        for (int i = lp; i < Q::QB * KDR / 2; i += 4)                                              \
-            __pipeline_memcpy_async(&S.wq[bf][lr][4 * i], wq + blk * Q::QB + 16 * i, 16);          \
-        for (int i = lp; i < 16 * KDR; i += 4)                                                     \
-            __pipeline_memcpy_async(&S.xq[bf][lr][16 * i], X.qs + (xb0 + blk) * 32 + 16 * i, 16);  \
-        if (lp < KDR)                                                                              \
-            __pipeline_memcpy_async(&S.wd[bf][lr][8 * lp], wdp + (blk + 8 * lp) * 2, 16);          \
-        for (int i = lp; i < 8 * KDR; i += 4)                                                      \
-            __pipeline_memcpy_async(&S.xd[bf][i][lr], X.d + xb0 + blk + i, 4);                     \
+        if (wload) {                                                                               \
+            for (int i = lp; i < Q::QB * KDR / 2; i += 4)                                          \
+                __pipeline_memcpy_async(&S.wq[bf][lr][4 * i], wq + blk * Q::QB + 16 * i, 16);      \
+            if (lp < KDR)                                                                          \
+                __pipeline_memcpy_async(&S.wd[bf][lr][8 * lp], wdp + (blk + 8 * lp) * 2, 16);      \
+        }                                                                                          \
+        if (xload) {                                                                               \
+            for (int i = lp; i < 16 * KDR; i += 4)                                                 \
+                __pipeline_memcpy_async(&S.xq[bf][lr][16 * i], X.qs + (xb0 + blk) * 32 + 16 * i, 16); \
+            for (int i = lp; i < 8 * KDR; i += 4)                                                  \
+                __pipeline_memcpy_async(&S.xd[bf][i][lr], X.d + xb0 + blk + i, 4);                 \
+        }                                                                                          \
         __pipeline_commit();                                                                       \
     } while (0)
 

@@ -311,16 +311,24 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
 
     /* queue stage s into buffer s & 1 */
+    /* Rows past the weight's or the batch's end are not loaded: their tile
+     * rows hold stale bytes whose products are never stored. (Loading the
+     * clamped last row instead had 48 threads of a 16-row batch copy the
+     * same bytes: q4_K n = 16 took longer than n = 64.) */
+    const bool wload = m0 + lr < n_w, xload = n0 + lr < n_rows;
 #define MMQK_ISSUE(s)                                                                             \
     do {                                                                                          \
         const int bf = (int)((s) & 1);                                                            \
-        W::copy(S.w[bf][lr], wp, (s), lp);                                                        \
+        if (wload)                                                                                \
+            W::copy(S.w[bf][lr], wp, (s), lp);                                                    \
         const int64_t xb = xb0 + (s) * KDR;                                                       \
-        mmqk_copy16((uint32_t *)S.x[bf][lr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp);  \
-        if (lp < KDR)                                                                             \
-            __pipeline_memcpy_async(&S.xd[bf][lr][lp], X.d + xb + lp, 4);                         \
-        else if (lp < 2 * KDR)                                                                    \
-            __pipeline_memcpy_async(&S.xbs[bf][lr][8 * (lp - KDR)], X.bs + (xb + lp - KDR) * 8, 16); \
+        if (xload) {                                                                              \
+            mmqk_copy16((uint32_t *)S.x[bf][lr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp); \
+            if (lp < KDR)                                                                         \
+                __pipeline_memcpy_async(&S.xd[bf][lr][lp], X.d + xb + lp, 4);                     \
+            else if (lp < 2 * KDR)                                                                \
+                __pipeline_memcpy_async(&S.xbs[bf][lr][8 * (lp - KDR)], X.bs + (xb + lp - KDR) * 8, 16); \
+        }                                                                                         \
         __pipeline_commit();                                                                      \
     } while (0)
 
