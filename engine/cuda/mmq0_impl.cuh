@@ -284,8 +284,6 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         if (s + 1 < n_stages)
             MMQ0_ISSUE(s + 1);
         const int bf = (int)(s & 1);
-        if (n0 + 16 * wn >= n_rows)
-            continue; /* no row of this warp is stored (cuda/mmqk_impl.cuh) */
 #pragma unroll
         for (int jj = 0; jj < 8 * KDR; jj++) {
             int a[2][4];

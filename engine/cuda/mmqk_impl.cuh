@@ -339,11 +339,6 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         if (s + 1 < n_stages)
             MMQK_ISSUE(s + 1);
         const int bf = (int)(s & 1);
-        /* a warp whose 16 activation rows are all past the batch has nothing
-         * to store: it loads and meets the barriers, and skips the math
-         * (n = 16 leaves 6 of 8 warps idle that way; uniform per warp) */
-        if (n0 + 16 * wn >= n_rows)
-            continue;
 
 #pragma unroll
         for (int kd = 0; kd < KDR; kd++) {
