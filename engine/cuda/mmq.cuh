@@ -49,4 +49,12 @@ template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                int32_t n_rows, int nc);
 
+/* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
+ * the call's rows (the row count changes how many activation rows share
+ * a weight read, never a row's arithmetic) */
+static inline int cuda_mmvq_nc(int32_t n_rows)
+{
+    return n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
+}
+
 #endif

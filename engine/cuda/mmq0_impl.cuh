@@ -334,34 +334,14 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
     }
 #undef MMQ0_ISSUE
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
-                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
-                if (j < n_w && r < n_rows)
-                    cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
-            }
+    mmq_tile_store(acc, m0, n0, wm, wn, g, t4, n_w, n_rows, y, E);
 }
 
 template <int T, int KDR> static int mmq0_occupancy(void)
 {
-    typedef mmq0_smem<T, KDR> SM;
     static int occ = -1;
-    if (occ < 0) {
-        int n = 0;
-        if (cudaFuncSetAttribute(mmq0_kernel<T, KDR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)sizeof(SM)) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq0_kernel<T, KDR>, MMQ_THREADS, sizeof(SM)) !=
-                cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        occ = n;
-    }
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)mmq0_kernel<T, KDR>, sizeof(mmq0_smem<T, KDR>));
     return occ;
 }
 
@@ -399,9 +379,7 @@ static void mmq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
                           int32_t n_rows)
 {
     const int kdr = mmq_pick_kdr(c->n_sm, mmq0_occupancy<T, 1>(), mmq0_occupancy<T, 2>(), w->ne0, w->ne1, n_rows);
-    int rc = mmq0_variant<T>(c, w, xq, y, n_rows, kdr);
-    if (rc == -1 && kdr == 2)
-        rc = mmq0_variant<T>(c, w, xq, y, n_rows, 1);
+    const int rc = mmq_launch_picked(kdr, [&](int k) { return mmq0_variant<T>(c, w, xq, y, n_rows, k); });
     if (rc) {
         c->err = rc == -1 ? INF_EDEVICE : rc;
         snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %s %lld x %lld (kdr %d)",
@@ -414,7 +392,7 @@ static void mmvq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, c
                            int32_t n_rows, int nc)
 {
     if (nc <= 0)
-        nc = n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
+        nc = cuda_mmvq_nc(n_rows);
     switch (nc) {
     case 1: mmvq0_launch<T, 1>(c, w, xq, y, n_rows); break;
     case 2: mmvq0_launch<T, 2>(c, w, xq, y, n_rows); break;

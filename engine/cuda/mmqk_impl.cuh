@@ -451,37 +451,15 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
     }
 #undef MMQK_ISSUE
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
-                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
-                if (j < n_w && r < n_rows)
-                    cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
-            }
+    mmq_tile_store(acc, m0, n0, wm, wn, g, t4, n_w, n_rows, y, E);
 }
 
-/* Blocks of one instantiation resident per SM on this device (0: its
- * shared memory does not fit), after raising its dynamic shared memory
- * past the 48 KB a launch gets without asking; once per instantiation. */
+/* blocks per SM of one instantiation (cuda/tiles.cuh), asked once */
 template <int T, int KDR, bool EXP> static int mmqk_occupancy(void)
 {
-    typedef mmqk_smem<T, KDR, EXP> SM;
     static int occ = -1;
-    if (occ < 0) {
-        int n = 0;
-        if (cudaFuncSetAttribute(mmqk_kernel<T, KDR, EXP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)sizeof(SM)) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmqk_kernel<T, KDR, EXP>, MMQ_THREADS,
-                                                          sizeof(SM)) != cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        occ = n;
-    }
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)mmqk_kernel<T, KDR, EXP>, sizeof(mmqk_smem<T, KDR, EXP>));
     return occ;
 }
 
@@ -553,9 +531,7 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
         mmqk_occ2<T, false>(occ);
     }
     const int kdr = mmq_pick_kdr(c->n_sm, occ[0], occ[1], w->ne0, w->ne1, n_rows);
-    int rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp);
-    if (rc == -1 && kdr == 2)
-        rc = mmqk_variant_any<T>(c, w, xq, y, n_rows, 1, exp);
+    const int rc = mmq_launch_picked(kdr, [&](int k) { return mmqk_variant_any<T>(c, w, xq, y, n_rows, k, exp); });
     if (rc) {
         c->err = rc == -1 ? INF_EDEVICE : rc;
         snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %lld x %lld (kdr %d, exp %d)",

@@ -270,15 +270,13 @@ static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, cons
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
 
-/* NC: the smallest instantiation that holds the call's rows (the row
- * count changes how many activation rows share a weight read, never a
- * row's arithmetic). */
+/* NC: cuda_mmvq_nc (cuda/mmq.cuh) unless the caller forces one */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                int32_t n_rows, int nc)
 {
     if (nc <= 0)
-        nc = n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
+        nc = cuda_mmvq_nc(n_rows);
     switch (nc) {
     case 1: mmvq_launch<T, 1>(c, w, xq, y, n_rows); break;
     case 2: mmvq_launch<T, 2>(c, w, xq, y, n_rows); break;

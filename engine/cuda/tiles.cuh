@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "engine/cuda/common.cuh"
+
 /* K-stage depth of the K-quant MMQ (mmqk_kernel<T, KDR, EXP>): KDR = 2
  * halves the barriers and pipeline turns per super-block but doubles the
  * stage buffers. occ1, occ2: blocks per SM of the two depths on this
@@ -62,6 +64,51 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
         return 2;
     const int64_t blocks = ((ne1 + MMQ_BM - 1) / MMQ_BM) * ((n_rows + MMQ_BN - 1) / MMQ_BN);
     return blocks <= (int64_t)n_sm * occ2 ? 2 : 1;
+}
+
+/* Blocks of one MMQ instantiation resident per SM on this device (0: its
+ * shared memory does not fit), after raising its dynamic shared memory
+ * past the 48 KB a launch gets without asking. Each instantiation caches
+ * its answer (the device does not change under a backend). */
+static inline int mmq_occupancy(const void *kernel, size_t smem)
+{
+    int n = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMQ_THREADS, smem) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    return n;
+}
+
+/* The store of a 64 x 64 tile's results, the same in every MMQ kernel:
+ * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
+ * activation rows 16 wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
+ * layout; what lies past the weight or the batch is not stored. */
+static __device__ __forceinline__ void mmq_tile_store(const float acc[2][2][4], int32_t m0, int32_t n0, int wm,
+                                                      int wn, int g, int t4, int32_t n_w, int32_t n_rows,
+                                                      float *y, const struct cuda_epi &E)
+{
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
+                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                if (j < n_w && r < n_rows)
+                    cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
+            }
+}
+
+/* Launch at the KDR the table picked; where the device cannot hold
+ * KDR = 2's shared memory (launch returns -1), at KDR = 1. launch(kdr):
+ * 0, -1, or an INF_E* code; returns the last one. */
+template <typename F> static inline int mmq_launch_picked(int kdr, F launch)
+{
+    const int rc = launch(kdr);
+    return rc == -1 && kdr == 2 ? launch(1) : rc;
 }
 
 #endif
