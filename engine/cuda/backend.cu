@@ -491,20 +491,26 @@ int cuda_scratch_update(struct cuda_ctx *c)
     const size_t f_bytes = cuda_mmc_act_bytes(c);
     size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     need = f_bytes > need ? f_bytes : need;
-    if (need > c->xq_bytes) {
-        void *p = NULL;
-        if (cuda_malloc(c, &p, need) != cudaSuccess) {
-            cudaGetLastError();
-            return INF_ENOMEM;
-        }
-        if (c->xq) {
-            cudaStreamSynchronize(c->stream);
-            cudaFree(c->xq);
-        }
-        c->xq = p;
-        c->xq_bytes = need;
+    const int rc = cuda_scratch_grow(c, &c->xq, &c->xq_bytes, need);
+    return rc ? rc : cuda_mmc_reserve(c);
+}
+
+int cuda_scratch_grow(struct cuda_ctx *c, void **p, size_t *bytes, size_t need)
+{
+    if (need <= *bytes)
+        return 0;
+    void *q = NULL;
+    if (cuda_malloc(c, &q, need) != cudaSuccess) {
+        cudaGetLastError();
+        return INF_ENOMEM;
     }
-    return cuda_mmc_reserve(c);
+    if (*p) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(*p);
+    }
+    *p = q;
+    *bytes = need;
+    return 0;
 }
 
 static int cuda_be_reserve(struct backend *be, const struct backend_reserve *r)

@@ -112,6 +112,11 @@ static inline struct cuda_ctx *cuda_ctx_of(struct backend *be)
 cudaError_t cuda_malloc(struct cuda_ctx *c, void **p, size_t bytes);
 cudaError_t cuda_mem_info(const struct cuda_ctx *c, size_t *free_b, size_t *total);
 
+/* A scratch buffer (*p, *bytes) grown to at least need bytes: nothing when
+ * it holds that already, else a new allocation replaces it once the stream
+ * no longer reads the old one. 0, or INF_ENOMEM with the old one kept. */
+int cuda_scratch_grow(struct cuda_ctx *c, void **p, size_t *bytes, size_t need);
+
 /* INF_ENOMEM, INF_EINTERNAL or INF_EDEVICE for a failed call's e (see above). */
 int cuda_error_code(cudaError_t e);
 /* Record a failed CUDA call (first one wins); returns 1 when e is an error. */

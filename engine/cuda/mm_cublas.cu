@@ -171,8 +171,8 @@ struct cuda_mmc {
     cublasLtHandle_t h;
     cublasLtMatmulDescOpaque_t desc; /* f32 compute and scale, A transposed */
     void *ws;                        /* MMC_WS_BYTES */
-    float *yd;                       /* output scratch: yd_cap floats */
-    size_t yd_cap;
+    float *yd;                       /* output scratch of yd_bytes */
+    size_t yd_bytes;
     int64_t max_ne1;                 /* largest ne1 registered */
     int full_logged;
     struct mmc_shape shapes[MMC_SHAPES];
@@ -433,20 +433,7 @@ int cuda_mmc_reserve(struct cuda_ctx *c)
     size_t need = (size_t)c->res_rows * (size_t)c->res_ne0;
     if ((size_t)m->max_ne1 > need)
         need = (size_t)m->max_ne1;
-    if (need <= m->yd_cap)
-        return 0;
-    float *p = NULL;
-    if (cuda_malloc(c, (void **)&p, need * sizeof(float)) != cudaSuccess) {
-        cudaGetLastError();
-        return INF_ENOMEM;
-    }
-    if (m->yd) {
-        cudaStreamSynchronize(c->stream);
-        cudaFree(m->yd);
-    }
-    m->yd = p;
-    m->yd_cap = need;
-    return 0;
+    return cuda_scratch_grow(c, (void **)&m->yd, &m->yd_bytes, need * sizeof(float));
 }
 
 void cuda_mmc_free(struct cuda_ctx *c)
@@ -625,7 +612,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
     }
     /* through the output scratch, as many rows at a time as it holds (the
      * algorithm does not depend on how many: same bits) */
-    const int64_t per = m->yd ? (int64_t)(m->yd_cap / (size_t)s->ne1) : 0;
+    const int64_t per = m->yd ? (int64_t)(m->yd_bytes / sizeof(float) / (size_t)s->ne1) : 0;
     if (per < 1) {
         c->err = INF_EINTERNAL;
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: rows of %lld exceed the reserved output scratch",
