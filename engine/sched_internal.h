@@ -205,6 +205,10 @@ void sched_req_unref(struct sched_handle *r);
 int sched_req_push_event(struct sched *s, struct sched_handle *r, const struct sched_event *e);
 void sched_req_push_simple(struct sched *s, struct sched_handle *r, int kind, int32_t choice,
                            int finish, int error);
+/* Queue the event of prompt token pos + 1 (echo with logprobs), whose
+ * logprob and top entries the caller has filled in; a failed append fails
+ * the request (INF_ENOMEM). */
+void sched_req_prompt_event(struct sched *s, struct sched_handle *r, int32_t pos, struct sched_event *e);
 /* Make r's events visible and wake its client (a request that never ran). */
 void sched_req_publish(struct sched_handle *r);
 /* Publish the last step: its stats, its events, then drop what it finished. */

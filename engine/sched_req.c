@@ -89,6 +89,18 @@ void sched_req_push_simple(struct sched *s, struct sched_handle *r, int kind, in
     (void)sched_req_push_event(s, r, &e);
 }
 
+void sched_req_prompt_event(struct sched *s, struct sched_handle *r, int32_t pos, struct sched_event *e)
+{
+    e->kind = SCHED_EV_PROMPT;
+    e->choice = 0;
+    e->pos = pos + 1;
+    e->token = r->prompt[pos + 1];
+    e->finish = 0;
+    e->error = 0;
+    if (sched_req_push_event(s, r, e) != 0)
+        sched_req_fail(s, r, INF_ENOMEM);
+}
+
 /* Make the step's events visible and wake the client. Runs after the step's
  * stats are published, so a client that saw a request end also sees its
  * blocks freed in sched_get_stats. */

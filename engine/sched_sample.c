@@ -257,18 +257,11 @@ void sched_sample_rows_backend(struct sched *s, int32_t nl)
             struct sched_event e;
             int nt = r->logprobs > 0 ? r->logprobs : 0;
 
-            e.kind = SCHED_EV_PROMPT;
-            e.choice = 0;
-            e.pos = u->pos + 1;
-            e.token = r->prompt[u->pos + 1];
             e.logprob = o->logprob;
             memcpy(e.top_ids, o->top_ids, (size_t)nt * sizeof(int32_t));
             memcpy(e.top_lps, o->top_lps, (size_t)nt * sizeof(float));
             e.n_top = nt;
-            e.finish = 0;
-            e.error = 0;
-            if (sched_req_push_event(s, r, &e) != 0)
-                sched_req_fail(s, r, INF_ENOMEM);
+            sched_req_prompt_event(s, r, u->pos, &e);
         } else if (u->kind == ROW_FIRST) {
             for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
                 struct seq *q = r->seqs[c];

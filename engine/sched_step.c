@@ -219,16 +219,9 @@ void sched_step(struct sched *s, int cancel_all)
                 struct sched_event e;
                 int n = r->logprobs > 0 ? r->logprobs : 0;
 
-                e.kind = SCHED_EV_PROMPT;
-                e.choice = 0;
-                e.pos = u->pos + 1;
-                e.token = r->prompt[u->pos + 1];
-                e.logprob = sample_logprobs(L, s->n_vocab, e.token, n, e.top_ids, e.top_lps);
+                e.logprob = sample_logprobs(L, s->n_vocab, r->prompt[u->pos + 1], n, e.top_ids, e.top_lps);
                 e.n_top = n;
-                e.finish = 0;
-                e.error = 0;
-                if (sched_req_push_event(s, r, &e) != 0)
-                    sched_req_fail(s, r, INF_ENOMEM);
+                sched_req_prompt_event(s, r, u->pos, &e);
             } else if (u->kind == ROW_FIRST) {
                 for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
                     if (r->seqs[c]->done)

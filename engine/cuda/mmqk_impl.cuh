@@ -531,7 +531,8 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
         mmqk_occ2<T, false>(occ);
     }
     const int kdr = mmq_pick_kdr(c->n_sm, occ[0], occ[1], w->ne0, w->ne1, n_rows);
-    const int rc = mmq_launch_picked(kdr, [&](int k) { return mmqk_variant_any<T>(c, w, xq, y, n_rows, k, exp); });
+    const int rc =
+        mmq_launch_picked(kdr, [&](int k) { return mmqk_variant_any<T>(c, w, xq, y, n_rows, k, exp); });
     if (rc) {
         c->err = rc == -1 ? INF_EDEVICE : rc;
         snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %lld x %lld (kdr %d, exp %d)",

@@ -73,7 +73,8 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
 static inline int mmq_occupancy(const void *kernel, size_t smem)
 {
     int n = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMQ_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
