@@ -170,6 +170,39 @@ class Daemon:
             pass
 
 
+def post_stream(d, req, timeout):
+    """POST req (a dict) to /v1/completions on a new connection that the
+    server closes when done; the socket (the caller reads the response)."""
+    body = json.dumps(req).encode()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=timeout)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return s
+
+
+def first_event(s):
+    """Read s up to its first SSE data event; what was read."""
+    buf = b""
+    while b"data: {" not in buf:
+        x = s.recv(65536)
+        check(x, "stream closed before the first event: %r" % buf)
+        buf += x
+    return buf
+
+
+def read_to_close(s, buf=b""):
+    """buf and whatever s gives until the server closes it (or it fails)."""
+    while True:
+        try:
+            x = s.recv(65536)
+        except OSError:
+            break
+        if not x:
+            break
+        buf += x
+    return buf
+
+
 def read_response_bytes(s):
     """Read one HTTP response (Content-Length or chunked) or until EOF."""
     buf = b""

@@ -35,28 +35,8 @@ def has_hooks(d):
 def start_stream(d):
     req = {"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 480,
            "temperature": 0, "stream": True, "ignore_eos": True}
-    body = json.dumps(req).encode()
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=30 * D.SLOW)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-              b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    buf = b""
-    while b"data: {" not in buf:
-        x = s.recv(65536)
-        check(x, "stream closed before the first event: %r" % buf)
-        buf += x
-    return s, buf
-
-
-def read_all(s, buf):
-    while True:
-        try:
-            x = s.recv(65536)
-        except OSError:
-            break
-        if not x:
-            break
-        buf += x
-    return buf
+    s = D.post_stream(d, req, 30 * D.SLOW)
+    return s, D.first_event(s)
 
 
 def wait_exit(d, bound):
@@ -105,7 +85,7 @@ def test_device_lost_in_flight(exe):
         os.unlink(stall)
         t_lost = time.time()
 
-        body = read_all(s, buf)
+        body = D.read_to_close(s, buf)
         s.close()
         head, rest = body.split(b"\r\n\r\n", 1)
         ev = D.sse_events(D.dechunk(rest) if b"chunked" in head.lower() else rest)

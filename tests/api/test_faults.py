@@ -43,11 +43,7 @@ def open_stream(d, **kw):
     req = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 400, "stream": True,
            "ignore_eos": True, "temperature": 0}
     req.update(kw)
-    body = json.dumps(req).encode()
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=60 * SLOW)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-              b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    return s
+    return D.post_stream(d, req, 60 * SLOW)
 
 
 def read_stream(s, out, i):

@@ -30,29 +30,13 @@ def start_stream(d, **kw):
     req = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 480, "temperature": 0,
            "stream": True, "ignore_eos": True}
     req.update(kw)
-    body = json.dumps(req).encode()
-    s = socket.create_connection(("127.0.0.1", d.port), timeout=30)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-              b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    buf = b""
-    while b"data: {" not in buf:
-        x = s.recv(65536)
-        check(x, "stream closed before the first event: %r" % buf)
-        buf += x
-    return s, buf
+    s = D.post_stream(d, req, 30)
+    return s, D.first_event(s)
 
 
 def read_all(s, buf=b""):
     s.settimeout(30)
-    while True:
-        try:
-            x = s.recv(65536)
-        except OSError:
-            break
-        if not x:
-            break
-        buf += x
-    return buf
+    return D.read_to_close(s, buf)
 
 
 def wait_metric(d, pred, timeout=5.0):
