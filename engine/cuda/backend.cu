@@ -361,9 +361,10 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
         return c->err;
     if (n < 2)
         return INF_EINVAL;
-    /* F32/F16/BF16 products stay one launch per weight (cuBLASLt's algorithm
-     * is per registered shape: cuda/mul_mat.cu mm_adjacent), so fusing their
-     * memory would only cost the copy */
+    /* F32/F16/BF16 are not fused: cuBLASLt has one algorithm per
+     * registered weight shape (cuda/mm_cublas.cu), and one product over a
+     * fused view would be another shape, whose algorithm would give its
+     * rows other bits than the separate products' */
     if (w[0]->type == QT_F32 || w[0]->type == QT_F16 || w[0]->type == QT_BF16)
         return INF_EUNSUPPORTED;
     size_t bytes = 0, aux = 0;

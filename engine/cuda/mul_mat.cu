@@ -216,17 +216,14 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
 
 /* b continues a: slices of one fused allocation (ops->weight_fuse), b's
  * rows (and expanded rows, when both have them) right after a's, so one
- * product over a's and b's rows reads exactly the bytes the two read. */
+ * product over a's and b's rows reads exactly the bytes the two read.
+ * Only quantized weights are ever fused (cuda/backend.cu: cuBLASLt picks
+ * its algorithm per F32/F16/BF16 weight shape, and a fused view would be
+ * another shape with other bits). */
 static int mm_adjacent(const struct backend_weight *a, const struct backend_weight *b)
 {
     if (!a->group || a->group != b->group || a->type != b->type || a->ne0 != b->ne0 ||
         a->row_bytes != b->row_bytes)
-        return 0;
-    /* F32/F16/BF16: cuBLASLt has one algorithm per registered shape
-     * (cuda/mm_cublas.cu); a fused view is another shape, whose algorithm
-     * would give its rows other bits than the separate products'. They
-     * keep one launch per weight. */
-    if (a->type == QT_F32 || a->type == QT_F16 || a->type == QT_BF16)
         return 0;
     if ((const char *)b->data != (const char *)a->data + (size_t)a->ne1 * a->row_bytes)
         return 0;
