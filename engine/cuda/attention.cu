@@ -140,6 +140,7 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                  const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                  const int32_t *__restrict__ bt, struct backend_attn a)
 {
+    cuda_pdl_enter();
     __shared__ float qs[ATT_WARPS][ATT_MAX_DPL * CUDA_WARP];
     /* the 32 V rows of the chunk being walked: the walk's one load per
      * position then hits shared memory instead of waiting on L2 (the
@@ -227,6 +228,7 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
                      const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
                      const int32_t *__restrict__ bt, struct backend_attn a)
 {
+    cuda_pdl_enter();
     __shared__ float qs[ATT_G_MAX][ATT_VS_HD];
     __shared__ __align__(16) quant_f16 ks[CUDA_WARP][ATT_KS];
     __shared__ __align__(16) quant_f16 vsm[CUDA_WARP][ATT_VS_HD];
@@ -291,19 +293,19 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     if (G <= ATT_G_MAX && hd <= ATT_VS_HD && hd % 8 == 0) {
         const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
         if (dpl == 2)
-            attention_gqa_kernel<2><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+            cuda_launch(c, attention_gqa_kernel<2>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
         else
-            attention_gqa_kernel<4><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+            cuda_launch(c, attention_gqa_kernel<4>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
         CUDA_CHECK_LAUNCH(c, "attention_gqa_kernel");
         return;
     }
     const dim3 grid(n_rows, cuda_blocks(a->n_head, ATT_WARPS)), block(ATT_WARPS * CUDA_WARP);
     if (dpl == 2)
-        attention_kernel<2><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+        cuda_launch(c, attention_kernel<2>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
     else if (dpl == 4)
-        attention_kernel<4><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+        cuda_launch(c, attention_kernel<4>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
     else
-        attention_kernel<8><<<grid, block, 0, c->stream>>>(q, kc, vc, out, pos, seq, block_table, *a);
+        cuda_launch(c, attention_kernel<8>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
     CUDA_CHECK_LAUNCH(c, "attention_kernel");
 }
 

@@ -636,10 +636,15 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     }
     c->sm = p.major * 10 + p.minor;
     c->n_sm = p.multiProcessorCount;
+    /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
+     * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
+    c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
+    const char *wpr = getenv("INFERD_MMVQ_WPR");
+    c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
-    log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB", device, p.name, c->sm, c->n_sm,
-             (size_t)(p.totalGlobalMem >> 20));
+    log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,
+             (size_t)(p.totalGlobalMem >> 20), c->pdl ? ", programmatic dependent launch" : "");
     return be;
 }
 

@@ -80,6 +80,8 @@ struct cuda_ctx {
     struct cuda_mmc *mmc;
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
+    int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
+    int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;
@@ -134,6 +136,72 @@ int cuda_op_begin(struct cuda_ctx *c);
 static inline unsigned cuda_blocks(int64_t n, int per)
 {
     return (unsigned)((n + per - 1) / per);
+}
+
+/* ---- programmatic dependent launch (sm_90 and later) ------------------- *
+ * A step is a chain of a few hundred small kernels (a 7B decode step: ~13
+ * a layer), each reading what the one before wrote. In a plain stream the
+ * GPU drains one grid, then launches the next and waits for its first
+ * loads: a gap of launch latency plus DRAM latency at every boundary.
+ * Launched through cuda_launch (the attribute
+ * cudaLaunchAttributeProgrammaticStreamSerialization), a kernel's blocks
+ * are scheduled as soon as every block of the kernel before it has
+ * started (its cuda_pdl_enter signals launch_dependents first thing), may
+ * pull the bytes no step writes (weights) towards the SMs, and then wait
+ * in griddepcontrol.wait until the kernel before has completed and its
+ * writes are visible. The rules, for every kernel cuda_launch starts:
+ *  - before cuda_pdl_wait it reads only weights and writes nothing: the
+ *    kernel before may still be reading what this one writes;
+ *  - every block reaches cuda_pdl_wait before it can return, so each grid
+ *    completes after the one before it and a wait covers every earlier
+ *    kernel, not only the last.
+ * Off (INFERD_NO_PDL=1, or a device before sm_90): launches are ordinary
+ * and the instructions below are no-ops. Results do not depend on it. */
+static __device__ __forceinline__ void cuda_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+#ifndef INFERD_PDL_EARLY
+#define INFERD_PDL_EARLY 0
+#endif
+/* let the next kernel's blocks be scheduled now (without it: when this
+ * kernel's blocks have exited) */
+static __device__ __forceinline__ void cuda_pdl_launch_dependents(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* the kernel's first statement (see above) */
+static __device__ __forceinline__ void cuda_pdl_enter(void)
+{
+    if (INFERD_PDL_EARLY)
+        cuda_pdl_launch_dependents();
+    cuda_pdl_wait();
+}
+
+/* Launch kernel k (grid, block, dynamic shared memory smem) on the
+ * backend's stream, as a programmatic dependent when c->pdl; a launch
+ * error is recorded in c (CUDA_CHECK_LAUNCH after it reports it too). */
+template <typename... P, typename... A>
+static inline void cuda_launch(struct cuda_ctx *c, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+                               A &&...args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    CUDA_CHECK_CTX(c, cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...));
 }
 
 /* ---- device helpers --------------------------------------------------- */

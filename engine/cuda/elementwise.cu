@@ -5,6 +5,7 @@
 
 static __global__ void add_kernel(float *y, const float *__restrict__ x, int64_t n)
 {
+    cuda_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         y[i] += x[i];
@@ -15,13 +16,14 @@ void cuda_op_add(struct backend *be, float *y, const float *x, int64_t n)
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n <= 0)
         return;
-    add_kernel<<<cuda_blocks(n, 256), 256, 0, c->stream>>>(y, x, n);
+    cuda_launch(c, add_kernel, cuda_blocks(n, 256), 256, 0, y, x, n);
     CUDA_CHECK_LAUNCH(c, "add_kernel");
 }
 
 static __global__ void add_bias_kernel(float *y, const float *__restrict__ b, int32_t n,
                                        int64_t total)
 {
+    cuda_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total)
         y[i] += b[i % n];
@@ -33,8 +35,8 @@ void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight 
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
     const int64_t total = (int64_t)n_rows * b->ne0;
-    add_bias_kernel<<<cuda_blocks(total, 256), 256, 0, c->stream>>>(y, (const float *)b->data,
-                                                                     (int32_t)b->ne0, total);
+    cuda_launch(c, add_bias_kernel, cuda_blocks(total, 256), 256, 0, y, (const float *)b->data,
+                (int32_t)b->ne0, total);
     CUDA_CHECK_LAUNCH(c, "add_bias_kernel");
 }
 
@@ -69,6 +71,7 @@ static __device__ float silu_poly_expf(float x)
 static __global__ void silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n,
                                        int64_t row_len)
 {
+    cuda_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         const float v = g[i];
@@ -84,13 +87,14 @@ void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t 
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n <= 0)
         return;
-    silu_mul_kernel<<<cuda_blocks(n, 256), 256, 0, c->stream>>>(gate, up, n, row_len);
+    cuda_launch(c, silu_mul_kernel, cuda_blocks(n, 256), 256, 0, gate, up, n, row_len);
     CUDA_CHECK_LAUNCH(c, "silu_mul_kernel");
 }
 
 static __global__ void gather_kernel(const float *__restrict__ x, const int32_t *__restrict__ rows,
                                      int32_t n, int32_t row_len, float *__restrict__ y)
 {
+    cuda_pdl_enter();
     for (int32_t r = blockIdx.y; r < n; r += gridDim.y) {
         const float *src = x + (int64_t)rows[r] * row_len;
         for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < row_len;
@@ -107,7 +111,7 @@ void cuda_op_gather(struct backend *be, const float *x, const int32_t *rows, int
         return;
     const dim3 grid(cuda_blocks(row_len, 256) < 16 ? cuda_blocks(row_len, 256) : 16,
                     n < 65535 ? n : 65535);
-    gather_kernel<<<grid, 256, 0, c->stream>>>(x, rows, n, row_len, y);
+    cuda_launch(c, gather_kernel, grid, 256, 0, x, rows, n, row_len, y);
     CUDA_CHECK_LAUNCH(c, "gather_kernel");
 }
 
@@ -115,6 +119,7 @@ static __global__ void kv_store_kernel(quant_f16 *kc, quant_f16 *vc, const float
                                        const float *__restrict__ v, const int32_t *__restrict__ slots,
                                        int32_t n_rows, int32_t row_len)
 {
+    cuda_pdl_enter();
     for (int32_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
         const int64_t dst = (int64_t)slots[r] * row_len;
         for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < row_len;
@@ -133,8 +138,8 @@ void cuda_op_kv_store(struct backend *be, void *k_cache, void *v_cache, const fl
         return;
     const dim3 grid(cuda_blocks(row_len, 256) < 16 ? cuda_blocks(row_len, 256) : 16,
                     n_rows < 65535 ? n_rows : 65535);
-    kv_store_kernel<<<grid, 256, 0, c->stream>>>((quant_f16 *)k_cache, (quant_f16 *)v_cache, k, v,
-                                                 slots, n_rows, row_len);
+    cuda_launch(c, kv_store_kernel, grid, 256, 0, (quant_f16 *)k_cache, (quant_f16 *)v_cache, k, v,
+                slots, n_rows, row_len);
     CUDA_CHECK_LAUNCH(c, "kv_store_kernel");
 }
 

@@ -7,6 +7,7 @@ template <int T>
 static __global__ void get_rows_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t ne0,
                                        const int32_t *__restrict__ ids, float *__restrict__ y)
 {
+    cuda_pdl_enter();
     const int32_t r = blockIdx.x;
     const uint8_t *row = w + (size_t)ids[r] * row_bytes;
     if constexpr (T == QT_Q4_0 || T == QT_Q8_0) {
@@ -30,7 +31,7 @@ void cuda_op_get_rows(struct backend *be, const struct backend_weight *w, const 
     switch (w->type) {
 #define GR(TY)                                                                                \
     case TY:                                                                                  \
-        get_rows_kernel<TY><<<n, 256, 0, c->stream>>>(wd, w->row_bytes, w->ne0, ids, y);      \
+        cuda_launch(c, get_rows_kernel<TY>, n, 256, 0, wd, w->row_bytes, w->ne0, ids, y);     \
         break;
         GR(QT_F32)
         GR(QT_F16)

@@ -520,6 +520,7 @@ int cuda_mmc_set_batch_invariant(struct cuda_ctx *c, int on)
 template <int T>
 static __global__ void mmc_convert_kernel(const float *__restrict__ x, void *__restrict__ dst, int64_t n)
 {
+    cuda_pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         if (T == QT_F16)
@@ -533,6 +534,7 @@ static __global__ void mmc_convert_kernel(const float *__restrict__ x, void *__r
  * bits of add_bias / add after a plain product. acc may be y (bias only). */
 static __global__ void mmc_epi_kernel(const float *acc, float *y, int64_t n, int32_t ne1, struct cuda_epi E)
 {
+    cuda_pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         cuda_epi_store(y, (int32_t)(i / ne1), (int32_t)(i % ne1), ne1, acc[i], E); /* never segmented: mm_adjacent */
@@ -590,9 +592,9 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
                     return;
             } else {
                 if (T == QT_F16)
-                    mmc_convert_kernel<QT_F16><<<mmc_grid(c, ne), 256, 0, c->stream>>>(x, c->xq, ne);
+                    cuda_launch(c, mmc_convert_kernel<QT_F16>, mmc_grid(c, ne), 256, 0, x, c->xq, ne);
                 else
-                    mmc_convert_kernel<QT_BF16><<<mmc_grid(c, ne), 256, 0, c->stream>>>(x, c->xq, ne);
+                    cuda_launch(c, mmc_convert_kernel<QT_BF16>, mmc_grid(c, ne), 256, 0, x, c->xq, ne);
                 if (CUDA_CHECK_LAUNCH(c, "mmc_convert_kernel"))
                     return;
             }
@@ -605,7 +607,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
         mmc_matmul(c, m, s, fixed, wdata, xb, y, n);
         if (E.bias && !c->err) {
             const int64_t ne = (int64_t)n * s->ne1;
-            mmc_epi_kernel<<<mmc_grid(c, ne), 256, 0, c->stream>>>(y, y, ne, (int32_t)s->ne1, E);
+            cuda_launch(c, mmc_epi_kernel, mmc_grid(c, ne), 256, 0, y, y, ne, (int32_t)s->ne1, E);
             CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
         }
         return;
@@ -625,7 +627,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
         if (c->err)
             return;
         const int64_t ne = k * s->ne1;
-        mmc_epi_kernel<<<mmc_grid(c, ne), 256, 0, c->stream>>>(m->yd, y + r0 * s->ne1, ne, (int32_t)s->ne1, E);
+        cuda_launch(c, mmc_epi_kernel, mmc_grid(c, ne), 256, 0, m->yd, y + r0 * s->ne1, ne, (int32_t)s->ne1, E);
         CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
     }
 }

@@ -44,10 +44,11 @@ size_t cuda_mmq_expand_q6_K_bytes(const struct backend_weight *w);
 /* The small-batch product (K-quants: cuda/mmvq.cu, cuda_q8k planes;
  * Q4_0/Q8_0 in the packed layout: cuda/mmq0_impl.cuh, cuda_q80 planes):
  * n_rows <= 8 activation rows; nc = activation rows per weight read
- * (1, 2, 4 or 8; 0 picks the smallest that holds n_rows). */
+ * (1, 2, 4 or 8; 0 picks the smallest that holds n_rows); wpr = warps per
+ * weight row (K-quants: 1, 2 or 4, 0 picks cuda_mmvq_wpr; Q4_0/Q8_0: 1). */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-               int32_t n_rows, int nc);
+               int32_t n_rows, int nc, int wpr);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share
@@ -57,4 +58,16 @@ static inline int cuda_mmvq_nc(int32_t n_rows)
     return n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
 }
 
+/* K-quants (cuda/mmvq.cu): warps per weight row for rows of nbr
+ * super-blocks when one warp covers sb of them at a time (speed only:
+ * every choice gives the same bits). Measured on the H200 (bench/RESULTS.md,
+ * 2026-12-01 22:28, every nc x wpr forced on 4096 x 14336 and the 7B
+ * shapes): Q4_K and Q5_K are fastest at one warp a row everywhere (q4_K
+ * n=1 4096 x 14336: 15.2 µs at 1, 18.6 at 2, 16.4 at 4); Q6_K, whose
+ * 2-byte-aligned blocks cost more instructions per byte, at 4 once a row
+ * has 4 warp-loads (23.9 µs at 4, 26.4 at 1). Q4_0/Q8_0 take wpr 1 only. */
+static inline int cuda_mmvq_wpr(int type, int64_t nbr, int sb)
+{
+    return type == QT_Q6_K && (nbr + sb - 1) / sb >= 4 ? 4 : 1;
+}
 #endif

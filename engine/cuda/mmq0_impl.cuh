@@ -149,6 +149,7 @@ mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_
     __shared__ float2 park[MMVQ0_WARPS][PB][MMVQ0_PS(NC)];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t jr = blockIdx.x * MMVQ0_WARPS + warp;
+    cuda_pdl_enter();
     if (jr >= n_w)
         return; /* whole warps: the __syncwarp below stays full */
     const int32_t r0 = blockIdx.y * NC;
@@ -193,7 +194,7 @@ static void mmvq0_launch(struct cuda_ctx *c, const struct backend_weight *w, con
 {
     const int64_t nbr = w->ne0 / 32;
     const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS), cuda_blocks(n_rows, NC));
-    mmvq0_kernel<T, NC><<<grid, MMVQ0_WARPS * CUDA_WARP, 0, c->stream>>>(
+    cuda_launch(c, mmvq0_kernel<T, NC>, grid, MMVQ0_WARPS * CUDA_WARP, 0,
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr,
         y, n_rows, c->epi);
 }
@@ -229,6 +230,7 @@ static __global__ void __launch_bounds__(MMQ_THREADS, MMQ0_MIN_BLOCKS(T, KDR))
 mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q80 X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
+    cuda_pdl_enter();
     typedef mmq0_t<T> Q;
     typedef mmq0_smem<T, KDR> SM;
     extern __shared__ __align__(16) uint8_t mmq0_smem_raw[];
@@ -357,7 +359,7 @@ static int mmq0_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / 32;
     const dim3 grid(cuda_blocks(w->ne1, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
-    mmq0_kernel<T, KDR><<<grid, MMQ_THREADS, sizeof(SM), c->stream>>>(
+    cuda_launch(c, mmq0_kernel<T, KDR>, grid, MMQ_THREADS, sizeof(SM),
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr,
         y, n_rows, c->epi);
     return 0;
@@ -416,8 +418,12 @@ static void mmvq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, c
     }                                                                                             \
     template <>                                                                                   \
     void cuda_mmvq<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
-                      int32_t n_rows, int nc)                                                     \
+                      int32_t n_rows, int nc, int wpr)                                            \
     {                                                                                             \
+        if (wpr > 1) { /* one warp per row only */                                                \
+            c->err = INF_EUNSUPPORTED;                                                            \
+            return;                                                                               \
+        }                                                                                         \
         mmvq0_dispatch<T>(c, w, xq, y, n_rows, nc);                                               \
     }                                                                                             \
     template <> int cuda_q0_repack<T>(struct cuda_ctx * c, struct backend_weight * w)             \

@@ -270,6 +270,7 @@ static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
 mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
+    cuda_pdl_enter();
     typedef mmqk_w<T, KDR, EXP> W;
     typedef mmqk_smem<T, KDR, EXP> SM;
     extern __shared__ __align__(16) uint8_t mmqk_smem_raw[];
@@ -474,7 +475,7 @@ static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_byte
     if (mmqk_occupancy<T, KDR, EXP>() == 0)
         return -1;
     const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
-    mmqk_kernel<T, KDR, EXP><<<grid, MMQ_THREADS, sizeof(SM), c->stream>>>(
+    cuda_launch(c, mmqk_kernel<T, KDR, EXP>, grid, MMQ_THREADS, sizeof(SM),
         wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }

@@ -1,16 +1,18 @@
 /* cuda/mmvq — the small-batch (decode) product of K-quant weights, n <= 8
  * activation rows: a stream of the weight bytes, each read once.
  *
- * One warp per weight row. A pass of the warp covers MMVQ_U * 4
- * super-blocks: 8 lanes per super-block, lane c takes 16-byte chunk c of
+ * One warp per weight row (Q6_K's long rows: 4, see mmvq_kernel). A pass
+ * of the warp covers MMVQ_U * 4 super-blocks: 8 lanes per super-block,
+ * lane c takes 16-byte chunk c of
  * its packed values (one aligned 128-bit load; Q6_K's 2-byte-aligned
  * blocks take five words and a funnel shift) and the two 16-element runs
  * of activations the chunk's low and high halves multiply (cuda_q8k
  * planes, 16-byte aligned), so consecutive lanes read consecutive bytes.
  * A lane's integer partial terms (scale * dot and min * activation sum of
  * its 32 elements) meet their super-block's other seven by an exact
- * shuffle sum; the super-block's leader parks (p1, v1, p2, v2) per
- * activation row in shared memory and lane r runs activation row r's float
+ * shuffle sum; U lanes of the group then head the group's U super-blocks
+ * at once and park (p1, v1, p2, v2) per activation row in shared memory,
+ * and lane r runs activation row r's float
  * chain over the pass's super-blocks in k order (cuda/qtypes.cuh), the
  * chain the MMQ kernels run: a row's bits are the same at every batch.
  *
@@ -22,7 +24,10 @@
  * lanes per super-block at nc = 1 (fewer instructions, 4.6 M vs 7.7 M,
  * but each warp instruction then touches 16 lines instead of 4: 18.4 ->
  * 19.2 µs), and prefetching the next pass's weights into registers (80-96
- * registers instead of 46-56, half the resident warps: 18.5 -> 28.2 µs).
+ * registers instead of 46-56, half the resident warps: 18.5 -> 28.2 µs);
+ * (22:08-22:28 calls) the whole row prefetched to L2 before the PDL wait
+ * (tg128 306 -> 299), and the chain's shared-memory loads issued four at
+ * a time (ffn-down 19.5 -> 21.0 µs: other warps hide that latency).
  */
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
@@ -201,93 +206,143 @@ template <int NC> struct mmvq_cols {
     enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
 };
 
-template <int T, int NC>
+/* v[u][0] for a u known only at run time, without indexing the array (a
+ * computed index would put it in local memory) */
+template <int U, int NC> static __device__ __forceinline__ int mmvq_pick(const int (&v)[U][NC], int u)
+{
+    int r = v[0][0];
+#pragma unroll
+    for (int k = 1; k < U; k++)
+        r = u == k ? v[k][0] : r;
+    return r;
+}
+
+/* WPR warps per weight row (1, 2 or 4; the block's 4 warps hold 4 / WPR
+ * rows). A window of WPR * SB super-blocks of a row is computed at once:
+ * part p of the row's warps takes super-blocks grp + 4 (p + WPR u) of it,
+ * every lane with its own (p1, v1, p2, v2) terms parked by super-block
+ * index, then (one barrier) lane r of the row's part-0 warp runs activation
+ * row r's float chain over the window in k order while the other warps
+ * start the next window into the other buffer. The chain is the same at
+ * every WPR, nc and batch: the bits do not depend on the choice. Long Q6_K
+ * rows (a 4096 x 14336 weight: 56 super-blocks) take 4 warps, so a row's
+ * bytes are in flight at once instead of in 3.5 dependent passes of one
+ * warp; the other types are fastest at one (cuda_mmvq_wpr). The super-block heads (float scales, min term) of a group's U
+ * super-blocks are computed by U different lanes in one pass, not one after
+ * the other by one lane. */
+template <int T, int NC, int WPR>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmvq_chunk<T> C;
-    enum { U = MMVQ_UN(NC), SB = 4 * U };
-    __shared__ float4 park[MMVQ_WARPS][SB][NC];
+    enum { U = MMVQ_UN(NC), SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC };
+    __shared__ float4 park[2][R][SBW][NC];
+    cuda_pdl_enter();
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    const int32_t jr = blockIdx.x * MMVQ_WARPS + warp;
-    if (jr >= n_w)
-        return; /* whole warps: the shuffles and __syncwarp below stay full */
+    const int rl = warp / WPR, part = warp % WPR;
+    const int32_t jr = blockIdx.x * R + rl;
+    const bool valid = jr < n_w;
+    if (WPR == 1 && !valid)
+        return; /* whole warps, and no block barrier at WPR 1 */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
     const int grp = lane >> 3, c = lane & 7;
-    const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane parks */
-    const bool writer = (c & ((8 / NC) - 1)) == 0 && col < nr;
-    const uint8_t *row = w + (size_t)jr * row_bytes;
+    const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane's sums are of */
+    const uint8_t *row = w + (size_t)(valid ? jr : 0) * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
-    float acc = 0.0f;                        /* lane r < nr: activation row r0 + r */
-    for (int64_t sb0 = 0; sb0 < nbr; sb0 += SB) {
+    float acc = 0.0f;                        /* part 0, lane r < nr: activation row r0 + r */
+    int buf = 0;
+    for (int64_t win0 = 0; win0 < nbr; win0 += SBW, buf ^= 1) {
         int v1[U][NC];
 #pragma unroll
         for (int u = 0; u < U; u++) {
 #pragma unroll
             for (int r = 0; r < NC; r++)
                 v1[u][r] = 0;
-            const int64_t sb = sb0 + grp + 4 * u;
-            if (sb < nbr)
+            const int64_t sb = win0 + grp + 4 * (part + WPR * u);
+            if (valid && sb < nbr)
                 C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < U; u++)
             mmvq_reduce8<NC>(v1[u], c);
-            const int64_t sb = sb0 + grp + 4 * u;
-            if (writer && sb < nbr) {
+        /* lane c of a column's L lanes heads super-blocks u = c % L, + L .. */
+#pragma unroll
+        for (int i = 0; i < (U + L - 1) / L; i++) {
+            const int u = (c & (L - 1)) + i * L;
+            const int64_t sb = win0 + grp + 4 * (part + WPR * u);
+            if (u < U && col < nr && valid && sb < nbr) {
                 float p1, p2;
                 int v2;
                 C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
-                park[warp][grp + 4 * u][col] = make_float4(p1, (float)v1[u][0], p2, (float)v2);
+                park[buf][rl][sb - win0][col] = make_float4(p1, (float)mmvq_pick<U, NC>(v1, u), p2, (float)v2);
             }
         }
-        __syncwarp();
-        if (lane < nr) {
-            const int cnt = nbr - sb0 < SB ? (int)(nbr - sb0) : SB;
+        if (WPR == 1)
+            __syncwarp();
+        else
+            __syncthreads();
+        if (part == 0 && valid && lane < nr) {
+            const int cnt = nbr - win0 < SBW ? (int)(nbr - win0) : SBW;
             for (int k = 0; k < cnt; k++) {
-                const float4 t = park[warp][k][lane];
+                const float4 t = park[buf][rl][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);
                 if (T != QT_Q6_K)
                     acc = __fmaf_rn(t.z, t.w, acc);
             }
         }
-        __syncwarp();
+        /* no second barrier: the next window parks in the other buffer, and
+         * the one after passes the next barrier, which the chaining lanes
+         * reach only when this chain is done */
     }
-    if (lane < nr)
+    if (part == 0 && valid && lane < nr)
         cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
-template <int T, int NC>
+template <int T, int NC, int WPR>
 static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows)
 {
     const int64_t nbr = w->ne0 / QK_K;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS), cuda_blocks(n_rows, NC));
-    mmvq_kernel<T, NC><<<grid, MMVQ_WARPS * CUDA_WARP, 0, c->stream>>>(
-        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS / WPR), cuda_blocks(n_rows, NC));
+    cuda_launch(c, mmvq_kernel<T, NC, WPR>, grid, MMVQ_WARPS * CUDA_WARP, 0, (const uint8_t *)w->data,
+                w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
 
-/* NC: cuda_mmvq_nc (cuda/mmq.cuh) unless the caller forces one */
+template <int T, int NC>
+static void mmvq_launch_w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                          int32_t n_rows, int wpr)
+{
+    switch (wpr) {
+    case 1: mmvq_launch<T, NC, 1>(c, w, xq, y, n_rows); break;
+    case 2: mmvq_launch<T, NC, 2>(c, w, xq, y, n_rows); break;
+    default: mmvq_launch<T, NC, 4>(c, w, xq, y, n_rows); break;
+    }
+}
+
+/* nc: cuda_mmvq_nc (cuda/mmq.cuh) unless the caller forces one; wpr:
+ * cuda_mmvq_wpr unless forced */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-               int32_t n_rows, int nc)
+               int32_t n_rows, int nc, int wpr)
 {
     if (nc <= 0)
         nc = cuda_mmvq_nc(n_rows);
+    if (wpr <= 0)
+        wpr = c->mmvq_wpr ? c->mmvq_wpr : cuda_mmvq_wpr(T, w->ne0 / QK_K, MMVQ_UN(nc) * 4);
     switch (nc) {
-    case 1: mmvq_launch<T, 1>(c, w, xq, y, n_rows); break;
-    case 2: mmvq_launch<T, 2>(c, w, xq, y, n_rows); break;
-    case 4: mmvq_launch<T, 4>(c, w, xq, y, n_rows); break;
-    default: mmvq_launch<T, 8>(c, w, xq, y, n_rows); break;
+    case 1: mmvq_launch_w<T, 1>(c, w, xq, y, n_rows, wpr); break;
+    case 2: mmvq_launch_w<T, 2>(c, w, xq, y, n_rows, wpr); break;
+    case 4: mmvq_launch_w<T, 4>(c, w, xq, y, n_rows, wpr); break;
+    default: mmvq_launch_w<T, 8>(c, w, xq, y, n_rows, wpr); break;
     }
 }
 
 template void cuda_mmvq<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int);
+                                 int32_t, int, int);
 template void cuda_mmvq<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int);
+                                 int32_t, int, int);
 template void cuda_mmvq<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int);
+                                 int32_t, int, int);

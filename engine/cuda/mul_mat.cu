@@ -42,6 +42,7 @@ static __global__ void __launch_bounds__(MM_WARPS *CUDA_WARP)
 mul_mat_q_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_rows, cuda_q80 X, int64_t nb,
                  float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
+    cuda_pdl_enter();
     typedef cuda_qt<T> Q;
     /* per warp: the terms of 32 blocks x MM_COLS rows (p1, v1) */
     __shared__ float2 terms[MM_WARPS][CUDA_WARP][MM_COLS];
@@ -96,6 +97,7 @@ mul_mat_f_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w_ro
                  const float *__restrict__ x, int64_t ne0, float *__restrict__ y, int32_t n_rows,
                  struct cuda_epi E)
 {
+    cuda_pdl_enter();
     const int32_t j = blockIdx.x * MM_WARPS + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     const int32_t r0 = blockIdx.y * MM_COLS;
@@ -127,7 +129,7 @@ static void mul_mat_q_raw(struct cuda_ctx *c, const struct backend_weight *w, fl
                           dim3 block)
 {
     const int64_t nb = w->ne0 / QK8_0;
-    mul_mat_q_kernel<T><<<grid, block, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+    cuda_launch(c, mul_mat_q_kernel<T>, grid, block, 0, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
                                                         cuda_q80_planes(c->xq, (int64_t)n_rows * nb), nb, y,
                                                         n_rows, c->epi);
 }
@@ -169,14 +171,14 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0);
+    cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0);
 }
 
 template <int T>
 static void mul_mat_f(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
                       int32_t n_rows, dim3 grid, dim3 block)
 {
-    mul_mat_f_kernel<T><<<grid, block, 0, c->stream>>>((const uint8_t *)w->data, w->row_bytes,
+    cuda_launch(c, mul_mat_f_kernel<T>, grid, block, 0, (const uint8_t *)w->data, w->row_bytes,
                                                         (int32_t)w->ne1, x, w->ne0, y, n_rows, c->epi);
 }
 
@@ -297,19 +299,27 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
 
 enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS };
 struct mm_variant {
-    int type, kind, a, b; /* MMVQ: a = activation rows per weight read; MMQK: a = KDR, b = EXP */
+    /* MMVQ: a = activation rows per weight read, b = warps per weight row
+     * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP */
+    int type, kind, a, b;
 };
-#define MMV_K(t)                                                                                   \
-    {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0}, {t, MMV_MMVQ, 8, 0},            \
-        {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
+#define MMV_MMQ(t) {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
+#define MMV_Q0(t)                                                                                  \
+    {t, MMV_WPR, 0, 0}, {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0},             \
+        {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t)
+#define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
+#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t)
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
-    {QT_Q4_0, MMV_WPR, 0, 0},   MMV_K(QT_Q4_0),             {QT_Q8_0, MMV_WPR, 0, 0},
-    MMV_K(QT_Q8_0),             MMV_K(QT_Q4_K),             MMV_K(QT_Q5_K),
-    MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1},  {QT_Q6_K, MMV_MMQK, 2, 1},
+    MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
+    MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1},
+    {QT_Q6_K, MMV_MMQK, 2, 1},
 };
 #undef MMV_K
+#undef MMV_KW
+#undef MMV_Q0
+#undef MMV_MMQ
 
 extern "C" int cuda_mm_variant_count(void)
 {
@@ -328,7 +338,12 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     switch (v->kind) {
     case MMV_FLOAT: snprintf(buf, n, "mul_mat<%s> float", t); break;
     case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
-    case MMV_MMVQ: snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a); break;
+    case MMV_MMVQ:
+        if (v->b)
+            snprintf(buf, n, "mul_mat<%s> mmvq nc=%d w=%d", t, v->a, v->b);
+        else
+            snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
+        break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
     }
@@ -369,8 +384,18 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         CUDA_CHECK_LAUNCH(c, "mul_mat kernel");
         return c->err;
     }
-    if (v->kind == MMV_MMVQ) {
+    if (v->kind == MMV_MMVQ && !v->b) { /* Q4_0/Q8_0: the dispatcher at v->a rows */
         cuda_op_mul_mat(&be, w, x, y, v->a);
+        return c->err;
+    }
+    if (v->kind == MMV_MMVQ) {
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        switch (v->type) {
+        case QT_Q4_K: cuda_mmvq<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
+        case QT_Q5_K: cuda_mmvq<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
+        default: cuda_mmvq<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
+        }
+        CUDA_CHECK_LAUNCH(c, "mmvq kernel");
         return c->err;
     }
     cuda_quantize_act(c, q0 ? QT_Q8_0 : QT_Q8_K, x, c->xq, n_rows, w->ne0);

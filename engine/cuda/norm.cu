@@ -14,24 +14,34 @@ static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
 rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n, /* y may be x */
                 float eps, int32_t n_rows)
 {
+    if (INFERD_PDL_EARLY)
+        cuda_pdl_launch_dependents();
     const int32_t r = NT == CUDA_WARP ? blockIdx.x * 4 + threadIdx.y : blockIdx.x;
-    if (r >= n_rows)
-        return;
     const float *xr = x + (int64_t)r * n;
     float *yr = y + (int64_t)r * n;
     double ss = 0.0;
     /* Rows up to NT * RMS_PT: the thread's elements (and weights) loaded
      * into registers first, all loads in flight at once (a loop of
      * dependent adds waited on each one: 9 µs for one 3584-wide row on the
-     * H200), then the same adds in the same order. */
+     * H200), then the same adds in the same order. The weights are loaded
+     * before the wait for the kernel that writes x (cuda/common.cuh). */
     float xv[RMS_PT], wv[RMS_PT];
     const bool regs = n <= NT * RMS_PT;
     if (regs) {
 #pragma unroll
         for (int k = 0; k < RMS_PT; k++) {
             const int32_t i = threadIdx.x + k * NT;
-            xv[k] = i < n ? xr[i] : 0.0f;
             wv[k] = i < n && w ? w[i] : 1.0f;
+        }
+    }
+    cuda_pdl_wait();
+    if (r >= n_rows)
+        return;
+    if (regs) {
+#pragma unroll
+        for (int k = 0; k < RMS_PT; k++) {
+            const int32_t i = threadIdx.x + k * NT;
+            xv[k] = i < n ? xr[i] : 0.0f;
         }
 #pragma unroll
         for (int k = 0; k < RMS_PT; k++)
@@ -82,10 +92,10 @@ void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_w
         return;
     const float *wd = w ? (const float *)w->data : NULL;
     if (n <= 256) {
-        rms_norm_kernel<CUDA_WARP><<<cuda_blocks(n_rows, 4), dim3(CUDA_WARP, 4), 0, c->stream>>>(
-            x, wd, y, n, eps, n_rows);
+        cuda_launch(c, rms_norm_kernel<CUDA_WARP>, cuda_blocks(n_rows, 4), dim3(CUDA_WARP, 4), 0, x, wd, y, n,
+                    eps, n_rows);
     } else {
-        rms_norm_kernel<256><<<n_rows, 256, 0, c->stream>>>(x, wd, y, n, eps, n_rows);
+        cuda_launch(c, rms_norm_kernel<256>, n_rows, 256, 0, x, wd, y, n, eps, n_rows);
     }
     CUDA_CHECK_LAUNCH(c, "rms_norm_kernel");
 }

@@ -15,6 +15,7 @@
  * to the three planes of struct cuda_q8k (cuda/qtypes.cuh). */
 static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks)
 {
+    cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     if (ib >= n_blocks)
@@ -73,6 +74,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
  * (cuda/qtypes.cuh): d is the F16 scale the CPU stores, held as float. */
 static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks)
 {
+    cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     if (ib >= n_blocks)
@@ -92,12 +94,12 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     const int per = 8; /* warps per thread block */
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
-        quantize_q8_K_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
-            x, cuda_q8k_planes(dst, nb), nb);
+        cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
+                    cuda_q8k_planes(dst, nb), nb);
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
-        quantize_q8_0_kernel<<<cuda_blocks(nb, per), per * CUDA_WARP, 0, c->stream>>>(
-            x, cuda_q80_planes(dst, nb), nb);
+        cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
+                    cuda_q80_planes(dst, nb), nb);
     }
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }

@@ -11,6 +11,7 @@ static __global__ void rope_kernel(float *x, int32_t n_rows, int32_t n_head, int
                                    const int32_t *__restrict__ pos, int neox, float theta_scale,
                                    float freq_scale, const float *__restrict__ ff)
 {
+    cuda_pdl_enter();
     const int32_t half = n_dims / 2;
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (int64_t)n_rows * n_head * half)
@@ -45,8 +46,7 @@ void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head, 
     }
     const int64_t n = (int64_t)n_rows * n_head * (r->n_dims / 2);
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
-    rope_kernel<<<cuda_blocks(n, 256), 256, 0, c->stream>>>(x, n_rows, n_head, r->n_dims, pos,
-                                                             r->neox, theta_scale, r->freq_scale,
-                                                             r->freq_factors);
+    cuda_launch(c, rope_kernel, cuda_blocks(n, 256), 256, 0, x, n_rows, n_head, r->n_dims, pos, r->neox,
+                theta_scale, r->freq_scale, r->freq_factors);
     CUDA_CHECK_LAUNCH(c, "rope_kernel");
 }

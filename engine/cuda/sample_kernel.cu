@@ -34,6 +34,7 @@ smp_sample_kernel(const float *logits, int32_t V, const struct backend_sample_re
                   int32_t job0, char *scratch, size_t block_bytes,
                   struct backend_sample_out *out)
 {
+    cuda_pdl_enter();
     __shared__ struct smp_shared sh;
     const int tid = threadIdx.x;
     const struct backend_sample_req q = jobs[job0 + blockIdx.x];
@@ -320,7 +321,7 @@ int smp_sample_launch(struct cuda_ctx *c, const float *logits, int32_t V,
                       const struct backend_sample_req *jobs, int32_t job0, int32_t n_blocks,
                       char *scratch, size_t block_bytes, struct backend_sample_out *out)
 {
-    smp_sample_kernel<<<n_blocks, SMP_THREADS, 0, c->stream>>>(logits, V, jobs, job0, scratch,
+    cuda_launch(c, smp_sample_kernel, n_blocks, SMP_THREADS, 0, logits, V, jobs, job0, scratch,
                                                                block_bytes, out);
     if (CUDA_CHECK_LAUNCH(c, "smp_sample_kernel"))
         return c->err;

@@ -26,6 +26,7 @@ static __global__ void __launch_bounds__(LP_THREADS)
 smp_logprob_kernel(const float *logits, int32_t V, const struct backend_sample_req *jobs,
                    struct backend_sample_out *out)
 {
+    cuda_pdl_enter();
     __shared__ unsigned long long buf[LP_THREADS * BACKEND_SAMPLE_MAX_TOP];
     __shared__ unsigned long long wk[LP_THREADS / 32];
     __shared__ double wz[LP_THREADS / 32];
@@ -132,7 +133,7 @@ int smp_logprob_launch(struct cuda_ctx *c, const float *logits, int32_t V,
                        const struct backend_sample_req *jobs, int32_t n,
                        struct backend_sample_out *out)
 {
-    smp_logprob_kernel<<<n, LP_THREADS, 0, c->stream>>>(logits, V, jobs, out);
+    cuda_launch(c, smp_logprob_kernel, n, LP_THREADS, 0, logits, V, jobs, out);
     if (CUDA_CHECK_LAUNCH(c, "smp_logprob_kernel"))
         return c->err;
     return 0;
