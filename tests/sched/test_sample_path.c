@@ -435,10 +435,21 @@ static void case_faults(void)
     CHECK(kept);
     CHECK(compare(0, &runs[0][0], &rs[0]) && compare(1, &runs[0][1], &rs[1]));
 
+    /* The third call fails: it ends the requests it samples for. Which of
+     * the two share it depends on whether the running engine picked the
+     * second up in the same step as the first, so: at least one ends with
+     * the code, and one that does not is served as on the host path. */
     atomic_store(&fail_code, INF_ENOMEM);
     atomic_store(&fail_at, 3);
     run_all(e.s, rs, 1, 3, 0);
-    CHECK(rs[1].error == INF_ENOMEM && rs[2].error == INF_ENOMEM);
+    int n_failed = 0;
+    for (int i = 1; i < 3; i++) {
+        if (rs[i].error == INF_ENOMEM)
+            n_failed++;
+        else
+            CHECK(rs[i].error == 0 && compare(i, &runs[0][i], &rs[i]));
+    }
+    CHECK(n_failed >= 1);
     run_all(e.s, rs, 1, 2, 0);
     CHECK(rs[1].error == 0 && compare(1, &runs[0][1], &rs[1]));
 
