@@ -37,6 +37,7 @@
 #include "engine/sched.h"
 #include "engine/tok.h"
 #include "tests/check.h"
+#include "tests/sched/sched_harness.h"
 
 /* ---- the CPU backend with a counting, failing ops->sample ---- */
 
@@ -63,14 +64,6 @@ static int wrap_sample(struct backend *be, const float *logits, int32_t n_rows, 
 static struct model *model;
 static int32_t n_vocab, bos, eog_id = -1;
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(uint32_t n)
 {
@@ -80,39 +73,16 @@ static uint32_t rnd(uint32_t n)
     return (uint32_t)(rng % n);
 }
 
-struct engine {
-    struct graph *g;
-    struct sched *s;
-};
-
 static int engine_new(struct engine *e, int on_backend)
 {
     struct sched_config c;
-    struct graph_params gp;
-    struct inf_error err = {0};
 
     sched_config_default(&c);
     c.max_seqs = 6;
     c.kv_tokens = 4096;
     c.step_tokens = 24; /* prompts over several chunks */
     c.sample_on_backend = on_backend ? 1 : -1;
-    sched_graph_params(&c, &gp);
-    if (graph_new(model, &gp, &e->g, &err) != 0) {
-        fprintf(stderr, "graph_new: %s\n", err.msg);
-        return -1;
-    }
-    if (sched_new(model, e->g, &c, &e->s, &err) != 0) {
-        fprintf(stderr, "sched_new: %s\n", err.msg);
-        graph_free(e->g);
-        return -1;
-    }
-    return 0;
-}
-
-static void engine_free(struct engine *e)
-{
-    sched_free(e->s);
-    graph_free(e->g);
+    return engine_open(e, model, &c);
 }
 
 /* ---- requests and their event streams ---- */
@@ -161,7 +131,7 @@ static void poll_run(struct run *r, int n_choices)
 static void run_all(struct sched *s, struct run *rs, int i0, int i1, int start)
 {
     struct inf_error err = {0};
-    double end = now_s() + 300;
+    double end = harness_now_s() + 300;
 
     for (int i = i0; i < i1; i++) {
         memset(&rs[i], 0, sizeof(rs[i]));
@@ -181,7 +151,7 @@ static void run_all(struct sched *s, struct run *rs, int i0, int i1, int start)
         }
         if (!left)
             break;
-        if (now_s() > end) {
+        if (harness_now_s() > end) {
             fprintf(stderr, "timeout: %d requests not finished\n", left);
             fails++;
             break;

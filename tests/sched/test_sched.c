@@ -35,15 +35,8 @@
 #include "engine/sched.h"
 #include "engine/tok.h"
 #include "tests/check.h"
+#include "tests/sched/sched_harness.h"
 
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(uint32_t n)
@@ -59,35 +52,6 @@ static uint32_t rnd(uint32_t n)
 static struct backend *be;
 static struct model *model;
 static int32_t n_vocab, bos;
-
-struct engine {
-    struct graph *g;
-    struct sched *s;
-};
-
-static int engine_new(struct engine *e, const struct sched_config *c)
-{
-    struct graph_params gp;
-    struct inf_error err = {0};
-
-    sched_graph_params(c, &gp);
-    if (graph_new(model, &gp, &e->g, &err) != 0) {
-        fprintf(stderr, "graph_new: %s\n", err.msg);
-        return -1;
-    }
-    if (sched_new(model, e->g, c, &e->s, &err) != 0) {
-        fprintf(stderr, "sched_new: %s\n", err.msg);
-        graph_free(e->g);
-        return -1;
-    }
-    return 0;
-}
-
-static void engine_free(struct engine *e)
-{
-    sched_free(e->s);
-    graph_free(e->g);
-}
 
 /* ---- clients ---- */
 
@@ -123,7 +87,7 @@ static void on_notify(void *ud)
     struct client *c = ud;
 
     if (c->n_nt < MAXN)
-        c->nt[c->n_nt++] = now_s();
+        c->nt[c->n_nt++] = harness_now_s();
     pthread_mutex_lock(&ev_mu);
     ev_flag = 1;
     pthread_cond_signal(&ev_cv);
@@ -169,7 +133,7 @@ static void client_poll(struct client *c)
             case SCHED_EV_TOKEN:
                 CHECK(e->choice >= 0 && e->choice < c->n_choices);
                 if (c->t_first == 0)
-                    c->t_first = now_s();
+                    c->t_first = harness_now_s();
                 if (c->n_tok[e->choice] < MAXT) {
                     c->tok[e->choice][c->n_tok[e->choice]] = e->token;
                     c->lp[e->choice][c->n_tok[e->choice]] = e->logprob;
@@ -205,7 +169,7 @@ static int submit(struct sched *s, struct client *c, const struct sched_request 
 
     memset(c, 0, sizeof(*c));
     c->n_choices = r->n_choices;
-    c->t_submit = now_s();
+    c->t_submit = harness_now_s();
     rc = sched_submit(s, r, on_notify, c, &c->h, &err);
     if (rc != 0)
         c->h = NULL;
@@ -215,7 +179,7 @@ static int submit(struct sched *s, struct client *c, const struct sched_request 
 /* Wait until every client finished (or timeout_s passed: a failure). */
 static int wait_all(struct client **cs, int n, double timeout_s)
 {
-    double end = now_s() + timeout_s;
+    double end = harness_now_s() + timeout_s;
 
     for (;;) {
         int left = 0;
@@ -228,7 +192,7 @@ static int wait_all(struct client **cs, int n, double timeout_s)
         }
         if (!left)
             return 0;
-        if (now_s() > end) {
+        if (harness_now_s() > end) {
             fprintf(stderr, "timeout: %d clients not finished\n", left);
             fails++;
             return -1;
@@ -326,7 +290,7 @@ static void case_batch(void)
     c2.step_tokens = 40; /* small chunks: prompts are split and mixed */
     c2.prefix_cache = 1;
     c2.kv_tokens = 2048;
-    if (engine_new(&e1, &c1) || engine_new(&e2, &c2)) {
+    if (engine_open(&e1, model, &c1) || engine_open(&e2, model, &c2)) {
         fails++;
         return;
     }
@@ -355,7 +319,7 @@ static void case_batch(void)
         CHECK(submit(e2.s, &conc[i], &r) == 0);
         cs[i] = &conc[i];
         if (i == NB / 2 - 1) { /* second wave once the first has its prompts in */
-            for (double end = now_s() + 120; now_s() < end;) {
+            for (double end = harness_now_s() + 120; harness_now_s() < end;) {
                 int ready = 0;
 
                 for (int k = 0; k < NB / 2; k++) {
@@ -415,7 +379,7 @@ static void case_long(void)
     cfg.step_tokens = 256;
     cfg.kv_tokens = 8192; /* room for the streams and the long prompt at once */
     cfg.n_ctx = 2048;
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
@@ -428,7 +392,7 @@ static void case_long(void)
         cs[i] = &st[i];
     }
     /* wait until every stream has produced a few tokens */
-    for (double end = now_s() + 60; now_s() < end;) {
+    for (double end = harness_now_s() + 60; harness_now_s() < end;) {
         int ready = 0;
 
         for (int i = 0; i < NSTREAM; i++) {
@@ -510,7 +474,7 @@ static void case_queue(void)
     cfg.queue_len = 6;
     cfg.kv_tokens = 1024;
     cfg.n_ctx = 512;
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
@@ -628,7 +592,7 @@ static void case_cancel(void)
     cfg.step_tokens = 32;
     cfg.kv_tokens = 2048; /* tight: admission waits, cached blocks get evicted */
     cfg.n_ctx = 512;
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
@@ -669,8 +633,8 @@ static void case_cancel(void)
             if (fate[k] == 0)
                 continue;
             if (when[k] == 0 && c->admitted)
-                when[k] = now_s() + 1e-3 * rnd(30);
-            if (when[k] == 0 || now_s() < when[k])
+                when[k] = harness_now_s() + 1e-3 * rnd(30);
+            if (when[k] == 0 || harness_now_s() < when[k])
                 continue;
             if (fate[k] == 1 || fate[k] == 2) {
                 if (!c->admitted)
@@ -745,12 +709,12 @@ static void case_prefix(void)
     cfg.max_seqs = 4;
     cfg.kv_tokens = 2048;
     cfg.step_tokens = 64;
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
     cfg.prefix_cache = 0;
-    if (engine_new(&e0, &cfg)) {
+    if (engine_open(&e0, model, &cfg)) {
         fails++;
         return;
     }
@@ -816,7 +780,7 @@ static void case_choices(void)
     sched_config_default(&cfg);
     cfg.max_seqs = 8;
     cfg.kv_tokens = 2048;
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
@@ -872,7 +836,7 @@ static void case_logprobs(void)
     cfg.max_seqs = 4;
     cfg.kv_tokens = 1024;
     cfg.step_tokens = 8; /* prompt logprobs over several chunks */
-    if (engine_new(&e, &cfg)) {
+    if (engine_open(&e, model, &cfg)) {
         fails++;
         return;
     }
