@@ -58,16 +58,21 @@ static inline int cuda_mmvq_nc(int32_t n_rows)
     return n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : n_rows <= 4 ? 4 : 8;
 }
 
-/* K-quants (cuda/mmvq.cu): warps per weight row for rows of nbr
- * super-blocks when one warp covers sb of them at a time (speed only:
- * every choice gives the same bits). Measured on the H200 (bench/RESULTS.md,
- * 2026-12-01 22:28, every nc x wpr forced on 4096 x 14336 and the 7B
- * shapes): Q4_K and Q5_K are fastest at one warp a row everywhere (q4_K
- * n=1 4096 x 14336: 15.2 µs at 1, 18.6 at 2, 16.4 at 4); Q6_K, whose
- * 2-byte-aligned blocks cost more instructions per byte, at 4 once a row
- * has 4 warp-loads (23.9 µs at 4, 26.4 at 1). Q4_0/Q8_0 take wpr 1 only. */
-static inline int cuda_mmvq_wpr(int type, int64_t nbr, int sb)
+/* K-quants (cuda/mmvq.cu): warps per weight row for n_w rows of nbr
+ * super-blocks when one warp covers sb of them at a time, on n_sm SMs
+ * (speed only: every choice gives the same bits). Measured on the H200
+ * (bench/RESULTS.md, 2026-12-01 22:28, every nc x wpr forced on 4096 x
+ * 14336 and the 7B shapes): Q4_K and Q5_K are fastest at one warp a row
+ * everywhere (q4_K n=1 4096 x 14336: 15.2 µs at 1, 18.6 at 2, 16.4 at 4);
+ * Q6_K, whose 2-byte-aligned blocks cost more instructions per byte, at 4
+ * once a row has 4 warp-loads (23.9 µs at 4, 26.4 at 1) and the grid of one
+ * warp a row leaves warp slots empty (4096 rows on 132 SMs: 31 an SM). The
+ * split only adds warps where the grid has too few: on GB10 (sm_121, 48
+ * SMs, not measured) the same 4096 rows are 85 warps an SM, more than an
+ * SM holds, so there it stays at one. Q4_0/Q8_0 take wpr 1 only. */
+#define MMVQ_SPLIT_ROWS_PER_SM 48
+static inline int cuda_mmvq_wpr(int type, int64_t nbr, int sb, int64_t n_w, int n_sm)
 {
-    return type == QT_Q6_K && (nbr + sb - 1) / sb >= 4 ? 4 : 1;
+    return type == QT_Q6_K && (nbr + sb - 1) / sb >= 4 && n_w < (int64_t)MMVQ_SPLIT_ROWS_PER_SM * n_sm ? 4 : 1;
 }
 #endif

@@ -331,7 +331,7 @@ void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (nc <= 0)
         nc = cuda_mmvq_nc(n_rows);
     if (wpr <= 0)
-        wpr = c->mmvq_wpr ? c->mmvq_wpr : cuda_mmvq_wpr(T, w->ne0 / QK_K, MMVQ_UN(nc) * 4);
+        wpr = c->mmvq_wpr ? c->mmvq_wpr : cuda_mmvq_wpr(T, w->ne0 / QK_K, MMVQ_UN(nc) * 4, w->ne1, c->n_sm);
     switch (nc) {
     case 1: mmvq_launch_w<T, 1>(c, w, xq, y, n_rows, wpr); break;
     case 2: mmvq_launch_w<T, 2>(c, w, xq, y, n_rows, wpr); break;
