@@ -141,22 +141,23 @@ static inline unsigned cuda_blocks(int64_t n, int per)
 /* ---- programmatic dependent launch (sm_90 and later) ------------------- *
  * A step is a chain of a few hundred small kernels (a 7B decode step: ~13
  * a layer), each reading what the one before wrote. In a plain stream the
- * GPU drains one grid, then launches the next and waits for its first
- * loads: a gap of launch latency plus DRAM latency at every boundary.
- * Launched through cuda_launch (the attribute
- * cudaLaunchAttributeProgrammaticStreamSerialization), a kernel's blocks
- * are scheduled as soon as every block of the kernel before it has
- * started (its cuda_pdl_enter signals launch_dependents first thing), may
- * pull the bytes no step writes (weights) towards the SMs, and then wait
- * in griddepcontrol.wait until the kernel before has completed and its
- * writes are visible. The rules, for every kernel cuda_launch starts:
+ * next kernel is launched only once the one before has completed. Launched
+ * through cuda_launch (the attribute
+ * cudaLaunchAttributeProgrammaticStreamSerialization), a kernel is launched
+ * as soon as every block of the kernel before it has exited (the implicit
+ * trigger: no kernel calls griddepcontrol.launch_dependents), and its
+ * blocks wait in griddepcontrol.wait until that kernel has completed and
+ * its writes are visible. The rules, for every kernel cuda_launch starts:
  *  - before cuda_pdl_wait it reads only weights and writes nothing: the
- *    kernel before may still be reading what this one writes;
+ *    kernel before may not have completed;
  *  - every block reaches cuda_pdl_wait before it can return, so each grid
  *    completes after the one before it and a wait covers every earlier
  *    kernel, not only the last.
- * Off (INFERD_NO_PDL=1, or a device before sm_90): launches are ordinary
- * and the instructions below are no-ops. Results do not depend on it. */
+ * An explicit trigger at each kernel's start was measured and is slower
+ * (bench/RESULTS.md, 2026-12-01 22:08): the next kernels' blocks then take
+ * SM slots while the current grid still has work. Off (INFERD_NO_PDL=1, or
+ * a device before sm_90): launches are ordinary and the wait is a no-op.
+ * Results do not depend on it. */
 static __device__ __forceinline__ void cuda_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -164,23 +165,9 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
 #endif
 }
 
-#ifndef INFERD_PDL_EARLY
-#define INFERD_PDL_EARLY 0
-#endif
-/* let the next kernel's blocks be scheduled now (without it: when this
- * kernel's blocks have exited) */
-static __device__ __forceinline__ void cuda_pdl_launch_dependents(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/* the kernel's first statement (see above) */
+/* the first statement of a kernel with nothing to read before the wait */
 static __device__ __forceinline__ void cuda_pdl_enter(void)
 {
-    if (INFERD_PDL_EARLY)
-        cuda_pdl_launch_dependents();
     cuda_pdl_wait();
 }
 

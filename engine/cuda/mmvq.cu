@@ -227,9 +227,10 @@ template <int U, int NC> static __device__ __forceinline__ int mmvq_pick(const i
  * every WPR, nc and batch: the bits do not depend on the choice. Long Q6_K
  * rows (a 4096 x 14336 weight: 56 super-blocks) take 4 warps, so a row's
  * bytes are in flight at once instead of in 3.5 dependent passes of one
- * warp; the other types are fastest at one (cuda_mmvq_wpr). The super-block heads (float scales, min term) of a group's U
- * super-blocks are computed by U different lanes in one pass, not one after
- * the other by one lane. */
+ * warp; the other types are fastest at one (cuda_mmvq_wpr). The
+ * super-block heads (float scales, min term) of a group's U super-blocks
+ * are computed by U different lanes in one pass, not one after the other
+ * by one lane. */
 template <int T, int NC, int WPR>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,

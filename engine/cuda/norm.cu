@@ -14,8 +14,6 @@ static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
 rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n, /* y may be x */
                 float eps, int32_t n_rows)
 {
-    if (INFERD_PDL_EARLY)
-        cuda_pdl_launch_dependents();
     const int32_t r = NT == CUDA_WARP ? blockIdx.x * 4 + threadIdx.y : blockIdx.x;
     const float *xr = x + (int64_t)r * n;
     float *yr = y + (int64_t)r * n;
