@@ -194,6 +194,20 @@ static __device__ int32_t blk_first_reach(const float *w, int32_t n, const doubl
     return found;
 }
 
+/* The draw over weights w[0..n) (engine/sample.c): r = u * z, u the
+ * sequence's next uniform and z the weights' sum in index order, then the
+ * first index whose running sum exceeds r; -1 when none does (r == z
+ * after rounding: the caller takes its last candidate). ck: scratch of
+ * (n + SMP_CH - 1) / SMP_CH chunk sums. */
+static __device__ int32_t blk_draw(const float *w, int32_t n, double *ck, struct smp_shared *sh)
+{
+    const double z = blk_seq_sum(w, n, ck, sh);
+    if (threadIdx.x == 0)
+        sh->r = __dmul_rn(smp_uniform(sh->rng), z);
+    __syncthreads();
+    return blk_first_reach<true>(w, n, ck, sh->r, sh);
+}
+
 /* dst[0..m) = the m largest of the keys < ub in cand[0..n), sorted
  * descending (1 <= m <= SMP_SORT, at least m such keys; keys are unique).
  * An MSD radix select, 8 bits a pass: the keys above the chosen digit are

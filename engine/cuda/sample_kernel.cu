@@ -133,12 +133,8 @@ smp_sample_kernel(const float *logits, int32_t V, const struct backend_sample_re
             if (tid == 0)
                 sh.last_nz = -1;
             __syncthreads();
-            const double z = blk_seq_sum(wts, V, S.ck, &sh);
-            if (tid == 0)
-                sh.r = __dmul_rn(smp_uniform(sh.rng), z);
-            __syncthreads();
             drew = true;
-            const int32_t i = blk_first_reach<true>(wts, V, S.ck, sh.r, &sh);
+            const int32_t i = blk_draw(wts, V, S.ck, &sh);
             if (i >= 0) {
                 tok = i;
             } else { /* r == z after rounding: the last weight that is not 0 */
@@ -277,12 +273,8 @@ smp_sample_kernel(const float *logits, int32_t V, const struct backend_sample_re
         for (int32_t j = tid; j < n; j += SMP_THREADS)
             wts[j] = sample_expf(__fdiv_rn(__fsub_rn(smp_key_logit(list[j]), lmax), T));
         __syncthreads();
-        const double z = blk_seq_sum(wts, n, S.ck, &sh);
-        if (tid == 0)
-            sh.r = __dmul_rn(smp_uniform(sh.rng), z);
-        __syncthreads();
         drew = true;
-        const int32_t j = blk_first_reach<true>(wts, n, S.ck, sh.r, &sh);
+        const int32_t j = blk_draw(wts, n, S.ck, &sh);
         tok = smp_key_id(list[j >= 0 ? j : n - 1]); /* r == z after rounding: the last */
     }
 
