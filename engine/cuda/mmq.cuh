@@ -19,17 +19,18 @@ template <int T>
 void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
               int32_t n_rows);
 
-/* The MMQ instantiations mmqk_kernel<T, KDR, EXP> (cuda/mmqk_impl.cuh) and,
- * for Q4_0/Q8_0 (EXP = 0 only), mmq0_kernel<T, KDR> (cuda/mmq0_impl.cuh):
- * KDR super-blocks per k-stage (1 or 2), EXP: the weights' expanded copy
- * (w->aux; Q6_K only). Launches exactly that one: 0, INF_EUNSUPPORTED
- * when it does not exist for T or the shape (ne0 not a multiple of
- * 256 * KDR, EXP without w->aux), or -1 when this device cannot give it
- * its shared memory. For prewarm, bench --op and the tests; cuda_mmq
- * picks among them. */
+/* The MMQ instantiations mmqk_kernel<T, KDR, EXP, NT> (cuda/mmqk_impl.cuh)
+ * and, for Q4_0/Q8_0 (EXP = 0, BN = 64 only), mmq0_kernel<T, KDR>
+ * (cuda/mmq0_impl.cuh): KDR super-blocks per k-stage (1 or 2), EXP: the
+ * weights' expanded copy (w->aux; Q6_K only), bn: activation rows per
+ * block (64, or 0 for 64; 128: K-quants, NT = 4). Launches exactly that
+ * one: 0, INF_EUNSUPPORTED when it does not exist for T or the shape (ne0
+ * not a multiple of 256 * KDR, EXP without w->aux), or -1 when this
+ * device cannot give it its shared memory. For prewarm, bench --op and the
+ * tests; cuda_mmq picks among them. */
 template <int T>
 int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                      int32_t n_rows, int kdr, int exp);
+                      int32_t n_rows, int kdr, int exp, int bn);
 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */

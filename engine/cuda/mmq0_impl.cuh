@@ -412,9 +412,9 @@ static void mmvq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, c
     }                                                                                             \
     template <>                                                                                   \
     int cuda_mmqk_variant<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, \
-                             float *y, int32_t n_rows, int kdr, int exp)                          \
+                             float *y, int32_t n_rows, int kdr, int exp, int bn)                  \
     {                                                                                             \
-        return exp ? INF_EUNSUPPORTED : mmq0_variant<T>(c, w, xq, y, n_rows, kdr);                \
+        return exp || (bn && bn != 64) ? INF_EUNSUPPORTED : mmq0_variant<T>(c, w, xq, y, n_rows, kdr); \
     }                                                                                             \
     template <>                                                                                   \
     void cuda_mmvq<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \

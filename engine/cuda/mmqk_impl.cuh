@@ -21,13 +21,13 @@
  * Row strides are odd multiples of 16 bytes modulo 128 (mmqk_w<...>::SW),
  * so the 8 rows x 4 words of a fragment load fall on 32 distinct banks.
  *
- * Tile: 64 weight rows x 64 activation rows, 256 threads as 2 x 4 warps of
- * 32 x 16 (2 x 2 mma tiles); a stage is KDR super-blocks (256 elements
- * each). Per sub-block group one mma with a zero accumulator, its int32
+ * Tile: 64 weight rows x 32 NT activation rows, 256 threads as 2 x 4 warps
+ * of 32 x 8 NT (2 x NT mma tiles; NT = 2 or 4, cuda/tiles.cuh picks); a
+ * stage is KDR super-blocks (256 elements each). Per sub-block group one mma with a zero accumulator, its int32
  * result times the row's integer scale into an exact int32 block sum; at
  * each super-block's end the block sums enter the float chain of
  * cuda/qtypes.cuh (p1 = d * xd, then the min term p2 = -dmin * xd with
- * v2 = sum of min * activation sums) — the arithmetic of the decode
+ * v2 = sum of min * activation sums, itself by mma) — the arithmetic of the decode
  * kernel (cuda/mmvq.cu), so a row's bits never depend on the batch.
  */
 #include "engine/cuda/mma.cuh"
@@ -39,7 +39,7 @@
 #include <stdio.h>
 
 static_assert(MMQ_THREADS == 4 * MMQ_BM && MMQ_BN == MMQ_BM && MMQ_BM == 64,
-              "mmqk_kernel is written for 64 x 64 tiles of 256 threads");
+              "mmqk_kernel is written for 64-row weight tiles of 256 threads");
 
 #define MMQK_XS(KDR) (256 * (KDR) + 16) /* activation tile row, bytes */
 
@@ -224,24 +224,26 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
     }
 };
 
-template <int T, int KDR, bool EXP> struct mmqk_smem {
+/* NT: m16n8 tiles per warp along the activations: the block's tile is 64
+ * weight rows x 32 NT activation rows (NT = 2: 64, NT = 4: 128) */
+template <int T, int KDR, bool EXP, int NT> struct mmqk_smem {
     typedef mmqk_w<T, KDR, EXP> W;
     uint32_t w[2][MMQ_BM][W::SW];
-    int8_t x[2][MMQ_BN][MMQK_XS(KDR)];
-    int16_t xbs[2][MMQ_BN][8 * KDR]; /* activation sums per 32 */
-    float xd[2][MMQ_BN][KDR];
+    int8_t x[2][32 * NT][MMQK_XS(KDR)];
+    int8_t xhl[2][32 * NT][16 * KDR]; /* activation sums per 32 as bytes (cuda_q8k.hl) */
+    float xd[2][32 * NT][KDR];
 };
 
-/* one sub-block's products of the warp's 2 x 2 tiles, scaled into sum */
-template <int G16>
-static __device__ __forceinline__ void mmqk_sub(int sum[2][2][4], const int a[2][4], const int b[2][2],
+/* one sub-block's products of the warp's 2 x NT tiles, scaled into sum */
+template <int G16, int NT>
+static __device__ __forceinline__ void mmqk_sub(int sum[2][NT][4], const int a[2][4], const int b[NT][2],
                                                 const int s0[2], const int s1[2], const int s0b[2],
                                                 const int s1b[2])
 {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++) {
+        for (int nt = 0; nt < NT; nt++) {
             int c[4];
             if (!G16) {
                 cuda_mma_k32(c, a[mt], b[nt]);
@@ -265,28 +267,32 @@ static __device__ __forceinline__ void mmqk_sub(int sum[2][2][4], const int a[2]
         }
 }
 
-template <int T, int KDR, bool EXP>
-static __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MIN_BLOCKS)
+template <int T, int KDR, bool EXP, int NT>
+static __global__ void __launch_bounds__(MMQ_THREADS, MMQK_MIN_BLOCKS(NT))
 mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     cuda_pdl_enter();
     typedef mmqk_w<T, KDR, EXP> W;
-    typedef mmqk_smem<T, KDR, EXP> SM;
+    typedef mmqk_smem<T, KDR, EXP, NT> SM;
     extern __shared__ __align__(16) uint8_t mmqk_smem_raw[];
     SM &S = *(SM *)mmqk_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
-    const int wm = warp / 4, wn = warp % 4; /* warp tile: rows 32*wm.., activations 16*wn.. */
+    const int wm = warp / 4, wn = warp % 4; /* warp tile: rows 32*wm.., activations 8*NT*wn.. */
     const int g = lane >> 2, t4 = lane & 3;
-    const int32_t m0 = blockIdx.x * MMQ_BM, n0 = blockIdx.y * MMQ_BN;
+    const int32_t m0 = blockIdx.x * MMQ_BM, n0 = blockIdx.y * (32 * NT);
     const int64_t n_stages = nbr / KDR;
 
-    /* loader: 4 threads per row of each tile */
+    /* loader: 4 threads per row of each tile (activation rows lr, lr + 64) */
     const int lr = tid / 4, lp = tid % 4;
     const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1; /* clamped: read, never stored */
-    const int32_t xrow = n0 + lr < n_rows ? n0 + lr : n_rows - 1;
     const uint8_t *wp = w + (size_t)wrow * row_bytes;
-    const int64_t xb0 = (int64_t)xrow * nbr;
+    int64_t xb0[NT / 2];
+#pragma unroll
+    for (int q = 0; q < NT / 2; q++) {
+        const int32_t xrow = n0 + lr + 64 * q < n_rows ? n0 + lr + 64 * q : n_rows - 1;
+        xb0[q] = (int64_t)xrow * nbr;
+    }
 
     /* Q6_K raw: each of the thread's 4 weight rows starts its stage at byte
      * (address & 3) of its first word */
@@ -299,12 +305,12 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             wr4[mt][h] = w + (size_t)(r < n_w ? r : n_w - 1) * row_bytes;
         }
 
-    float acc[2][2][4];
-    int sum[2][2][4];
+    float acc[2][NT][4];
+    int sum[2][NT][4];
 #pragma unroll
     for (int a = 0; a < 2; a++)
 #pragma unroll
-        for (int b = 0; b < 2; b++)
+        for (int b = 0; b < NT; b++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 acc[a][b][i] = 0.0f;
@@ -316,19 +322,23 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * rows hold stale bytes whose products are never stored. (Loading the
      * clamped last row instead had 48 threads of a 16-row batch copy the
      * same bytes: q4_K n = 16 took longer than n = 64.) */
-    const bool wload = m0 + lr < n_w, xload = n0 + lr < n_rows;
+    const bool wload = m0 + lr < n_w;
 #define MMQK_ISSUE(s)                                                                             \
     do {                                                                                          \
         const int bf = (int)((s) & 1);                                                            \
         if (wload)                                                                                \
             W::copy(S.w[bf][lr], wp, (s), lp);                                                    \
-        const int64_t xb = xb0 + (s) * KDR;                                                       \
-        if (xload) {                                                                              \
-            mmqk_copy16((uint32_t *)S.x[bf][lr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp); \
-            if (lp < KDR)                                                                         \
-                __pipeline_memcpy_async(&S.xd[bf][lr][lp], X.d + xb + lp, 4);                     \
-            else if (lp < 2 * KDR)                                                                \
-                __pipeline_memcpy_async(&S.xbs[bf][lr][8 * (lp - KDR)], X.bs + (xb + lp - KDR) * 8, 16); \
+        _Pragma("unroll") for (int q = 0; q < NT / 2; q++)                                        \
+        {                                                                                         \
+            const int xr = lr + 64 * q;                                                           \
+            const int64_t xb = xb0[q] + (s) * KDR;                                                \
+            if (n0 + xr < n_rows) {                                                               \
+                mmqk_copy16((uint32_t *)S.x[bf][xr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp); \
+                if (lp < KDR)                                                                     \
+                    __pipeline_memcpy_async(&S.xd[bf][xr][lp], X.d + xb + lp, 4);                 \
+                else if (lp < 2 * KDR)                                                            \
+                    __pipeline_memcpy_async(&S.xhl[bf][xr][16 * (lp - KDR)], X.hl + (xb + lp - KDR) * 16, 16); \
+            }                                                                                     \
         }                                                                                         \
         __pipeline_commit();                                                                      \
     } while (0)
@@ -370,10 +380,10 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
                     for (int jj = 0; jj < 2; jj++) {
                         const int sj = j + jj;
-                        int b[2][2];
+                        int b[NT][2];
 #pragma unroll
-                        for (int nt = 0; nt < 2; nt++) {
-                            const int rb = 16 * wn + 8 * nt + g;
+                        for (int nt = 0; nt < NT; nt++) {
+                            const int rb = 8 * NT * wn + 8 * nt + g;
                             b[nt][0] = *(const int *)&S.x[bf][rb][256 * kd + 32 * sj + 4 * t4];
                             b[nt][1] = *(const int *)&S.x[bf][rb][256 * kd + 32 * sj + 16 + 4 * t4];
                         }
@@ -383,7 +393,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                             s0[mt] = mmqk_ux8(hd[mt][0].sc[sj >> 2], sj & 3);
                             s1[mt] = mmqk_ux8(hd[mt][1].sc[sj >> 2], sj & 3);
                         }
-                        mmqk_sub<0>(sum, jj ? hi : a, b, s0, s1, s0, s1);
+                        mmqk_sub<0, NT>(sum, jj ? hi : a, b, s0, s1, s0, s1);
                     }
                 } else {
 #pragma unroll
@@ -391,10 +401,10 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                         const int ra = 32 * wm + 16 * mt + g;
                         W::frag(S.w[bf][ra], S.w[bf][ra + 8], j, t4, hd[mt][0], hd[mt][1], a[mt]);
                     }
-                    int b[2][2];
+                    int b[NT][2];
 #pragma unroll
-                    for (int nt = 0; nt < 2; nt++) {
-                        const int rb = 16 * wn + 8 * nt + g;
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int rb = 8 * NT * wn + 8 * nt + g;
                         b[nt][0] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 4 * t4];
                         b[nt][1] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 16 + 4 * t4];
                     }
@@ -415,129 +425,161 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                             s1b[mt] = mmqk_sx8<1>(wb);
                         }
                     }
-                    mmqk_sub<1>(sum, a, b, s0, s1, s0b, s1b);
+                    mmqk_sub<1, NT>(sum, a, b, s0, s1, s0b, s1b);
                 }
             }
-            /* the super-block ends: its terms enter each element's chain */
+            /* the super-block ends: its terms enter each element's chain.
+             * The min term v2 = sum_j m_j s_j (K-quants with mins) by two
+             * m16n8k16 mma a tile: A the rows' 8 mins in the half of K the
+             * mma takes (thread t4 holds k = 4 t4..: mins 4 (t4 & 1)..,
+             * kept for t4 < 2 in the first mma, t4 >= 2 in the second), B
+             * the activation sums' bytes (cuda_q8k.hl: hi_0..7, lo_0..7);
+             * v2 = 128 (m . hi) + (m . lo), the exact integer the decode
+             * kernel's dp4a give. */
+            float xd[NT][2];
+            int bhl[NT];
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++)
+            for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int rb = 16 * wn + 8 * nt + 2 * t4 + e;
-                    const float xd = S.xd[bf][rb][kd];
-                    uint4 xbw = make_uint4(0, 0, 0, 0);
-                    if (W::MIN)
-                        xbw = *(const uint4 *)&S.xbs[bf][rb][8 * kd];
+                for (int e = 0; e < 2; e++)
+                    xd[nt][e] = S.xd[bf][8 * NT * wn + 8 * nt + 2 * t4 + e][kd];
+                bhl[nt] = W::MIN ? *(const int *)&S.xhl[bf][8 * NT * wn + 8 * nt + g][16 * kd + 4 * t4] : 0;
+            }
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < 2; mt++) {
+                int mh[2] = {0, 0}, ml[2] = {0, 0};
+                if (W::MIN) {
 #pragma unroll
-                        for (int h = 0; h < 2; h++) {
-                            const int i = 2 * h + e;
-                            const mmqk_head &H = hd[mt][h];
-                            const float p1 = __fmul_rn(H.d, xd);
-                            float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
-                            if (W::MIN) {
-                                /* v2 = sum_j m_j * bsum_j, exact (int16 x int8 pairs) */
-                                int v2 = __dp2a_lo((int)xbw.x, (int)H.sc[2], 0);
-                                v2 = __dp2a_hi((int)xbw.y, (int)H.sc[2], v2);
-                                v2 = __dp2a_lo((int)xbw.z, (int)H.sc[3], v2);
-                                v2 = __dp2a_hi((int)xbw.w, (int)H.sc[3], v2);
-                                const float p2 = -__fmul_rn(H.dmin, xd);
-                                a2 = __fmaf_rn(p2, (float)v2, a2);
-                            }
-                            acc[mt][nt][i] = a2;
-                            sum[mt][nt][i] = 0;
-                        }
+                    for (int h = 0; h < 2; h++) {
+                        const int mw = (int)((t4 & 1) ? hd[mt][h].sc[3] : hd[mt][h].sc[2]);
+                        mh[h] = t4 < 2 ? mw : 0;
+                        ml[h] = t4 < 2 ? 0 : mw;
+                    }
                 }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+                    if (W::MIN) {
+                        cuda_mma_k16(ch, mh[0], mh[1], bhl[nt]);
+                        cuda_mma_k16(cl, ml[0], ml[1], bhl[nt]);
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const mmqk_head &H = hd[mt][i >> 1];
+                        const float x = xd[nt][i & 1];
+                        const float p1 = __fmul_rn(H.d, x);
+                        float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
+                        if (W::MIN) {
+                            const float p2 = -__fmul_rn(H.dmin, x);
+                            a2 = __fmaf_rn(p2, (float)(ch[i] * 128 + cl[i]), a2);
+                        }
+                        acc[mt][nt][i] = a2;
+                        sum[mt][nt][i] = 0;
+                    }
+                }
+            }
         }
     }
 #undef MMQK_ISSUE
-    mmq_tile_store(acc, m0, n0, wm, wn, g, t4, n_w, n_rows, y, E);
+    mmq_tile_store<NT>(acc, m0, n0, wm, wn, g, t4, n_w, n_rows, y, E);
 }
 
 /* blocks per SM of one instantiation (cuda/tiles.cuh), asked once */
-template <int T, int KDR, bool EXP> static int mmqk_occupancy(void)
+template <int T, int KDR, bool EXP, int NT> static int mmqk_occupancy(void)
 {
     static int occ = -1;
     if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqk_kernel<T, KDR, EXP>, sizeof(mmqk_smem<T, KDR, EXP>));
+        occ = mmq_occupancy((const void *)mmqk_kernel<T, KDR, EXP, NT>, sizeof(mmqk_smem<T, KDR, EXP, NT>));
     return occ;
 }
 
 /* Launch one instantiation; 0, or -1 when this device cannot hold its
  * shared memory (the caller then takes another row of the tile table). */
-template <int T, int KDR, bool EXP>
+template <int T, int KDR, bool EXP, int NT>
 static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_bytes, int32_t n_w,
                        int64_t ne0, const void *xq, float *y, int32_t n_rows)
 {
-    typedef mmqk_smem<T, KDR, EXP> SM;
+    typedef mmqk_smem<T, KDR, EXP, NT> SM;
     const int64_t nbr = ne0 / QK_K;
-    if (mmqk_occupancy<T, KDR, EXP>() == 0)
+    if (mmqk_occupancy<T, KDR, EXP, NT>() == 0)
         return -1;
-    const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, MMQ_BN));
-    cuda_launch(c, mmqk_kernel<T, KDR, EXP>, grid, MMQ_THREADS, sizeof(SM),
+    const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, 32 * NT));
+    cuda_launch(c, mmqk_kernel<T, KDR, EXP, NT>, grid, MMQ_THREADS, sizeof(SM),
         wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-template <int T, bool EXP>
+template <int T, bool EXP, int NT>
 static int mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows, int kdr)
 {
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
     const size_t rb = EXP ? (size_t)(w->ne0 / QK_K) * MMQ_Q6X_BYTES : w->row_bytes;
-    return kdr == 2 ? mmqk_launch<T, 2, EXP>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows)
-                    : mmqk_launch<T, 1, EXP>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows);
+    return kdr == 2 ? mmqk_launch<T, 2, EXP, NT>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows)
+                    : mmqk_launch<T, 1, EXP, NT>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows);
 }
 
+template <int T, bool EXP>
+static int mmqk_variant_bn(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                           int32_t n_rows, int kdr, int bn)
+{
+    return bn == 128 ? mmqk_variant<T, EXP, 4>(c, w, xq, y, n_rows, kdr)
+                     : mmqk_variant<T, EXP, 2>(c, w, xq, y, n_rows, kdr);
+}
+
+/* bn: the block's activation rows, 64 (0 means 64) or 128 */
 template <int T>
 static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                            int32_t n_rows, int kdr, int exp)
+                            int32_t n_rows, int kdr, int exp, int bn)
 {
-    if ((kdr != 1 && kdr != 2) || w->ne0 % (QK_K * kdr))
+    if ((kdr != 1 && kdr != 2) || w->ne0 % (QK_K * kdr) || (bn != 0 && bn != 64 && bn != 128))
         return INF_EUNSUPPORTED;
     if (exp) {
         if constexpr (T == QT_Q6_K) {
             if (w->aux)
-                return mmqk_variant<T, true>(c, w, xq, y, n_rows, kdr);
+                return mmqk_variant_bn<T, true>(c, w, xq, y, n_rows, kdr, bn);
         }
         return INF_EUNSUPPORTED;
     }
-    return mmqk_variant<T, false>(c, w, xq, y, n_rows, kdr);
+    return mmqk_variant_bn<T, false>(c, w, xq, y, n_rows, kdr, bn);
 }
 
-template <int T, bool EXP> static void mmqk_occ2(int occ[2])
+/* occ[b][k]: blocks per SM at BN = 64 << b, KDR = k + 1 */
+template <int T, bool EXP> static void mmqk_occ(int occ[2][2])
 {
-    occ[0] = mmqk_occupancy<T, 1, EXP>();
-    occ[1] = mmqk_occupancy<T, 2, EXP>();
+    occ[0][0] = mmqk_occupancy<T, 1, EXP, 2>();
+    occ[0][1] = mmqk_occupancy<T, 2, EXP, 2>();
+    occ[1][0] = mmqk_occupancy<T, 1, EXP, 4>();
+    occ[1][1] = mmqk_occupancy<T, 2, EXP, 4>();
 }
 
-/* the tile table's choice (cuda/tiles.cuh: mmq_pick_kdr, from the two
- * depths' occupancy on this device), falling back to KDR = 1 where the
- * device cannot give KDR = 2 its shared memory (sm_121) */
+/* the tile table's choice (cuda/tiles.cuh: mmq_pick_tile, from the
+ * instantiations' occupancy on this device), falling back to KDR = 1
+ * where the device cannot give KDR = 2 its shared memory (sm_121) */
 template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
     const int exp = T == QT_Q6_K && w->aux != NULL;
-    int occ[2] = {0, 0};
+    int occ[2][2] = {{0, 0}, {0, 0}};
     if constexpr (T == QT_Q6_K) {
         if (exp)
-            mmqk_occ2<T, true>(occ);
+            mmqk_occ<T, true>(occ);
         else
-            mmqk_occ2<T, false>(occ);
+            mmqk_occ<T, false>(occ);
     } else {
-        mmqk_occ2<T, false>(occ);
+        mmqk_occ<T, false>(occ);
     }
-    const int kdr = mmq_pick_kdr(c->n_sm, occ[0], occ[1], w->ne0, w->ne1, n_rows);
-    const int rc =
-        mmq_launch_picked(kdr, [&](int k) { return mmqk_variant_any<T>(c, w, xq, y, n_rows, k, exp); });
+    int kdr = 1, bn = 64;
+    mmq_pick_tile(c->n_sm, occ, w->ne0, w->ne1, n_rows, &kdr, &bn);
+    const int rc = mmq_launch_picked(
+        kdr, [&](int k) { return mmqk_variant_any<T>(c, w, xq, y, n_rows, k, exp, bn); });
     if (rc) {
         c->err = rc == -1 ? INF_EDEVICE : rc;
-        snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %lld x %lld (kdr %d, exp %d)",
-                 (long long)w->ne0, (long long)w->ne1, kdr, exp);
+        snprintf(c->err_msg, sizeof(c->err_msg), "mmq: no kernel for %lld x %lld (kdr %d, exp %d, bn %d)",
+                 (long long)w->ne0, (long long)w->ne1, kdr, exp, bn);
     }
 }
 
@@ -550,7 +592,7 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
     }                                                                                             \
     template <>                                                                                   \
     int cuda_mmqk_variant<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, \
-                             float *y, int32_t n_rows, int kdr, int exp)                          \
+                             float *y, int32_t n_rows, int kdr, int exp, int bn)                  \
     {                                                                                             \
-        return mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp);                                \
+        return mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp, bn);                            \
     }

@@ -112,7 +112,7 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
     }
     /* the super-block's float scales against activation block xb, and its
      * whole min term v2 = sum_j m_j * (sum of sub-block j's activations):
-     * 8 mins against 8 sums in four two-way dot products, exact */
+     * 8 mins against the sums' 8 high and 8 low bytes in four dp4a, exact */
     static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
                                                 float *p1, float *p2, int *v2)
     {
@@ -122,11 +122,9 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
         *p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
         const uint32_t mw0 = hd.z & 0x3f3f3f3fu;                                      /* m0..m3 */
         const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u); /* m4..m7 */
-        const uint4 bs = *(const uint4 *)(X.bs + xb * (QK_K / 32));
-        int v = __dp2a_lo((int)bs.x, (int)mw0, 0);
-        v = __dp2a_hi((int)bs.y, (int)mw0, v);
-        v = __dp2a_lo((int)bs.z, (int)mw1, v);
-        *v2 = __dp2a_hi((int)bs.w, (int)mw1, v);
+        const uint4 hl = *(const uint4 *)(X.hl + xb * 2 * (QK_K / 32));
+        const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
+        *v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
     }
 };
 template <> struct mmvq_chunk<QT_Q4_K> : mmvq_chunk_k45<QT_Q4_K, struct block_q4_K, 16> {};

@@ -300,26 +300,29 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
 enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
-     * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP */
-    int type, kind, a, b;
+     * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP, c = activation
+     * rows per block (0: 64; K-quants also 128) */
+    int type, kind, a, b, c;
 };
-#define MMV_MMQ(t) {t, MMV_MMQK, 1, 0}, {t, MMV_MMQK, 2, 0}
+#define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
+#define MMV_MMQW(t, e) {t, MMV_MMQK, 1, e, 128}, {t, MMV_MMQK, 2, e, 128}
 #define MMV_Q0(t)                                                                                  \
     {t, MMV_WPR, 0, 0}, {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0},             \
         {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t)
 #define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
-#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t)
+#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0)
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
-    MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1},
-    {QT_Q6_K, MMV_MMQK, 2, 1},
+    MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
+    {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1),
 };
 #undef MMV_K
 #undef MMV_KW
 #undef MMV_Q0
 #undef MMV_MMQ
+#undef MMV_MMQW
 
 extern "C" int cuda_mm_variant_count(void)
 {
@@ -345,7 +348,9 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
-    default: snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>", t, v->a, v->b ? "true" : "false"); break;
+    default:
+        snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
+        break;
     }
 }
 
@@ -401,11 +406,11 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     cuda_quantize_act(c, q0 ? QT_Q8_0 : QT_Q8_K, x, c->xq, n_rows, w->ne0);
     int rc = 0;
     switch (v->type) {
-    case QT_Q4_0: rc = cuda_mmqk_variant<QT_Q4_0>(c, w, c->xq, y, n_rows, v->a, v->b); break;
-    case QT_Q8_0: rc = cuda_mmqk_variant<QT_Q8_0>(c, w, c->xq, y, n_rows, v->a, v->b); break;
-    case QT_Q4_K: rc = cuda_mmqk_variant<QT_Q4_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
-    case QT_Q5_K: rc = cuda_mmqk_variant<QT_Q5_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
-    default: rc = cuda_mmqk_variant<QT_Q6_K>(c, w, c->xq, y, n_rows, v->a, v->b); break;
+    case QT_Q4_0: rc = cuda_mmqk_variant<QT_Q4_0>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
+    case QT_Q8_0: rc = cuda_mmqk_variant<QT_Q8_0>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
+    case QT_Q4_K: rc = cuda_mmqk_variant<QT_Q4_K>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
+    case QT_Q5_K: rc = cuda_mmqk_variant<QT_Q5_K>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
+    default: rc = cuda_mmqk_variant<QT_Q6_K>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
     }
     if (rc == -1)
         return 1;

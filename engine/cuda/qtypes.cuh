@@ -113,9 +113,23 @@ template <int T> struct cuda_qt;
 struct cuda_q8k {
     int8_t *qs;  /* [n_blocks][256] */
     float *d;    /* [n_blocks] */
-    int16_t *bs; /* [n_blocks][8]: sums of each 32 qs (the CPU's bsums in
-                  * pairs; |sum| <= 32 * 127) */
+    int8_t *hl;  /* [n_blocks][16]: the sum s_j of each 32 qs (the CPU's
+                  * bsums in pairs; |s_j| <= 32 * 127) split into int8
+                  * halves s_j = 128 hi_j + lo_j, lo_j in [-64, 63] (so
+                  * |hi_j| <= 32): hi_0..7, then lo_0..7. int8 so the
+                  * K-quant MMQ can take the min term sum_j m_j s_j by mma
+                  * (cuda/mmqk_impl.cuh); the decode product by dp4a. */
 };
+
+/* the exact split of a sum of 32 qs into its (hi, lo) bytes, and back */
+static __host__ __device__ __forceinline__ int cuda_q8k_lo(int s)
+{
+    return ((s + 64) & 127) - 64;
+}
+static __host__ __device__ __forceinline__ int cuda_q8k_hi(int s)
+{
+    return (s - cuda_q8k_lo(s)) / 128;
+}
 
 static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
 {
@@ -125,7 +139,7 @@ static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
 static __host__ __device__ __forceinline__ size_t cuda_q8k_bytes(int64_t n_blocks)
 {
     return (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)) +
-           (size_t)n_blocks * (QK_K / 32) * sizeof(int16_t);
+           (size_t)n_blocks * 2 * (QK_K / 32);
 }
 
 static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *base, int64_t n_blocks)
@@ -134,7 +148,7 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
     uint8_t *b = (uint8_t *)base;
     x.qs = (int8_t *)b;
     x.d = (float *)(b + (size_t)n_blocks * QK_K);
-    x.bs = (int16_t *)(b + (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)));
+    x.hl = (int8_t *)(b + (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)));
     return x;
 }
 

@@ -9,7 +9,9 @@
  *   MMQ 64 x 64 tile, 256 threads, 79 KB of dynamic shared memory (the int8
  *   tile, scales, and the cp.async raw staging of the next stage): two
  *   blocks fit (158 KB), so __launch_bounds__(256, 2) caps registers at
- *   65,536 / 512 = 128 (q6_K spills 72 bytes under that cap).
+ *   65,536 / 512 = 128 (q6_K spills 72 bytes under that cap). The
+ *   K-quants past 128 activation rows: 64 x 128 (NT = 4), 93-184 KB, two
+ *   blocks where KDR = 1's 93-111 KB fit, registers capped at 128 again.
  * sm_121 (GB10, DGX Spark: 48 SMs, about 100 KB of shared memory per SM, 64 K
  *   registers, no wgmma; reasoned from those limits, not measured: no GB10
  *   here): the same 79 KB tile leaves room for one block per SM, so the
@@ -26,6 +28,22 @@
 #else
 #define MMQ_MIN_BLOCKS 2 /* sm_80 .. sm_90: 164-228 KB per SM */
 #endif
+/* The K-quant kernel by warp tile: NT = 2 (64 x 64 block tile) as above;
+ * NT = 4 (64 x 128) holds 64 accumulators a thread (32 float, 32 int) and
+ * wants 179-252 registers (ptxas, sm_90, 0 spills). Measured on the H200
+ * (bench/RESULTS.md, 2026-12-01 23:40-, n = 512 / 2048): held to 128 for
+ * two blocks per SM (q4_K 48 B of stack, q5_K 120-160, q6_K 16-40) it is
+ * 4-9% faster than one block at full registers for q4_K/q5_K and even for
+ * q6_K (7B pp512 11,948 vs 11,279 tok/s): the spills cost less than half
+ * the warps. sm_121 (~100 KB per SM) holds one block of either tile. */
+#ifndef MMQK_NT4_MIN_BLOCKS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define MMQK_NT4_MIN_BLOCKS 1
+#else
+#define MMQK_NT4_MIN_BLOCKS 2
+#endif
+#endif
+#define MMQK_MIN_BLOCKS(nt) ((nt) == 2 ? MMQ_MIN_BLOCKS : MMQK_NT4_MIN_BLOCKS)
 
 #define MMQ_BM 64      /* weight rows per block */
 #define MMQ_BN 64      /* activation rows per block */
@@ -33,6 +51,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/cuda/common.cuh"
 
@@ -66,6 +85,35 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
     return blocks <= (int64_t)n_sm * occ2 ? 2 : 1;
 }
 
+/* The K-quant tile: BN = 64 or 128 activation rows a block (the warp tile
+ * 32 x 16 or 32 x 32: twice the mma per fragment load and per super-block
+ * head at 128), and KDR by mmq_pick_kdr among that BN's two depths.
+ * occ[b][k]: blocks per SM at BN = 64 << b, KDR = k + 1. Measured on the
+ * H200 (bench/RESULTS.md, 2026-12-01 23:40-): BN = 128 is 13-22% faster at
+ * n = 512 and 2048 on every K-quant 7B shape, and 8-50% slower at n = 128
+ * (one block column: half the blocks of BN = 64). So BN = 128 past 128
+ * rows, where its grid still fills the SMs once at its occupancy;
+ * INFERD_MMQ_BN=64|128 forces one for A/B measurement. Rows change speed,
+ * never results (each output's arithmetic is the same at either width). */
+static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int64_t ne1, int32_t n_rows,
+                                 int *kdr, int *bn)
+{
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("INFERD_MMQ_BN");
+        forced = e && !strcmp(e, "64") ? 64 : e && !strcmp(e, "128") ? 128 : 0;
+    }
+    const int64_t mb = (ne1 + MMQ_BM - 1) / MMQ_BM;
+    /* (n + 1) / 2 rows in 64-row blocks: as many blocks as n in 128-row ones */
+    const int k4 = mmq_pick_kdr(n_sm, occ[1][0], occ[1][1], ne0, ne1, (n_rows + 1) / 2);
+    const int o4 = occ[1][k4 - 1];
+    int wide = n_rows > 128 && o4 > 0 && mb * ((n_rows + 127) / 128) >= (int64_t)n_sm * o4;
+    if (forced)
+        wide = forced == 128 && o4 > 0;
+    *bn = wide ? 128 : 64;
+    *kdr = wide ? k4 : mmq_pick_kdr(n_sm, occ[0][0], occ[0][1], ne0, ne1, n_rows);
+}
+
 /* Blocks of one MMQ instantiation resident per SM on this device (0: its
  * shared memory does not fit), after raising its dynamic shared memory
  * past the 48 KB a launch gets without asking. Each instantiation caches
@@ -82,22 +130,23 @@ static inline int mmq_occupancy(const void *kernel, size_t smem)
     return n;
 }
 
-/* The store of a 64 x 64 tile's results, the same in every MMQ kernel:
+/* The store of a 64 x 32 NT tile's results, the same in every MMQ kernel:
  * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
- * activation rows 16 wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
+ * activation rows 8 NT wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
  * layout; what lies past the weight or the batch is not stored. */
-static __device__ __forceinline__ void mmq_tile_store(const float acc[2][2][4], int32_t m0, int32_t n0, int wm,
+template <int NT>
+static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4], int32_t m0, int32_t n0, int wm,
                                                       int wn, int g, int t4, int32_t n_w, int32_t n_rows,
                                                       float *y, const struct cuda_epi &E)
 {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++)
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
-                const int32_t r = n0 + 16 * wn + 8 * nt + 2 * t4 + (i & 1);
+                const int32_t r = n0 + 8 * NT * wn + 8 * nt + 2 * t4 + (i & 1);
                 if (j < n_w && r < n_rows)
                     cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
             }
