@@ -18,6 +18,10 @@
  * a.max_kv (the host's bound on the longest row) is not used yet: the grid
  * is one block per (row, 4 heads) whatever the length.
  *
+ * Where head_dim is 64 or 128 the grouped-query heads take
+ * attention_gqa_tc_kernel instead: scores by tensor cores, the same walk
+ * with the chunk's V rows staged as F32.
+ *
  * This is the correct baseline; the tiled flash-attention prefill and the
  * split decode kernel are later work (they must keep the per-row order).
  */
@@ -62,9 +66,7 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * m_before(i) = max(m, s_0..s_{i-1}) is what a one-at-a-time walk has in m
  * at step i, so ms/vs are the same bits; the walk keeps only the dependent
  * F16-rounded updates (the CPU's flash-attention accumulator). */
-template <int DPL, typename VRow>
-static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
-                                                int hd, float4 *wk, VRow vrow)
+static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, int lane, float4 *wk)
 {
     float run = sc; /* inclusive prefix max */
 #pragma unroll
@@ -87,6 +89,13 @@ static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DP
     __syncwarp(); /* the previous chunk's walk has read wk */
     wk[lane] = make_float4(my_ms, my_vs, sc, 0.0f);
     __syncwarp();
+}
+
+template <int DPL, typename VRow>
+static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
+                                                int hd, float4 *wk, VRow vrow)
+{
+    att_factors(m, sc, cnt, lane, wk);
     for (int i = 0; i < cnt; i++) {
         const float4 f = wk[i];
         const float ms = f.x, vs = f.y, s = f.z;
@@ -272,6 +281,154 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
     att_store<DPL>(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
 }
 
+/* ---- the grouped-query kernel for head_dim HD = 64 or 128 ----------------
+ * What attention_gqa_kernel does, with three costs cut (ncu, H200, 7B
+ * pp2048: that kernel issued ~51 warp instructions per (head, position),
+ * 82% of the issue slots busy, 47% of the prefill's time):
+ *  - the scores by tensor cores: the group's F16-rounded queries (the same
+ *    values) are A of m16n8k16 F16 mma with F32 accumulation, padded to 16
+ *    rows with zeros, the chunk's 32 K rows B; HD / 16 mma per 8 positions
+ *    replace HD FMAs and conversions per lane and position. The products
+ *    are exact, the sums the tensor core's: a score differs from
+ *    att_score's in its last bits but still depends only on its query and
+ *    its K row, whatever the batch;
+ *  - the chunk's V rows staged as F32 (the exact values of the F16 rows),
+ *    converted once for the group instead of once per head and position;
+ *    lane l holds the output dimensions DPL l .. DPL l + DPL - 1, one
+ *    vector load per position; the walk's arithmetic per dimension is
+ *    att_walk's (the F16 accumulator, the same roundings);
+ *  - HD at compile time: the staging's indices are shifts, not divisions,
+ *    and no dimension is predicated off. */
+#define ATT_TC_KS 136 /* K / query row stride in halves: 272 bytes, conflict-free fragment loads */
+
+/* D += A(16 x 16 F16, rows g, g + 8) * B(16 x 8 F16), F32 accumulation */
+static __device__ __forceinline__ void att_mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
+attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
+                        const quant_f16 *__restrict__ vc, float *__restrict__ out,
+                        const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
+                        const int32_t *__restrict__ bt, struct backend_attn a)
+{
+    cuda_pdl_enter();
+    enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8 }; /* dimensions per lane; 16-byte pieces per row */
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    __shared__ __align__(16) quant_f16 qh[16][ATT_TC_KS]; /* the queries as F16: A of the mma */
+    __shared__ __align__(16) quant_f16 ks[CUDA_WARP][ATT_TC_KS];
+    __shared__ __align__(16) float vsf[CUDA_WARP][HD];
+    __shared__ float sc_sm[16][CUDA_WARP + 1];
+    __shared__ int64_t slot_sm[CUDA_WARP];
+    __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP]; /* att_walk's factors */
+    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD;
+    const float *qr = q + ((int64_t)r * a.n_head + h) * HD;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    const int32_t last = pos[r];
+    for (int d = lane; d < HD; d += CUDA_WARP) /* the bits of the F16 value, not a value cast */
+        qh[wid][d] = (quant_f16)__half_as_ushort(__float2half_rn(qr[d]));
+    for (int t = threadIdx.x; t < (16 - G) * HD; t += nt) /* the padding rows */
+        qh[G + t / HD][t % HD] = 0;
+    float acc[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        __syncthreads(); /* every warp is done with the previous chunk */
+        if (wid == 0 && lane < cnt) {
+            const int32_t p = p0 + lane;
+            slot_sm[lane] = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
+        }
+        __syncthreads();
+        /* K rows as F16 (the mma's B), V rows as F32 (the walk's) */
+        for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
+            const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
+            if (i >= cnt)
+                continue;
+            const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
+            const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
+            if (kv == 0) {
+                *(uint4 *)&ks[i][8 * cch] = v8;
+            } else {
+                const __half2 *h2 = (const __half2 *)&v8;
+                const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+                const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
+                *(float4 *)&vsf[i][8 * cch] = make_float4(f0.x, f0.y, f1.x, f1.y);
+                *(float4 *)&vsf[i][8 * cch + 4] = make_float4(f2.x, f2.y, f3.x, f3.y);
+            }
+        }
+        __syncthreads();
+        /* warp w scores positions 8 n.. for n = w, w + G, .. < 4; K rows
+         * past cnt hold stale bytes whose scores are never read */
+        for (int n8 = wid; n8 < 4; n8 += G) {
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int k0 = 0; k0 < HD; k0 += 16) {
+                const uint32_t af[4] = {*(const uint32_t *)&qh[g][k0 + 2 * t4], *(const uint32_t *)&qh[g + 8][k0 + 2 * t4],
+                                        *(const uint32_t *)&qh[g][k0 + 8 + 2 * t4],
+                                        *(const uint32_t *)&qh[g + 8][k0 + 8 + 2 * t4]};
+                att_mma_f16(d, af, *(const uint32_t *)&ks[8 * n8 + g][k0 + 2 * t4],
+                            *(const uint32_t *)&ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+            }
+            sc_sm[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
+            sc_sm[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);
+            sc_sm[g + 8][8 * n8 + 2 * t4] = __fmul_rn(d[2], a.scale);
+            sc_sm[g + 8][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[3], a.scale);
+        }
+        __syncthreads();
+        const float sc = lane < cnt ? sc_sm[wid][lane] : -INFINITY;
+        float4 *wk = wk_sm[wid];
+        att_factors(m, sc, cnt, lane, wk);
+        /* att_walk's loop, per dimension the same operations */
+        const float *vl = &vsf[0][DPL * lane];
+#pragma unroll 4
+        for (int i = 0; i < cnt; i++) {
+            const float4 f = wk[i];
+            const float ms = f.x, vs = f.y, s = f.z;
+            float v[DPL];
+            if constexpr (DPL == 4) {
+                const float4 v4 = *(const float4 *)(vl + i * HD);
+                v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+            } else {
+                const float2 v2 = *(const float2 *)(vl + i * HD);
+                v[0] = v2.x, v[1] = v2.y;
+            }
+            if (s > m) { /* uniform */
+                m = s;
+#pragma unroll
+                for (int k = 0; k < DPL; k += 2) {
+                    const __half2 rr = __floats2half2_rn(__fmul_rn(acc[k], ms), __fmul_rn(acc[k + 1], ms));
+                    acc[k] = __low2float(rr);
+                    acc[k + 1] = __high2float(rr);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < DPL; k += 2) {
+                const __half2 rr = __floats2half2_rn(__fmaf_rn(v[k], vs, acc[k]), __fmaf_rn(v[k + 1], vs, acc[k + 1]));
+                acc[k] = __low2float(rr);
+                acc[k + 1] = __high2float(rr);
+            }
+            l = __fmaf_rn(l, ms, vs);
+        }
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + DPL * lane;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = acc[k] * inv;
+}
+
 void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, const void *v_cache,
                        float *out, int32_t n_rows, const int32_t *pos, const int32_t *seq,
                        const int32_t *block_table, const struct backend_attn *a)
@@ -290,6 +447,16 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     const int G = a->n_head / a->n_head_kv, hd = a->head_dim;
     const int dpl = hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
     const quant_f16 *kc = (const quant_f16 *)k_cache, *vc = (const quant_f16 *)v_cache;
+    if (G <= ATT_G_MAX && (hd == 64 || hd == 128)) {
+        /* a model's head_dim decides the kernel, never the batch */
+        const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
+        if (hd == 64)
+            cuda_launch(c, attention_gqa_tc_kernel<64>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+        else
+            cuda_launch(c, attention_gqa_tc_kernel<128>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+        CUDA_CHECK_LAUNCH(c, "attention_gqa_tc_kernel");
+        return;
+    }
     if (G <= ATT_G_MAX && hd <= ATT_VS_HD && hd % 8 == 0) {
         const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
         if (dpl == 2)

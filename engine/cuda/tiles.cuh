@@ -92,8 +92,11 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
  * H200 (bench/RESULTS.md, 2026-12-01 23:40-): BN = 128 is 13-22% faster at
  * n = 512 and 2048 on every K-quant 7B shape, and 8-50% slower at n = 128
  * (one block column: half the blocks of BN = 64). So BN = 128 past 128
- * rows, where its grid still fills the SMs once at its occupancy;
- * INFERD_MMQ_BN=64|128 forces one for A/B measurement. Rows change speed,
+ * rows wherever its grid has a block for every SM: a grid short of one
+ * full wave at two blocks per SM still wins (4096 rows at n = 512: 256
+ * blocks for 264 slots, 256.5 us against 288 at BN = 64; the first rule,
+ * a full wave, took BN = 64 there). INFERD_MMQ_BN=64|128 forces one for
+ * A/B measurement. Rows change speed,
  * never results (each output's arithmetic is the same at either width). */
 static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int64_t ne1, int32_t n_rows,
                                  int *kdr, int *bn)
@@ -107,7 +110,7 @@ static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int
     /* (n + 1) / 2 rows in 64-row blocks: as many blocks as n in 128-row ones */
     const int k4 = mmq_pick_kdr(n_sm, occ[1][0], occ[1][1], ne0, ne1, (n_rows + 1) / 2);
     const int o4 = occ[1][k4 - 1];
-    int wide = n_rows > 128 && o4 > 0 && mb * ((n_rows + 127) / 128) >= (int64_t)n_sm * o4;
+    int wide = n_rows > 128 && o4 > 0 && mb * ((n_rows + 127) / 128) >= (int64_t)n_sm;
     if (forced)
         wide = forced == 128 && o4 > 0;
     *bn = wide ? 128 : 64;
