@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device-prep — fill devcarry/ (git-ignored) for tests/cuda/run-on-gpu.sh:
-# the binaries built here (build/, configured with CUDA), the non-system
+# the binaries built here (build/ or $BUILD, configured with CUDA), the non-system
 # shared libraries ldd lists (the GPU machine has no libmicrohttpd, jansson
 # or libuv), and a copy of the ../shared files the GPU tests read, laid out
 # as ../shared is (INFERD_SHARED points at it there). The device tool
@@ -12,8 +12,11 @@ models=${MODELS:-"stories260K tiny-llama-Q4_K_M tiny-llama-mixed"}
 [ "$models" = all ] && models="stories260K tiny-llama-Q4_K_M tiny-llama-mixed tiny-qwen2-Q4_K_M"
 rm -rf devcarry && mkdir -p devcarry/lib devcarry/bin devcarry/shared/models \
     devcarry/shared/reference devcarry/shared/vocab
-bins="build/daemon/inferd build/tests/cuda/test_cuda build/tests/cuda/test_cuda_ops
-      build/tests/cuda/test_cuda_model build/tests/cuda/test_cuda_sample"
+# BUILD: the build directory (default build/; one configured with
+# -Dgpu_arch=90 gives binaries half the size of the 90,121 fat ones)
+bd=${BUILD:-build}
+bins="$bd/daemon/inferd $bd/tests/cuda/test_cuda $bd/tests/cuda/test_cuda_ops
+      $bd/tests/cuda/test_cuda_model $bd/tests/cuda/test_cuda_sample"
 cp $bins devcarry/bin/
 # symbols off: the tool carries 64 MiB, and the fat binaries' debug info is
 # most of each file

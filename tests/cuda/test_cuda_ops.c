@@ -1220,13 +1220,14 @@ int main(void)
                 for (int s = 0; s < 2; s++)
                     test_rope(neox, d, ff, s ? 0.25f : 1.0f);
 
-    /* head_dim <= 128 (a multiple of 8) and groups <= 16 take the
-     * grouped-query kernel (28/4: Qwen2.5-7B's 7 heads per KV head); 6 and
+    /* groups <= 16 take the grouped-query kernels: head_dim 64 and 128
+     * the one with tensor-core scores, 8 and 96 (other multiples of 8 up
+     * to 128) the other (28/4: Qwen2.5-7B's 7 heads per KV head); 6 and
      * 256 the per-head kernel */
     static const int heads[][2] = {{8, 2}, {4, 4}, {28, 4}};
-    static const int hds[] = {6, 8, 64, 128, 256};
+    static const int hds[] = {6, 8, 64, 96, 128, 256};
     for (int h = 0; h < 3; h++)
-        for (int d = 0; d < 5; d++)
+        for (int d = 0; d < 6; d++)
             test_attention(heads[h][0], heads[h][1], hds[d]);
 
     test_elementwise();
