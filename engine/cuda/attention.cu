@@ -91,6 +91,31 @@ static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, i
     __syncwarp();
 }
 
+/* A position of the walk whose score s is a new maximum rescales the F16
+ * accumulator by its factor ms (uniform across the warp: every lane holds
+ * the same s and m) */
+template <int DPL>
+static __device__ __forceinline__ void att_rescale(float &m, float acc[DPL], float s, float ms)
+{
+    if (s > m) {
+        m = s;
+#pragma unroll
+        for (int k = 0; k < DPL; k += 2) {
+            const __half2 r = __floats2half2_rn(__fmul_rn(acc[k], ms), __fmul_rn(acc[k + 1], ms));
+            acc[k] = __low2float(r);
+            acc[k + 1] = __high2float(r);
+        }
+    }
+}
+
+/* acc += v * vs for two dimensions, each rounded to F16 (one packed rounding) */
+static __device__ __forceinline__ void att_acc2(float &a0, float &a1, float v0, float v1, float vs)
+{
+    const __half2 r = __floats2half2_rn(__fmaf_rn(v0, vs, a0), __fmaf_rn(v1, vs, a1));
+    a0 = __low2float(r);
+    a1 = __high2float(r);
+}
+
 template <int DPL, typename VRow>
 static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
                                                 int hd, float4 *wk, VRow vrow)
@@ -100,16 +125,7 @@ static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DP
         const float4 f = wk[i];
         const float ms = f.x, vs = f.y, s = f.z;
         const quant_f16 *vr = vrow(i);
-        /* every lane holds the same s and m: the branch is uniform */
-        if (s > m) {
-            m = s;
-#pragma unroll
-            for (int k = 0; k < DPL; k += 2) {
-                const __half2 r = __floats2half2_rn(__fmul_rn(acc[k], ms), __fmul_rn(acc[k + 1], ms));
-                acc[k] = __low2float(r);
-                acc[k + 1] = __high2float(r);
-            }
-        }
+        att_rescale<DPL>(m, acc, s, ms);
         /* lane l holds the dimension pairs 64 j + 2 l, + 1: one 4-byte load
          * of V and one packed F16 rounding per pair (the same roundings, two
          * at a time) */
@@ -118,10 +134,7 @@ static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DP
             const int d = 32 * k + 2 * lane;
             if (d < hd) {
                 const __half2 v2 = *(const __half2 *)(vr + d);
-                const __half2 r = __floats2half2_rn(__fmaf_rn(__low2float(v2), vs, acc[k]),
-                                                    __fmaf_rn(__high2float(v2), vs, acc[k + 1]));
-                acc[k] = __low2float(r);
-                acc[k + 1] = __high2float(r);
+                att_acc2(acc[k], acc[k + 1], __low2float(v2), __high2float(v2), vs);
             }
         }
         l = __fmaf_rn(l, ms, vs);
@@ -219,6 +232,20 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
     att_store<DPL>(out + ((int64_t)r * a.n_head + h) * hd, acc, l, lane, hd);
 }
 
+/* The cache slots of a chunk's positions p0 .. p0 + cnt - 1 into slot_sm
+ * (warp 0, from the sequence's block table), between the barriers that
+ * end the previous chunk and publish them to the block. */
+static __device__ __forceinline__ void att_chunk_slots(int64_t *slot_sm, const int32_t *table, int32_t p0, int cnt,
+                                                       int wid, int lane, int32_t block_size)
+{
+    __syncthreads(); /* every warp is done with the previous chunk */
+    if (wid == 0 && lane < cnt) {
+        const int32_t p = p0 + lane;
+        slot_sm[lane] = (int64_t)table[p / block_size] * block_size + p % block_size;
+    }
+    __syncthreads();
+}
+
 /* The grouped-query kernel: one block per (row, KV head), one warp per
  * query head of the group (G = n_head / n_head_kv <= ATT_G_MAX). The
  * group's heads read the same K and V rows, so the block stages each
@@ -260,12 +287,7 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
     const int per_row = hd / 8; /* 16-byte pieces per row */
     for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
-        __syncthreads(); /* every warp is done with the previous chunk */
-        if (wid == 0 && lane < cnt) {
-            const int32_t p = p0 + lane;
-            slot_sm[lane] = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
-        }
-        __syncthreads();
+        att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
         for (int t = threadIdx.x; t < 2 * cnt * per_row; t += nt) {
             const int kv = t / (cnt * per_row), u = t % (cnt * per_row), i = u / per_row, cch = u % per_row;
             const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * hd + 8 * cch;
@@ -345,12 +367,7 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
     float m = -INFINITY, l = 0.0f;
     for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
-        __syncthreads(); /* every warp is done with the previous chunk */
-        if (wid == 0 && lane < cnt) {
-            const int32_t p = p0 + lane;
-            slot_sm[lane] = (int64_t)table[p / a.block_size] * a.block_size + p % a.block_size;
-        }
-        __syncthreads();
+        att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
         /* K rows as F16 (the mma's B), V rows as F32 (the walk's) */
         for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
             const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
@@ -404,21 +421,10 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                 const float2 v2 = *(const float2 *)(vl + i * HD);
                 v[0] = v2.x, v[1] = v2.y;
             }
-            if (s > m) { /* uniform */
-                m = s;
+            att_rescale<DPL>(m, acc, s, ms);
 #pragma unroll
-                for (int k = 0; k < DPL; k += 2) {
-                    const __half2 rr = __floats2half2_rn(__fmul_rn(acc[k], ms), __fmul_rn(acc[k + 1], ms));
-                    acc[k] = __low2float(rr);
-                    acc[k + 1] = __high2float(rr);
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < DPL; k += 2) {
-                const __half2 rr = __floats2half2_rn(__fmaf_rn(v[k], vs, acc[k]), __fmaf_rn(v[k + 1], vs, acc[k + 1]));
-                acc[k] = __low2float(rr);
-                acc[k + 1] = __high2float(rr);
-            }
+            for (int k = 0; k < DPL; k += 2)
+                att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], vs);
             l = __fmaf_rn(l, ms, vs);
         }
     }
