@@ -32,7 +32,8 @@
  * NT = 4 (64 x 128) holds 64 accumulators a thread (32 float, 32 int) and
  * wants 179-252 registers (ptxas, sm_90, 0 spills). Measured on the H200
  * (bench/RESULTS.md, 2026-12-01 23:40-, n = 512 / 2048): held to 128 for
- * two blocks per SM (q4_K 48 B of stack, q5_K 120-160, q6_K 16-40) it is
+ * two blocks per SM (ptxas: q4_K 32-64 B of stack, q5_K 64-136, q6_K raw
+ * 120-168, q6_K EXP 24-40) it is
  * 4-9% faster than one block at full registers for q4_K/q5_K and even for
  * q6_K (7B pp512 11,948 vs 11,279 tok/s): the spills cost less than half
  * the warps. sm_121 (~100 KB per SM) holds one block of either tile. */
@@ -96,8 +97,8 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
  * full wave at two blocks per SM still wins (4096 rows at n = 512: 256
  * blocks for 264 slots, 256.5 us against 288 at BN = 64; the first rule,
  * a full wave, took BN = 64 there). INFERD_MMQ_BN=64|128 forces one for
- * A/B measurement. Rows change speed,
- * never results (each output's arithmetic is the same at either width). */
+ * A/B measurement. Rows change speed, never results (each output's
+ * arithmetic is the same at either width). */
 static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int64_t ne1, int32_t n_rows,
                                  int *kdr, int *bn)
 {
