@@ -23,12 +23,13 @@
  *
  * Tile: 64 weight rows x 32 NT activation rows, 256 threads as 2 x 4 warps
  * of 32 x 8 NT (2 x NT mma tiles; NT = 2 or 4, cuda/tiles.cuh picks); a
- * stage is KDR super-blocks (256 elements each). Per sub-block group one mma with a zero accumulator, its int32
- * result times the row's integer scale into an exact int32 block sum; at
- * each super-block's end the block sums enter the float chain of
- * cuda/qtypes.cuh (p1 = d * xd, then the min term p2 = -dmin * xd with
- * v2 = sum of min * activation sums, itself by mma) — the arithmetic of the decode
- * kernel (cuda/mmvq.cu), so a row's bits never depend on the batch.
+ * stage is KDR super-blocks (256 elements each). Per sub-block group one
+ * mma with a zero accumulator, its int32 result times the row's integer
+ * scale into an exact int32 block sum; at each super-block's end the
+ * block sums enter the float chain of cuda/qtypes.cuh (p1 = d * xd, then
+ * the min term p2 = -dmin * xd with v2 = sum of min * activation sums,
+ * itself by mma) — the arithmetic of the decode kernel (cuda/mmvq.cu), so
+ * a row's bits never depend on the batch.
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
