@@ -6,7 +6,8 @@
 # the benchmarks. Expects devcarry/ from tests/cuda/device-prep.sh (built
 # here: the GPU machine has no libmicrohttpd, jansson or libuv).
 #   tests/cuda/run-on-gpu.sh [PHASE ...]   phases: self ops model cli api sanitize bench op
-#                                          (and on request: variants ncu ab)
+#                                          (and on request: variants ncu ab;
+#                                          ab: see AB_VARIANTS below)
 # (default: all). Logs go to $OUT (the device tool brings them back), one
 # file per phase, and a summary line per step to $OUT/summary.txt.
 set -uo pipefail
@@ -137,21 +138,35 @@ for phase in $phases; do
                 --n $3 --shapes llama3-ffn-down
         done ;;
     ab)
-        # A/B interleaved against the previous build (devcarry/prev/inferd, put
-        # there by hand before a kernel change), same bytes, same call
-        [ -x $d/prev/inferd ] || { echo "no devcarry/prev/inferd" | tee -a "$summary"; continue; }
+        # A/B interleaved, same bytes, same call. AB_VARIANTS: names, each
+        # NAME or NAME=DIR[:VAR=VALUE,...]: the inferd of devcarry/DIR (put
+        # there by hand: a previous build's binary) under those variables
+        # (default "prev bin": devcarry/prev/inferd against this build).
+        # AB_ROUNDS rounds (2) of each variant's op table (AB_TYPES, AB_N,
+        # AB_SHAPES) and 7B bench (AB_PP, AB_TG; AB_PP=0 skips it), then
+        # one table of every figure side by side: $out/ab.md
+        # (tests/cuda/ab_table.py). Example: AB_VARIANTS="bin bn64=bin:INFERD_MMQ_BN=64"
         [ -f /tmp/q7.gguf ] || $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
             --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf >/dev/null
-        for round in 1 2; do
-            for v in prev bin; do
-                step "op $v round $round" $d/$v/inferd bench --op --backend cuda \
-                    --types ${AB_TYPES:-q4_K,q6_K,q8_0} --n 1,8,512 --shapes llama3-ffn-down
-                step "op7b $v round $round" $d/$v/inferd bench --op --backend cuda \
-                    --types q4_K,q6_K --n 1 --shapes qwen7b-attn-q,qwen7b-ffn-up,qwen7b-ffn-down
-                step "q7 $v round $round" $d/$v/inferd bench --backend cuda --model /tmp/q7.gguf \
-                    --pp 512 --tg 128 --reps 2
+        mkdir -p "$out/ab"
+        names=()
+        for round in $(seq 1 ${AB_ROUNDS:-2}); do
+            for spec in ${AB_VARIANTS:-prev bin}; do
+                name=${spec%%=*}; rest=${spec#*=}; [ "$rest" = "$spec" ] && rest=$name
+                dir=${rest%%:*}; vars=""; [ "$rest" != "$dir" ] && vars=${rest#*:}
+                [ -x $d/$dir/inferd ] || { echo "ab: no devcarry/$dir/inferd" | tee -a "$summary"; continue; }
+                [ $round = 1 ] && names+=("$name")
+                step "op $name round $round" env ${vars//,/ } $d/$dir/inferd bench --op --backend cuda \
+                    --types ${AB_TYPES:-q4_K,q6_K,q8_0} --n ${AB_N:-1,8,512} \
+                    --shapes ${AB_SHAPES:-llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down}
+                cp "$out/$phase.log" "$out/ab/$name.r$round.op.txt"; : > "$out/$phase.log"
+                [ "${AB_PP:-512,2048}" = 0 ] && continue
+                step "q7 $name round $round" env ${vars//,/ } $d/$dir/inferd bench --backend cuda \
+                    --model /tmp/q7.gguf --pp ${AB_PP:-512,2048} --tg ${AB_TG:-128} --reps 2
+                cp "$out/$phase.log" "$out/ab/$name.r$round.model.txt"; : > "$out/$phase.log"
             done
-        done ;;
+        done
+        [ ${#names[@]} -gt 0 ] && python3 tests/cuda/ab_table.py "$out/ab" "${names[@]}" | tee "$out/ab.md" ;;
     *)
         echo "unknown phase $phase" | tee -a "$summary" ;;
     esac
