@@ -26,6 +26,7 @@
  * split decode kernel are later work (they must keep the per-row order).
  */
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mma.cuh"
 
 #define ATT_MAX_DPL 8 /* dimensions per lane: head_dim <= 256 */
 #define ATT_WARPS 4   /* query heads per thread block */
@@ -323,15 +324,6 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
  *    and no dimension is predicated off. */
 #define ATT_TC_KS 136 /* K / query row stride in halves: 272 bytes, conflict-free fragment loads */
 
-/* D += A(16 x 16 F16, rows g, g + 8) * B(16 x 8 F16), F32 accumulation */
-static __device__ __forceinline__ void att_mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
@@ -395,8 +387,8 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                 const uint32_t af[4] = {*(const uint32_t *)&qh[g][k0 + 2 * t4], *(const uint32_t *)&qh[g + 8][k0 + 2 * t4],
                                         *(const uint32_t *)&qh[g][k0 + 8 + 2 * t4],
                                         *(const uint32_t *)&qh[g + 8][k0 + 8 + 2 * t4]};
-                att_mma_f16(d, af, *(const uint32_t *)&ks[8 * n8 + g][k0 + 2 * t4],
-                            *(const uint32_t *)&ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+                cuda_mma_f16_k16(d, af, *(const uint32_t *)&ks[8 * n8 + g][k0 + 2 * t4],
+                                 *(const uint32_t *)&ks[8 * n8 + g][k0 + 8 + 2 * t4]);
             }
             sc_sm[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
             sc_sm[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);

@@ -380,7 +380,8 @@ template <int T>
 static void mmq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
-    const int kdr = mmq_pick_kdr(c->n_sm, mmq0_occupancy<T, 1>(), mmq0_occupancy<T, 2>(), w->ne0, w->ne1, n_rows);
+    const int kdr =
+        mmq_pick_kdr(c->n_sm, mmq0_occupancy<T, 1>(), mmq0_occupancy<T, 2>(), w->ne0, w->ne1, n_rows, MMQ_BN);
     const int rc = mmq_launch_picked(kdr, [&](int k) { return mmq0_variant<T>(c, w, xq, y, n_rows, k); });
     if (rc) {
         c->err = rc == -1 ? INF_EDEVICE : rc;

@@ -231,7 +231,7 @@ template <int T, int KDR, bool EXP, int NT> struct mmqk_smem {
     typedef mmqk_w<T, KDR, EXP> W;
     uint32_t w[2][MMQ_BM][W::SW];
     int8_t x[2][32 * NT][MMQK_XS(KDR)];
-    int8_t xhl[2][32 * NT][16 * KDR]; /* activation sums per 32 as bytes (cuda_q8k.hl) */
+    int8_t xhl[2][32 * NT][CUDA_Q8K_HL * KDR]; /* activation sums per 32 as bytes (cuda_q8k.hl) */
     float xd[2][32 * NT][KDR];
 };
 
@@ -338,7 +338,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 if (lp < KDR)                                                                     \
                     __pipeline_memcpy_async(&S.xd[bf][xr][lp], X.d + xb + lp, 4);                 \
                 else if (lp < 2 * KDR)                                                            \
-                    __pipeline_memcpy_async(&S.xhl[bf][xr][16 * (lp - KDR)], X.hl + (xb + lp - KDR) * 16, 16); \
+                    __pipeline_memcpy_async(&S.xhl[bf][xr][CUDA_Q8K_HL * (lp - KDR)], X.hl + (xb + lp - KDR) * CUDA_Q8K_HL, CUDA_Q8K_HL); \
             }                                                                                     \
         }                                                                                         \
         __pipeline_commit();                                                                      \
@@ -444,7 +444,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
                 for (int e = 0; e < 2; e++)
                     xd[nt][e] = S.xd[bf][8 * NT * wn + 8 * nt + 2 * t4 + e][kd];
-                bhl[nt] = W::MIN ? *(const int *)&S.xhl[bf][8 * NT * wn + 8 * nt + g][16 * kd + 4 * t4] : 0;
+                bhl[nt] = W::MIN ? *(const int *)&S.xhl[bf][8 * NT * wn + 8 * nt + g][CUDA_Q8K_HL * kd + 4 * t4] : 0;
             }
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {

@@ -122,7 +122,7 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
         *p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
         const uint32_t mw0 = hd.z & 0x3f3f3f3fu;                                      /* m0..m3 */
         const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u); /* m4..m7 */
-        const uint4 hl = *(const uint4 *)(X.hl + xb * 2 * (QK_K / 32));
+        const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
         const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
         *v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
     }

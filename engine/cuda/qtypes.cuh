@@ -121,7 +121,9 @@ struct cuda_q8k {
                   * (cuda/mmqk_impl.cuh); the decode product by dp4a. */
 };
 
-/* the exact split of a sum of 32 qs into its (hi, lo) bytes, and back */
+#define CUDA_Q8K_HL (2 * (QK_K / 32)) /* bytes of hl per block */
+
+/* the exact split of a sum s of 32 qs into its bytes: s = 128 hi + lo */
 static __host__ __device__ __forceinline__ int cuda_q8k_lo(int s)
 {
     return ((s + 64) & 127) - 64;
@@ -139,7 +141,7 @@ static __host__ __device__ __forceinline__ size_t cuda_q8k_align16(size_t n)
 static __host__ __device__ __forceinline__ size_t cuda_q8k_bytes(int64_t n_blocks)
 {
     return (size_t)n_blocks * QK_K + cuda_q8k_align16((size_t)n_blocks * sizeof(float)) +
-           (size_t)n_blocks * 2 * (QK_K / 32);
+           (size_t)n_blocks * CUDA_Q8K_HL;
 }
 
 static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *base, int64_t n_blocks)

@@ -44,8 +44,8 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     int8_t *qs = y.qs + ib * QK_K + 8 * lane;
     if (amax == 0.0f) {
         *(int2 *)qs = make_int2(0, 0);
-        if (lane < 2 * (QK_K / 32))
-            y.hl[ib * 2 * (QK_K / 32) + lane] = 0;
+        if (lane < CUDA_Q8K_HL)
+            y.hl[ib * CUDA_Q8K_HL + lane] = 0;
         if (lane == 0)
             y.d[ib] = 0.0f;
         return;
@@ -65,8 +65,8 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 32 elements = 4 lanes */
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0) {
-        y.hl[ib * 2 * (QK_K / 32) + lane / 4] = (int8_t)cuda_q8k_hi(sum);
-        y.hl[ib * 2 * (QK_K / 32) + QK_K / 32 + lane / 4] = (int8_t)cuda_q8k_lo(sum);
+        y.hl[ib * CUDA_Q8K_HL + lane / 4] = (int8_t)cuda_q8k_hi(sum);
+        y.hl[ib * CUDA_Q8K_HL + QK_K / 32 + lane / 4] = (int8_t)cuda_q8k_lo(sum);
     }
     if (lane == 0)
         y.d[ib] = 1.0f / iscale;

@@ -68,8 +68,9 @@
  * KDR = 2 when it keeps the occupancy, or when the whole grid is
  * resident at its occupancy anyway. On sm_121 (~100 KB per SM) KDR = 2
  * does not fit: occ2 = 0, KDR = 1. INFERD_MMQ_KDR=1|2 forces one for A/B
- * measurement. Rows change speed, never results. */
-static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_t ne1, int32_t n_rows)
+ * measurement. Rows change speed, never results. bn: the tile's
+ * activation rows (the grid is ne1 / 64 x n_rows / bn blocks). */
+static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_t ne1, int32_t n_rows, int bn)
 {
     static int forced = -1;
     if (forced < 0) {
@@ -82,7 +83,7 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
         return forced;
     if (occ2 >= occ1)
         return 2;
-    const int64_t blocks = ((ne1 + MMQ_BM - 1) / MMQ_BM) * ((n_rows + MMQ_BN - 1) / MMQ_BN);
+    const int64_t blocks = ((ne1 + MMQ_BM - 1) / MMQ_BM) * ((n_rows + bn - 1) / bn);
     return blocks <= (int64_t)n_sm * occ2 ? 2 : 1;
 }
 
@@ -108,14 +109,13 @@ static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int
         forced = e && !strcmp(e, "64") ? 64 : e && !strcmp(e, "128") ? 128 : 0;
     }
     const int64_t mb = (ne1 + MMQ_BM - 1) / MMQ_BM;
-    /* (n + 1) / 2 rows in 64-row blocks: as many blocks as n in 128-row ones */
-    const int k4 = mmq_pick_kdr(n_sm, occ[1][0], occ[1][1], ne0, ne1, (n_rows + 1) / 2);
+    const int k4 = mmq_pick_kdr(n_sm, occ[1][0], occ[1][1], ne0, ne1, n_rows, 128);
     const int o4 = occ[1][k4 - 1];
     int wide = n_rows > 128 && o4 > 0 && mb * ((n_rows + 127) / 128) >= (int64_t)n_sm;
     if (forced)
         wide = forced == 128 && o4 > 0;
     *bn = wide ? 128 : 64;
-    *kdr = wide ? k4 : mmq_pick_kdr(n_sm, occ[0][0], occ[0][1], ne0, ne1, n_rows);
+    *kdr = wide ? k4 : mmq_pick_kdr(n_sm, occ[0][0], occ[0][1], ne0, ne1, n_rows, MMQ_BN);
 }
 
 /* Blocks of one MMQ instantiation resident per SM on this device (0: its
