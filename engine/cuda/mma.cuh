@@ -1,7 +1,8 @@
 /* cuda/mma — the pieces both MMQ kernel templates (cuda/mmq0_impl.cuh for
  * Q4_0/Q8_0, cuda/mmqk_impl.cuh for the K-quants) stage and multiply with:
- * the int8 tensor-core products with a zero accumulator, and the cp.async
- * copy of a row of 2-byte aligned blocks (Q6_K's raw kernels); and the F16
+ * the int8 tensor-core products with a zero accumulator, the ldmatrix
+ * fragment loads, and the cp.async copies of a stage's rows (16-byte
+ * granules, or 2-byte aligned blocks for Q6_K's raw kernels); and the F16
  * product with F32 accumulation of the attention scores (cuda/attention.cu). */
 #ifndef INFERD_CUDA_MMA_CUH
 #define INFERD_CUDA_MMA_CUH
@@ -12,7 +13,7 @@
 /* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
 static __device__ __forceinline__ void cuda_mma_k32(int d[4], const int a[4], const int b[2])
 {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
@@ -21,7 +22,7 @@ static __device__ __forceinline__ void cuda_mma_k32(int d[4], const int a[4], co
 /* D = A(16x16 s8) * B(16x8 s8), zero accumulator (A: rows g, g+8) */
 static __device__ __forceinline__ void cuda_mma_k16(int d[4], int a0, int a1, int b)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
                  "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a0), "r"(a1), "r"(b), "r"(0));
@@ -30,26 +31,69 @@ static __device__ __forceinline__ void cuda_mma_k16(int d[4], int a0, int a1, in
 /* D += A(16x16 f16, rows g, g+8) * B(16x8 f16), F32 accumulation */
 static __device__ __forceinline__ void cuda_mma_f16_k16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* Four 8 x 8 matrices of 16-bit elements from shared memory (ldmatrix
+ * .x4): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes,
+ * 16-byte aligned), and thread (g = lane / 4, t = lane % 4) receives word
+ * t of row g of matrix i in r[i]. For int8 rows that is the m16n8k32
+ * fragment word layout (A: rows g, g + 8 x words t, t + 4; B: row g x
+ * words t, t + 4), one instruction where four 32-bit loads were. Rows
+ * whose stride is an odd number of 16-byte granules put a matrix's 8 row
+ * reads in 8 distinct bank groups: no conflict without a swizzle. */
+static __device__ __forceinline__ void cuda_ldsm_x4(uint32_t r[4], uint32_t saddr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr));
+}
+
+/* the shared-window address of p, for ldmatrix */
+static __device__ __forceinline__ uint32_t cuda_saddr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Queue N 16-byte granules from src to dst (both 16-byte aligned), thread
+ * part `lp` of P taking granules lp, lp + P, ...; the caller commits.
+ * The trip count is a compile-time constant, so the copies unroll into
+ * straight LDGSTS at immediate offsets from one base: the runtime loops
+ * `for (i = lp; i < n; i += 4)` they replace compiled (ptxas 13.0, sm_90)
+ * to a remainder dispatch with branches and spilled pointers, ~325 SASS
+ * instructions of the 1,233 in a q4_K MMQ stage (census 2026-12-02). */
+template <int N, int P>
+static __device__ __forceinline__ void cuda_copy16(void *dst, const void *src, int lp)
+{
+    uint8_t *d = (uint8_t *)dst + 16 * lp;
+    const uint8_t *s = (const uint8_t *)src + 16 * lp;
+#pragma unroll
+    for (int k = 0; k < (N + P - 1) / P; k++)
+        if (N % P == 0 || lp + P * k < N)
+            __pipeline_memcpy_async(d + 16 * P * k, s + 16 * P * k, 16);
+}
+
 /* Queue the async copy of the SB bytes at src (2-byte aligned) into raw
- * words at dst, thread `part` of `parts`; the caller commits. The bytes
- * start at offset (src & 3) of dst's first word. */
-template <int SB>
-static __device__ __forceinline__ void cuda_raw_copy(uint32_t *dst, const uint8_t *src, int part, int parts)
+ * words at dst, thread `part` of P; the caller commits. The bytes start at
+ * offset (src & 3) of dst's first word. */
+template <int SB, int P>
+static __device__ __forceinline__ void cuda_raw_copy(uint32_t *dst, const uint8_t *src, int part)
 {
     const uintptr_t a = (uintptr_t)src;
     const uint32_t *w0 = (const uint32_t *)(a & ~(uintptr_t)3);
     /* whole words inside [a & ~3, a + SB); a 2-byte tail (blocks are 2-byte
-     * aligned) is read as such, never past the end of the allocation */
+     * aligned) is read as such, never past the end of the allocation. The
+     * word count is SB / 4 or one more (src & 3 is 0 or 2): a compile-time
+     * trip count with one guard, as in cuda_copy16 */
     const int full = (int)(((a & 3) + SB) / 4);
-    for (int k = part; k < full; k += parts)
-        __pipeline_memcpy_async(dst + k, w0 + k, 4);
-    if (((a & 3) + SB) % 4 && part == (full % parts))
+#pragma unroll
+    for (int k = 0; k < (SB / 4 + 1 + P - 1) / P; k++)
+        if (part + P * k < full)
+            __pipeline_memcpy_async(dst + part + P * k, w0 + part + P * k, 4);
+    if (((a & 3) + SB) % 4 && part == (full % P))
         *(uint16_t *)(dst + full) = *(const uint16_t *)(w0 + full);
 }
 

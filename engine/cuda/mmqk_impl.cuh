@@ -12,14 +12,18 @@
  *    176-byte blocks; Q6_K's 210-byte blocks, only 2-byte aligned, by
  *    4-byte cp.async, or, EXP, pre-expanded at load to int8 in 288-byte
  *    16-aligned blocks), and each warp builds its mma A fragments from
- *    them in registers: one 32-bit load of Q4_K/Q5_K nibbles gives the
- *    fragment words of two sub-blocks;
+ *    them in registers: one ldmatrix of Q4_K nibbles (Q5_K: four 32-bit
+ *    loads, mmqk_w says why) gives the fragment words of two sub-blocks,
+ *    one of expanded Q6_K those of one;
  *  - the activations (cuda_q8k planes, 16-byte aligned) land by cp.async
  *    straight into the tile the B fragments are read from;
  *  - both are double-buffered: stage s+1 is in flight while stage s
  *    computes; one barrier per stage.
  * Row strides are odd multiples of 16 bytes modulo 128 (mmqk_w<...>::SW),
- * so the 8 rows x 4 words of a fragment load fall on 32 distinct banks.
+ * so the 8 rows x 4 words of a fragment load fall on 32 distinct banks,
+ * and an ldmatrix's 8 row reads on 8 distinct bank groups: the padding
+ * does what the seeds' XOR swizzle does (zero conflicts), for 16 bytes a
+ * row. Staging copies are unrolled at compile time (cuda_copy16).
  *
  * Tile: 64 weight rows x 32 NT activation rows, 256 threads as 2 x 4 warps
  * of 32 x 8 NT (2 x NT mma tiles; NT = 2 or 4, cuda/tiles.cuh picks); a
@@ -75,13 +79,6 @@ struct mmqk_head {
 
 template <int T, int KDR, bool EXP> struct mmqk_w;
 
-/* 16-byte cp.async of n16 granules of one row (16-aligned on both sides) */
-static __device__ __forceinline__ void mmqk_copy16(uint32_t *dst, const uint8_t *src, int n16, int lp)
-{
-    for (int i = lp; i < n16; i += 4)
-        __pipeline_memcpy_async(dst + 4 * i, src + 16 * i, 16);
-}
-
 /* Q4_K/Q5_K: d, dmin and the 12 scale bytes are a block's first 4 words */
 static __device__ __forceinline__ void mmqk_k45_head(const uint32_t *b, mmqk_head &h)
 {
@@ -97,25 +94,26 @@ static __device__ __forceinline__ void mmqk_k45_head(const uint32_t *b, mmqk_hea
 }
 
 template <int KDR> struct mmqk_w<QT_Q4_K, KDR, false> {
-    enum { BW = 36, SW = KDR == 1 ? 36 : 76, MIN = 1, G16 = 0 }; /* BW: words per block */
+    enum { BW = 36, SW = KDR == 1 ? 36 : 76, MIN = 1, G16 = 0, LDSM = 1 }; /* BW: words per block */
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
-        mmqk_copy16(dst, row + (size_t)s * KDR * 144, 9 * KDR, lp);
+        cuda_copy16<9 * KDR, 4>(dst, row + (size_t)s * KDR * 144, lp);
     }
     static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
     {
         (void)sh;
         mmqk_k45_head(r + BW * kd, h);
     }
-    /* sub-blocks 2p (low nibbles) and 2p+1 (high) share their 32 bytes */
-    static __device__ __forceinline__ void frag2(const uint32_t *ra, const uint32_t *rb, int kd, int p,
-                                                 int t, const mmqk_head &ha, const mmqk_head &hb,
-                                                 int lo[4], int hi[4])
+    /* sub-blocks 2p (low nibbles) and 2p+1 (high) share their 32 bytes,
+     * at word aoff(kd, p) of the row; w: the fragment words of rows g,
+     * g + 8 x words t, t + 4 of them (cuda_ldsm_x4) */
+    static __device__ __forceinline__ int aoff(int kd, int p) { return BW * kd + 4 + 8 * p; }
+    static __device__ __forceinline__ void frag2(const uint32_t w[4], int p, const mmqk_head &ha,
+                                                 const mmqk_head &hb, int lo[4], int hi[4])
     {
+        (void)p;
         (void)ha;
         (void)hb;
-        const int o = BW * kd + 4 + 8 * p + t;
-        const uint32_t w[4] = {ra[o], rb[o], ra[o + 4], rb[o + 4]};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             lo[i] = (int)(w[i] & 0x0f0f0f0fu);
@@ -125,10 +123,13 @@ template <int KDR> struct mmqk_w<QT_Q4_K, KDR, false> {
 };
 
 template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
-    enum { BW = 44, SW = KDR == 1 ? 44 : 92, MIN = 1, G16 = 0 };
+    /* LDSM 0: the ldmatrix fragments cost q5_K (fifth bits: more live
+     * registers) spills of 164 -> 372 B at 128 registers and 4% (H200,
+     * 2026-12-02); q4_K and q6_K EXP gained 2-3.5% */
+    enum { BW = 44, SW = KDR == 1 ? 44 : 92, MIN = 1, G16 = 0, LDSM = 0 };
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
-        mmqk_copy16(dst, row + (size_t)s * KDR * 176, 11 * KDR, lp);
+        cuda_copy16<11 * KDR, 4>(dst, row + (size_t)s * KDR * 176, lp);
     }
     static __device__ __forceinline__ void head(const uint32_t *r, int kd, int t, mmqk_head &h)
     {
@@ -137,12 +138,10 @@ template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
         h.qh[0] = b[4 + t];     /* qh bytes 4t.. */
         h.qh[1] = b[4 + 4 + t]; /* qh bytes 16+4t.. */
     }
-    static __device__ __forceinline__ void frag2(const uint32_t *ra, const uint32_t *rb, int kd, int p,
-                                                 int t, const mmqk_head &ha, const mmqk_head &hb,
-                                                 int lo[4], int hi[4])
+    static __device__ __forceinline__ int aoff(int kd, int p) { return BW * kd + 12 + 8 * p; }
+    static __device__ __forceinline__ void frag2(const uint32_t w[4], int p, const mmqk_head &ha,
+                                                 const mmqk_head &hb, int lo[4], int hi[4])
     {
-        const int o = BW * kd + 12 + 8 * p + t;
-        const uint32_t w[4] = {ra[o], rb[o], ra[o + 4], rb[o + 4]};
         const uint32_t qh[4] = {ha.qh[0], hb.qh[0], ha.qh[1], hb.qh[1]};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -158,10 +157,10 @@ template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
  * k/128, quarter q = (k%128)/32, l = k%32: low 4 bits in nibble q/2 of
  * ql[64h + 32(q%2) + l], high 2 bits at 2q of qh[32h + l]. */
 template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
-    enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1 };
+    enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1, LDSM = 0 }; /* 2-byte aligned: no ldmatrix */
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
-        cuda_raw_copy<210 * KDR>(dst, row + (size_t)s * KDR * 210, lp, 4);
+        cuda_raw_copy<210 * KDR, 4>(dst, row + (size_t)s * KDR * 210, lp);
     }
     static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
     {
@@ -197,10 +196,10 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
  * 288 bytes, 16-byte aligned, so fragments are plain 32-bit loads. */
 #define MMQ_Q6X_BYTES 288
 template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
-    enum { BW = 72, SW = KDR == 1 ? 76 : 148, MIN = 0, G16 = 1 };
+    enum { BW = 72, SW = KDR == 1 ? 76 : 148, MIN = 0, G16 = 1, LDSM = 1 };
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
-        mmqk_copy16(dst, row + (size_t)s * KDR * MMQ_Q6X_BYTES, 18 * KDR, lp);
+        cuda_copy16<18 * KDR, 4>(dst, row + (size_t)s * KDR * MMQ_Q6X_BYTES, lp);
     }
     static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
     {
@@ -211,18 +210,10 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
             h.sc[i] = b[64 + i];
         h.d = __uint_as_float(b[68]);
         h.dmin = 0.0f;
-        h.qh[0] = (uint32_t)(BW * kd);
     }
-    static __device__ __forceinline__ void frag(const uint32_t *ra, const uint32_t *rb, int j, int t,
-                                                const mmqk_head &ha, const mmqk_head &hb, int a[4])
-    {
-        (void)hb;
-        const int o = (int)ha.qh[0] + 8 * j + t;
-        a[0] = (int)ra[o];
-        a[1] = (int)rb[o];
-        a[2] = (int)ra[o + 4];
-        a[3] = (int)rb[o + 4];
-    }
+    /* sub-block j's 32 values at word aoff(kd, j): the fragment is the
+     * words themselves (cuda_ldsm_x4) */
+    static __device__ __forceinline__ int aoff(int kd, int j) { return BW * kd + 8 * j; }
 };
 
 /* NT: m16n8 tiles per warp along the activations: the block's tile is 64
@@ -268,6 +259,28 @@ static __device__ __forceinline__ void mmqk_sub(int sum[2][NT][4], const int a[2
         }
 }
 
+/* The A fragment words of rows g, g + 8 x words o + t, o + 4 + t (o: the
+ * chunk's first word, a multiple of 4): one ldmatrix from the lane's row
+ * address `sa` (LDSM), or four 32-bit loads from row g (`ra`, sw words a
+ * row). The activations' B
+ * fragments stay 32-bit loads: ldmatrix for them raised ptxas's spills at
+ * 128 registers (q4_K 0 -> 116 B, q6_K EXP 0 -> 436 B) and was not
+ * measured. */
+template <int LDSM>
+static __device__ __forceinline__ void mmqk_afrag(uint32_t w[4], uint32_t sa, const uint32_t *ra, int sw, int o,
+                                                  int t)
+{
+    if (LDSM) {
+        cuda_ldsm_x4(w, sa + 4 * o);
+    } else {
+        o += t;
+        w[0] = ra[o];
+        w[1] = ra[8 * sw + o];
+        w[2] = ra[o + 4];
+        w[3] = ra[8 * sw + o + 4];
+    }
+}
+
 template <int T, int KDR, bool EXP, int NT>
 static __global__ void __launch_bounds__(MMQ_THREADS, MMQK_MIN_BLOCKS(NT))
 mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
@@ -306,6 +319,14 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             wr4[mt][h] = w + (size_t)(r < n_w ? r : n_w - 1) * row_bytes;
         }
 
+    /* the A fragments' ldmatrix row addresses in buffer 0 (W::LDSM,
+     * cuda_ldsm_x4): lane l reads row (l & 7) + 8 ((l >> 3) & 1) of the
+     * warp's 16-row tile mt, words 4 (l >> 4).. of a fragment chunk */
+    uint32_t sa[2];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+        sa[mt] = cuda_saddr(&S.w[0][32 * wm + 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
+
     float acc[2][NT][4];
     int sum[2][NT][4];
 #pragma unroll
@@ -334,7 +355,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const int xr = lr + 64 * q;                                                           \
             const int64_t xb = xb0[q] + (s) * KDR;                                                \
             if (n0 + xr < n_rows) {                                                               \
-                mmqk_copy16((uint32_t *)S.x[bf][xr], (const uint8_t *)(X.qs + xb * QK_K), 16 * KDR, lp); \
+                cuda_copy16<16 * KDR, 4>(S.x[bf][xr], X.qs + xb * QK_K, lp);                      \
                 if (lp < KDR)                                                                     \
                     __pipeline_memcpy_async(&S.xd[bf][xr][lp], X.d + xb + lp, 4);                 \
                 else if (lp < 2 * KDR)                                                            \
@@ -374,9 +395,10 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     int hi[2][4];
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
-                        const int ra = 32 * wm + 16 * mt + g;
-                        W::frag2(S.w[bf][ra], S.w[bf][ra + 8], kd, j / 2, t4, hd[mt][0], hd[mt][1],
-                                     a[mt], hi[mt]);
+                        uint32_t wf[4];
+                        mmqk_afrag<W::LDSM>(wf, sa[mt] + bf * (uint32_t)sizeof(S.w[0]),
+                                            S.w[bf][32 * wm + 16 * mt + g], W::SW, W::aoff(kd, j / 2), t4);
+                        W::frag2(wf, j / 2, hd[mt][0], hd[mt][1], a[mt], hi[mt]);
                     }
 #pragma unroll
                     for (int jj = 0; jj < 2; jj++) {
@@ -399,8 +421,13 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 } else {
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
-                        const int ra = 32 * wm + 16 * mt + g;
-                        W::frag(S.w[bf][ra], S.w[bf][ra + 8], j, t4, hd[mt][0], hd[mt][1], a[mt]);
+                        if constexpr (W::LDSM) {
+                            cuda_ldsm_x4((uint32_t *)a[mt],
+                                         sa[mt] + bf * (uint32_t)sizeof(S.w[0]) + 4 * W::aoff(kd, j));
+                        } else {
+                            const int ra = 32 * wm + 16 * mt + g;
+                            W::frag(S.w[bf][ra], S.w[bf][ra + 8], j, t4, hd[mt][0], hd[mt][1], a[mt]);
+                        }
                     }
                     int b[NT][2];
 #pragma unroll
