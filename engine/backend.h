@@ -339,6 +339,18 @@ struct backend_ops {
      * weight left as it was (the caller simply does not fuse). Load time
      * only: no product may be queued on the weights. */
     int (*weight_fuse)(struct backend *be, struct backend_weight **w, int n);
+
+    /* Optional (NULL: the graph calls mul_mat_ex of gate and up, then
+     * silu_mul). The SwiGLU half of a feed-forward layer: y[r][j] =
+     * silu(gate_j . x_r) * (up_j . x_r) for j < gate->ne1 (= up->ne1), the
+     * bits of mul_mat_ex({gate, y}, {up, u}) then silu_mul(y, u, n_rows *
+     * ne1, ne1). u: [n_rows][ne1] scratch the backend may use or not (its
+     * contents afterwards are unspecified). The CUDA backend computes
+     * silu(gate) * up where the MMQ kernels store a fused gate/up weight's
+     * products, so the gate and up products never reach memory. */
+    void (*mul_mat_swiglu)(struct backend *be, const float *x, int32_t n_rows,
+                           const struct backend_weight *gate, const struct backend_weight *up, float *y,
+                           float *u);
 };
 
 struct backend {

@@ -550,10 +550,14 @@ static void graph_launch(struct graph *g)
 
         /* feed-forward (SwiGLU) */
         op->rms_norm(be, x, L->ffn_norm, g->xn, nr, E, eps);
-        const struct backend_mm_out gu[2] = {{L->ffn_gate, g->ffg, NULL, 0},
-                                             {L->ffn_up, g->ffu, NULL, 0}};
-        graph_mm(g, g->xn, nr, gu, 2);
-        op->silu_mul(be, g->ffg, g->ffu, (int64_t)nr * F, F);
+        if (op->mul_mat_swiglu) {
+            op->mul_mat_swiglu(be, g->xn, nr, L->ffn_gate, L->ffn_up, g->ffg, g->ffu);
+        } else {
+            const struct backend_mm_out gu[2] = {{L->ffn_gate, g->ffg, NULL, 0},
+                                                 {L->ffn_up, g->ffu, NULL, 0}};
+            graph_mm(g, g->xn, nr, gu, 2);
+            op->silu_mul(be, g->ffg, g->ffu, (int64_t)nr * F, F);
+        }
         const struct backend_mm_out down = {L->ffn_down, x, NULL, 1};
         graph_mm(g, g->ffg, nr, &down, 1);
 

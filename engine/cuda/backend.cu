@@ -598,6 +598,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .graph_run */ cuda_be_graph_run,
     /* .graph_drop */ cuda_be_graph_drop,
     /* .weight_fuse */ cuda_be_weight_fuse,
+    /* .mul_mat_swiglu */ cuda_op_mul_mat_swiglu,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
@@ -641,6 +642,9 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
     const char *wpr = getenv("INFERD_MMVQ_WPR");
     c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
+    /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
+     * (A/B runs and tests; results do not change) */
+    c->glu_off = getenv("INFERD_NO_GLU") != NULL;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

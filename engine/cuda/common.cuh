@@ -50,6 +50,10 @@ static_assert(CUDA_EPI_SEGS == 3, "cuda_epi_store picks among 3 segments");
 struct cuda_epi {
     const float *bias; /* [ne1] or NULL */
     int accumulate;
+    /* F > 0: the MMQ kernels' SwiGLU epilogue over a fused gate/up weight
+     * of 2F rows (gate rows 0..F-1, then up): y[r][j] = silu(gate_j . x_r)
+     * * (up_j . x_r), y [n_rows][F] (cuda/tiles.cuh mmq_wrow) */
+    int32_t glu;
     int n_seg;
     struct cuda_epi_seg seg[CUDA_EPI_SEGS];
 };
@@ -82,6 +86,7 @@ struct cuda_ctx {
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
+    int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;
@@ -235,6 +240,42 @@ static __device__ __forceinline__ void cuda_epi_store(float *y, int32_t r, int32
     *ys = v;
 }
 
+/* exp(x) as the CPU backend's SwiGLU computes it (engine/cpu_avx2.h
+ * cpu_poly_expf: ggml's vector expf, the same operations, each rounded as
+ * there), so SiLU gives the CPU's bits. */
+static __device__ __forceinline__ float cuda_silu_expf(float x)
+{
+    const float shift = 0x1.8p23f;
+    const float z = __fmaf_rn(x, 0x1.715476p+0f, shift);
+    const float n = __fsub_rn(z, shift);
+    const float b = __fmaf_rn(-n, 0x1.7f7d1cp-20f, __fmaf_rn(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = __float_as_uint(z) << 23;
+    const float k = __uint_as_float(e + 0x3f800000u); /* 2^n for |n| <= 126 */
+    const float u = __fmul_rn(b, b);
+    const float j = __fmaf_rn(__fmaf_rn(__fmaf_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                        __fmaf_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                              u, __fmul_rn(0x1.ffffecp-1f, b));
+    if (!(fabsf(n) > 126.0f))
+        return __fmaf_rn(j, k, k);
+    /* 2^n would leave the exponent range: scale in two steps */
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = __uint_as_float(g + 0x7f000000u), s2 = __uint_as_float(e - g);
+    if (fabsf(n) > 192.0f)
+        return __fmul_rn(s1, s1);
+    return __fmul_rn(__fmaf_rn(s2, j, s2), s1);
+}
+
+/* silu(v) = v / (1 + exp(-v)) of element `col` of a row of row_len, as the
+ * CPU computes it: each full group of 8 of a row through the polynomial,
+ * the row's last row_len % 8 elements through libm's expf (correctly
+ * rounded: here exp in double, rounded to float). silu_mul_kernel and the
+ * SwiGLU epilogue of the MMQ kernels (cuda/tiles.cuh) both call it. */
+static __device__ __forceinline__ float cuda_silu(float v, int64_t col, int64_t row_len)
+{
+    const float e = col < row_len - row_len % 8 ? cuda_silu_expf(__fsub_rn(0.0f, v)) : (float)exp(-(double)v);
+    return __fdiv_rn(v, __fadd_rn(1.0f, e));
+}
+
 /* Butterfly sum over the warp: every lane ends with the same value, in the
  * same order whatever the caller's batch, so results are batch invariant. */
 static __device__ __forceinline__ float cuda_warp_sum(float v)
@@ -261,6 +302,8 @@ void cuda_op_gather(struct backend *be, const float *x, const int32_t *rows, int
                     int32_t row_len, float *y);
 void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_weight *w,
                       float *y, int32_t n_rows, int32_t n, float eps);
+void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, const struct backend_weight *gate,
+                            const struct backend_weight *up, float *y, float *u);
 void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, const struct backend_mm_out *out,
                         int n_out);
 void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const float *x,

@@ -40,45 +40,14 @@ void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight 
     CUDA_CHECK_LAUNCH(c, "add_bias_kernel");
 }
 
-/* exp(x) as the CPU backend's SwiGLU computes it (engine/cpu_avx2.h
- * cpu_poly_expf: ggml's vector expf, the same operations, each rounded as
- * there), so SiLU gives the CPU's bits. */
-static __device__ float silu_poly_expf(float x)
-{
-    const float shift = 0x1.8p23f;
-    const float z = __fmaf_rn(x, 0x1.715476p+0f, shift);
-    const float n = __fsub_rn(z, shift);
-    const float b = __fmaf_rn(-n, 0x1.7f7d1cp-20f, __fmaf_rn(-n, 0x1.62e4p-1f, x));
-    const uint32_t e = __float_as_uint(z) << 23;
-    const float k = __uint_as_float(e + 0x3f800000u); /* 2^n for |n| <= 126 */
-    const float u = __fmul_rn(b, b);
-    const float j = __fmaf_rn(__fmaf_rn(__fmaf_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                                        __fmaf_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                              u, __fmul_rn(0x1.ffffecp-1f, b));
-    if (!(fabsf(n) > 126.0f))
-        return __fmaf_rn(j, k, k);
-    /* 2^n would leave the exponent range: scale in two steps */
-    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    const float s1 = __uint_as_float(g + 0x7f000000u), s2 = __uint_as_float(e - g);
-    if (fabsf(n) > 192.0f)
-        return __fmul_rn(s1, s1);
-    return __fmul_rn(__fmaf_rn(s2, j, s2), s1);
-}
-
-/* The CPU runs each full group of 8 of a row through the polynomial and the
- * row's last row_len % 8 elements through libm's expf (correctly rounded:
- * here exp in double, rounded to float). */
+/* g = silu(g) * u, rows of row_len (cuda_silu: the CPU's bits) */
 static __global__ void silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n,
                                        int64_t row_len)
 {
     cuda_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        const float v = g[i];
-        const int64_t col = i % row_len;
-        const float e = col < row_len - row_len % 8 ? silu_poly_expf(__fsub_rn(0.0f, v))
-                                                    : (float)exp(-(double)v);
-        g[i] = __fmul_rn(__fdiv_rn(v, __fadd_rn(1.0f, e)), u[i]);
+        g[i] = __fmul_rn(cuda_silu(g[i], i % row_len, row_len), u[i]);
     }
 }
 

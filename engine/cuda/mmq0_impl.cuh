@@ -243,7 +243,8 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int64_t n_stages = nbr / (8 * KDR);
 
     const int lr = tid / 4, lp = tid % 4;
-    const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1; /* clamped: read, never stored */
+    const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);        /* -1: past the weight */
+    const int32_t wrow = wrl >= 0 ? wrl : n_w - 1;             /* clamped: never loaded */
     const int32_t xrow = n0 + lr < n_rows ? n0 + lr : n_rows - 1;
     const uint8_t *wq = w + (size_t)wrow * row_bytes;
     const uint8_t *wdp = wq + (size_t)nbr * Q::QB;
@@ -273,7 +274,7 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 
     /* rows past the weight's or the batch's end are not loaded (their
      * products are never stored; cuda/mmqk_impl.cuh says why) */
-    const bool wload = m0 + lr < n_w, xload = n0 + lr < n_rows;
+    const bool wload = wrl >= 0, xload = n0 + lr < n_rows;
 #define MMQ0_ISSUE(s)                                                                              \
     do {                                                                                           \
         const int bf = (int)((s) & 1);                                                             \

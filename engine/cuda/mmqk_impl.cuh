@@ -299,7 +299,8 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 
     /* loader: 4 threads per row of each tile (activation rows lr, lr + 64) */
     const int lr = tid / 4, lp = tid % 4;
-    const int32_t wrow = m0 + lr < n_w ? m0 + lr : n_w - 1; /* clamped: read, never stored */
+    const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);        /* -1: past the weight */
+    const int32_t wrow = wrl >= 0 ? wrl : n_w - 1;             /* clamped: never loaded */
     const uint8_t *wp = w + (size_t)wrow * row_bytes;
     int64_t xb0[NT / 2];
 #pragma unroll
@@ -315,8 +316,8 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int32_t r = m0 + 32 * wm + 16 * mt + g + 8 * h;
-            wr4[mt][h] = w + (size_t)(r < n_w ? r : n_w - 1) * row_bytes;
+            const int32_t r = mmq_wrow(m0, 32 * wm + 16 * mt + g + 8 * h, n_w, E.glu);
+            wr4[mt][h] = w + (size_t)(r >= 0 ? r : n_w - 1) * row_bytes;
         }
 
     /* the A fragments' ldmatrix row addresses in buffer 0 (W::LDSM,
@@ -344,7 +345,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * rows hold stale bytes whose products are never stored. (Loading the
      * clamped last row instead had 48 threads of a 16-row batch copy the
      * same bytes: q4_K n = 16 took longer than n = 64.) */
-    const bool wload = m0 + lr < n_w;
+    const bool wload = wrl >= 0;
 #define MMQK_ISSUE(s)                                                                             \
     do {                                                                                          \
         const int bf = (int)((s) & 1);                                                            \

@@ -293,6 +293,55 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
     c->epi = cuda_epi{};
 }
 
+/* ops->mul_mat_swiglu. Where the product runs through MMQ (a quantized
+ * type the tensor-core kernels take, more than MM_COLS rows) and gate and
+ * up are adjacent slices of one fused group (mm_adjacent: up's rows right
+ * after gate's), one MMQ launch over the 2F rows whose tiles pair gate row
+ * j with up row j (cuda/tiles.cuh mmq_wrow) stores silu(gate) * up: no
+ * [n_rows][2F] product round trip and no silu_mul launch. Elsewhere (the
+ * decode kernels, whose warp per row never holds both; float weights,
+ * never fused) the two ops it stands for. Either way the bits of
+ * mul_mat_ex then silu_mul (tests/cuda/test_cuda_ops.c mm-swiglu). */
+static int mm_glu_mmq(const struct backend_weight *w, int32_t n_rows)
+{
+    if (n_rows <= MM_COLS || w->ne0 % 256)
+        return 0;
+    switch (w->type) {
+    case QT_Q4_K:
+    case QT_Q5_K:
+    case QT_Q6_K: return 1;
+    case QT_Q4_0:
+    case QT_Q8_0: return cuda_q0_packed(w->type, w->ne0);
+    default: return 0;
+    }
+}
+
+void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, const struct backend_weight *gate,
+                            const struct backend_weight *up, float *y, float *u)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (cuda_op_begin(c) || n_rows <= 0)
+        return;
+    if (gate->ne1 != up->ne1 || gate->ne0 != up->ne0) {
+        c->err = INF_EINVAL;
+        snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat_swiglu: gate and up differ in shape");
+        return;
+    }
+    if (!c->glu_off && mm_adjacent(gate, up) && mm_glu_mmq(gate, n_rows)) {
+        struct backend_weight v = *gate; /* the group's rows of gate and up */
+        v.ne1 = 2 * gate->ne1;
+        int held = -1;
+        c->epi = cuda_epi{};
+        c->epi.glu = (int32_t)gate->ne1;
+        mul_mat_one(c, &v, x, y, n_rows, &held);
+        c->epi = cuda_epi{};
+        return;
+    }
+    const struct backend_mm_out o[2] = {{gate, y, NULL, 0}, {up, u, NULL, 0}};
+    cuda_op_mul_mat_ex(be, x, n_rows, o, 2);
+    cuda_op_silu_mul(be, y, u, (int64_t)n_rows * gate->ne1, gate->ne1);
+}
+
 /* ---- the dispatcher's table: every product kernel cuda_op_mul_mat can
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */

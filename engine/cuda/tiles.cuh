@@ -134,15 +134,49 @@ static inline int mmq_occupancy(const void *kernel, size_t smem)
     return n;
 }
 
+/* The weight row of tile row tr (0..MMQ_BM-1) of the block whose first
+ * tile row is m0, or -1 past the weight. The identity, except under the
+ * SwiGLU epilogue (glu = F: a fused gate/up weight of 2F rows), where m16
+ * tile q of the block (tile rows 16q..16q+15) takes gate rows jb + 8q ..
+ * jb + 8q + 7, then the same rows of up (F + j), jb = m0 / 2: the m16n8
+ * layout then hands each thread gate row j in accumulator rows g and up
+ * row j in g + 8, for the same activation rows. Only the rows a tile
+ * reads change, never a row's arithmetic: the bits are the plain
+ * product's. */
+static __device__ __forceinline__ int32_t mmq_wrow(int32_t m0, int tr, int32_t n_w, int32_t glu)
+{
+    if (!glu)
+        return m0 + tr < n_w ? m0 + tr : -1;
+    const int32_t j = m0 / 2 + 8 * (tr >> 4) + (tr & 7);
+    return j < glu ? j + ((tr & 8) ? glu : 0) : -1;
+}
+
 /* The store of a 64 x 32 NT tile's results, the same in every MMQ kernel:
  * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
  * activation rows 8 NT wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
- * layout; what lies past the weight or the batch is not stored. */
+ * layout; what lies past the weight or the batch is not stored. With
+ * E.glu (mmq_wrow): silu(gate) * up of accumulator rows g and g + 8, the
+ * operations of silu_mul_kernel on the same two values. */
 template <int NT>
 static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4], int32_t m0, int32_t n0, int wm,
                                                       int wn, int g, int t4, int32_t n_w, int32_t n_rows,
                                                       float *y, const struct cuda_epi &E)
 {
+    if (E.glu) {
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int32_t j = m0 / 2 + 8 * (2 * wm + mt) + g;
+                    const int32_t r = n0 + 8 * NT * wn + 8 * nt + 2 * t4 + i;
+                    if (j < E.glu && r < n_rows)
+                        y[(int64_t)r * E.glu + j] =
+                            __fmul_rn(cuda_silu(acc[mt][nt][i], j, E.glu), acc[mt][nt][i + 2]);
+                }
+        return;
+    }
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll

@@ -600,6 +600,30 @@ static void fused_case(const char *tn, const char *what, struct backend_weight *
     report_bits("mm-fused", tn, shape, bad, total);
 }
 
+/* ops->mul_mat_swiglu on a gate/up pair (w[0], w[1]): silu(gate) * up
+ * must be bit-identical to mul_mat_ex of the unfused copies (ws) then
+ * silu_mul, whether the pair is a fused group (the MMQ kernels' SwiGLU
+ * epilogue past 8 rows, cuda/tiles.cuh) or not (the two ops). F = 100 is
+ * not a multiple of the 32 gate rows an MMQ block pairs, and its last
+ * 100 % 8 columns take the CPU's libm exp, not the polynomial. */
+static void swiglu_case(const char *tn, const char *what, struct backend_weight *const *w,
+                        struct backend_weight *const *ws, int32_t n, const float *xg, float **ya, float **yb,
+                        float *ha, float *hb)
+{
+    const int64_t F = ws[0]->ne1;
+    const struct backend_mm_out o[2] = {{ws[0], ya[0], NULL, 0}, {ws[1], ya[1], NULL, 0}};
+    gpu->ops->mul_mat_ex(gpu, xg, n, o, 2);
+    gpu->ops->silu_mul(gpu, ya[0], ya[1], (int64_t)n * F, F);
+    gpu->ops->mul_mat_swiglu(gpu, xg, n, w[0], w[1], yb[0], yb[1]);
+    CHECK(gpu->ops->sync(gpu) == 0);
+    const size_t ny = sizeof(float) * (size_t)n * (size_t)F;
+    dget(ha, ya[0], ny);
+    dget(hb, yb[0], ny);
+    char shape[64];
+    snprintf(shape, sizeof(shape), "%s F=%lld n=%d", what, (long long)F, n);
+    report_bits("mm-swiglu", tn, shape, rows_differ(hb, ha, n, F), n);
+}
+
 /* One weight set of type `type` (ne1s[0..k)), fused (wf) and not (ws). */
 static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, int k, const float *xg,
                                    const float *y0, float **ya, float **yb, float *tmp, float *ha,
@@ -637,6 +661,9 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
         CHECK(gpu->ops->weight_fuse(gpu, wf, k) == INF_EUNSUPPORTED);
         CHECK(wfa[0].data == data0 && !wfa[0].group);
         report_bits("mm-fused", tn, "refused (float type)", 0, 1);
+        if (k == 2)
+            for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++)
+                swiglu_case(tn, "unfused", wf, ws, ns[t], xg, ya, yb, ha, hb);
         for (int i = 0; i < k; i++) {
             gpu->ops->weight_release(gpu, wf[i]);
             gpu->ops->weight_release(gpu, ws[i]);
@@ -673,6 +700,10 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
             struct backend_weight *qvf[2] = {wf[0], wf[2]}, *qvs[2] = {ws[0], ws[2]};
             fused_case(tn, "q+v", qvf, qvs, 2, n, 0, 1, &b, xg, y0, ya, yb, tmp, ha, hb);
         }
+        if (k == 2) {
+            swiglu_case(tn, "fused", wf, ws, n, xg, ya, yb, ha, hb);
+            swiglu_case(tn, "unfused", ws, ws, n, xg, ya, yb, ha, hb);
+        }
         /* each member alone through plain mul_mat (a slice's own launch) */
         int bad = 0;
         for (int i = 0; i < k; i++) {
@@ -708,8 +739,8 @@ static void test_mul_mat_fused(void)
         fails++;
         return;
     }
-    static const int types[] = {QT_Q4_K, QT_Q6_K, QT_Q6_K, QT_Q8_0, QT_F16};
-    static const int expands[] = {0, 1, 0, 0, 0};
+    static const int types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16};
+    static const int expands[] = {0, 0, 1, 0, 0, 0, 0};
     static const int64_t qkv[3] = {136, 40, 40}, gu[2] = {100, 100};
     const int64_t ymax = 136;
     float *x = xmalloc(sizeof(float) * FU_NMAX * FU_NE0);
