@@ -301,12 +301,21 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int lr = tid / 4, lp = tid % 4;
     const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);        /* -1: past the weight */
     const int32_t wrow = wrl >= 0 ? wrl : n_w - 1;             /* clamped: never loaded */
-    const uint8_t *wp = w + (size_t)wrow * row_bytes;
-    int64_t xb0[NT / 2];
+    /* The loader's sources as 32-bit offsets from block-uniform bases
+     * (uniform registers): 64-bit per-thread pointers held across the
+     * stage loop were what ptxas spilled at 128 registers, and their
+     * reloads at each stage's copies were 15% of the q4_K kernel's stall
+     * samples (ncu, 2026-12-02: long scoreboard after LDL). The launcher
+     * keeps a block's weight rows and the activations under 4 GB of
+     * offset (mmqk_launch). */
+    const int32_t wr0 = E.glu ? m0 / 2 : m0;
+    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
+    const uint32_t woff = (uint32_t)((size_t)(wrow - wr0) * row_bytes);
+    uint32_t xb0[NT / 2]; /* activation block index of the row's super-block 0 */
 #pragma unroll
     for (int q = 0; q < NT / 2; q++) {
         const int32_t xrow = n0 + lr + 64 * q < n_rows ? n0 + lr + 64 * q : n_rows - 1;
-        xb0[q] = (int64_t)xrow * nbr;
+        xb0[q] = (uint32_t)xrow * (uint32_t)nbr;
     }
 
     /* Q6_K raw: each of the thread's 4 weight rows starts its stage at byte
@@ -350,11 +359,11 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     do {                                                                                          \
         const int bf = (int)((s) & 1);                                                            \
         if (wload)                                                                                \
-            W::copy(S.w[bf][lr], wp, (s), lp);                                                    \
+            W::copy(S.w[bf][lr], wbase + woff, (s), lp);                                          \
         _Pragma("unroll") for (int q = 0; q < NT / 2; q++)                                        \
         {                                                                                         \
             const int xr = lr + 64 * q;                                                           \
-            const int64_t xb = xb0[q] + (s) * KDR;                                                \
+            const uint32_t xb = xb0[q] + (uint32_t)(s) * KDR;                                     \
             if (n0 + xr < n_rows) {                                                               \
                 cuda_copy16<16 * KDR, 4>(S.x[bf][xr], X.qs + xb * QK_K, lp);                      \
                 if (lp < KDR)                                                                     \
@@ -532,6 +541,13 @@ static int mmqk_launch(struct cuda_ctx *c, const uint8_t *wdata, size_t row_byte
     const int64_t nbr = ne0 / QK_K;
     if (mmqk_occupancy<T, KDR, EXP, NT>() == 0)
         return -1;
+    /* the kernel's 32-bit loader offsets: a block's weight rows (under the
+     * SwiGLU epilogue up to F + 64 rows past its base) and the activations
+     * each under 4 GB; past that (no model comes near) the product fails
+     * with a clear error instead of reading wrong bytes */
+    if ((uint64_t)n_rows * (uint64_t)ne0 >= (1ull << 32) ||
+        (uint64_t)(c->epi.glu + MMQ_BM) * row_bytes >= (1ull << 32))
+        return INF_EUNSUPPORTED;
     const dim3 grid(cuda_blocks(n_w, MMQ_BM), cuda_blocks(n_rows, 32 * NT));
     cuda_launch(c, mmqk_kernel<T, KDR, EXP, NT>, grid, MMQ_THREADS, sizeof(SM),
         wdata, row_bytes, n_w, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
