@@ -645,6 +645,9 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
+    /* INFERD_NO_MMQS=1: K-quant products of <= 8 rows through the dp4a
+     * kernel (cuda/mmvq.cu) instead of the tensor-core one (same bits) */
+    c->mmqs_off = getenv("INFERD_NO_MMQS") != NULL;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

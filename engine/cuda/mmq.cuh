@@ -51,6 +51,17 @@ template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                int32_t n_rows, int nc, int wpr);
 
+/* The K-quant small-batch product on the tensor cores (cuda/mmqs_impl.cuh:
+ * mmqs_kernel<T, EXP>, 16 weight rows x up to 8 activation rows a block):
+ * n_rows <= 8 activation rows (xq: cuda_q8k planes); exp: 1 the Q6_K
+ * expanded copy (w->aux), 0 the raw blocks, -1 whichever w has. The same
+ * bits as cuda_mmvq and cuda_mmq. 0, INF_EUNSUPPORTED (not a K-quant, ne0
+ * not a multiple of 256, exp without w->aux, n_rows > 8), or -1 when the
+ * device cannot hold its shared memory. */
+template <int T>
+int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
+              int exp);
+
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share
  * a weight read, never a row's arithmetic) */

@@ -1,5 +1,6 @@
 /* cuda/mmq_q6_k — the Q6_K MMQ instantiations mmqk_kernel<Q6_K, KDR, EXP>,
- * KDR 1|2 x EXP false|true (cuda/mmqk_impl.cuh), and the expansion that
+ * KDR 1|2 x EXP false|true (cuda/mmqk_impl.cuh), mmqs_kernel<Q6_K, EXP>
+ * (cuda/mmqs_impl.cuh), and the expansion that
  * makes the EXP kernels' copy of a weight at load.
  *
  * EXP: Q6_K's 210-byte blocks are only 2-byte aligned and pack each value
@@ -9,8 +10,10 @@
  * one aligned load per fragment word. It costs device memory, not
  * results: both give the same int8 values to the same mma. */
 #include "engine/cuda/mmqk_impl.cuh"
+#include "engine/cuda/mmqs_impl.cuh"
 
 MMQK_DEFINE(QT_Q6_K)
+MMQS_DEFINE(QT_Q6_K)
 
 /* one warp per super-block, 8 values per lane (engine/quant.c's
  * dequant_q6_K order: half h, quarter t, l) */

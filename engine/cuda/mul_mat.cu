@@ -31,6 +31,7 @@ extern "C" {
 
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
+#define MM_MMQS_MIN 5 /* K-quant rows from which cuda_mmqs serves (mul_mat_q) */
 
 /* Q8_0/Q4_0 in ggml's layout (rows cuda_q0_packed leaves alone: not a
  * whole number of 256-element stages): lane l takes 32-element blocks l,
@@ -170,6 +171,26 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
+    }
+    /* K-quants of MM_MMQS_MIN..MM_COLS rows: the tensor-core small-batch
+     * kernel (same bits; INFERD_NO_MMQS=1 keeps the dp4a one for A/B
+     * runs), else the dp4a kernel (also where the device cannot hold the
+     * tensor-core one's shared memory: rc -1). Measured on the H200
+     * (bench/RESULTS.md, 2026-12-02 call 6), 4096 x 14336 q4_K: n = 8 51.5
+     * -> 31.6 us, but n = 1 14.1 -> 24.6 and n = 2 19.6 -> 25.5 (at 8 warps
+     * an SM its dependent chain per round is latency-bound): from 5 rows. */
+    if constexpr (kq) {
+        if (!c->mmqs_off && n_rows >= MM_MMQS_MIN && w->ne0 % 256 == 0) {
+            const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1);
+            if (rc == 0)
+                return;
+            if (rc != -1) {
+                c->err = rc;
+                snprintf(c->err_msg, sizeof(c->err_msg), "mmqs: no kernel for %lld x %lld", (long long)w->ne0,
+                         (long long)w->ne1);
+                return;
+            }
+        }
     }
     cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0);
 }
@@ -346,11 +367,11 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP, c = activation
-     * rows per block (0: 64; K-quants also 128) */
+     * rows per block (0: 64; K-quants also 128); MMQS: b = EXP */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -359,13 +380,14 @@ struct mm_variant {
     {t, MMV_WPR, 0, 0}, {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0},             \
         {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t)
 #define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
-#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0)
+#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
+    {t, MMV_MMQS, 8, 0, 0}
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
-    {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1),
+    {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
 };
 #undef MMV_K
 #undef MMV_KW
@@ -397,6 +419,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
+    case MMV_MMQS: snprintf(buf, n, "mul_mat<%s> mmqs<%s>", t, v->b ? "true" : "false"); break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
         break;
@@ -442,6 +465,21 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         cuda_op_mul_mat(&be, w, x, y, v->a);
         return c->err;
     }
+    if (v->kind == MMV_MMQS) {
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        int rc = 0;
+        switch (v->type) {
+        case QT_Q4_K: rc = cuda_mmqs<QT_Q4_K>(c, w, c->xq, y, v->a, v->b); break;
+        case QT_Q5_K: rc = cuda_mmqs<QT_Q5_K>(c, w, c->xq, y, v->a, v->b); break;
+        default: rc = cuda_mmqs<QT_Q6_K>(c, w, c->xq, y, v->a, v->b); break;
+        }
+        if (rc == -1)
+            return 1;
+        if (rc)
+            return rc;
+        CUDA_CHECK_LAUNCH(c, "mmqs kernel");
+        return c->err;
+    }
     if (v->kind == MMV_MMVQ) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
         switch (v->type) {
@@ -484,7 +522,7 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const struct mm_variant *v = &mm_variants[i];
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
-                 : v->kind == MMV_MMVQ ? v->a
+                 : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS) ? v->a
                  : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
                                                                  : 1;
     return rc;

@@ -1,0 +1,294 @@
+/* cuda/mmqs_impl — the K-quant small-batch product on the tensor cores,
+ * mmqs_kernel<T, EXP> (n <= 8 activation rows; included by mmq_q4_k.cu,
+ * mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqk_impl.cuh, whose weight
+ * layouts mmqk_w<T, 1, EXP> it reads).
+ *
+ * Why (ncu on the H200, bench/RESULTS.md 2026-12-02): the dp4a decode
+ * kernel (cuda/mmvq.cu) spends ~36 warp instructions a super-block and
+ * weight row; a warp's ~500 instructions after its loads, at 22 cycles
+ * each, hold DRAM at 41-43% on the 7B's rows, and at n = 8 (4096 x 14336:
+ * 51 us) it is bound by the instructions alone. One m16n8k32 mma forms the
+ * integer sums of 16 weight rows x 8 activation rows x 32 elements, which
+ * dp4a takes 128 lane operations for.
+ *
+ * Shape: a block of MMQS_WARPS warps takes 16 weight rows (one m16 tile)
+ * and up to 8 activation rows (one n8 tile). Warp q takes super-blocks
+ * q, q + MMQS_WARPS, ... of the rows (the integer work split along k, so
+ * a 4096-row weight still gives 4 warps an SM), each through its own
+ * cp.async ring of S super-blocks. Per round of MMQS_WARPS super-blocks
+ * every warp parks each output's (p1, v1, p2, v2) terms, one barrier, and
+ * one warp (round r: warp r % MMQS_WARPS, so the extra work rotates; the
+ * chains' values live in shared memory between rounds, and the next
+ * round's chain starts only after the next barrier, which this round's
+ * chaining warp reaches when it is done) runs every output's float chain
+ * over the round in k order: the
+ * chain of cuda/qtypes.cuh that MMQ and the dp4a kernel run (per output
+ * and super-block fma(p1, v1), then fma(p2, v2)), from the same exact
+ * integers, so a row's bits are those of every other batch size and
+ * kernel (tests/cuda/test_cuda_ops.c checks each against the others).
+ */
+#ifndef INFERD_CUDA_MMQS_IMPL_CUH
+#define INFERD_CUDA_MMQS_IMPL_CUH
+
+#define MMQS_WARPS 4 /* super-block slices of a block's rows */
+#define MMQS_ROWS 16 /* weight rows per block: one m16 tile */
+
+/* super-blocks a warp has in flight: 3 (Q6_K expanded, twice the bytes: 2,
+ * so a block fits sm_121's ~100 KB) */
+template <int T, bool EXP> struct mmqs_cfg {
+    enum { S = T == QT_Q6_K && EXP ? 2 : 3 };
+};
+
+template <int T, bool EXP> struct mmqs_smem {
+    typedef mmqk_w<T, 1, EXP> W;
+    enum { S = mmqs_cfg<T, EXP>::S };
+    uint32_t w[MMQS_WARPS][S][MMQS_ROWS][W::SW];
+    int8_t x[MMQS_WARPS][S][8][MMQK_XS(1)];
+    int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL];
+    float xd[MMQS_WARPS][S][8];
+    float4 park[2][MMQS_WARPS][CUDA_WARP][4]; /* round & 1, slice, lane, output */
+    float4 acc[CUDA_WARP];                    /* the 4 outputs' chains of each lane */
+};
+
+template <int T, bool EXP>
+static __global__ void __launch_bounds__(MMQS_WARPS *CUDA_WARP)
+mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+    cuda_pdl_enter();
+    typedef mmqk_w<T, 1, EXP> W;
+    typedef mmqs_smem<T, EXP> SM;
+    enum { S = SM::S };
+    extern __shared__ __align__(16) uint8_t mmqs_smem_raw[];
+    SM &M = *(SM *)mmqs_smem_raw;
+    const int lane = threadIdx.x % CUDA_WARP, q = threadIdx.x / CUDA_WARP;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int32_t m0 = blockIdx.x * MMQS_ROWS, n0 = blockIdx.y * 8;
+
+    /* loader: lane (r = lane / 4, part lp = lane % 4) copies weight rows r
+     * and r + 8 and activation row r; rows past the weight or the batch are
+     * not loaded (their products are never stored) */
+    const int lr = lane >> 2, lp = lane & 3;
+    const uint8_t *wrp[2];
+    bool wld[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        wld[h] = m0 + lr + 8 * h < n_w;
+        wrp[h] = w + (size_t)(wld[h] ? m0 + lr + 8 * h : 0) * row_bytes;
+    }
+    const bool xld = n0 + lr < n_rows;
+    const int64_t xb0 = (int64_t)(xld ? n0 + lr : 0) * nbr;
+#define MMQS_ISSUE(sb, slot)                                                                      \
+    do {                                                                                          \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) if (wld[h])                                 \
+            W::copy(M.w[q][slot][lr + 8 * h], wrp[h], (sb), lp);                                  \
+        if (xld) {                                                                                \
+            const int64_t xb = xb0 + (sb);                                                        \
+            cuda_copy16<16, 4>(M.x[q][slot][lr], X.qs + xb * QK_K, lp);                           \
+            if (lp == 0)                                                                          \
+                __pipeline_memcpy_async(&M.xd[q][slot][lr], X.d + xb, 4);                         \
+            else if (lp == 1)                                                                     \
+                __pipeline_memcpy_async(M.xhl[q][slot][lr], X.hl + xb * CUDA_Q8K_HL, CUDA_Q8K_HL); \
+        }                                                                                         \
+    } while (0)
+
+    /* this thread's two weight rows (accumulator rows g, g + 8) for the
+     * Q6_K raw layout's per-row byte alignment */
+    const uint8_t *wr2[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        wr2[h] = w + (size_t)(m0 + g + 8 * h < n_w ? m0 + g + 8 * h : 0) * row_bytes;
+    /* the A fragments' ldmatrix row addresses (cuda_ldsm_x4), slot 0 */
+    const uint32_t sa = cuda_saddr(&M.w[q][0][(lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
+    const uint32_t wslot = (uint32_t)sizeof(M.w[0][0]);
+
+    const int64_t rounds = (nbr + MMQS_WARPS - 1) / MMQS_WARPS;
+#pragma unroll
+    for (int st = 0; st < S - 1; st++) {
+        const int64_t sb = (int64_t)MMQS_WARPS * st + q;
+        if (sb < nbr)
+            MMQS_ISSUE(sb, st);
+        __pipeline_commit();
+    }
+    for (int64_t r = 0; r < rounds; r++) {
+        __pipeline_wait_prior(S - 2);
+        __syncwarp(); /* super-block r of this slice has landed for the whole warp */
+        {
+            const int64_t sbn = (int64_t)MMQS_WARPS * (r + S - 1) + q;
+            if (sbn < nbr)
+                MMQS_ISSUE(sbn, (int)((r + S - 1) % S));
+            __pipeline_commit();
+        }
+        const int64_t sb = (int64_t)MMQS_WARPS * r + q;
+        const int slot = (int)(r % S);
+        if (sb < nbr) {
+            mmqk_head hd[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)sb * 210)) & 3);
+                W::head(M.w[q][slot][g + 8 * h], 0, W::G16 ? sh : t4, hd[h]);
+            }
+            int sum[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if constexpr (!W::G16) {
+                    /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one fragment load */
+                    if (j % 2)
+                        continue;
+                    uint32_t wf[4];
+                    mmqk_afrag<W::LDSM>(wf, sa + slot * wslot, M.w[q][slot][g], W::SW, W::aoff(0, j / 2), t4);
+                    int lo[4], hi[4];
+                    W::frag2(wf, j / 2, hd[0], hd[1], lo, hi);
+#pragma unroll
+                    for (int jj = 0; jj < 2; jj++) {
+                        const int sj = j + jj;
+                        const int b[2] = {*(const int *)&M.x[q][slot][g][32 * sj + 4 * t4],
+                                          *(const int *)&M.x[q][slot][g][32 * sj + 16 + 4 * t4]};
+                        const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
+                        int c[4];
+                        cuda_mma_k32(c, jj ? hi : lo, b);
+                        sum[0] += s0 * c[0];
+                        sum[1] += s0 * c[1];
+                        sum[2] += s1 * c[2];
+                        sum[3] += s1 * c[3];
+                    }
+                } else {
+                    int a[4];
+                    if constexpr (W::LDSM)
+                        cuda_ldsm_x4((uint32_t *)a, sa + slot * wslot + 4 * W::aoff(0, j));
+                    else
+                        W::frag(M.w[q][slot][g], M.w[q][slot][g + 8], j, t4, hd[0], hd[1], a);
+                    const uint32_t wa = hd[0].sc[j >> 1], wb = hd[1].sc[j >> 1];
+                    /* scales 2j (elements 32j..+15) and 2j+1, int8 */
+                    const int s0 = (j & 1) ? mmqk_sx8<2>(wa) : mmqk_sx8<0>(wa);
+                    const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
+                    const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
+                    const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
+                    const int b0 = *(const int *)&M.x[q][slot][g][32 * j + 4 * t4];
+                    const int b1 = *(const int *)&M.x[q][slot][g][32 * j + 16 + 4 * t4];
+                    int c[4];
+                    cuda_mma_k16(c, a[0], a[1], b0);
+                    sum[0] += s0 * c[0];
+                    sum[1] += s0 * c[1];
+                    sum[2] += s1 * c[2];
+                    sum[3] += s1 * c[3];
+                    cuda_mma_k16(c, a[2], a[3], b1);
+                    sum[0] += s0b * c[0];
+                    sum[1] += s0b * c[1];
+                    sum[2] += s1b * c[2];
+                    sum[3] += s1b * c[3];
+                }
+            }
+            /* the min term v2 by two k16 mma, as cuda/mmqk_impl.cuh takes it */
+            int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+            if (W::MIN) {
+                int mh[2], ml[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
+                    mh[h] = t4 < 2 ? mw : 0;
+                    ml[h] = t4 < 2 ? 0 : mw;
+                }
+                const int bhl = *(const int *)&M.xhl[q][slot][g][4 * t4];
+                cuda_mma_k16(ch, mh[0], mh[1], bhl);
+                cuda_mma_k16(cl, ml[0], ml[1], bhl);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const mmqk_head &H = hd[i >> 1];
+                const float x = M.xd[q][slot][2 * t4 + (i & 1)];
+                const float p1 = __fmul_rn(H.d, x);
+                const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
+                M.park[r & 1][q][lane][i] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
+            }
+        }
+        __syncthreads(); /* round r parked: one warp chains it while the others start r + 1 */
+        if (q == (int)(r % MMQS_WARPS)) {
+            float4 a4 = r ? M.acc[lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float acc[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+            for (int k = 0; k < MMQS_WARPS; k++) {
+                if ((int64_t)MMQS_WARPS * r + k >= nbr)
+                    break;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float4 t = M.park[r & 1][k][lane][i];
+                    acc[i] = __fmaf_rn(t.x, t.y, acc[i]);
+                    if (W::MIN)
+                        acc[i] = __fmaf_rn(t.z, t.w, acc[i]);
+                }
+            }
+            M.acc[lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        }
+    }
+#undef MMQS_ISSUE
+    __syncthreads(); /* the last round's chain is done */
+    if (q == 0) {
+        const float4 a4 = M.acc[lane];
+        const float acc[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int32_t j = m0 + g + 8 * (i >> 1), rr = n0 + 2 * t4 + (i & 1);
+            if (j < n_w && rr < n_rows)
+                cuda_epi_store(y, rr, j, n_w, acc[i], E);
+        }
+    }
+}
+
+template <int T, bool EXP> static int mmqs_occupancy(void)
+{
+    static int occ = -1;
+    if (occ < 0) {
+        const void *k = (const void *)mmqs_kernel<T, EXP>;
+        const size_t smem = sizeof(mmqs_smem<T, EXP>);
+        occ = 0;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, MMQS_WARPS * CUDA_WARP, smem) != cudaSuccess) {
+            cudaGetLastError();
+            occ = 0;
+        }
+    }
+    return occ;
+}
+
+/* 0, -1 when this device cannot hold the block's shared memory, or
+ * INF_EUNSUPPORTED (EXP without w->aux, more than 8 rows) */
+template <int T, bool EXP>
+static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                       int32_t n_rows)
+{
+    if (n_rows > 8 || w->ne0 % QK_K || (EXP && !w->aux))
+        return INF_EUNSUPPORTED;
+    if (mmqs_occupancy<T, EXP>() == 0)
+        return -1;
+    const int64_t nbr = w->ne0 / QK_K;
+    const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
+    const size_t rb = EXP ? (size_t)nbr * MMQ_Q6X_BYTES : w->row_bytes;
+    const dim3 grid(cuda_blocks(w->ne1, MMQS_ROWS), 1);
+    cuda_launch(c, mmqs_kernel<T, EXP>, grid, MMQS_WARPS * CUDA_WARP, sizeof(mmqs_smem<T, EXP>), wd, rb,
+                (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+    return 0;
+}
+
+template <int T>
+static int mmqs_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                        int32_t n_rows, int exp)
+{
+    if constexpr (T == QT_Q6_K) {
+        if (exp)
+            return mmqs_launch<T, true>(c, w, xq, y, n_rows);
+    }
+    return exp ? INF_EUNSUPPORTED : mmqs_launch<T, false>(c, w, xq, y, n_rows);
+}
+
+#define MMQS_DEFINE(T)                                                                            \
+    template <>                                                                                   \
+    int cuda_mmqs<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
+                     int32_t n_rows, int exp)                                                     \
+    {                                                                                             \
+        if (exp < 0)                                                                              \
+            exp = T == QT_Q6_K && w->aux != NULL;                                                 \
+        return mmqs_variant<T>(c, w, xq, y, n_rows, exp);                                         \
+    }
+
+#endif
