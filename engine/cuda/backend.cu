@@ -645,9 +645,12 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
-    /* INFERD_NO_MMQS=1: K-quant products of <= 8 rows through the dp4a
-     * kernel (cuda/mmvq.cu) instead of the tensor-core one (same bits) */
-    c->mmqs_off = getenv("INFERD_NO_MMQS") != NULL;
+    /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
+     * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
+     * same bits. 5 from the H200's figures (bench/RESULTS.md, 2026-12-02);
+     * INFERD_MMQS_MIN=1..9 moves it for A/B runs (9: never) */
+    const char *qmin = getenv("INFERD_MMQS_MIN");
+    c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 5;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

@@ -13,9 +13,9 @@
  *
  * Shape: a block of MMQS_WARPS warps takes 16 weight rows (one m16 tile)
  * and up to 8 activation rows (one n8 tile). Warp q takes super-blocks
- * q, q + MMQS_WARPS, ... of the rows (the integer work split along k, so
- * a 4096-row weight still gives 4 warps an SM), each through its own
- * cp.async ring of S super-blocks. Per round of MMQS_WARPS super-blocks
+ * q, q + MMQS_WARPS, ... of the rows (K consecutive ones at a time,
+ * mmqs_cfg; the integer work split along k, so a 4096-row weight still
+ * gives 4 warps an SM), each through its own cp.async ring. Per round of MMQS_WARPS super-blocks
  * every warp parks each output's (p1, v1, p2, v2) terms, one barrier, and
  * one warp (round r: warp r % MMQS_WARPS, so the extra work rotates; the
  * chains' values live in shared memory between rounds, and the next
@@ -33,20 +33,25 @@
 #define MMQS_WARPS 4 /* super-block slices of a block's rows */
 #define MMQS_ROWS 16 /* weight rows per block: one m16 tile */
 
-/* super-blocks a warp has in flight: 3 (Q6_K expanded, twice the bytes: 2,
- * so a block fits sm_121's ~100 KB) */
+/* K: consecutive super-blocks a warp's stage copies (each row's bytes in
+ * one run); S: stages in a warp's ring. Measured on the H200 (bench/
+ * RESULTS.md, 2026-12-02 calls 7-8): q4_K at K = 2, S = 2 is 5-10% faster
+ * at n = 4-8 than K = 1, S = 3; q5_K and q6_K at K = 2 15-40% slower; S = 2
+ * against 3 at K = 1 within 3%; 8 warps instead of 4 -5-10% for q4_K/q5_K
+ * and +20-40% for q6_K. Q6_K expanded takes S = 2 so a block fits sm_121's
+ * ~100 KB. */
 template <int T, bool EXP> struct mmqs_cfg {
-    enum { S = T == QT_Q6_K && EXP ? 2 : 3 };
+    enum { K = T == QT_Q4_K ? 2 : 1, S = T == QT_Q4_K || (T == QT_Q6_K && EXP) ? 2 : 3 };
 };
 
 template <int T, bool EXP> struct mmqs_smem {
-    typedef mmqk_w<T, 1, EXP> W;
-    enum { S = mmqs_cfg<T, EXP>::S };
+    typedef mmqk_w<T, mmqs_cfg<T, EXP>::K, EXP> W;
+    enum { S = mmqs_cfg<T, EXP>::S, K = mmqs_cfg<T, EXP>::K };
     uint32_t w[MMQS_WARPS][S][MMQS_ROWS][W::SW];
-    int8_t x[MMQS_WARPS][S][8][MMQK_XS(1)];
-    int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL];
-    float xd[MMQS_WARPS][S][8];
-    float4 park[2][MMQS_WARPS][CUDA_WARP][4]; /* round & 1, slice, lane, output */
+    int8_t x[MMQS_WARPS][S][8][MMQK_XS(K)];
+    int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL * K];
+    float xd[MMQS_WARPS][S][8][K];
+    float4 park[2][MMQS_WARPS * K][CUDA_WARP][4]; /* round & 1, super-block of the round, lane, output */
     float4 acc[CUDA_WARP];                    /* the 4 outputs' chains of each lane */
 };
 
@@ -56,9 +61,9 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     cuda_pdl_enter();
-    typedef mmqk_w<T, 1, EXP> W;
     typedef mmqs_smem<T, EXP> SM;
-    enum { S = SM::S };
+    typedef typename SM::W W;
+    enum { S = SM::S, K = SM::K };
     extern __shared__ __align__(16) uint8_t mmqs_smem_raw[];
     SM &M = *(SM *)mmqs_smem_raw;
     const int lane = threadIdx.x % CUDA_WARP, q = threadIdx.x / CUDA_WARP;
@@ -78,17 +83,19 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     const bool xld = n0 + lr < n_rows;
     const int64_t xb0 = (int64_t)(xld ? n0 + lr : 0) * nbr;
-#define MMQS_ISSUE(sb, slot)                                                                      \
+    /* stage gs: super-blocks K gs .. K gs + K - 1 */
+#define MMQS_ISSUE(gs, slot)                                                                      \
     do {                                                                                          \
         _Pragma("unroll") for (int h = 0; h < 2; h++) if (wld[h])                                 \
-            W::copy(M.w[q][slot][lr + 8 * h], wrp[h], (sb), lp);                                  \
+            W::copy(M.w[q][slot][lr + 8 * h], wrp[h], (gs), lp);                                  \
         if (xld) {                                                                                \
-            const int64_t xb = xb0 + (sb);                                                        \
-            cuda_copy16<16, 4>(M.x[q][slot][lr], X.qs + xb * QK_K, lp);                           \
-            if (lp == 0)                                                                          \
-                __pipeline_memcpy_async(&M.xd[q][slot][lr], X.d + xb, 4);                         \
-            else if (lp == 1)                                                                     \
-                __pipeline_memcpy_async(M.xhl[q][slot][lr], X.hl + xb * CUDA_Q8K_HL, CUDA_Q8K_HL); \
+            const int64_t xb = xb0 + (int64_t)K * (gs);                                           \
+            cuda_copy16<16 * K, 4>(M.x[q][slot][lr], X.qs + xb * QK_K, lp);                       \
+            if (lp < K)                                                                           \
+                __pipeline_memcpy_async(&M.xd[q][slot][lr][lp], X.d + xb + lp, 4);                \
+            else if (lp < 2 * K)                                                                  \
+                __pipeline_memcpy_async(&M.xhl[q][slot][lr][CUDA_Q8K_HL * (lp - K)],              \
+                                        X.hl + (xb + lp - K) * CUDA_Q8K_HL, CUDA_Q8K_HL);         \
         }                                                                                         \
     } while (0)
 
@@ -102,31 +109,34 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t sa = cuda_saddr(&M.w[q][0][(lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
     const uint32_t wslot = (uint32_t)sizeof(M.w[0][0]);
 
-    const int64_t rounds = (nbr + MMQS_WARPS - 1) / MMQS_WARPS;
+    const int64_t n_gs = nbr / K, rounds = (n_gs + MMQS_WARPS - 1) / MMQS_WARPS;
 #pragma unroll
     for (int st = 0; st < S - 1; st++) {
-        const int64_t sb = (int64_t)MMQS_WARPS * st + q;
-        if (sb < nbr)
-            MMQS_ISSUE(sb, st);
+        const int64_t gs = (int64_t)MMQS_WARPS * st + q;
+        if (gs < n_gs)
+            MMQS_ISSUE(gs, st);
         __pipeline_commit();
     }
     for (int64_t r = 0; r < rounds; r++) {
         __pipeline_wait_prior(S - 2);
         __syncwarp(); /* super-block r of this slice has landed for the whole warp */
         {
-            const int64_t sbn = (int64_t)MMQS_WARPS * (r + S - 1) + q;
-            if (sbn < nbr)
-                MMQS_ISSUE(sbn, (int)((r + S - 1) % S));
+            const int64_t gsn = (int64_t)MMQS_WARPS * (r + S - 1) + q;
+            if (gsn < n_gs)
+                MMQS_ISSUE(gsn, (int)((r + S - 1) % S));
             __pipeline_commit();
         }
-        const int64_t sb = (int64_t)MMQS_WARPS * r + q;
+        const int64_t gs = (int64_t)MMQS_WARPS * r + q;
         const int slot = (int)(r % S);
-        if (sb < nbr) {
+#pragma unroll
+        for (int kd = 0; kd < K; kd++) {
+            if (gs >= n_gs)
+                break;
             mmqk_head hd[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)sb * 210)) & 3);
-                W::head(M.w[q][slot][g + 8 * h], 0, W::G16 ? sh : t4, hd[h]);
+                const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)gs * K * 210)) & 3);
+                W::head(M.w[q][slot][g + 8 * h], kd, W::G16 ? sh : t4, hd[h]);
             }
             int sum[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -136,14 +146,14 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     if (j % 2)
                         continue;
                     uint32_t wf[4];
-                    mmqk_afrag<W::LDSM>(wf, sa + slot * wslot, M.w[q][slot][g], W::SW, W::aoff(0, j / 2), t4);
+                    mmqk_afrag<W::LDSM>(wf, sa + slot * wslot, M.w[q][slot][g], W::SW, W::aoff(kd, j / 2), t4);
                     int lo[4], hi[4];
                     W::frag2(wf, j / 2, hd[0], hd[1], lo, hi);
 #pragma unroll
                     for (int jj = 0; jj < 2; jj++) {
                         const int sj = j + jj;
-                        const int b[2] = {*(const int *)&M.x[q][slot][g][32 * sj + 4 * t4],
-                                          *(const int *)&M.x[q][slot][g][32 * sj + 16 + 4 * t4]};
+                        const int b[2] = {*(const int *)&M.x[q][slot][g][256 * kd + 32 * sj + 4 * t4],
+                                          *(const int *)&M.x[q][slot][g][256 * kd + 32 * sj + 16 + 4 * t4]};
                         const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
                         int c[4];
                         cuda_mma_k32(c, jj ? hi : lo, b);
@@ -155,7 +165,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 } else {
                     int a[4];
                     if constexpr (W::LDSM)
-                        cuda_ldsm_x4((uint32_t *)a, sa + slot * wslot + 4 * W::aoff(0, j));
+                        cuda_ldsm_x4((uint32_t *)a, sa + slot * wslot + 4 * W::aoff(kd, j));
                     else
                         W::frag(M.w[q][slot][g], M.w[q][slot][g + 8], j, t4, hd[0], hd[1], a);
                     const uint32_t wa = hd[0].sc[j >> 1], wb = hd[1].sc[j >> 1];
@@ -164,8 +174,8 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
                     const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
                     const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
-                    const int b0 = *(const int *)&M.x[q][slot][g][32 * j + 4 * t4];
-                    const int b1 = *(const int *)&M.x[q][slot][g][32 * j + 16 + 4 * t4];
+                    const int b0 = *(const int *)&M.x[q][slot][g][256 * kd + 32 * j + 4 * t4];
+                    const int b1 = *(const int *)&M.x[q][slot][g][256 * kd + 32 * j + 16 + 4 * t4];
                     int c[4];
                     cuda_mma_k16(c, a[0], a[1], b0);
                     sum[0] += s0 * c[0];
@@ -189,17 +199,17 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     mh[h] = t4 < 2 ? mw : 0;
                     ml[h] = t4 < 2 ? 0 : mw;
                 }
-                const int bhl = *(const int *)&M.xhl[q][slot][g][4 * t4];
+                const int bhl = *(const int *)&M.xhl[q][slot][g][CUDA_Q8K_HL * kd + 4 * t4];
                 cuda_mma_k16(ch, mh[0], mh[1], bhl);
                 cuda_mma_k16(cl, ml[0], ml[1], bhl);
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const mmqk_head &H = hd[i >> 1];
-                const float x = M.xd[q][slot][2 * t4 + (i & 1)];
+                const float x = M.xd[q][slot][2 * t4 + (i & 1)][kd];
                 const float p1 = __fmul_rn(H.d, x);
                 const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
-                M.park[r & 1][q][lane][i] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
+                M.park[r & 1][K * q + kd][lane][i] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
             }
         }
         __syncthreads(); /* round r parked: one warp chains it while the others start r + 1 */
@@ -207,8 +217,8 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             float4 a4 = r ? M.acc[lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             float acc[4] = {a4.x, a4.y, a4.z, a4.w};
 #pragma unroll
-            for (int k = 0; k < MMQS_WARPS; k++) {
-                if ((int64_t)MMQS_WARPS * r + k >= nbr)
+            for (int k = 0; k < MMQS_WARPS * K; k++) {
+                if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
                     break;
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
@@ -257,7 +267,7 @@ template <int T, bool EXP>
 static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int32_t n_rows)
 {
-    if (n_rows > 8 || w->ne0 % QK_K || (EXP && !w->aux))
+    if (n_rows > 8 || w->ne0 % (QK_K * mmqs_cfg<T, EXP>::K) || (EXP && !w->aux))
         return INF_EUNSUPPORTED;
     if (mmqs_occupancy<T, EXP>() == 0)
         return -1;

@@ -31,7 +31,6 @@ extern "C" {
 
 #define MM_COLS 8  /* activation rows per warp */
 #define MM_WARPS 4 /* weight rows per thread block */
-#define MM_MMQS_MIN 5 /* K-quant rows from which cuda_mmqs serves (mul_mat_q) */
 
 /* Q8_0/Q4_0 in ggml's layout (rows cuda_q0_packed leaves alone: not a
  * whole number of 256-element stages): lane l takes 32-element blocks l,
@@ -172,19 +171,20 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    /* K-quants of MM_MMQS_MIN..MM_COLS rows: the tensor-core small-batch
-     * kernel (same bits; INFERD_NO_MMQS=1 keeps the dp4a one for A/B
-     * runs), else the dp4a kernel (also where the device cannot hold the
-     * tensor-core one's shared memory: rc -1). Measured on the H200
+    /* K-quants of c->mmqs_min (MM_MMQS_MIN; INFERD_MMQS_MIN=1..9 for A/B
+     * runs, 9: never) ..MM_COLS rows: the tensor-core small-batch kernel
+     * (same bits), else the dp4a kernel (also where the device cannot hold the
+     * tensor-core one's shared memory, rc -1, or it does not take the
+     * shape). Measured on the H200
      * (bench/RESULTS.md, 2026-12-02 call 6), 4096 x 14336 q4_K: n = 8 51.5
      * -> 31.6 us, but n = 1 14.1 -> 24.6 and n = 2 19.6 -> 25.5 (at 8 warps
      * an SM its dependent chain per round is latency-bound): from 5 rows. */
     if constexpr (kq) {
-        if (!c->mmqs_off && n_rows >= MM_MMQS_MIN && w->ne0 % 256 == 0) {
+        if (n_rows >= c->mmqs_min && w->ne0 % 256 == 0) {
             const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1);
             if (rc == 0)
                 return;
-            if (rc != -1) {
+            if (rc != -1 && rc != INF_EUNSUPPORTED) {
                 c->err = rc;
                 snprintf(c->err_msg, sizeof(c->err_msg), "mmqs: no kernel for %lld x %lld", (long long)w->ne0,
                          (long long)w->ne1);
