@@ -55,6 +55,7 @@
 #include <string.h>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/glu_rows.h"
 
 /* K-stage depth of the K-quant MMQ (mmqk_kernel<T, KDR, EXP>): KDR = 2
  * halves the barriers and pipeline turns per super-block but doubles the
@@ -134,23 +135,6 @@ static inline int mmq_occupancy(const void *kernel, size_t smem)
     return n;
 }
 
-/* The weight row of tile row tr (0..MMQ_BM-1) of the block whose first
- * tile row is m0, or -1 past the weight. The identity, except under the
- * SwiGLU epilogue (glu = F: a fused gate/up weight of 2F rows), where m16
- * tile q of the block (tile rows 16q..16q+15) takes gate rows jb + 8q ..
- * jb + 8q + 7, then the same rows of up (F + j), jb = m0 / 2: the m16n8
- * layout then hands each thread gate row j in accumulator rows g and up
- * row j in g + 8, for the same activation rows. Only the rows a tile
- * reads change, never a row's arithmetic: the bits are the plain
- * product's. */
-static __device__ __forceinline__ int32_t mmq_wrow(int32_t m0, int tr, int32_t n_w, int32_t glu)
-{
-    if (!glu)
-        return m0 + tr < n_w ? m0 + tr : -1;
-    const int32_t j = m0 / 2 + 8 * (tr >> 4) + (tr & 7);
-    return j < glu ? j + ((tr & 8) ? glu : 0) : -1;
-}
-
 /* The store of a 64 x 32 NT tile's results, the same in every MMQ kernel:
  * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
  * activation rows 8 NT wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
@@ -169,7 +153,7 @@ static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4],
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
-                    const int32_t j = m0 / 2 + 8 * (2 * wm + mt) + g;
+                    const int32_t j = mmq_glu_out(m0, 2 * wm + mt, g);
                     const int32_t r = n0 + 8 * NT * wn + 8 * nt + 2 * t4 + i;
                     if (j < E.glu && r < n_rows)
                         y[(int64_t)r * E.glu + j] =
