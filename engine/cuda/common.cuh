@@ -52,7 +52,7 @@ struct cuda_epi {
     int accumulate;
     /* F > 0: the MMQ kernels' SwiGLU epilogue over a fused gate/up weight
      * of 2F rows (gate rows 0..F-1, then up): y[r][j] = silu(gate_j . x_r)
-     * * (up_j . x_r), y [n_rows][F] (cuda/tiles.cuh mmq_wrow) */
+     * * (up_j . x_r), y [n_rows][F] (cuda/glu_rows.h mmq_wrow) */
     int32_t glu;
     int n_seg;
     struct cuda_epi_seg seg[CUDA_EPI_SEGS];

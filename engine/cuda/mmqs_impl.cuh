@@ -248,16 +248,8 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 template <int T, bool EXP> static int mmqs_occupancy(void)
 {
     static int occ = -1;
-    if (occ < 0) {
-        const void *k = (const void *)mmqs_kernel<T, EXP>;
-        const size_t smem = sizeof(mmqs_smem<T, EXP>);
-        occ = 0;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, MMQS_WARPS * CUDA_WARP, smem) != cudaSuccess) {
-            cudaGetLastError();
-            occ = 0;
-        }
-    }
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP>, sizeof(mmqs_smem<T, EXP>), MMQS_WARPS * CUDA_WARP);
     return occ;
 }
 

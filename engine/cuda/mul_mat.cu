@@ -134,6 +134,24 @@ static void mul_mat_q_raw(struct cuda_ctx *c, const struct backend_weight *w, fl
                                                         n_rows, c->epi);
 }
 
+/* Whether mul_mat_q runs w at n_rows through the MMQ kernels (cuda_mmq): a
+ * quantized type past MM_COLS rows, whole 256-element stages, Q4_0/Q8_0 in
+ * the packed layout. The SwiGLU epilogue asks the same (only those kernels
+ * store it: cuda_op_mul_mat_swiglu), so the two cannot drift apart. */
+static int mm_takes_mmq(const struct backend_weight *w, int32_t n_rows)
+{
+    if (n_rows <= MM_COLS || w->ne0 % 256)
+        return 0;
+    switch (w->type) {
+    case QT_Q4_K:
+    case QT_Q5_K:
+    case QT_Q6_K: return 1;
+    case QT_Q4_0:
+    case QT_Q8_0: return cuda_q0_packed(w->type, w->ne0);
+    default: return 0;
+    }
+}
+
 /* *held: the vec-dot type the scratch c->xq already holds x in (-1:
  * nothing), so products sharing an activation quantize it once
  * (mul_mat_ex); updated here. */
@@ -167,12 +185,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
-    if (n_rows > MM_COLS && w->ne0 % 256 == 0) {
+    if (mm_takes_mmq(w, n_rows)) {
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    /* K-quants of c->mmqs_min (MM_MMQS_MIN; INFERD_MMQS_MIN=1..9 for A/B
-     * runs, 9: never) ..MM_COLS rows: the tensor-core small-batch kernel
+    /* K-quants of c->mmqs_min (5, cuda/backend.cu; INFERD_MMQS_MIN=1..9 for
+     * A/B runs, 9: never) ..MM_COLS rows: the tensor-core small-batch kernel
      * (same bits), else the dp4a kernel (also where the device cannot hold the
      * tensor-core one's shared memory, rc -1, or it does not take the
      * shape). Measured on the H200
@@ -314,29 +332,15 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
     c->epi = cuda_epi{};
 }
 
-/* ops->mul_mat_swiglu. Where the product runs through MMQ (a quantized
- * type the tensor-core kernels take, more than MM_COLS rows) and gate and
- * up are adjacent slices of one fused group (mm_adjacent: up's rows right
- * after gate's), one MMQ launch over the 2F rows whose tiles pair gate row
- * j with up row j (cuda/tiles.cuh mmq_wrow) stores silu(gate) * up: no
+/* ops->mul_mat_swiglu. Where the product runs through MMQ (mm_takes_mmq)
+ * and gate and up are adjacent slices of one fused group (mm_adjacent: up's
+ * rows right after gate's), one MMQ launch over the 2F rows whose tiles
+ * pair gate row j with up row j (cuda/glu_rows.h mmq_wrow) stores
+ * silu(gate) * up: no
  * [n_rows][2F] product round trip and no silu_mul launch. Elsewhere (the
  * decode kernels, whose warp per row never holds both; float weights,
  * never fused) the two ops it stands for. Either way the bits of
  * mul_mat_ex then silu_mul (tests/cuda/test_cuda_ops.c mm-swiglu). */
-static int mm_glu_mmq(const struct backend_weight *w, int32_t n_rows)
-{
-    if (n_rows <= MM_COLS || w->ne0 % 256)
-        return 0;
-    switch (w->type) {
-    case QT_Q4_K:
-    case QT_Q5_K:
-    case QT_Q6_K: return 1;
-    case QT_Q4_0:
-    case QT_Q8_0: return cuda_q0_packed(w->type, w->ne0);
-    default: return 0;
-    }
-}
-
 void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, const struct backend_weight *gate,
                             const struct backend_weight *up, float *y, float *u)
 {
@@ -348,7 +352,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat_swiglu: gate and up differ in shape");
         return;
     }
-    if (!c->glu_off && mm_adjacent(gate, up) && mm_glu_mmq(gate, n_rows)) {
+    if (!c->glu_off && mm_adjacent(gate, up) && mm_takes_mmq(gate, n_rows)) {
         struct backend_weight v = *gate; /* the group's rows of gate and up */
         v.ne1 = 2 * gate->ne1;
         int held = -1;

@@ -119,16 +119,17 @@ static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int
     *kdr = wide ? k4 : mmq_pick_kdr(n_sm, occ[0][0], occ[0][1], ne0, ne1, n_rows, MMQ_BN);
 }
 
-/* Blocks of one MMQ instantiation resident per SM on this device (0: its
- * shared memory does not fit), after raising its dynamic shared memory
- * past the 48 KB a launch gets without asking. Each instantiation caches
+/* Blocks of one MMQ instantiation (`threads` a block: MMQ_THREADS, or the
+ * small-batch kernel's, cuda/mmqs_impl.cuh) resident per SM on this device
+ * (0: its shared memory does not fit), after raising its dynamic shared
+ * memory past the 48 KB a launch gets without asking. Each instantiation caches
  * its answer (the device does not change under a backend). */
-static inline int mmq_occupancy(const void *kernel, size_t smem)
+static inline int mmq_occupancy(const void *kernel, size_t smem, int threads = MMQ_THREADS)
 {
     int n = 0;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
             cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMQ_THREADS, smem) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
