@@ -10,6 +10,12 @@
 #include <cuda_pipeline.h>
 #include <stdint.h>
 
+/* The mma wrappers are plain (not volatile) asm: registers in, registers
+ * out, no memory, so the compiler may order them with the code around them
+ * (ldmatrix, which reads shared memory, stays volatile). Every measurement
+ * in bench/RESULTS.md from 2026-12-02 02:15 on is of this form; the switch
+ * alone did not move ptxas's registers or spills. */
+
 /* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
 static __device__ __forceinline__ void cuda_mma_k32(int d[4], const int a[4], const int b[2])
 {
