@@ -645,6 +645,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
+    c->mmvs_off = getenv("INFERD_NO_MMVS") != NULL;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 5 from the H200's figures (bench/RESULTS.md, 2026-12-02);

@@ -1,0 +1,451 @@
+/* cuda/mmvs — the single-row (decode) product of Q4_K/Q5_K weights as a
+ * stream: each warp's weight bytes flow through its own cp.async ring in
+ * shared memory, so the loads of the next stages are in flight while the
+ * warp multiplies this one, and the integer work reads shared memory laid
+ * out for it instead of global memory in the order DRAM prefers.
+ *
+ * Why (bench/RESULTS.md, 2026-12-02 and 2026-12-03): the warp-per-row
+ * kernel (cuda/mmvq.cu) issues all of a pass's loads at its start and then
+ * its ~500 instructions with no load of its own in flight: 41-43% of DRAM
+ * on the 7B's rows, 0.6 instructions a scheduler-cycle, long-scoreboard
+ * stalls on half the samples. Here the loads are cp.async copies (no
+ * registers held: the ring is the prefetch the register version could not
+ * afford), and the lanes' work per super-block is about half of mmvq's.
+ *
+ * Shape: a block of MMVS_WARPS warps; warp gw of the grid takes weight rows
+ * gw, gw + W, ... (W the grid's warps), each row in stages of MMVS_SB
+ * consecutive super-blocks, one contiguous run of the row copied to the
+ * warp's ring (MMVS_DEPTH stages deep, carried across rows). The
+ * activation row (its Q8_K values) is copied once per block into shared
+ * memory, its 16-byte granules placed so that the lanes' reads are free of
+ * bank conflicts (mmvs_xslot). In a stage, lane (s = lane / 4, q = lane %
+ * 4) takes sub-block pair q of super-block s: 32 bytes of 4-bit values
+ * (two 16-byte reads, conflict-free: a 144-byte block stride moves 4 banks)
+ * against four 16-byte runs of activations. The four lanes' exact integer
+ * sums meet by shuffles; the group heads its super-block (float scales, min
+ * term), parks (p1, v1, p2, v2), and lane 0 runs the float chain over the
+ * stage's super-blocks in k order: cuda/qtypes.cuh's chain, the one
+ * cuda/mmvq.cu, mmqs and MMQ run, so a row gets the same bits here as in
+ * every other kernel at every batch size.
+ *
+ * Before the PDL wait (cuda/common.cuh) a warp queues its first stages of
+ * weights, which no earlier kernel writes; the activations are read after it.
+ */
+#include "engine/cuda/mma.cuh"
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
+#include "engine/cuda/tiles.cuh"
+
+#define MMVS_WARPS 8 /* warps (independent row streams) a block */
+#define MMVS_SB 8    /* super-blocks a stage: one per four-lane group */
+#define MMVS_DEPTH 4 /* stages in a warp's ring */
+
+/* per type: BS bytes a super-block, SLOT bytes a ring slot (a stage's
+ * MMVS_SB blocks; Q6_K's 2-byte aligned runs are copied from the 16-byte
+ * granule below their start to the one past their end, up to 30 bytes
+ * more), QS the offset of the 4-bit values (Q4_K/Q5_K) */
+template <int T> struct mmvs_t {
+    enum {
+        BS = T == QT_Q4_K ? sizeof(struct block_q4_K) : T == QT_Q5_K ? sizeof(struct block_q5_K)
+                                                                    : sizeof(struct block_q6_K),
+        QS = T == QT_Q5_K ? 48 : 16,
+        SLOT = (MMVS_SB * BS + 15) / 16 * 16 + (BS % 16 ? 16 : 0),
+    };
+};
+
+/* The shared-memory slot (in 16-byte granules, within its super-block's
+ * 256 bytes) of activation granule g of super-block sb, so that the eight
+ * lanes of a quarter warp (four-lane groups of two neighbouring
+ * super-blocks, lane q of a group reading its k-th granule) land in eight
+ * distinct bank groups. Q4_K/Q5_K: lane q reads granule 4q + k; granules
+ * 8 + k and 12 + k move by 2 and odd super-blocks by 1: {k, 4+k, k^2,
+ * 4+k^2} and the same ^ 1. Q6_K: lane q = 2h + t reads 8h + 2t + c (c = 0,
+ * 1, 4, 5); the upper half moves by 1 and odd super-blocks by 4:
+ * {c, 2+c} ^ {0, 1} ^ {0, 4} gives all eight. */
+template <int T> static __device__ __forceinline__ int mmvs_xslot(int64_t sb, int g)
+{
+    if (T == QT_Q6_K)
+        return g ^ ((g >> 3) & 1) ^ ((int)(sb & 1) << 2);
+    return g ^ (((g >> 3) & 1) << 1) ^ (int)(sb & 1);
+}
+
+/* the activation granule lane q of a group reads k-th (k = 0..3) */
+template <int T> static __device__ __forceinline__ int mmvs_xgran(int q, int k)
+{
+    if (T == QT_Q6_K)
+        return 8 * (q >> 1) + 2 * (q & 1) + (k & 1) + 4 * (k >> 1);
+    return 4 * q + k;
+}
+
+/* Queue a 16-byte async copy of the first `bytes` (0..16) of src into dst,
+ * the rest zero (so a run may end past the weight's last byte without
+ * reading it) */
+static __device__ __forceinline__ void mmvs_cp16(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(cuda_saddr(dst)), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* 32 bytes at a 2-byte aligned shared address, as eight words */
+static __device__ __forceinline__ void mmvs_ld32_a2(const uint8_t *p, uint32_t o[8])
+{
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const int sh = (int)((uintptr_t)p & 3) * 8;
+    uint32_t v[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++)
+        v[i] = w[i];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        o[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
+
+/* dot of four unsigned bytes a with four signed bytes b, plus c */
+static __device__ __forceinline__ int mmvs_dp4a_us(uint32_t a, int b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* sc0 * (sub-block 2q's 32 values . its activations) + sc1 * (sub-block
+ * 2q+1's), exact: w0/w1 the pair's 32 bytes of qs (elements 0-15, 16-31;
+ * low nibbles sub-block 2q, high 2q+1), a[0..3] the activation granules
+ * 4q .. 4q+3. Q4_K takes the high nibbles in place (16 * value, unsigned)
+ * and divides the exact sum by 16; Q5_K ors in the fifth bits from qh. */
+template <int T>
+static __device__ __forceinline__ int mmvs_pair(uint4 w0, uint4 w1, uint4 h0, uint4 h1, int q, int sc0,
+                                                int sc1, const uint4 a[4])
+{
+    const uint32_t m = 0x0f0f0f0fu;
+    if (T == QT_Q4_K) {
+        int lo = 0, hi = 0;
+        lo = __dp4a((int)(w0.x & m), (int)a[0].x, lo);
+        lo = __dp4a((int)(w0.y & m), (int)a[0].y, lo);
+        lo = __dp4a((int)(w0.z & m), (int)a[0].z, lo);
+        lo = __dp4a((int)(w0.w & m), (int)a[0].w, lo);
+        lo = __dp4a((int)(w1.x & m), (int)a[1].x, lo);
+        lo = __dp4a((int)(w1.y & m), (int)a[1].y, lo);
+        lo = __dp4a((int)(w1.z & m), (int)a[1].z, lo);
+        lo = __dp4a((int)(w1.w & m), (int)a[1].w, lo);
+        hi = mmvs_dp4a_us(w0.x & ~m, (int)a[2].x, hi);
+        hi = mmvs_dp4a_us(w0.y & ~m, (int)a[2].y, hi);
+        hi = mmvs_dp4a_us(w0.z & ~m, (int)a[2].z, hi);
+        hi = mmvs_dp4a_us(w0.w & ~m, (int)a[2].w, hi);
+        hi = mmvs_dp4a_us(w1.x & ~m, (int)a[3].x, hi);
+        hi = mmvs_dp4a_us(w1.y & ~m, (int)a[3].y, hi);
+        hi = mmvs_dp4a_us(w1.z & ~m, (int)a[3].z, hi);
+        hi = mmvs_dp4a_us(w1.w & ~m, (int)a[3].w, hi);
+        return sc0 * lo + sc1 * (hi >> 4); /* hi is 16 * the sum: exact */
+    } else {
+        const uint32_t b = 0x01010101u;
+        const int s0 = 2 * q, s1 = 2 * q + 1;
+        uint4 l0, l1, u0, u1;
+        l0.x = (w0.x & m) | (((h0.x >> s0) & b) << 4);
+        l0.y = (w0.y & m) | (((h0.y >> s0) & b) << 4);
+        l0.z = (w0.z & m) | (((h0.z >> s0) & b) << 4);
+        l0.w = (w0.w & m) | (((h0.w >> s0) & b) << 4);
+        l1.x = (w1.x & m) | (((h1.x >> s0) & b) << 4);
+        l1.y = (w1.y & m) | (((h1.y >> s0) & b) << 4);
+        l1.z = (w1.z & m) | (((h1.z >> s0) & b) << 4);
+        l1.w = (w1.w & m) | (((h1.w >> s0) & b) << 4);
+        u0.x = ((w0.x >> 4) & m) | (((h0.x >> s1) & b) << 4);
+        u0.y = ((w0.y >> 4) & m) | (((h0.y >> s1) & b) << 4);
+        u0.z = ((w0.z >> 4) & m) | (((h0.z >> s1) & b) << 4);
+        u0.w = ((w0.w >> 4) & m) | (((h0.w >> s1) & b) << 4);
+        u1.x = ((w1.x >> 4) & m) | (((h1.x >> s1) & b) << 4);
+        u1.y = ((w1.y >> 4) & m) | (((h1.y >> s1) & b) << 4);
+        u1.z = ((w1.z >> 4) & m) | (((h1.z >> s1) & b) << 4);
+        u1.w = ((w1.w >> 4) & m) | (((h1.w >> s1) & b) << 4);
+        int lo = 0, hi = 0;
+        lo = __dp4a((int)l0.x, (int)a[0].x, lo);
+        lo = __dp4a((int)l0.y, (int)a[0].y, lo);
+        lo = __dp4a((int)l0.z, (int)a[0].z, lo);
+        lo = __dp4a((int)l0.w, (int)a[0].w, lo);
+        lo = __dp4a((int)l1.x, (int)a[1].x, lo);
+        lo = __dp4a((int)l1.y, (int)a[1].y, lo);
+        lo = __dp4a((int)l1.z, (int)a[1].z, lo);
+        lo = __dp4a((int)l1.w, (int)a[1].w, lo);
+        hi = __dp4a((int)u0.x, (int)a[2].x, hi);
+        hi = __dp4a((int)u0.y, (int)a[2].y, hi);
+        hi = __dp4a((int)u0.z, (int)a[2].z, hi);
+        hi = __dp4a((int)u0.w, (int)a[2].w, hi);
+        hi = __dp4a((int)u1.x, (int)a[3].x, hi);
+        hi = __dp4a((int)u1.y, (int)a[3].y, hi);
+        hi = __dp4a((int)u1.z, (int)a[3].z, hi);
+        hi = __dp4a((int)u1.w, (int)a[3].w, hi);
+        return sc0 * lo + sc1 * hi;
+    }
+}
+
+/* Q6_K lane q = 2h + t of a group: quarters t and t + 2 of half h (the
+ * 32-element sub-blocks 4h + t, 4h + t + 2; engine/quant.c's
+ * dequant_q6_K order): ql bytes 64h + 32t .., high bits qh[32h ..] at 2t
+ * and 2t + 4, the four 16-element scales 8h + 2t + {0, 1, 4, 5}, against
+ * activation granules 8h + 2t + {0, 1, 4, 5} (a[0..3]). b: the block in
+ * shared memory, 2-byte aligned. q - 32 per byte as (q + 0x60) ^ 0x80: q <
+ * 64, so no byte carries. */
+static __device__ __forceinline__ int mmvs_q6(const uint8_t *b, int q, const uint4 a[4])
+{
+    const int h = q >> 1, t = q & 1;
+    uint32_t ql[8], qh[8];
+    mmvs_ld32_a2(b + 64 * h + 32 * t, ql);
+    mmvs_ld32_a2(b + 128 + 32 * h, qh);
+    const uint16_t s01 = *(const uint16_t *)(b + 192 + 8 * h + 2 * t);
+    const uint16_t s45 = *(const uint16_t *)(b + 196 + 8 * h + 2 * t);
+    const int sc0 = (int8_t)(s01 & 0xff), sc1 = (int8_t)(s01 >> 8);
+    const int sc4 = (int8_t)(s45 & 0xff), sc5 = (int8_t)(s45 >> 8);
+    const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
+    const int lsh = 4 - 2 * t, hsh = 2 * t;
+    uint32_t lo[8], hi[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        lo[i] = (((ql[i] & m) | ((qh[i] << lsh) & m2)) + k60) ^ k80;
+        hi[i] = ((((ql[i] >> 4) & m) | ((qh[i] >> hsh) & m2)) + k60) ^ k80;
+    }
+    int d0 = 0, d1 = 0, d4 = 0, d5 = 0;
+    const uint32_t *a0 = (const uint32_t *)&a[0], *a1 = (const uint32_t *)&a[1];
+    const uint32_t *a2 = (const uint32_t *)&a[2], *a3 = (const uint32_t *)&a[3];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        d0 = __dp4a((int)lo[i], (int)a0[i], d0);
+        d1 = __dp4a((int)lo[i + 4], (int)a1[i], d1);
+        d4 = __dp4a((int)hi[i], (int)a2[i], d4);
+        d5 = __dp4a((int)hi[i + 4], (int)a3[i], d5);
+    }
+    return sc0 * d0 + sc1 * d1 + sc4 * d4 + sc5 * d5;
+}
+
+/* bytes of shared memory a block takes for activation rows of nbr
+ * super-blocks: the activation values, the rings, the parked terms */
+template <int T> static inline size_t mmvs_smem(int64_t nbr)
+{
+    return (size_t)nbr * QK_K + (size_t)MMVS_WARPS * MMVS_DEPTH * mmvs_t<T>::SLOT +
+           (size_t)MMVS_WARPS * MMVS_SB * sizeof(float4);
+}
+
+/* The bytes of stage st of weight row `row`: from w (byte offset) .. +n */
+template <int T>
+static __device__ __forceinline__ void mmvs_run(size_t row_bytes, int32_t row, int st, int64_t nbr, size_t *off,
+                                                int *n)
+{
+    const int64_t sb0 = (int64_t)st * MMVS_SB;
+    *off = (size_t)row * row_bytes + (size_t)sb0 * mmvs_t<T>::BS;
+    *n = (int)((nbr - sb0 < MMVS_SB ? nbr - sb0 : MMVS_SB) * mmvs_t<T>::BS);
+}
+
+/* Queue the copy of stage st of weight row `row` into ring slot dst: the
+ * 16-byte granules holding its bytes (the caller commits; nothing when the
+ * row is past the weight; bytes past the weight's end are not read) */
+template <int T>
+static __device__ __forceinline__ void mmvs_issue(uint8_t *dst, const uint8_t *__restrict__ w, size_t row_bytes,
+                                                  int32_t row, int32_t n_w, int st, int64_t nbr, int lane)
+{
+    enum { N = mmvs_t<T>::SLOT / 16 };
+    if (row >= n_w)
+        return;
+    size_t off;
+    int n;
+    mmvs_run<T>(row_bytes, row, st, nbr, &off, &n);
+    const uintptr_t a = (uintptr_t)(w + off), a0 = a & ~(uintptr_t)15;
+    const uintptr_t end = (uintptr_t)(w + (size_t)n_w * row_bytes);
+    const int ng = (int)((a + n + 15 - a0) / 16);
+#pragma unroll
+    for (int k = 0; k < (N + CUDA_WARP - 1) / CUDA_WARP; k++) {
+        const int i = lane + CUDA_WARP * k;
+        if (i < ng) {
+            const uintptr_t src = a0 + 16 * (uintptr_t)i;
+            const int bytes = mmvs_t<T>::BS % 16 == 0 || src + 16 <= end ? 16 : (int)(end - src);
+            mmvs_cp16(dst + 16 * i, (const void *)src, bytes);
+        }
+    }
+}
+
+template <int T>
+static __global__ void __launch_bounds__(MMVS_WARPS *CUDA_WARP)
+mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+            float *__restrict__ y, struct cuda_epi E)
+{
+    enum { BS = mmvs_t<T>::BS, QS = mmvs_t<T>::QS, SLOT = mmvs_t<T>::SLOT };
+    extern __shared__ __align__(16) uint8_t mmvs_raw[];
+    uint8_t *xs = mmvs_raw;                        /* [nbr][256] activation values */
+    uint8_t *ring = mmvs_raw + (size_t)nbr * QK_K; /* [warp][DEPTH][SLOT] */
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    float4 *park = (float4 *)(ring + (size_t)MMVS_WARPS * MMVS_DEPTH * SLOT) + warp * MMVS_SB;
+    ring += (size_t)warp * MMVS_DEPTH * SLOT;
+    const int32_t W = (int32_t)gridDim.x * MMVS_WARPS;
+    const int32_t gw = (int32_t)blockIdx.x * MMVS_WARPS + warp;
+    const int nst = (int)((nbr + MMVS_SB - 1) / MMVS_SB); /* stages a row */
+
+    /* the stream of (row, stage) items this warp takes, item i: row gw +
+     * W * (i / nst), stage i % nst; (prow, pst), item ip: the next to queue */
+    int32_t prow = gw;
+    int pst = 0, ip = 0;
+#pragma unroll
+    for (int k = 0; k < MMVS_DEPTH - 1; k++, ip++) {
+        mmvs_issue<T>(ring + (ip % MMVS_DEPTH) * SLOT, w, row_bytes, prow, n_w, pst, nbr, lane);
+        __pipeline_commit();
+        if (++pst == nst) {
+            pst = 0;
+            prow += W;
+        }
+    }
+
+    cuda_pdl_wait(); /* the activations are the kernel before's output */
+    {
+        const int64_t ng = nbr * (QK_K / 16);
+        for (int64_t i = threadIdx.x; i < ng; i += MMVS_WARPS * CUDA_WARP) {
+            const int64_t sb = i / (QK_K / 16);
+            const int g = (int)(i % (QK_K / 16));
+            const uint4 v = *(const uint4 *)(X.qs + 16 * i);
+            *(uint4 *)(xs + sb * QK_K + 16 * mmvs_xslot<T>(sb, g)) = v;
+        }
+    }
+    __syncthreads();
+
+    const int s = lane >> 2, q = lane & 3;
+    /* this lane's four activation granules, as offsets in a super-block
+     * (stage starts are even super-blocks: sb & 1 == s & 1) */
+    int xo[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        xo[k] = 16 * mmvs_xslot<T>(s, mmvs_xgran<T>(q, k));
+    float acc = 0.0f; /* lane 0: the current row's chain */
+    int st = 0;
+    for (int32_t row = gw; row < n_w; ip++) {
+        __pipeline_wait_prior(MMVS_DEPTH - 2);
+        __syncwarp(); /* every lane's copies of this stage landed; every lane is done with the slot queued next */
+        mmvs_issue<T>(ring + (ip % MMVS_DEPTH) * SLOT, w, row_bytes, prow, n_w, pst, nbr, lane);
+        __pipeline_commit();
+        if (++pst == nst) {
+            pst = 0;
+            prow += W;
+        }
+
+        size_t off;
+        int nbytes;
+        mmvs_run<T>(row_bytes, row, st, nbr, &off, &nbytes);
+        /* the stage's first block: its offset in the slot's first granule */
+        const uint8_t *stage = ring + ((ip - (MMVS_DEPTH - 1)) % MMVS_DEPTH) * SLOT + ((uintptr_t)(w + off) & 15);
+        const int64_t sb = (int64_t)st * MMVS_SB + s;
+        const int cnt = nbytes / BS;
+        if (s < cnt) {
+            const uint8_t *b = stage + s * BS;
+            uint4 a[4];
+            const uint8_t *xb = xs + sb * QK_K;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                a[k] = *(const uint4 *)(xb + xo[k]);
+            int v1;
+            uint4 hd = make_uint4(0, 0, 0, 0);
+            if constexpr (T == QT_Q6_K) {
+                v1 = mmvs_q6(b, q, a);
+            } else {
+                hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+                const uint4 w0 = *(const uint4 *)(b + QS + 32 * q), w1 = *(const uint4 *)(b + QS + 32 * q + 16);
+                uint4 h0 = make_uint4(0, 0, 0, 0), h1 = h0;
+                if (T == QT_Q5_K) {
+                    h0 = *(const uint4 *)(b + 16);
+                    h1 = *(const uint4 *)(b + 32);
+                }
+                /* the 6-bit scales of sub-blocks 2q, 2q + 1 (cuda/mmvq.cu's selection) */
+                const uint32_t w03 = hd.y & 0x3f3f3f3fu;
+                const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
+                const uint32_t sw = (q < 2 ? w03 : w47) >> (16 * (q & 1));
+                v1 = mmvs_pair<T>(w0, w1, h0, h1, q, (int)(sw & 0xff), (int)((sw >> 8) & 0xff), a);
+            }
+            v1 += __shfl_xor_sync(0xffffffffu, v1, 1);
+            v1 += __shfl_xor_sync(0xffffffffu, v1, 2);
+            if (q == 0) {
+                /* the head: float scales and the whole min term (cuda/mmvq.cu) */
+                const float xd = X.d[sb];
+                if constexpr (T == QT_Q6_K) {
+                    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
+                    park[s] = make_float4(p1, (float)v1, 0.0f, 0.0f);
+                } else {
+                    const float p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
+                    const float p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
+                    const uint32_t mw0 = hd.z & 0x3f3f3f3fu;
+                    const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
+                    const uint4 hl = *(const uint4 *)(X.hl + sb * CUDA_Q8K_HL);
+                    const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
+                    const int v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
+                    park[s] = make_float4(p1, (float)v1, p2, (float)v2);
+                }
+            }
+        }
+        __syncwarp();
+        if (lane == 0) {
+            for (int k = 0; k < cnt; k++) {
+                const float4 t = park[k];
+                acc = __fmaf_rn(t.x, t.y, acc);
+                if (T != QT_Q6_K)
+                    acc = __fmaf_rn(t.z, t.w, acc);
+            }
+        }
+        if (++st == nst) {
+            if (lane == 0)
+                cuda_epi_store(y, 0, row, n_w, acc, E);
+            acc = 0.0f;
+            st = 0;
+            row += W;
+        }
+    }
+    __pipeline_wait_prior(0); /* no copy outlives the block */
+}
+
+/* blocks an SM holds at `smem` bytes (0: none), asked once per size */
+template <int T> static int mmvs_occupancy(size_t smem)
+{
+    static size_t sizes[8];
+    static int occs[8], n;
+    for (int i = 0; i < n; i++)
+        if (sizes[i] == smem)
+            return occs[i];
+    const int occ = mmq_occupancy((const void *)mmvs_kernel<T>, smem, MMVS_WARPS * CUDA_WARP);
+    if (n < 8) {
+        sizes[n] = smem;
+        occs[n++] = occ;
+    }
+    return occ;
+}
+
+/* 0; INF_EUNSUPPORTED for more than one activation row or a type it does
+ * not take; -1 when the device cannot hold the block (the caller falls
+ * back to cuda_mmvq, same bits) */
+template <int T>
+int cuda_mmvs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
+              int max_blocks)
+{
+    {
+        /* Q4_K/Q5_K blocks are read by 16-byte loads from the ring: their
+         * rows must start 16-byte aligned (every registered weight does) */
+        if (n_rows != 1 || w->ne0 % QK_K || (T != QT_Q6_K && ((uintptr_t)w->data & 15)))
+            return INF_EUNSUPPORTED;
+        const int64_t nbr = w->ne0 / QK_K;
+        const size_t smem = mmvs_smem<T>(nbr);
+        const int occ = mmvs_occupancy<T>(smem);
+        if (occ == 0)
+            return -1;
+        /* whole rows per warp, no more blocks than the SMs hold at once
+         * (max_blocks > 0: at most that many, so that each warp streams
+         * several rows: tests and A/B) */
+        int64_t blocks = ((int64_t)w->ne1 + MMVS_WARPS - 1) / MMVS_WARPS;
+        if (blocks > (int64_t)occ * c->n_sm)
+            blocks = (int64_t)occ * c->n_sm;
+        if (max_blocks > 0 && blocks > max_blocks)
+            blocks = max_blocks;
+        cuda_launch(c, mmvs_kernel<T>, dim3((unsigned)blocks), MMVS_WARPS * CUDA_WARP, smem,
+                    (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, nbr), nbr, y,
+                    c->epi);
+        return 0;
+    }
+}
+
+template int cuda_mmvs<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int);
+template int cuda_mmvs<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int);
+template int cuda_mmvs<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int);
