@@ -377,12 +377,14 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         __syncwarp();
         if (lane == 0) {
-            for (int k = 0; k < cnt; k++) {
-                const float4 t = park[k];
-                acc = __fmaf_rn(t.x, t.y, acc);
-                if (T != QT_Q6_K)
-                    acc = __fmaf_rn(t.z, t.w, acc);
-            }
+#pragma unroll
+            for (int k = 0; k < MMVS_SB; k++) /* unrolled: the parked terms load at once */
+                if (k < cnt) {
+                    const float4 t = park[k];
+                    acc = __fmaf_rn(t.x, t.y, acc);
+                    if (T != QT_Q6_K)
+                        acc = __fmaf_rn(t.z, t.w, acc);
+                }
         }
         if (++st == nst) {
             if (lane == 0)
