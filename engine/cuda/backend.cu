@@ -645,7 +645,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
-    c->mmvs_off = getenv("INFERD_NO_MMVS") != NULL;
+    /* K-quant products of 1..mmvs_max rows through the streaming kernel
+     * (cuda/mmvs.cu); INFERD_MMVS_MAX=0..4 moves the bound for A/B runs (0:
+     * never, the dp4a kernel) */
+    const char *smax = getenv("INFERD_MMVS_MAX");
+    c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 4;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 5 from the H200's figures (bench/RESULTS.md, 2026-12-02);

@@ -101,6 +101,15 @@ static __device__ __forceinline__ void mmvs_ld32_a2(const uint8_t *p, uint32_t o
         o[i] = __funnelshift_r(v[i], v[i + 1], sh);
 }
 
+/* A lane's weights of one super-block, unpacked: v[4k..4k+3] multiply
+ * activation granule k (mmvs_xgran), with scale sc[k]; Q4_K's high
+ * nibbles stay in place (16 x value, unsigned: u16 = 1), and their exact
+ * dot is divided by 16. */
+struct mmvs_wv {
+    uint32_t v[16];
+    int sc[4];
+};
+
 /* dot of four unsigned bytes a with four signed bytes b, plus c */
 static __device__ __forceinline__ int mmvs_dp4a_us(uint32_t a, int b, int c)
 {
@@ -109,84 +118,48 @@ static __device__ __forceinline__ int mmvs_dp4a_us(uint32_t a, int b, int c)
     return d;
 }
 
-/* sc0 * (sub-block 2q's 32 values . its activations) + sc1 * (sub-block
- * 2q+1's), exact: w0/w1 the pair's 32 bytes of qs (elements 0-15, 16-31;
- * low nibbles sub-block 2q, high 2q+1), a[0..3] the activation granules
- * 4q .. 4q+3. Q4_K takes the high nibbles in place (16 * value, unsigned)
- * and divides the exact sum by 16; Q5_K ors in the fifth bits from qh. */
+/* Q4_K/Q5_K lane q: sub-block pair q, its 32 bytes of qs w0 (elements
+ * 0-15), w1 (16-31): low nibbles sub-block 2q (granules 4q, 4q + 1),
+ * high 2q + 1 (4q + 2, 4q + 3); Q5_K ors in the fifth bits (qh bits 2q,
+ * 2q + 1 of h0, h1). hd: the block's d, dmin, scales. */
 template <int T>
-static __device__ __forceinline__ int mmvs_pair(uint4 w0, uint4 w1, uint4 h0, uint4 h1, int q, int sc0,
-                                                int sc1, const uint4 a[4])
+static __device__ __forceinline__ void mmvs_unpack_k45(const uint8_t *b, int q, uint4 hd, mmvs_wv &u)
 {
     const uint32_t m = 0x0f0f0f0fu;
+    const uint4 w0 = *(const uint4 *)(b + mmvs_t<T>::QS + 32 * q), w1 = *(const uint4 *)(b + mmvs_t<T>::QS + 32 * q + 16);
+    const uint32_t wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
     if (T == QT_Q4_K) {
-        int lo = 0, hi = 0;
-        lo = __dp4a((int)(w0.x & m), (int)a[0].x, lo);
-        lo = __dp4a((int)(w0.y & m), (int)a[0].y, lo);
-        lo = __dp4a((int)(w0.z & m), (int)a[0].z, lo);
-        lo = __dp4a((int)(w0.w & m), (int)a[0].w, lo);
-        lo = __dp4a((int)(w1.x & m), (int)a[1].x, lo);
-        lo = __dp4a((int)(w1.y & m), (int)a[1].y, lo);
-        lo = __dp4a((int)(w1.z & m), (int)a[1].z, lo);
-        lo = __dp4a((int)(w1.w & m), (int)a[1].w, lo);
-        hi = mmvs_dp4a_us(w0.x & ~m, (int)a[2].x, hi);
-        hi = mmvs_dp4a_us(w0.y & ~m, (int)a[2].y, hi);
-        hi = mmvs_dp4a_us(w0.z & ~m, (int)a[2].z, hi);
-        hi = mmvs_dp4a_us(w0.w & ~m, (int)a[2].w, hi);
-        hi = mmvs_dp4a_us(w1.x & ~m, (int)a[3].x, hi);
-        hi = mmvs_dp4a_us(w1.y & ~m, (int)a[3].y, hi);
-        hi = mmvs_dp4a_us(w1.z & ~m, (int)a[3].z, hi);
-        hi = mmvs_dp4a_us(w1.w & ~m, (int)a[3].w, hi);
-        return sc0 * lo + sc1 * (hi >> 4); /* hi is 16 * the sum: exact */
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u.v[i] = wv[i] & m;
+            u.v[8 + i] = wv[i] & ~m;
+        }
     } else {
-        const uint32_t b = 0x01010101u;
-        const int s0 = 2 * q, s1 = 2 * q + 1;
-        uint4 l0, l1, u0, u1;
-        l0.x = (w0.x & m) | (((h0.x >> s0) & b) << 4);
-        l0.y = (w0.y & m) | (((h0.y >> s0) & b) << 4);
-        l0.z = (w0.z & m) | (((h0.z >> s0) & b) << 4);
-        l0.w = (w0.w & m) | (((h0.w >> s0) & b) << 4);
-        l1.x = (w1.x & m) | (((h1.x >> s0) & b) << 4);
-        l1.y = (w1.y & m) | (((h1.y >> s0) & b) << 4);
-        l1.z = (w1.z & m) | (((h1.z >> s0) & b) << 4);
-        l1.w = (w1.w & m) | (((h1.w >> s0) & b) << 4);
-        u0.x = ((w0.x >> 4) & m) | (((h0.x >> s1) & b) << 4);
-        u0.y = ((w0.y >> 4) & m) | (((h0.y >> s1) & b) << 4);
-        u0.z = ((w0.z >> 4) & m) | (((h0.z >> s1) & b) << 4);
-        u0.w = ((w0.w >> 4) & m) | (((h0.w >> s1) & b) << 4);
-        u1.x = ((w1.x >> 4) & m) | (((h1.x >> s1) & b) << 4);
-        u1.y = ((w1.y >> 4) & m) | (((h1.y >> s1) & b) << 4);
-        u1.z = ((w1.z >> 4) & m) | (((h1.z >> s1) & b) << 4);
-        u1.w = ((w1.w >> 4) & m) | (((h1.w >> s1) & b) << 4);
-        int lo = 0, hi = 0;
-        lo = __dp4a((int)l0.x, (int)a[0].x, lo);
-        lo = __dp4a((int)l0.y, (int)a[0].y, lo);
-        lo = __dp4a((int)l0.z, (int)a[0].z, lo);
-        lo = __dp4a((int)l0.w, (int)a[0].w, lo);
-        lo = __dp4a((int)l1.x, (int)a[1].x, lo);
-        lo = __dp4a((int)l1.y, (int)a[1].y, lo);
-        lo = __dp4a((int)l1.z, (int)a[1].z, lo);
-        lo = __dp4a((int)l1.w, (int)a[1].w, lo);
-        hi = __dp4a((int)u0.x, (int)a[2].x, hi);
-        hi = __dp4a((int)u0.y, (int)a[2].y, hi);
-        hi = __dp4a((int)u0.z, (int)a[2].z, hi);
-        hi = __dp4a((int)u0.w, (int)a[2].w, hi);
-        hi = __dp4a((int)u1.x, (int)a[3].x, hi);
-        hi = __dp4a((int)u1.y, (int)a[3].y, hi);
-        hi = __dp4a((int)u1.z, (int)a[3].z, hi);
-        hi = __dp4a((int)u1.w, (int)a[3].w, hi);
-        return sc0 * lo + sc1 * hi;
+        const uint4 h0 = *(const uint4 *)(b + 16), h1 = *(const uint4 *)(b + 32);
+        const uint32_t hv[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        const uint32_t o = 0x01010101u;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            u.v[i] = (wv[i] & m) | (((hv[i] >> (2 * q)) & o) << 4);
+            u.v[8 + i] = ((wv[i] >> 4) & m) | (((hv[i] >> (2 * q + 1)) & o) << 4);
+        }
     }
+    /* the 6-bit scales of sub-blocks 2q, 2q + 1 (cuda/mmvq.cu's selection) */
+    const uint32_t w03 = hd.y & 0x3f3f3f3fu;
+    const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
+    const uint32_t sw = (q < 2 ? w03 : w47) >> (16 * (q & 1));
+    u.sc[0] = u.sc[1] = (int)(sw & 0xff);
+    u.sc[2] = u.sc[3] = (int)((sw >> 8) & 0xff);
 }
 
 /* Q6_K lane q = 2h + t of a group: quarters t and t + 2 of half h (the
  * 32-element sub-blocks 4h + t, 4h + t + 2; engine/quant.c's
  * dequant_q6_K order): ql bytes 64h + 32t .., high bits qh[32h ..] at 2t
  * and 2t + 4, the four 16-element scales 8h + 2t + {0, 1, 4, 5}, against
- * activation granules 8h + 2t + {0, 1, 4, 5} (a[0..3]). b: the block in
- * shared memory, 2-byte aligned. q - 32 per byte as (q + 0x60) ^ 0x80: q <
- * 64, so no byte carries. */
-static __device__ __forceinline__ int mmvs_q6(const uint8_t *b, int q, const uint4 a[4])
+ * activation granules 8h + 2t + {0, 1, 4, 5}. b: the block in shared
+ * memory, 2-byte aligned. q - 32 per byte as (q + 0x60) ^ 0x80: q < 64,
+ * so no byte carries. */
+static __device__ __forceinline__ void mmvs_unpack_q6(const uint8_t *b, int q, mmvs_wv &u)
 {
     const int h = q >> 1, t = q & 1;
     uint32_t ql[8], qh[8];
@@ -194,35 +167,41 @@ static __device__ __forceinline__ int mmvs_q6(const uint8_t *b, int q, const uin
     mmvs_ld32_a2(b + 128 + 32 * h, qh);
     const uint16_t s01 = *(const uint16_t *)(b + 192 + 8 * h + 2 * t);
     const uint16_t s45 = *(const uint16_t *)(b + 196 + 8 * h + 2 * t);
-    const int sc0 = (int8_t)(s01 & 0xff), sc1 = (int8_t)(s01 >> 8);
-    const int sc4 = (int8_t)(s45 & 0xff), sc5 = (int8_t)(s45 >> 8);
+    u.sc[0] = (int8_t)(s01 & 0xff);
+    u.sc[1] = (int8_t)(s01 >> 8);
+    u.sc[2] = (int8_t)(s45 & 0xff);
+    u.sc[3] = (int8_t)(s45 >> 8);
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     const int lsh = 4 - 2 * t, hsh = 2 * t;
-    uint32_t lo[8], hi[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        lo[i] = (((ql[i] & m) | ((qh[i] << lsh) & m2)) + k60) ^ k80;
-        hi[i] = ((((ql[i] >> 4) & m) | ((qh[i] >> hsh) & m2)) + k60) ^ k80;
+        u.v[i] = (((ql[i] & m) | ((qh[i] << lsh) & m2)) + k60) ^ k80;
+        u.v[8 + i] = ((((ql[i] >> 4) & m) | ((qh[i] >> hsh) & m2)) + k60) ^ k80;
     }
-    int d0 = 0, d1 = 0, d4 = 0, d5 = 0;
-    const uint32_t *a0 = (const uint32_t *)&a[0], *a1 = (const uint32_t *)&a[1];
-    const uint32_t *a2 = (const uint32_t *)&a[2], *a3 = (const uint32_t *)&a[3];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        d0 = __dp4a((int)lo[i], (int)a0[i], d0);
-        d1 = __dp4a((int)lo[i + 4], (int)a1[i], d1);
-        d4 = __dp4a((int)hi[i], (int)a2[i], d4);
-        d5 = __dp4a((int)hi[i + 4], (int)a3[i], d5);
-    }
-    return sc0 * d0 + sc1 * d1 + sc4 * d4 + sc5 * d5;
 }
 
-/* bytes of shared memory a block takes for activation rows of nbr
- * super-blocks: the activation values, the rings, the parked terms */
-template <int T> static inline size_t mmvs_smem(int64_t nbr)
+/* the lane's exact integer term against one activation row's granules */
+template <int T> static __device__ __forceinline__ int mmvs_dot(const mmvs_wv &u, const uint4 a[4])
 {
-    return (size_t)nbr * QK_K + (size_t)MMVS_WARPS * MMVS_DEPTH * mmvs_t<T>::SLOT +
-           (size_t)MMVS_WARPS * MMVS_SB * sizeof(float4);
+    int d[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t *x = (const uint32_t *)&a[k];
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            s = T == QT_Q4_K && k >= 2 ? mmvs_dp4a_us(u.v[4 * k + i], (int)x[i], s) : __dp4a((int)u.v[4 * k + i], (int)x[i], s);
+        d[k] = T == QT_Q4_K && k >= 2 ? s >> 4 : s; /* 16 x the sum: exact */
+    }
+    return u.sc[0] * d[0] + u.sc[1] * d[1] + u.sc[2] * d[2] + u.sc[3] * d[3];
+}
+
+/* bytes of shared memory a block takes for nc activation rows of nbr
+ * super-blocks: the activation values, the rings, the parked terms */
+template <int T> static inline size_t mmvs_smem(int nc, int64_t nbr)
+{
+    return (size_t)nc * nbr * QK_K + (size_t)MMVS_WARPS * MMVS_DEPTH * mmvs_t<T>::SLOT +
+           (size_t)MMVS_WARPS * MMVS_SB * nc * sizeof(float4);
 }
 
 /* The bytes of stage st of weight row `row`: from w (byte offset) .. +n */
@@ -262,21 +241,26 @@ static __device__ __forceinline__ void mmvs_issue(uint8_t *dst, const uint8_t *_
     }
 }
 
-template <int T>
+/* NC: activation rows the weights are read for at once (1, 2 or 4; the
+ * call's n_rows <= NC). Lane q of a super-block's group heads activation
+ * row q's terms; lane r runs row r's chain. */
+template <int T, int NC>
 static __global__ void __launch_bounds__(MMVS_WARPS *CUDA_WARP)
 mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
-            float *__restrict__ y, struct cuda_epi E)
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
-    enum { BS = mmvs_t<T>::BS, QS = mmvs_t<T>::QS, SLOT = mmvs_t<T>::SLOT };
+    enum { BS = mmvs_t<T>::BS, SLOT = mmvs_t<T>::SLOT };
+    static_assert(NC == 1 || NC == 2 || NC == 4, "a super-block's four lanes head at most four rows");
     extern __shared__ __align__(16) uint8_t mmvs_raw[];
-    uint8_t *xs = mmvs_raw;                        /* [nbr][256] activation values */
-    uint8_t *ring = mmvs_raw + (size_t)nbr * QK_K; /* [warp][DEPTH][SLOT] */
+    uint8_t *xs = mmvs_raw;                             /* [NC][nbr][256] activation values */
+    uint8_t *ring = mmvs_raw + (size_t)NC * nbr * QK_K; /* [warp][DEPTH][SLOT] */
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    float4 *park = (float4 *)(ring + (size_t)MMVS_WARPS * MMVS_DEPTH * SLOT) + warp * MMVS_SB;
+    float4 *park = (float4 *)(ring + (size_t)MMVS_WARPS * MMVS_DEPTH * SLOT) + warp * MMVS_SB * NC; /* [SB][NC] */
     ring += (size_t)warp * MMVS_DEPTH * SLOT;
     const int32_t W = (int32_t)gridDim.x * MMVS_WARPS;
     const int32_t gw = (int32_t)blockIdx.x * MMVS_WARPS + warp;
     const int nst = (int)((nbr + MMVS_SB - 1) / MMVS_SB); /* stages a row */
+    const int nr = n_rows < NC ? n_rows : NC;
 
     /* the stream of (row, stage) items this warp takes, item i: row gw +
      * W * (i / nst), stage i % nst; (prow, pst), item ip: the next to queue */
@@ -294,12 +278,14 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 
     cuda_pdl_wait(); /* the activations are the kernel before's output */
     {
-        const int64_t ng = nbr * (QK_K / 16);
+        /* block r * nbr + sb of the planes is row r's super-block sb; rows
+         * past the call's are not read (their terms are never parked) */
+        const int64_t ng = (int64_t)nr * nbr * (QK_K / 16);
         for (int64_t i = threadIdx.x; i < ng; i += MMVS_WARPS * CUDA_WARP) {
-            const int64_t sb = i / (QK_K / 16);
+            const int64_t rb = i / (QK_K / 16), sb = rb % nbr;
             const int g = (int)(i % (QK_K / 16));
             const uint4 v = *(const uint4 *)(X.qs + 16 * i);
-            *(uint4 *)(xs + sb * QK_K + 16 * mmvs_xslot<T>(sb, g)) = v;
+            *(uint4 *)(xs + rb * QK_K + 16 * mmvs_xslot<T>(sb, g)) = v;
         }
     }
     __syncthreads();
@@ -311,7 +297,7 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
     for (int k = 0; k < 4; k++)
         xo[k] = 16 * mmvs_xslot<T>(s, mmvs_xgran<T>(q, k));
-    float acc = 0.0f; /* lane 0: the current row's chain */
+    float acc = 0.0f; /* lane r < nr: activation row r's chain of the current weight row */
     int st = 0;
     for (int32_t row = gw; row < n_w; ip++) {
         __pipeline_wait_prior(MMVS_DEPTH - 2);
@@ -332,63 +318,67 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         const int cnt = nbytes / BS;
         if (s < cnt) {
             const uint8_t *b = stage + s * BS;
-            uint4 a[4];
-            const uint8_t *xb = xs + sb * QK_K;
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                a[k] = *(const uint4 *)(xb + xo[k]);
-            int v1;
+            mmvs_wv u;
             uint4 hd = make_uint4(0, 0, 0, 0);
             if constexpr (T == QT_Q6_K) {
-                v1 = mmvs_q6(b, q, a);
+                mmvs_unpack_q6(b, q, u);
             } else {
                 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
-                const uint4 w0 = *(const uint4 *)(b + QS + 32 * q), w1 = *(const uint4 *)(b + QS + 32 * q + 16);
-                uint4 h0 = make_uint4(0, 0, 0, 0), h1 = h0;
-                if (T == QT_Q5_K) {
-                    h0 = *(const uint4 *)(b + 16);
-                    h1 = *(const uint4 *)(b + 32);
-                }
-                /* the 6-bit scales of sub-blocks 2q, 2q + 1 (cuda/mmvq.cu's selection) */
-                const uint32_t w03 = hd.y & 0x3f3f3f3fu;
-                const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
-                const uint32_t sw = (q < 2 ? w03 : w47) >> (16 * (q & 1));
-                v1 = mmvs_pair<T>(w0, w1, h0, h1, q, (int)(sw & 0xff), (int)((sw >> 8) & 0xff), a);
+                mmvs_unpack_k45<T>(b, q, hd, u);
             }
-            v1 += __shfl_xor_sync(0xffffffffu, v1, 1);
-            v1 += __shfl_xor_sync(0xffffffffu, v1, 2);
-            if (q == 0) {
-                /* the head: float scales and the whole min term (cuda/mmvq.cu) */
-                const float xd = X.d[sb];
+            int v1[NC];
+#pragma unroll
+            for (int r = 0; r < NC; r++) {
+                v1[r] = 0;
+                if (r < nr) {
+                    uint4 a[4];
+                    const uint8_t *xb = xs + ((int64_t)r * nbr + sb) * QK_K;
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        a[k] = *(const uint4 *)(xb + xo[k]);
+                    v1[r] = mmvs_dot<T>(u, a);
+                }
+                v1[r] += __shfl_xor_sync(0xffffffffu, v1[r], 1);
+                v1[r] += __shfl_xor_sync(0xffffffffu, v1[r], 2);
+            }
+            if (q < nr) {
+                /* the head of activation row q: float scales and the whole
+                 * min term (cuda/mmvq.cu) */
+                int vq = v1[0];
+#pragma unroll
+                for (int r = 1; r < NC; r++)
+                    vq = q == r ? v1[r] : vq;
+                const int64_t xb = (int64_t)q * nbr + sb;
+                const float xd = X.d[xb];
                 if constexpr (T == QT_Q6_K) {
                     const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
-                    park[s] = make_float4(p1, (float)v1, 0.0f, 0.0f);
+                    park[s * NC + q] = make_float4(p1, (float)vq, 0.0f, 0.0f);
                 } else {
                     const float p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
                     const float p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
                     const uint32_t mw0 = hd.z & 0x3f3f3f3fu;
                     const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
-                    const uint4 hl = *(const uint4 *)(X.hl + sb * CUDA_Q8K_HL);
+                    const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
                     const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
                     const int v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
-                    park[s] = make_float4(p1, (float)v1, p2, (float)v2);
+                    park[s * NC + q] = make_float4(p1, (float)vq, p2, (float)v2);
                 }
             }
         }
         __syncwarp();
-        if (lane == 0) {
+        if (lane < nr) {
 #pragma unroll
             for (int k = 0; k < MMVS_SB; k++) /* unrolled: the parked terms load at once */
                 if (k < cnt) {
-                    const float4 t = park[k];
+                    const float4 t = park[k * NC + lane];
                     acc = __fmaf_rn(t.x, t.y, acc);
                     if (T != QT_Q6_K)
                         acc = __fmaf_rn(t.z, t.w, acc);
                 }
         }
         if (++st == nst) {
-            if (lane == 0)
-                cuda_epi_store(y, 0, row, n_w, acc, E);
+            if (lane < nr)
+                cuda_epi_store(y, lane, row, n_w, acc, E);
             acc = 0.0f;
             st = 0;
             row += W;
@@ -398,14 +388,14 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 }
 
 /* blocks an SM holds at `smem` bytes (0: none), asked once per size */
-template <int T> static int mmvs_occupancy(size_t smem)
+template <int T, int NC> static int mmvs_occupancy(size_t smem)
 {
     static size_t sizes[8];
     static int occs[8], n;
     for (int i = 0; i < n; i++)
         if (sizes[i] == smem)
             return occs[i];
-    const int occ = mmq_occupancy((const void *)mmvs_kernel<T>, smem, MMVS_WARPS * CUDA_WARP);
+    const int occ = mmq_occupancy((const void *)mmvs_kernel<T, NC>, smem, MMVS_WARPS * CUDA_WARP);
     if (n < 8) {
         sizes[n] = smem;
         occs[n++] = occ;
@@ -413,41 +403,55 @@ template <int T> static int mmvs_occupancy(size_t smem)
     return occ;
 }
 
-/* 0; INF_EUNSUPPORTED for more than one activation row or a type it does
- * not take; -1 when the device cannot hold the block (the caller falls
- * back to cuda_mmvq, same bits) */
+template <int T, int NC>
+static int mmvs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                       int32_t n_rows, int max_blocks)
+{
+    const int64_t nbr = w->ne0 / QK_K;
+    const size_t smem = mmvs_smem<T>(NC, nbr);
+    const int occ = mmvs_occupancy<T, NC>(smem);
+    if (occ == 0)
+        return -1;
+    /* whole rows per warp, no more blocks than the SMs hold at once
+     * (max_blocks > 0: at most that many, so that each warp streams
+     * several rows: tests and A/B) */
+    int64_t blocks = ((int64_t)w->ne1 + MMVS_WARPS - 1) / MMVS_WARPS;
+    if (blocks > (int64_t)occ * c->n_sm)
+        blocks = (int64_t)occ * c->n_sm;
+    if (max_blocks > 0 && blocks > max_blocks)
+        blocks = max_blocks;
+    cuda_launch(c, mmvs_kernel<T, NC>, dim3((unsigned)blocks), MMVS_WARPS * CUDA_WARP, smem,
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+                cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+    return 0;
+}
+
+/* nc: activation rows a weight read serves (1, 2, 4; 0 the smallest that
+ * holds n_rows). 0; INF_EUNSUPPORTED (more than nc or 4 rows, a row
+ * length that is no whole number of super-blocks, Q4_K/Q5_K rows not
+ * 16-byte aligned); -1 when the device cannot hold the block (the caller
+ * falls back to cuda_mmvq, same bits) */
 template <int T>
 int cuda_mmvs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
-              int max_blocks)
+              int nc, int max_blocks)
 {
-    {
-        /* Q4_K/Q5_K blocks are read by 16-byte loads from the ring: their
-         * rows must start 16-byte aligned (every registered weight does) */
-        if (n_rows != 1 || w->ne0 % QK_K || (T != QT_Q6_K && ((uintptr_t)w->data & 15)))
-            return INF_EUNSUPPORTED;
-        const int64_t nbr = w->ne0 / QK_K;
-        const size_t smem = mmvs_smem<T>(nbr);
-        const int occ = mmvs_occupancy<T>(smem);
-        if (occ == 0)
-            return -1;
-        /* whole rows per warp, no more blocks than the SMs hold at once
-         * (max_blocks > 0: at most that many, so that each warp streams
-         * several rows: tests and A/B) */
-        int64_t blocks = ((int64_t)w->ne1 + MMVS_WARPS - 1) / MMVS_WARPS;
-        if (blocks > (int64_t)occ * c->n_sm)
-            blocks = (int64_t)occ * c->n_sm;
-        if (max_blocks > 0 && blocks > max_blocks)
-            blocks = max_blocks;
-        cuda_launch(c, mmvs_kernel<T>, dim3((unsigned)blocks), MMVS_WARPS * CUDA_WARP, smem,
-                    (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, nbr), nbr, y,
-                    c->epi);
-        return 0;
+    if (nc <= 0)
+        nc = n_rows <= 1 ? 1 : n_rows <= 2 ? 2 : 4;
+    /* Q4_K/Q5_K blocks are read by 16-byte loads from the ring: their
+     * rows must start 16-byte aligned (every registered weight does) */
+    if (n_rows < 1 || n_rows > nc || nc > 4 || w->ne0 % QK_K ||
+        (T != QT_Q6_K && ((uintptr_t)w->data & 15)))
+        return INF_EUNSUPPORTED;
+    switch (nc) {
+    case 1: return mmvs_launch<T, 1>(c, w, xq, y, n_rows, max_blocks);
+    case 2: return mmvs_launch<T, 2>(c, w, xq, y, n_rows, max_blocks);
+    default: return mmvs_launch<T, 4>(c, w, xq, y, n_rows, max_blocks);
     }
 }
 
 template int cuda_mmvs<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int);
+                                int, int);
 template int cuda_mmvs<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int);
+                                int, int);
 template int cuda_mmvs<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int);
+                                int, int);

@@ -210,10 +210,11 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             }
         }
     }
-    /* one row (a decode step): the streaming kernel where it takes the
-     * type and the device holds it (same bits; INFERD_NO_MMVS=1 for A/B) */
+    /* 1..c->mmvs_max rows (decode steps; 4, cuda/backend.cu,
+     * INFERD_MMVS_MAX=0..4 for A/B, 0: never): the streaming kernel where
+     * the device holds it (same bits) */
     if constexpr (kq) {
-        if (n_rows == 1 && !c->mmvs_off && cuda_mmvs<T>(c, w, c->xq, y, n_rows, 0) == 0)
+        if (n_rows <= c->mmvs_max && cuda_mmvs<T>(c, w, c->xq, y, n_rows, 0, 0) == 0)
             return;
     }
     cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0);
@@ -381,9 +382,9 @@ enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVS };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP, c = activation
-     * rows per block (0: 64; K-quants also 128); MMQS: b = EXP; MMVS: a = 1
-     * row, b = the grid's cap (0: the dispatcher's; 1: one block, every
-     * warp streaming many rows) */
+     * rows per block (0: 64; K-quants also 128); MMQS: b = EXP; MMVS: a =
+     * activation rows per weight read, b = the grid's cap (0: the
+     * dispatcher's; 1: one block, every warp streaming many rows) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -394,7 +395,8 @@ struct mm_variant {
 #define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
 #define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
     {t, MMV_MMQS, 8, 0, 0}
-#define MMV_S(t) {t, MMV_MMVS, 1, 0, 0}, {t, MMV_MMVS, 1, 1, 0}
+#define MMV_S(t) {t, MMV_MMVS, 1, 0, 0}, {t, MMV_MMVS, 2, 0, 0}, {t, MMV_MMVS, 4, 0, 0}, \
+    {t, MMV_MMVS, 1, 1, 0}, {t, MMV_MMVS, 4, 1, 0}
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
@@ -434,7 +436,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     case MMV_MMQS: snprintf(buf, n, "mul_mat<%s> mmqs<%s>", t, v->b ? "true" : "false"); break;
-    case MMV_MMVS: snprintf(buf, n, "mul_mat<%s> mmvs%s", t, v->b ? " grid=1" : ""); break;
+    case MMV_MMVS: snprintf(buf, n, "mul_mat<%s> mmvs nc=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
         break;
@@ -497,9 +499,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMVS) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
-        const int rc = v->type == QT_Q4_K   ? cuda_mmvs<QT_Q4_K>(c, w, c->xq, y, v->a, v->b)
-                       : v->type == QT_Q5_K ? cuda_mmvs<QT_Q5_K>(c, w, c->xq, y, v->a, v->b)
-                                            : cuda_mmvs<QT_Q6_K>(c, w, c->xq, y, v->a, v->b);
+        const int rc = v->type == QT_Q4_K   ? cuda_mmvs<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b)
+                       : v->type == QT_Q5_K ? cuda_mmvs<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b)
+                                            : cuda_mmvs<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b);
         if (rc == -1)
             return 1;
         if (rc)
