@@ -24,14 +24,18 @@ struct backend *cpu_backend_new(int n_threads);
 int cpu_backend_threads(const struct backend *be);
 
 /* How products of several activation rows are computed.
- *  CPU_NUMERICS_INVARIANT (the default): every row through the single-row
- *    (decode) kernels of llama.cpp, so a row's result never depends on the
- *    batch (DESIGN.md gate 4: greedy output under load equals greedy output
- *    alone);
+ *  CPU_NUMERICS_INVARIANT (the default): every row through one kernel per
+ *    weight type (quant_kernel_invariant), so a row's result never depends
+ *    on the batch (DESIGN.md gate 4: greedy output under load equals greedy
+ *    output alone). Quantized weights take the canonical chain the CUDA
+ *    backend runs (engine/quant.h's *_CANON kernels), so a product has the
+ *    same bits on both backends; F32/F16/BF16 llama.cpp's single-row
+ *    kernels;
  *  CPU_NUMERICS_LLAMACPP: rows through the kernels llama.cpp's CPU backend
- *    picks for that batch size (tinyBLAS for F32/F16 weights, the 4-row
- *    repacked Q4_K gemm), so a prompt prefilled in one call reproduces
- *    llama.cpp's numbers bit for bit where the kernels do. Not batch
+ *    picks for the matrix and that batch size (its single-row kernels,
+ *    tinyBLAS for F32/F16 weights, the 4-row repacked Q4_K gemm), so a
+ *    prompt prefilled in one call reproduces llama.cpp's numbers bit for
+ *    bit where the kernels do. Not batch
  *    invariant, as llama.cpp is not; for parity runs and comparisons. Pair
  *    it with graph_params.late_out_rows = 1 (llama.cpp's graph order). */
 enum cpu_numerics { CPU_NUMERICS_INVARIANT = 0, CPU_NUMERICS_LLAMACPP = 1 };

@@ -3,9 +3,12 @@
  * tiles of dot products (see cpu_impl.h).
  *
  * Every output is one dot through one kernel whatever the tile or thread
- * (batch invariance), except that CPU_NUMERICS_LLAMACPP sends batches
- * through llama.cpp's batch kernels (cpu.h). Threads: the backend's caller;
- * chunks on its pool.
+ * (batch invariance): by default (CPU_NUMERICS_INVARIANT) the canonical
+ * chain shared with the CUDA backend for quantized weights
+ * (quant_kernel_invariant), so both backends give a product the same bits.
+ * CPU_NUMERICS_LLAMACPP runs llama.cpp's kernels instead: its single-row
+ * kernel per matrix, batches through its batch kernels (cpu.h). Threads:
+ * the backend's caller; chunks on its pool.
  */
 #include <string.h>
 
@@ -125,8 +128,10 @@ void cpu_mul_mat(struct backend *be, const struct backend_weight *w, const float
     j.n_rows = n_rows;
     j.vdt = quant_vec_dot_type(w->type);
     const int64_t ne0 = w->ne0, ne1 = w->ne1;
-    j.kernel[0] = j.kernel[1] = quant_kernel_for(w->type, ne1, ne0, 0);
-    if (c->numerics == CPU_NUMERICS_LLAMACPP && n_rows >= 2) {
+    const int llamacpp = c->numerics == CPU_NUMERICS_LLAMACPP;
+    j.kernel[0] = j.kernel[1] =
+        llamacpp ? quant_kernel_for(w->type, ne1, ne0, 0) : quant_kernel_invariant(w->type);
+    if (llamacpp && n_rows >= 2) {
         /* llama.cpp's batch paths: tinyBLAS takes every row; the repacked
          * Q4_K gemm takes whole groups of four, its gemv the rest */
         j.kernel[1] = quant_kernel_for(w->type, ne1, ne0, 1);

@@ -518,7 +518,8 @@ static void q4_0_unpack(const struct block_q4_0 *b, int8_t q[32])
 /* ggml_vec_dot_q8_0_q8_0 / q4_0_q8_0 (and tinyBLAS_Q0, which computes the
  * same): per block, d = d_w * d_x (exact) and acc[l] = fma(d, lane sum l,
  * acc[l]); hsum_float_8 at the end. RP: the repacked q4_0 8x8 kernels
- * (Q4_0 matrices of a multiple of 8 rows), one chain of whole-block sums. */
+ * (Q4_0 matrices of a multiple of 8 rows), one chain of whole-block sums:
+ * the canonical chain too (QK_Q8_0_CANON, QK_Q4_0_CANON). */
 static float dot_32_ref(int64_t nb, const void *vw, const struct block_q8_0 *x, int q4, int rp)
 {
     float acc[8] = {0}, chain = 0.f;
@@ -672,6 +673,74 @@ static float dot_q6_K_ref(int64_t nb, const struct block_q6_K *w, const struct b
     return hsum8(acc);
 }
 
+/* ---------------------------------------------------- the canonical chain */
+/* The invariant numerics' kernels (QK_*_CANON, see quant.h): the float chain
+ * of the CUDA backend's products (engine/cuda/qtypes.cuh, cuda/mmvq.cu), so
+ * that the two backends give a product the same bits. Per block only exact
+ * int32 sums, then one (Q4_0, Q8_0, Q6_K) or two (Q4_K, Q5_K) fmas into a
+ * single scalar chain, blocks in k order: no lanes, no horizontal sum, so
+ * nothing depends on how a SIMD path groups the integers. The scales are
+ * d_w * d_x rounded once (the GPU's __fmul_rn), the min scale its negation.
+ *
+ * Q4_0/Q8_0: dot_32_ref with rp = 1 is this chain already (llama.cpp's
+ * repacked q4_0 kernels run it). */
+
+/* Q4_K / Q5_K . Q8_K: per super-block S = sum_j sc_j * (q_j . x_j) and
+ * M = sum_j m_j * (sum of x_j) over the 8 sub-blocks j of 32 (the sums of x
+ * from bsums, as every path reads them). */
+static float canon_k4_ref(int64_t nb, const void *vw, const struct block_q8_K *x, int high)
+{
+    const size_t bsz = high ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
+    float acc = 0.f;
+    for (int64_t i = 0; i < nb; i++) {
+        const struct block_q4_K *w = (const void *)((const uint8_t *)vw + (size_t)i * bsz);
+        uint8_t v[QK_K];
+        k4_values(w, high, v);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            int sc, mn;
+            k4_scale_min(w->scales, j, &sc, &mn);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; l++)
+                dot += (int32_t)v[32 * j + l] * x[i].qs[32 * j + l];
+            S += sc * dot;
+            M += mn * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+        }
+        const float p1 = quant_f16_to_f32(w->d) * x[i].d;
+        const float p2 = -(quant_f16_to_f32(w->dmin) * x[i].d);
+        acc = fmaf(p1, (float)S, acc);
+        acc = fmaf(p2, (float)M, acc);
+    }
+    return acc;
+}
+
+/* Q6_K value of element e (0..255) of a super-block, q - 32 in [-32, 31]
+ * (dequant_q6_K's layout). */
+static int q6_value(const struct block_q6_K *b, int e)
+{
+    const int h = e / 128, t = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = b->ql[64 * h + 32 * (t & 1) + l];
+    return ((t < 2 ? (lo & 0x0f) : (lo >> 4)) | (((b->qh[32 * h + l] >> (2 * t)) & 3) << 4)) - 32;
+}
+
+/* Q6_K . Q8_K: per super-block S = sum_g sc_g * ((q_g - 32) . x_g) over
+ * the 16 sub-blocks g of 16. */
+static float canon_q6_K_ref(int64_t nb, const struct block_q6_K *w, const struct block_q8_K *x)
+{
+    float acc = 0.f;
+    for (int64_t i = 0; i < nb; i++) {
+        int32_t S = 0;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t dot = 0;
+            for (int l = 0; l < 16; l++)
+                dot += q6_value(&w[i], 16 * g + l) * x[i].qs[16 * g + l];
+            S += w[i].scales[g] * dot;
+        }
+        acc = fmaf(quant_f16_to_f32(w[i].d) * x[i].d, (float)S, acc);
+    }
+    return acc;
+}
+
 /* Kernels with the quant_vec_dot_fn signature. */
 #define REFK(name, expr) \
     static float ref_k_##name(int64_t n, const void *w, const void *x) { return expr; }
@@ -688,6 +757,11 @@ REFK(q4_K_gemv, dot_k4_ref(n / QK_K, w, x, 0, K4_GEMV))
 REFK(q4_K_gemm, dot_k4_ref(n / QK_K, w, x, 0, K4_GEMM))
 REFK(q5_K, dot_k4_ref(n / QK_K, w, x, 1, K4_VEC))
 REFK(q6_K, dot_q6_K_ref(n / QK_K, w, x))
+REFK(q8_0_canon, dot_32_ref(n / QK8_0, w, x, 0, 1))
+REFK(q4_0_canon, dot_32_ref(n / QK4_0, w, x, 1, 1))
+REFK(q4_K_canon, canon_k4_ref(n / QK_K, w, x, 0))
+REFK(q5_K_canon, canon_k4_ref(n / QK_K, w, x, 1))
+REFK(q6_K_canon, canon_q6_K_ref(n / QK_K, w, x))
 #undef REFK
 
 static quant_vec_dot_fn ref_kernel_func(int kernel)
@@ -706,6 +780,11 @@ static quant_vec_dot_fn ref_kernel_func(int kernel)
     case QK_Q4_K_GEMM: return ref_k_q4_K_gemm;
     case QK_Q5_K: return ref_k_q5_K;
     case QK_Q6_K: return ref_k_q6_K;
+    case QK_Q8_0_CANON: return ref_k_q8_0_canon;
+    case QK_Q4_0_CANON: return ref_k_q4_0_canon;
+    case QK_Q4_K_CANON: return ref_k_q4_K_canon;
+    case QK_Q5_K_CANON: return ref_k_q5_K_canon;
+    case QK_Q6_K_CANON: return ref_k_q6_K_canon;
     default: return NULL;
     }
 }
@@ -734,11 +813,25 @@ int quant_kernel_for(int type, int64_t w_rows, int64_t n, int batch)
     }
 }
 
-/* The decode kernel of a matrix ggml would repack: what quant_vec_dot and
- * friends compute for a type. */
+int quant_kernel_invariant(int type)
+{
+    switch (type) {
+    case QT_Q8_0: return QK_Q8_0_CANON;
+    case QT_Q4_0: return QK_Q4_0_CANON;
+    case QT_Q4_K: return QK_Q4_K_CANON;
+    case QT_Q5_K: return QK_Q5_K_CANON;
+    case QT_Q6_K: return QK_Q6_K_CANON;
+    /* float weights: llama.cpp's single-row kernels (batch does not pick
+     * tinyBLAS here, and the matrix's rows do not matter to them) */
+    default: return quant_kernel_for(type, 1, 1, 0);
+    }
+}
+
+/* What quant_vec_dot and friends compute for a type: the invariant
+ * numerics' kernel (the engine's default product). */
 static int single_kernel(int type)
 {
-    return quant_kernel_for(type, 8, 8, 0);
+    return quant_kernel_invariant(type);
 }
 
 float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x)

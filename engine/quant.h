@@ -3,10 +3,11 @@
  *
  * The block structs live in quant_blocks.h (shared with engine/cuda).
  * The dot product of a weight row of type T with activations follows llama.cpp's
- * CPU scheme so results match it bit for bit: activations are first quantized
- * to quant_vec_dot_type(T) (Q8_0 for Q4_0/Q8_0, Q8_K for the K-quants, F16 for
- * F16, BF16 for BF16, F32 for F32), then one of llama.cpp's kernels (enum
- * quant_kernel) combines the two rows.
+ * CPU scheme: activations are first quantized to quant_vec_dot_type(T) (Q8_0
+ * for Q4_0/Q8_0, Q8_K for the K-quants, F16 for F16, BF16 for BF16, F32 for
+ * F32), then a kernel (enum quant_kernel) combines the two rows: one of
+ * llama.cpp's (its bits, for parity runs) or, for the quantized types, the
+ * canonical chain the CUDA backend runs (the invariant numerics' default).
  * All functions are pure and thread-safe.
  */
 #ifndef INFERD_QUANT_H
@@ -49,9 +50,22 @@ void quant_quantize_row(int vec_dot_type, const float *x, void *dst, int64_t n);
  * rows) and, for products of two or more activation rows, on its batch
  * paths: tinyBLAS for F32/F16 (n % 8 == 0, rows % 4 == 0) and the 4-row
  * gemm of repacked Q4_K (llama.cpp runs the last rows % 4 of a batch
- * through the gemv). The CPU backend uses the single-row (decode) kernels
- * for every row (batch invariance); the batch kernels exist so llama.cpp's
- * own batch-dependent numbers can be reproduced (cpu_backend_set_numerics).
+ * through the gemv). The batch kernels exist so llama.cpp's own
+ * batch-dependent numbers can be reproduced (cpu_backend_set_numerics).
+ *
+ * The *_CANON kernels are not llama.cpp's: they are the float chain of the
+ * CUDA backend's products (engine/cuda/qtypes.cuh), so that a CPU and a
+ * GPU product of the same rows give the same bits. Per weight block (a
+ * 256-element super-block, or a 32-element block for Q4_0/Q8_0) the exact
+ * int32 sums S = sum over sub-blocks of scale * (q . x) and, for Q4_K/Q5_K,
+ * M = sum over sub-blocks of min * (sum of x); then, block after block in
+ * k order from acc = 0:
+ *     acc = fmaf(d_w * d_x, (float)S, acc);
+ *     acc = fmaf(-(dmin_w * d_x), (float)M, acc);   (Q4_K/Q5_K only)
+ * The CPU backend's default (invariant) numerics run every row of a
+ * quantized product through these, decode and prefill alike (batch
+ * invariance), F32/F16/BF16 weights through llama.cpp's single-row kernels
+ * (quant_kernel_invariant).
  * Every kernel's reference (quant_kernel_dot_ref) and AVX2 path give the
  * same bits. */
 enum quant_kernel {
@@ -69,18 +83,28 @@ enum quant_kernel {
     QK_Q4_K_GEMM, /* repacked q4_K 8x8 gemm */
     QK_Q5_K,      /* ggml_vec_dot_q5_K_q8_K */
     QK_Q6_K,      /* ggml_vec_dot_q6_K_q8_K */
+    QK_Q8_0_CANON, /* the canonical chain, one fma per 32-block */
+    QK_Q4_0_CANON, /* the same (llama.cpp's repacked kernel runs it too) */
+    QK_Q4_K_CANON, /* the canonical chain, two fmas per super-block */
+    QK_Q5_K_CANON,
+    QK_Q6_K_CANON, /* the canonical chain, one fma per super-block */
 };
 /* The kernel for a weight of `type` with w_rows rows and rows of n
  * elements; batch: the product has 2+ activation rows and this row is one
  * llama.cpp sends down its batch path. QK_NONE for an unsupported type. */
 int quant_kernel_for(int type, int64_t w_rows, int64_t n, int batch);
+/* The kernel of the invariant numerics for a weight of `type`, whatever
+ * the matrix or batch: the *_CANON kernel of a quantized type, llama.cpp's
+ * single-row kernel of F32/F16/BF16. QK_NONE for an unsupported type. */
+int quant_kernel_invariant(int type);
 float quant_kernel_dot_ref(int kernel, int64_t n, const void *w, const void *x);
 
 /* Dot of one weight row of `type` with one activation row already converted
- * to quant_vec_dot_type(type), through the single-row kernel of a matrix
- * ggml would repack (quant_kernel_for(type, 8, n, 0)). Uses the fastest
- * path the CPU supports (AVX2 when built in and the CPU has it); the fast
- * path gives the bits of quant_vec_dot_ref. */
+ * to quant_vec_dot_type(type), through the invariant numerics' kernel
+ * (quant_kernel_invariant: what the CPU backend computes by default). Uses
+ * the fastest path the CPU supports (AVX2 when built in and the CPU has
+ * it); the fast path gives the bits of quant_vec_dot_ref. llama.cpp's own
+ * kernels: quant_kernel_for + quant_kernel_func. */
 float quant_vec_dot(int type, int64_t n, const void *w, const void *x);
 /* Plain C reference, the specification the fast paths are tested against. */
 float quant_vec_dot_ref(int type, int64_t n, const void *w, const void *x);

@@ -37,6 +37,29 @@ static inline int32_t hsum_epi32(__m256i v)
     return hsum_epi32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
+/* The totals of four int32x8 vectors: [sum(v0), sum(v1), sum(v2), sum(v3)]. */
+static inline __m128i hsum4_epi32(const __m256i v[4])
+{
+    const __m256i h8 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h8), _mm256_extracti128_si256(h8, 1));
+}
+
+/* The total of an int32x4 / int32x8 vector converted to float (rounded to
+ * nearest, as (float)hsum_epi32x4(s)), in lane 0 without a trip through a
+ * general register: the canonical chains' per-block step (a sixth faster
+ * on Q6_K's single row than the round trip). */
+static inline float hsum_epi32x4_f(__m128i s)
+{
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtss_f32(_mm_cvtepi32_ps(s));
+}
+
+static inline float hsum_epi32_f(__m256i v)
+{
+    return hsum_epi32x4_f(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
 static inline float hmax_ps(__m256 v)
 {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -252,7 +275,7 @@ AINLINE void block32_nx(__m256i q, float dw, const struct block_q8_0 *const *x, 
         __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), _mm256_set1_epi16(1));
         const float d = dw * f16(x[r][i].d);
         if (RP)
-            accs[r] = fmaf((float)hsum_epi32(s), d, accs[r]);
+            accs[r] = fmaf(hsum_epi32_f(s), d, accs[r]);
         else
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[r]);
     }
@@ -268,9 +291,51 @@ static inline __m256i unpack_q4_0(const uint8_t *qs)
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
 
+/* The scalar chain of four consecutive blocks i..i+3 for each row: the
+ * same block sums and fmas as four calls of block32_nx with RP, but the
+ * four totals of a row come out of one horizontal sum (hsum4_epi32) and
+ * one conversion: a third fewer instructions per block, where the 32-block
+ * types spend most of theirs. */
+AINLINE void chain32x4_nx(const int Q4, const struct block_q4_0 *w4, const struct block_q8_0 *w8,
+                          const struct block_q8_0 *const *x, int64_t i, int NX, float *accs)
+{
+    __m256i q[4], aq[4];
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        q[k] = Q4 ? unpack_q4_0(w4[k].qs) : _mm256_loadu_si256((const __m256i *)w8[k].qs);
+        aq[k] = _mm256_sign_epi8(q[k], q[k]);
+    }
+    /* the four weight scales converted at once (exact, as f16() each) */
+    const __m128 dw = _mm_cvtph_ps(Q4 ? _mm_setr_epi16((short)w4[0].d, (short)w4[1].d, (short)w4[2].d,
+                                                       (short)w4[3].d, 0, 0, 0, 0)
+                                      : _mm_setr_epi16((short)w8[0].d, (short)w8[1].d, (short)w8[2].d,
+                                                       (short)w8[3].d, 0, 0, 0, 0));
+    UNROLL
+    for (int r = 0; r < NX; r++) {
+        __m256i s[4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[r][i + k].qs), q[k]);
+            s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(aq[k], a), _mm256_set1_epi16(1));
+        }
+        const __m128 S = _mm_cvtepi32_ps(hsum4_epi32(s));
+        const __m128 P = _mm_mul_ps(dw, _mm_cvtph_ps(_mm_setr_epi16((short)x[r][i].d, (short)x[r][i + 1].d,
+                                                                     (short)x[r][i + 2].d, (short)x[r][i + 3].d,
+                                                                     0, 0, 0, 0)));
+        /* block k's (p, S) in lane 0 of each pair, then the four fmas in k order */
+        float c = accs[r];
+        c = fmaf(_mm_cvtss_f32(P), _mm_cvtss_f32(S), c);
+        c = fmaf(_mm_cvtss_f32(_mm_movehdup_ps(P)), _mm_cvtss_f32(_mm_movehdup_ps(S)), c);
+        c = fmaf(_mm_cvtss_f32(_mm_movehl_ps(P, P)), _mm_cvtss_f32(_mm_movehl_ps(S, S)), c);
+        c = fmaf(_mm_cvtss_f32(_mm_shuffle_ps(P, P, 3)), _mm_cvtss_f32(_mm_shuffle_ps(S, S, 3)), c);
+        accs[r] = c;
+    }
+}
+
 /* Q8_0 and Q4_0 (Q4 = 1) against Q8_0 activations: one 8-lane chain per
  * row (llama.cpp keeps one; the chain's latency is the price of its bits),
- * or the repacked kernels' scalar chain (RP). */
+ * or the repacked kernels' scalar chain (RP), which is also the canonical
+ * chain (QK_Q8_0_CANON, QK_Q4_0_CANON). */
 AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out, const int Q4,
                        const int RP)
 {
@@ -286,7 +351,31 @@ AINLINE void dot_32_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
     const struct block_q4_0 *w4 = vw;
     const struct block_q8_0 *w8 = vw;
     const int64_t nb = n / QK8_0;
-    for (int64_t i = 0; i < nb; i++)
+    int64_t i = 0;
+    if (RP && NX == 4) {
+        /* four rows: their totals of a block in one vector, then one
+         * lane-wise fma (lane r is row r's scalar chain, bit for bit) */
+        __m128 chain4 = _mm_setzero_ps();
+        for (; i < nb; i++) {
+            const __m256i q = Q4 ? unpack_q4_0(w4[i].qs) : _mm256_loadu_si256((const __m256i *)w8[i].qs);
+            const __m256i aq = _mm256_sign_epi8(q, q);
+            __m256i s[4];
+            UNROLL
+            for (int r = 0; r < 4; r++) {
+                const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[r][i].qs), q);
+                s[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), _mm256_set1_epi16(1));
+            }
+            const __m128 xd = _mm_cvtph_ps(_mm_setr_epi16((short)x[0][i].d, (short)x[1][i].d, (short)x[2][i].d,
+                                                          (short)x[3][i].d, 0, 0, 0, 0));
+            const __m128 p1 = _mm_mul_ps(_mm_set1_ps(f16(Q4 ? w4[i].d : w8[i].d)), xd);
+            chain4 = _mm_fmadd_ps(p1, _mm_cvtepi32_ps(hsum4_epi32(s)), chain4);
+        }
+        _mm_storeu_ps(accs, chain4);
+    }
+    if (RP)
+        for (; i + 4 <= nb; i += 4)
+            chain32x4_nx(Q4, w4 + i, w8 + i, x, i, NX, accs);
+    for (; i < nb; i++)
         block32_nx(Q4 ? unpack_q4_0(w4[i].qs) : _mm256_loadu_si256((const __m256i *)w8[i].qs),
                    f16(Q4 ? w4[i].d : w8[i].d), x, i, NX, acc, accs, RP);
     UNROLL
@@ -337,8 +426,10 @@ static inline __m128i k4_min_pairs(__m128i scm, const int16_t *bsums)
 }
 
 /* Q4_K and Q5_K (HIGH = 1) in one of quant.c's K4 kinds (KIND: 0 vec,
- * 1 gemv, 2 gemm); see dot_k4_ref. The integer work is shared: per pair j
- * of sub-blocks, pj[r] holds the 8 lanes of sc*(q.x) of that pair. */
+ * 1 gemv, 2 gemm; see dot_k4_ref) or the canonical chain (KIND 3, see
+ * canon_k4_ref). The integer work is shared: per pair j of sub-blocks,
+ * pj[r] holds the 8 lanes of sc*(q.x) of that pair; the canonical chain
+ * and the gemv take the super-block's total S and min term M. */
 AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out,
                        const int HIGH, const int KIND)
 {
@@ -400,20 +491,24 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
                 }
             }
         }
-        if (KIND == 1 && NX == 4) {
-            /* gemv for four rows: the whole-block sums of the four rows in
-             * one vector, then four lane-wise fmas (each lane is the scalar
-             * chain of its row, bit for bit) */
-            const __m256i h8 = _mm256_hadd_epi32(_mm256_hadd_epi32(sumi[0], sumi[1]),
-                                                 _mm256_hadd_epi32(sumi[2], sumi[3]));
-            const __m128i S = _mm_add_epi32(_mm256_castsi256_si128(h8), _mm256_extracti128_si256(h8, 1));
-            const __m128i M = _mm_hadd_epi32(_mm_hadd_epi32(k4_min_pairs(scm, x[0][i].bsums),
-                                                            k4_min_pairs(scm, x[1][i].bsums)),
-                                             _mm_hadd_epi32(k4_min_pairs(scm, x[2][i].bsums),
-                                                            k4_min_pairs(scm, x[3][i].bsums)));
+        if ((KIND == 1 || KIND == 3) && NX == 4) {
+            /* gemv and canonical chain for four rows: the whole-block sums
+             * of the four rows in one vector, then lane-wise fmas (each
+             * lane is the scalar chain of its row, bit for bit) */
+            const __m128 S = _mm_cvtepi32_ps(hsum4_epi32(sumi));
+            const __m128i M01 = _mm_hadd_epi32(k4_min_pairs(scm, x[0][i].bsums), k4_min_pairs(scm, x[1][i].bsums));
+            const __m128i M23 = _mm_hadd_epi32(k4_min_pairs(scm, x[2][i].bsums), k4_min_pairs(scm, x[3][i].bsums));
+            const __m128 M = _mm_cvtepi32_ps(_mm_hadd_epi32(M01, M23));
             const __m128 xd = _mm_setr_ps(x[0][i].d, x[1][i].d, x[2][i].d, x[3][i].d);
-            chain4 = _mm_fmadd_ps(_mm_cvtepi32_ps(S), _mm_mul_ps(_mm_set1_ps(dw), xd), chain4);
-            chainm4 = _mm_fmadd_ps(_mm_cvtepi32_ps(M), _mm_mul_ps(_mm_set1_ps(mw), xd), chainm4);
+            const __m128 p1 = _mm_mul_ps(_mm_set1_ps(dw), xd), pm = _mm_mul_ps(_mm_set1_ps(mw), xd);
+            if (KIND == 1) {
+                chain4 = _mm_fmadd_ps(S, p1, chain4);
+                chainm4 = _mm_fmadd_ps(M, pm, chainm4);
+            } else {
+                /* fnmadd: -(pm * M) + acc, rounded once = fma(-(pm), M, acc) */
+                chain4 = _mm_fmadd_ps(p1, S, chain4);
+                chain4 = _mm_fnmadd_ps(pm, M, chain4);
+            }
             continue;
         }
         UNROLL
@@ -429,6 +524,9 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
             } else if (KIND == 1) {
                 chain[r] = fmaf((float)hsum_epi32(sumi[r]), dw * x[r][i].d, chain[r]);
                 chainm[r] = fmaf((float)hsum_epi32x4(mp), mw * x[r][i].d, chainm[r]);
+            } else if (KIND == 3) {
+                chain[r] = fmaf(dw * x[r][i].d, hsum_epi32_f(sumi[r]), chain[r]);
+                chain[r] = fmaf(-(mw * x[r][i].d), hsum_epi32x4_f(mp), chain[r]);
             } else {
                 int32_t m[4];
                 _mm_storeu_si128((__m128i *)m, mp);
@@ -437,13 +535,15 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
             }
         }
     }
-    if (KIND == 1 && NX == 4) {
+    if ((KIND == 1 || KIND == 3) && NX == 4) {
         _mm_storeu_ps(chain, chain4);
         _mm_storeu_ps(chainm, chainm4);
     }
     UNROLL
     for (int r = 0; r < NX; r++) {
-        if (KIND != 0) {
+        if (KIND == 3) {
+            out[r] = chain[r];
+        } else if (KIND != 0) {
             out[r] = chain[r] - chainm[r];
         } else if (HIGH) {
             out[r] = avx2_hsum_ps(acc[r]) + chainm[r];
@@ -456,16 +556,22 @@ AINLINE void dot_k4_nx(int64_t n, const void *vw, const void *vx, size_t xs, int
 }
 
 /* Q6_K (ggml_vec_dot_q6_K_q8_K): see dot_q6_K_ref; the -32 offset comes in
- * through the bsums, one madd per block. */
-AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out)
+ * through the bsums, one madd per block. CANON: the canonical chain
+ * (canon_q6_K_ref) over the same integers: the super-block's total, one
+ * scalar fma. */
+AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, int NX, float *out,
+                         const int CANON)
 {
     const struct block_q6_K *w = vw;
     const struct block_q8_K *x[4];
     __m256 acc[4];
+    float chain[4];
+    __m128 chain4 = _mm_setzero_ps();
     UNROLL
     for (int r = 0; r < NX; r++) {
         x[r] = XROW(vx, xs, r);
         acc[r] = _mm256_setzero_ps();
+        chain[r] = 0.f;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i m2 = _mm256_set1_epi8(0x30);
@@ -503,13 +609,26 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
                 }
             }
         }
+        if (CANON && NX == 4) {
+            /* the four rows' chains lane-wise, as dot_k4_nx's */
+            const __m128 xd = _mm_setr_ps(x[0][i].d, x[1][i].d, x[2][i].d, x[3][i].d);
+            const __m128 p1 = _mm_mul_ps(_mm_set1_ps(dw), xd);
+            chain4 = _mm_fmadd_ps(p1, _mm_cvtepi32_ps(hsum4_epi32(sumi)), chain4);
+            continue;
+        }
         UNROLL
-        for (int r = 0; r < NX; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        for (int r = 0; r < NX; r++) {
+            if (CANON)
+                chain[r] = fmaf(dw * x[r][i].d, hsum_epi32_f(sumi[r]), chain[r]);
+            else
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(x[r][i].d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
+    if (CANON && NX == 4)
+        _mm_storeu_ps(chain, chain4);
     UNROLL
     for (int r = 0; r < NX; r++)
-        out[r] = avx2_hsum_ps(acc[r]);
+        out[r] = CANON ? chain[r] : avx2_hsum_ps(acc[r]);
 }
 
 /* Kernel entry points: NX = 4 per group of rows, then the rest. */
@@ -532,7 +651,11 @@ AINLINE void dot_q6_K_nx(int64_t n, const void *vw, const void *vx, size_t xs, i
 #define C_Q4KV(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 1)
 #define C_Q4KM(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 2)
 #define C_Q5K(NX) dot_k4_nx(n, w, x, xs, NX, out, 1, 0)
-#define C_Q6K(NX) dot_q6_K_nx(n, w, x, xs, NX, out)
+#define C_Q6K(NX) dot_q6_K_nx(n, w, x, xs, NX, out, 0)
+#define C_Q80C(NX) dot_32_nx(n, w, x, xs, NX, out, 0, 1)
+#define C_Q4KC(NX) dot_k4_nx(n, w, x, xs, NX, out, 0, 3)
+#define C_Q5KC(NX) dot_k4_nx(n, w, x, xs, NX, out, 1, 3)
+#define C_Q6KC(NX) dot_q6_K_nx(n, w, x, xs, NX, out, 1)
 KERNEL_NX(dots_q8_0, C_Q80)
 KERNEL_NX(dots_q4_0, C_Q40)
 KERNEL_NX(dots_q4_0_rp, C_Q40RP)
@@ -541,6 +664,10 @@ KERNEL_NX(dots_q4_K_gemv, C_Q4KV)
 KERNEL_NX(dots_q4_K_gemm, C_Q4KM)
 KERNEL_NX(dots_q5_K, C_Q5K)
 KERNEL_NX(dots_q6_K, C_Q6K)
+KERNEL_NX(dots_q8_0_canon, C_Q80C)
+KERNEL_NX(dots_q4_K_canon, C_Q4KC)
+KERNEL_NX(dots_q5_K_canon, C_Q5KC)
+KERNEL_NX(dots_q6_K_canon, C_Q6KC)
 #undef KERNEL_NX
 
 #define ONE(name, call)                                                  \
@@ -559,6 +686,10 @@ ONE(dot_q4_K_gemv, C_Q4KV)
 ONE(dot_q4_K_gemm, C_Q4KM)
 ONE(dot_q5_K, C_Q5K)
 ONE(dot_q6_K, C_Q6K)
+ONE(dot_q8_0_canon, C_Q80C)
+ONE(dot_q4_K_canon, C_Q4KC)
+ONE(dot_q5_K_canon, C_Q5KC)
+ONE(dot_q6_K_canon, C_Q6KC)
 #undef ONE
 
 quant_vec_dot_fn quant_avx2_kernel_func(int kernel)
@@ -577,6 +708,11 @@ quant_vec_dot_fn quant_avx2_kernel_func(int kernel)
     case QK_Q4_K_GEMM: return dot_q4_K_gemm;
     case QK_Q5_K: return dot_q5_K;
     case QK_Q6_K: return dot_q6_K;
+    case QK_Q8_0_CANON: return dot_q8_0_canon;
+    case QK_Q4_0_CANON: return dot_q4_0_rp; /* the same chain */
+    case QK_Q4_K_CANON: return dot_q4_K_canon;
+    case QK_Q5_K_CANON: return dot_q5_K_canon;
+    case QK_Q6_K_CANON: return dot_q6_K_canon;
     default: return NULL;
     }
 }
@@ -593,6 +729,11 @@ int quant_avx2_kernel_dots(int kernel, int64_t n, const void *w, const void *x, 
     case QK_Q4_K_GEMM: dots_q4_K_gemm(n, w, x, xs, nx, out); return 1;
     case QK_Q5_K: dots_q5_K(n, w, x, xs, nx, out); return 1;
     case QK_Q6_K: dots_q6_K(n, w, x, xs, nx, out); return 1;
+    case QK_Q8_0_CANON: dots_q8_0_canon(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_0_CANON: dots_q4_0_rp(n, w, x, xs, nx, out); return 1;
+    case QK_Q4_K_CANON: dots_q4_K_canon(n, w, x, xs, nx, out); return 1;
+    case QK_Q5_K_CANON: dots_q5_K_canon(n, w, x, xs, nx, out); return 1;
+    case QK_Q6_K_CANON: dots_q6_K_canon(n, w, x, xs, nx, out); return 1;
     default: return 0; /* float kernels: one row at a time */
     }
 }
@@ -604,5 +745,9 @@ int quant_avx2_kernel_dots(int kernel, int64_t n, const void *w, const void *x, 
 #undef C_Q4KM
 #undef C_Q5K
 #undef C_Q6K
+#undef C_Q80C
+#undef C_Q4KC
+#undef C_Q5KC
+#undef C_Q6KC
 
 #endif /* INFERD_HAVE_AVX2 */

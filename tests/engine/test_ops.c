@@ -1,6 +1,7 @@
 /* test_ops — the CPU backend's ops against plain double-precision math, and
  * their invariances: a row's result is bit-identical alone or in a batch, and
- * with 1, 2 or 3 threads; mul_mat equals quant_vec_dot element by element;
+ * with 1, 2 or 3 threads; mul_mat equals its kernel's dot (the invariant
+ * numerics' quant_kernel_invariant) element by element;
  * the AVX2 paths (cpu_avx2.c) give the same bits as the plain C ops
  * (cpu_backend_force_plain), including expf against libm's; the KV cache
  * ops (kv_alloc, kv_store, kv_copy_blocks, kv_read) move exactly the rows
@@ -45,9 +46,10 @@ static void test_mul_mat(int type)
     float *wd = malloc(sizeof(float) * ne0);
     float *xd = malloc(sizeof(float) * ne0);
     const int vdt = quant_vec_dot_type(type);
-    /* every output is the single-row kernel llama.cpp would use for this
-     * matrix (67 rows: Q4_0/Q4_K are not repacked) */
-    const int kernel = quant_kernel_for(type, ne1, ne0, 0);
+    /* every output is the invariant numerics' kernel: the canonical chain
+     * shared with the CUDA backend for quantized types, llama.cpp's
+     * single-row kernel for float ones */
+    const int kernel = quant_kernel_invariant(type);
     char *xq = malloc(sizeof(float) * ne0 + 64);
     float *y[N_BE], *y1 = malloc(sizeof(float) * ne1);
     for (int i = 0; i < ne0 * ne1; i++)

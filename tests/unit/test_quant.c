@@ -178,37 +178,37 @@ static void test_bf16(void)
 
 static int elems_of(int t) { return quant_block_elems(t); }
 
-/* Element i (0 <= i < block size) of one block, from the format description
- * written as "which byte, which bits" rather than as loops over the block. */
-static float decode_elem(int type, const uint8_t *b, int i)
+/* Element i (0 <= i < block size) of one block as integers, from the format
+ * description written as "which byte, which bits" rather than as loops over
+ * the block: the value q (Q4_0: nibble - 8; Q6_K: 6 bits - 32), the integer
+ * scale sc of its sub-block (1 for Q4_0/Q8_0) and its min mn (Q4_K/Q5_K;
+ * 0 otherwise). */
+static void elem_ints(int type, const uint8_t *b, int i, int *q, int *sc, int *mn)
 {
+    *sc = 1;
+    *mn = 0;
     switch (type) {
     case QT_Q4_0: {
-        const struct block_q4_0 *q = (const void *)b;
-        int byte = q->qs[i % 16];
-        int v = i < 16 ? (byte & 15) : (byte >> 4);
-        return (float)(v - 8) * quant_f16_to_f32(q->d);
+        const struct block_q4_0 *qb = (const void *)b;
+        int byte = qb->qs[i % 16];
+        *q = (i < 16 ? (byte & 15) : (byte >> 4)) - 8;
+        break;
     }
-    case QT_Q8_0: {
-        const struct block_q8_0 *q = (const void *)b;
-        return (float)q->qs[i] * quant_f16_to_f32(q->d);
-    }
+    case QT_Q8_0:
+        *q = ((const struct block_q8_0 *)(const void *)b)->qs[i];
+        break;
     case QT_Q4_K:
     case QT_Q5_K: {
         const uint8_t *scales = type == QT_Q4_K ? ((const struct block_q4_K *)(const void *)b)->scales
                                                 : ((const struct block_q5_K *)(const void *)b)->scales;
-        quant_f16 hd, hm;
-        memcpy(&hd, b, 2);
-        memcpy(&hm, b + 2, 2);
         int s = i / 32; /* sub-block */
         /* 6-bit scale and min of sub-block s */
-        int sc, mn;
         if (s < 4) {
-            sc = scales[s] & 0x3f;
-            mn = scales[s + 4] & 0x3f;
+            *sc = scales[s] & 0x3f;
+            *mn = scales[s + 4] & 0x3f;
         } else {
-            sc = (scales[s + 4] & 0xf) + 16 * (scales[s - 4] >> 6);
-            mn = (scales[s + 4] >> 4) + 16 * (scales[s] >> 6);
+            *sc = (scales[s + 4] & 0xf) + 16 * (scales[s - 4] >> 6);
+            *mn = (scales[s + 4] >> 4) + 16 * (scales[s] >> 6);
         }
         const uint8_t *qs = type == QT_Q4_K ? ((const struct block_q4_K *)(const void *)b)->qs
                                             : ((const struct block_q5_K *)(const void *)b)->qs;
@@ -218,22 +218,55 @@ static float decode_elem(int type, const uint8_t *b, int i)
             const uint8_t *qh = ((const struct block_q5_K *)(const void *)b)->qh;
             v += 16 * ((qh[i % 32] >> s) & 1);
         }
-        float d = quant_f16_to_f32(hd), dmin = quant_f16_to_f32(hm);
-        return d * (float)sc * (float)v - dmin * (float)mn;
+        *q = v;
+        break;
     }
     case QT_Q6_K: {
-        const struct block_q6_K *q = (const void *)b;
+        const struct block_q6_K *qb = (const void *)b;
         int half = i / 128, r = i % 128;
         int quarter = r / 32, l = r % 32;
         /* quarters 0,1 use the low nibbles of ql[l], ql[l+32]; 2,3 the high */
-        int byte = q->ql[half * 64 + (quarter % 2) * 32 + l];
+        int byte = qb->ql[half * 64 + (quarter % 2) * 32 + l];
         int lo = quarter < 2 ? byte & 15 : byte >> 4;
-        int hi = (q->qh[half * 32 + l] >> (2 * quarter)) & 3;
-        int v = lo + 16 * hi - 32;
-        return quant_f16_to_f32(q->d) * (float)q->scales[i / 16] * (float)v;
+        int hi = (qb->qh[half * 32 + l] >> (2 * quarter)) & 3;
+        *q = lo + 16 * hi - 32;
+        *sc = qb->scales[i / 16];
+        break;
     }
     default:
-        return NAN;
+        *q = 0;
+        break;
+    }
+}
+
+/* A block's float scale d and min scale dmin (0 where it has none). */
+static void block_scales(int type, const uint8_t *b, float *d, float *dmin)
+{
+    quant_f16 hd = 0, hm = 0;
+    if (type == QT_Q6_K)
+        memcpy(&hd, b + offsetof(struct block_q6_K, d), 2);
+    else
+        memcpy(&hd, b, 2); /* Q4_0, Q8_0, Q4_K, Q5_K: d first */
+    if (type == QT_Q4_K || type == QT_Q5_K)
+        memcpy(&hm, b + 2, 2);
+    *d = quant_f16_to_f32(hd);
+    *dmin = quant_f16_to_f32(hm);
+}
+
+/* Element i of one block as float: d * sc * q - dmin * mn. */
+static float decode_elem(int type, const uint8_t *b, int i)
+{
+    int q, sc, mn;
+    float d, dmin;
+    elem_ints(type, b, i, &q, &sc, &mn);
+    block_scales(type, b, &d, &dmin);
+    switch (type) {
+    case QT_Q4_0:
+    case QT_Q8_0: return (float)q * d;
+    case QT_Q4_K:
+    case QT_Q5_K: return d * (float)sc * (float)q - dmin * (float)mn;
+    case QT_Q6_K: return d * (float)sc * (float)q;
+    default: return NAN;
     }
 }
 
@@ -454,15 +487,17 @@ static void test_act_quant_fast(void)
 
 /* --------------------------------------------------------------- dots */
 
-/* The kernels llama.cpp can run for a weight type (enum quant_kernel): the
- * decode kernel and the batch kernels of repacked and non-repacked
- * matrices. Returns how many. */
-static int kernels_of(int type, int64_t n, int out[4])
+/* The kernels the engine can run for a weight type (enum quant_kernel):
+ * llama.cpp's decode kernel and batch kernels of repacked and non-repacked
+ * matrices, and the invariant numerics' kernel. Returns how many. */
+#define MAX_KERNELS 5
+static int kernels_of(int type, int64_t n, int out[MAX_KERNELS])
 {
     int k = 0;
-    const int cand[4] = {quant_kernel_for(type, 8, n, 0), quant_kernel_for(type, 8, n, 1),
-                         quant_kernel_for(type, 7, n, 0), quant_kernel_for(type, 7, n, 1)};
-    for (int i = 0; i < 4; i++) {
+    const int cand[MAX_KERNELS] = {quant_kernel_for(type, 8, n, 0), quant_kernel_for(type, 8, n, 1),
+                                   quant_kernel_for(type, 7, n, 0), quant_kernel_for(type, 7, n, 1),
+                                   quant_kernel_invariant(type)};
+    for (int i = 0; i < MAX_KERNELS; i++) {
         int seen = cand[i] == QK_NONE;
         for (int j = 0; j < k; j++)
             seen |= out[j] == cand[i];
@@ -472,11 +507,51 @@ static int kernels_of(int type, int64_t n, int out[4])
     return k;
 }
 
+/* The canonical chain of a quantized product (quant.h's *_CANON kernels,
+ * the CUDA backend's engine/cuda/qtypes.cuh) written from its description
+ * with elem_ints: per weight block the exact sums S = sum sc * q * x and
+ * M = sum mn * x, then acc = fmaf(d_w * d_x, S, acc) and, for Q4_K/Q5_K,
+ * acc = fmaf(-(dmin_w * d_x), M, acc), blocks in order. */
+static float canon_spec(int type, int64_t n, const uint8_t *w, const uint8_t *xq)
+{
+    const int be = elems_of(type);
+    const size_t bb = quant_block_bytes(type);
+    float acc = 0.f;
+    for (int64_t b = 0; b < n / be; b++) {
+        const uint8_t *wb = w + (size_t)b * bb;
+        const int8_t *xs;
+        float xd, d, dmin;
+        if (be == QK_K) {
+            const struct block_q8_K *x = (const struct block_q8_K *)(const void *)xq + b;
+            xd = x->d;
+            xs = x->qs;
+        } else {
+            const struct block_q8_0 *x = (const struct block_q8_0 *)(const void *)xq + b;
+            xd = quant_f16_to_f32(x->d);
+            xs = x->qs;
+        }
+        int64_t S = 0, M = 0;
+        for (int i = 0; i < be; i++) {
+            int q, sc, mn;
+            elem_ints(type, wb, i, &q, &sc, &mn);
+            S += (int64_t)sc * q * xs[i];
+            M += (int64_t)mn * xs[i];
+        }
+        block_scales(type, wb, &d, &dmin);
+        acc = fmaf(d * xd, (float)S, acc);
+        if (type == QT_Q4_K || type == QT_Q5_K)
+            acc = fmaf(-(dmin * xd), (float)M, acc);
+    }
+    return acc;
+}
+
 /* Every kernel of the type: its reference against an independent
  * computation (dequantize both rows, sum in double; the bound is relative to
  * sum |w_i x_i|, the scale of float summation error, which stays meaningful
  * when the dot cancels to ~0), and its fast path against its reference, bit
- * for bit (both are llama.cpp's arithmetic). */
+ * for bit (both are llama.cpp's arithmetic, or both the canonical chain);
+ * the invariant kernel of a quantized type against canon_spec, bit for
+ * bit. */
 static void dot_check(int type, int64_t n, const void *w, const float *xf, int check_fast, const char *what)
 {
     int vdt = quant_vec_dot_type(type);
@@ -491,11 +566,17 @@ static void dot_check(int type, int64_t n, const void *w, const float *xf, int c
         exact += (double)wd[i] * xd[i];
         mag += fabs((double)wd[i] * xd[i]);
     }
-    int ks[4];
+    int ks[MAX_KERNELS];
     const int nk = kernels_of(type, n, ks);
     CHECKN(nk > 0, "%s has no kernel", quant_type_name(type));
-    CHECKN(quant_vec_dot_ref(type, n, w, xq) == quant_kernel_dot_ref(quant_kernel_for(type, 8, n, 0), n, w, xq),
-           "%s: quant_vec_dot_ref is not the decode kernel", quant_type_name(type));
+    const float inv = quant_kernel_dot_ref(quant_kernel_invariant(type), n, w, xq);
+    const float vd = quant_vec_dot_ref(type, n, w, xq);
+    CHECKN(memcmp(&vd, &inv, 4) == 0, "%s: quant_vec_dot_ref is not the invariant kernel", quant_type_name(type));
+    if (elems_of(type) > 1) {
+        const float spec = canon_spec(type, n, w, xq);
+        CHECKN(memcmp(&spec, &inv, 4) == 0, "%s %s n=%lld: canonical kernel %.9g, the chain as described %.9g",
+               quant_type_name(type), what, (long long)n, inv, spec);
+    }
     for (int k = 0; k < nk; k++) {
         float ref = quant_kernel_dot_ref(ks[k], n, w, xq);
         CHECKN(fabs(ref - exact) <= 1e-5 * mag + 1e-30, "%s kernel %d %s n=%lld: ref %.9g exact %.9g (mag %g)",
@@ -578,7 +659,7 @@ static void test_multi(void)
             fill_acts(f, n, r + 1.f);
             quant_quantize_row(vdt, f, x + (size_t)r * xb, n);
         }
-        int ks[4];
+        int ks[MAX_KERNELS];
         const int nk = kernels_of(type, n, ks);
         for (int k = 0; k < nk; k++)
             for (int nx = 1; nx <= 9; nx++) {
