@@ -316,53 +316,58 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         const uint8_t *stage = ring + ((ip - (MMVS_DEPTH - 1)) % MMVS_DEPTH) * SLOT + ((uintptr_t)(w + off) & 15);
         const int64_t sb = (int64_t)st * MMVS_SB + s;
         const int cnt = nbytes / BS;
-        if (s < cnt) {
-            const uint8_t *b = stage + s * BS;
+        /* a group past the stage's last block (a row's last stage) sums
+         * zeros: the shuffles below need every lane of the warp */
+        const bool valid = s < cnt;
+        const uint8_t *b = stage + s * BS;
+        int v1[NC];
+        uint4 hd = make_uint4(0, 0, 0, 0);
+        {
             mmvs_wv u;
-            uint4 hd = make_uint4(0, 0, 0, 0);
-            if constexpr (T == QT_Q6_K) {
-                mmvs_unpack_q6(b, q, u);
-            } else {
-                hd = *(const uint4 *)b; /* d, dmin, scales[12] */
-                mmvs_unpack_k45<T>(b, q, hd, u);
+            if (valid) {
+                if constexpr (T == QT_Q6_K) {
+                    mmvs_unpack_q6(b, q, u);
+                } else {
+                    hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+                    mmvs_unpack_k45<T>(b, q, hd, u);
+                }
             }
-            int v1[NC];
 #pragma unroll
             for (int r = 0; r < NC; r++) {
                 v1[r] = 0;
-                if (r < nr) {
+                if (valid && r < nr) {
                     uint4 a[4];
-                    const uint8_t *xb = xs + ((int64_t)r * nbr + sb) * QK_K;
+                    const uint8_t *xr = xs + ((int64_t)r * nbr + sb) * QK_K;
 #pragma unroll
                     for (int k = 0; k < 4; k++)
-                        a[k] = *(const uint4 *)(xb + xo[k]);
+                        a[k] = *(const uint4 *)(xr + xo[k]);
                     v1[r] = mmvs_dot<T>(u, a);
                 }
                 v1[r] += __shfl_xor_sync(0xffffffffu, v1[r], 1);
                 v1[r] += __shfl_xor_sync(0xffffffffu, v1[r], 2);
             }
-            if (q < nr) {
-                /* the head of activation row q: float scales and the whole
-                 * min term (cuda/mmvq.cu) */
-                int vq = v1[0];
+        }
+        if (valid && q < nr) {
+            /* the head of activation row q: float scales and the whole
+             * min term (cuda/mmvq.cu) */
+            int vq = v1[0];
 #pragma unroll
-                for (int r = 1; r < NC; r++)
-                    vq = q == r ? v1[r] : vq;
-                const int64_t xb = (int64_t)q * nbr + sb;
-                const float xd = X.d[xb];
-                if constexpr (T == QT_Q6_K) {
-                    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
-                    park[s * NC + q] = make_float4(p1, (float)vq, 0.0f, 0.0f);
-                } else {
-                    const float p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
-                    const float p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
-                    const uint32_t mw0 = hd.z & 0x3f3f3f3fu;
-                    const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
-                    const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
-                    const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
-                    const int v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
-                    park[s * NC + q] = make_float4(p1, (float)vq, p2, (float)v2);
-                }
+            for (int r = 1; r < NC; r++)
+                vq = q == r ? v1[r] : vq;
+            const int64_t xb = (int64_t)q * nbr + sb;
+            const float xd = X.d[xb];
+            if constexpr (T == QT_Q6_K) {
+                const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
+                park[s * NC + q] = make_float4(p1, (float)vq, 0.0f, 0.0f);
+            } else {
+                const float p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
+                const float p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
+                const uint32_t mw0 = hd.z & 0x3f3f3f3fu;
+                const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
+                const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
+                const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
+                const int v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
+                park[s * NC + q] = make_float4(p1, (float)vq, p2, (float)v2);
             }
         }
         __syncwarp();

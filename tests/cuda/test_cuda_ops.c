@@ -266,6 +266,12 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
         const double num = sqdist(yh, yc, no), den = sumsq(yc, no), den_exp = wn * xn[n] / ne0;
         report_raw("mul_mat", tn, shape, num / fmax(den, den_exp), thr_of(mm_threshold(type), 1e-10),
                    num / den);
+        /* quantized weights: the CPU's invariant numerics run the GPU's
+         * canonical chain (engine/quant.c quant_kernel_invariant, cuda/
+         * qtypes.cuh) on the same integer sums, so every output is the
+         * CPU's to the bit, whichever kernel the dispatcher took at n */
+        if (quant_block_elems(type) > 1)
+            report_bits("mm-cpubits", tn, shape, rows_differ(yh, yc, n, ne1), n);
     }
     /* yh holds the n=512 call. Batch invariance: every row again in calls
      * of one row, then in calls of 13 rows (the last one 512 % 13 = 5),
