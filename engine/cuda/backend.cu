@@ -646,10 +646,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
     /* K-quant products of 1..mmvs_max rows through the streaming kernel
-     * (cuda/mmvs.cu); INFERD_MMVS_MAX=0..4 moves the bound for A/B runs (0:
-     * never, the dp4a kernel) */
+     * (cuda/mmvs.cu); off by default: measured slower than mmvq at one row
+     * on every H200 shape (bench/RESULTS.md, 2026-12-03 call 1);
+     * INFERD_MMVS_MAX=1..4 turns it on for A/B runs */
     const char *smax = getenv("INFERD_MMVS_MAX");
-    c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 4;
+    c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 5 from the H200's figures (bench/RESULTS.md, 2026-12-02);

@@ -30,6 +30,18 @@
  *
  * Before the PDL wait (cuda/common.cuh) a warp queues its first stages of
  * weights, which no earlier kernel writes; the activations are read after it.
+ *
+ * Measured (H200, bench/RESULTS.md 2026-12-03 call 1; bits equal to
+ * mmvq's, memcheck and racecheck clean): slower than mmvq at one row on
+ * every shape (q4_K 4096 x 14336 14.0 -> 15.7 us, 7B ffn-down 15.7 ->
+ * 20.4), faster at four rows of short weight rows (7B ffn-up q4_K 33.4 ->
+ * 27.5) and for Q6_K on them (30.3 -> 28.2 at one row), much slower at
+ * four rows of long ones (ffn-down 36 -> 55: 117 KB a block, one block an
+ * SM). ncu at one row: 0.61 instructions issued a scheduler-cycle, DRAM
+ * 40%, ~390 warp instructions a stage where the lanes' arithmetic is ~60:
+ * the per-stage bookkeeping (64-bit copy addresses, the head and chain by
+ * a few lanes) is the cost to cut. So the dispatcher leaves it off
+ * (c->mmvs_max = 0; INFERD_MMVS_MAX=1..4 for A/B).
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
@@ -392,15 +404,31 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     __pipeline_wait_prior(0); /* no copy outlives the block */
 }
 
-/* blocks an SM holds at `smem` bytes (0: none), asked once per size */
+/* blocks an SM holds at `smem` bytes (0: none), asked once per size. The
+ * kernel's dynamic shared-memory limit only ever rises: a launch with the
+ * largest size asked so far must stay valid after a smaller one is asked
+ * (setting the limit to each size in turn made the larger launches fail
+ * with "invalid argument": 2026-12-03 call 1, the 7B's mixed row lengths). */
 template <int T, int NC> static int mmvs_occupancy(size_t smem)
 {
-    static size_t sizes[8];
+    static size_t sizes[8], limit;
     static int occs[8], n;
     for (int i = 0; i < n; i++)
         if (sizes[i] == smem)
             return occs[i];
-    const int occ = mmq_occupancy((const void *)mmvs_kernel<T, NC>, smem, MMVS_WARPS * CUDA_WARP);
+    const void *k = (const void *)mmvs_kernel<T, NC>;
+    int occ = 0;
+    if (smem > limit) {
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        limit = smem;
+    }
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, MMVS_WARPS * CUDA_WARP, smem) != cudaSuccess) {
+        cudaGetLastError();
+        occ = 0;
+    }
     if (n < 8) {
         sizes[n] = smem;
         occs[n++] = occ;

@@ -210,9 +210,9 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             }
         }
     }
-    /* 1..c->mmvs_max rows (decode steps; 4, cuda/backend.cu,
-     * INFERD_MMVS_MAX=0..4 for A/B, 0: never): the streaming kernel where
-     * the device holds it (same bits) */
+    /* 1..c->mmvs_max rows (decode steps; 0 by default, cuda/backend.cu:
+     * INFERD_MMVS_MAX=1..4 for A/B): the streaming kernel where the device
+     * holds it (same bits) */
     if constexpr (kq) {
         if (n_rows <= c->mmvs_max && cuda_mmvs<T>(c, w, c->xq, y, n_rows, 0, 0) == 0)
             return;
