@@ -37,11 +37,13 @@
  * 20.4), faster at four rows of short weight rows (7B ffn-up q4_K 33.4 ->
  * 27.5) and for Q6_K on them (30.3 -> 28.2 at one row), much slower at
  * four rows of long ones (ffn-down 36 -> 55: 117 KB a block, one block an
- * SM). ncu at one row: 0.61 instructions issued a scheduler-cycle, DRAM
- * 40%, ~390 warp instructions a stage where the lanes' arithmetic is ~60:
- * the per-stage bookkeeping (64-bit copy addresses, the head and chain by
- * a few lanes) is the cost to cut. So the dispatcher leaves it off
- * (c->mmvs_max = 0; INFERD_MMVS_MAX=1..4 for A/B).
+ * SM). ncu at one row (4096 x 14336 q4_K): 9.33 M warp instructions
+ * against mmvq's 6.74 M (40.7 vs 29.4 a super-block), both issued at
+ * ~0.5-0.6 a scheduler-cycle with DRAM at ~40%: the per-stage bookkeeping
+ * (64-bit copy addresses per granule, the stage's run recomputed for the
+ * consumer, the head and the chain as warp instructions on 8 and 1 lanes)
+ * is the cost to cut, to under ~20 a super-block. So the dispatcher leaves
+ * it off (c->mmvs_max = 0; INFERD_MMVS_MAX=1..4 for A/B).
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
