@@ -55,15 +55,13 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
     return make_uint4(v.x >> s, v.y >> s, v.z >> s, v.w >> s);
 }
 
-/* 16 bytes at a 2-byte aligned address: five aligned words, funnel-shifted
- * (the fifth word is inside the block for every use below) */
+/* 16 bytes at a 2-byte aligned address (cuda_ld_a2; the fifth word is
+ * inside the block for every use below) */
 static __device__ __forceinline__ uint4 mmvq_ld16_a2(const uint8_t *p)
 {
-    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-    const int sh = (int)((uintptr_t)p & 3) * 8;
-    const uint32_t a = w[0], b = w[1], c = w[2], d = w[3], e = w[4];
-    return make_uint4(__funnelshift_r(a, b, sh), __funnelshift_r(b, c, sh),
-                      __funnelshift_r(c, d, sh), __funnelshift_r(d, e, sh));
+    uint32_t o[4];
+    cuda_ld_a2<4>(p, o);
+    return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 /* Per type: chunk c (0..7) of super-block sb of a weight row against the
@@ -83,14 +81,8 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
         const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
         const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
         const int p = c >> 1, l0 = 16 * (c & 1);
-        /* the 6-bit scales of sub-blocks 2p, 2p+1: bytes of the packed
-         * word of sub-blocks 0-3 or 4-7 (engine/quant.c's get_scale_min_k4
-         * for four at once), selected without a branch: half the group's
-         * lanes would take the other side of `j < 4` */
-        const uint32_t w03 = hd.y & 0x3f3f3f3fu;
-        const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
-        const uint32_t sw = (p < 2 ? w03 : w47) >> (16 * (p & 1));
-        const int sc0 = (int)(sw & 0xff), sc1 = (int)((sw >> 8) & 0xff);
+        int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p+1 */
+        cuda_k45_pair_scales(hd, p, &sc0, &sc1);
         uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
         if (T == QT_Q5_K) {
             const uint4 qh = *(const uint4 *)(b + 16 + l0);
@@ -111,20 +103,12 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
                          sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + r * nbr * QK_K + 32), 0);
     }
     /* the super-block's float scales against activation block xb, and its
-     * whole min term v2 = sum_j m_j * (sum of sub-block j's activations):
-     * 8 mins against the sums' 8 high and 8 low bytes in four dp4a, exact */
+     * whole min term (cuda_k45_head) */
     static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
                                                 float *p1, float *p2, int *v2)
     {
         const uint4 hd = *(const uint4 *)(row + (size_t)sb * sizeof(B));
-        const float xd = X.d[xb];
-        *p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
-        *p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
-        const uint32_t mw0 = hd.z & 0x3f3f3f3fu;                                      /* m0..m3 */
-        const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u); /* m4..m7 */
-        const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
-        const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
-        *v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
+        cuda_k45_head(hd, X.d[xb], *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL), p1, p2, v2);
     }
 };
 template <> struct mmvq_chunk<QT_Q4_K> : mmvq_chunk_k45<QT_Q4_K, struct block_q4_K, 16> {};

@@ -91,26 +91,6 @@ template <int T> static __device__ __forceinline__ int mmvs_xgran(int q, int k)
     return 4 * q + k;
 }
 
-/* Queue a 16-byte async copy of src into dst (both 16-byte aligned) */
-static __device__ __forceinline__ void mmvs_cp16(void *dst, const void *src)
-{
-    __pipeline_memcpy_async(dst, src, 16);
-}
-
-/* 32 bytes at a 2-byte aligned shared address, as eight words */
-static __device__ __forceinline__ void mmvs_ld32_a2(const uint8_t *p, uint32_t o[8])
-{
-    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
-    const int sh = (int)((uintptr_t)p & 3) * 8;
-    uint32_t v[9];
-#pragma unroll
-    for (int i = 0; i < 9; i++)
-        v[i] = w[i];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        o[i] = __funnelshift_r(v[i], v[i + 1], sh);
-}
-
 /* A lane's weights of one super-block, unpacked: v[4k..4k+3] multiply
  * activation granule k (mmvs_xgran), with scale sc[k]; Q4_K's high
  * nibbles stay in place (16 x value, unsigned: u16 = 1), and their exact
@@ -154,12 +134,10 @@ static __device__ __forceinline__ void mmvs_unpack_k45(const uint8_t *b, int q, 
             u.v[8 + i] = ((wv[i] >> 4) & m) | (((hv[i] >> (2 * q + 1)) & o) << 4);
         }
     }
-    /* the 6-bit scales of sub-blocks 2q, 2q + 1 (cuda/mmvq.cu's selection) */
-    const uint32_t w03 = hd.y & 0x3f3f3f3fu;
-    const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
-    const uint32_t sw = (q < 2 ? w03 : w47) >> (16 * (q & 1));
-    u.sc[0] = u.sc[1] = (int)(sw & 0xff);
-    u.sc[2] = u.sc[3] = (int)((sw >> 8) & 0xff);
+    int sc0, sc1; /* the 6-bit scales of sub-blocks 2q, 2q + 1 */
+    cuda_k45_pair_scales(hd, q, &sc0, &sc1);
+    u.sc[0] = u.sc[1] = sc0;
+    u.sc[2] = u.sc[3] = sc1;
 }
 
 /* Q6_K lane q = 2h + t of a group: quarters t and t + 2 of half h (the
@@ -173,8 +151,8 @@ static __device__ __forceinline__ void mmvs_unpack_q6(const uint8_t *b, int q, m
 {
     const int h = q >> 1, t = q & 1;
     uint32_t ql[8], qh[8];
-    mmvs_ld32_a2(b + 64 * h + 32 * t, ql);
-    mmvs_ld32_a2(b + 128 + 32 * h, qh);
+    cuda_ld_a2<8>(b + 64 * h + 32 * t, ql);
+    cuda_ld_a2<8>(b + 128 + 32 * h, qh);
     const uint16_t s01 = *(const uint16_t *)(b + 192 + 8 * h + 2 * t);
     const uint16_t s45 = *(const uint16_t *)(b + 196 + 8 * h + 2 * t);
     u.sc[0] = (int8_t)(s01 & 0xff);
@@ -246,7 +224,7 @@ static __device__ __forceinline__ void mmvs_issue(uint8_t *dst, const uint8_t *_
         if (i < ng) {
             const uintptr_t src = a0 + 16 * (uintptr_t)i;
             if (mmvs_t<T>::BS % 16 == 0 || src + 16 <= end) {
-                mmvs_cp16(dst + 16 * i, (const void *)src);
+                __pipeline_memcpy_async(dst + 16 * i, (const void *)src, 16);
             } else {
                 /* the weight's last granule ends inside the window: its
                  * bytes by plain 2-byte loads (a cp.async of fewer source
@@ -367,7 +345,7 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         if (valid && q < nr) {
             /* the head of activation row q: float scales and the whole
-             * min term (cuda/mmvq.cu) */
+             * min term (cuda_k45_head) */
             int vq = v1[0];
 #pragma unroll
             for (int r = 1; r < NC; r++)
@@ -378,13 +356,9 @@ mmvs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
                 park[s * NC + q] = make_float4(p1, (float)vq, 0.0f, 0.0f);
             } else {
-                const float p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
-                const float p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
-                const uint32_t mw0 = hd.z & 0x3f3f3f3fu;
-                const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
-                const uint4 hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
-                const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
-                const int v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
+                float p1, p2;
+                int v2;
+                cuda_k45_head(hd, xd, *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL), &p1, &p2, &v2);
                 park[s * NC + q] = make_float4(p1, (float)vq, p2, (float)v2);
             }
         }

@@ -401,8 +401,9 @@ static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
-    MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             MMV_S(QT_Q4_K), MMV_S(QT_Q5_K), MMV_S(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
+    MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
+    MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),
 };
 #undef MMV_K
 #undef MMV_S
@@ -441,6 +442,19 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
         break;
     }
+}
+
+/* The status of a variant launcher's return rc (0, -1: this device
+ * cannot hold it, or an INF_ code): 1 for -1, the code, else the launch's
+ * own error (what names the kernel in the report). */
+static int mm_variant_status(struct cuda_ctx *c, int rc, const char *what)
+{
+    if (rc == -1)
+        return 1;
+    if (rc)
+        return rc;
+    CUDA_CHECK_LAUNCH(c, what);
+    return c->err;
 }
 
 /* Launch variant i once on w (its type) and x ([n_rows][w->ne0], n_rows
@@ -490,24 +504,14 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         case QT_Q5_K: rc = cuda_mmqs<QT_Q5_K>(c, w, c->xq, y, v->a, v->b); break;
         default: rc = cuda_mmqs<QT_Q6_K>(c, w, c->xq, y, v->a, v->b); break;
         }
-        if (rc == -1)
-            return 1;
-        if (rc)
-            return rc;
-        CUDA_CHECK_LAUNCH(c, "mmqs kernel");
-        return c->err;
+        return mm_variant_status(c, rc, "mmqs kernel");
     }
     if (v->kind == MMV_MMVS) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
         const int rc = v->type == QT_Q4_K   ? cuda_mmvs<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b)
                        : v->type == QT_Q5_K ? cuda_mmvs<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b)
                                             : cuda_mmvs<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b);
-        if (rc == -1)
-            return 1;
-        if (rc)
-            return rc;
-        CUDA_CHECK_LAUNCH(c, "mmvs kernel");
-        return c->err;
+        return mm_variant_status(c, rc, "mmvs kernel");
     }
     if (v->kind == MMV_MMVQ) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
@@ -528,12 +532,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     case QT_Q5_K: rc = cuda_mmqk_variant<QT_Q5_K>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
     default: rc = cuda_mmqk_variant<QT_Q6_K>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;
     }
-    if (rc == -1)
-        return 1;
-    if (rc)
-        return rc;
-    CUDA_CHECK_LAUNCH(c, "mmq kernel");
-    return c->err;
+    return mm_variant_status(c, rc, "mmq kernel");
 }
 
 extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weight *w,

@@ -225,6 +225,50 @@ static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
     return s;
 }
 
+/* 4N bytes at a 2-byte aligned address (global or shared) as N words: N + 1
+ * aligned words, funnel-shifted (the last word must lie in the same
+ * allocation: every use reads inside its block). Q6_K's 210-byte blocks. */
+template <int N> static __device__ __forceinline__ void cuda_ld_a2(const uint8_t *p, uint32_t o[N])
+{
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const int sh = (int)((uintptr_t)p & 3) * 8;
+    uint32_t v[N + 1];
+#pragma unroll
+    for (int i = 0; i <= N; i++)
+        v[i] = w[i];
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        o[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
+
+/* The 6-bit scales of sub-blocks 2p and 2p + 1 of a Q4_K/Q5_K super-block
+ * whose first 16 bytes (d, dmin, scales[12]) are hd: engine/quant.c's
+ * get_scale_min_k4 for four at once, the side of `j < 4` selected without
+ * a branch (lanes of one warp take both sides). */
+static __device__ __forceinline__ void cuda_k45_pair_scales(uint4 hd, int p, int *sc0, int *sc1)
+{
+    const uint32_t w03 = hd.y & 0x3f3f3f3fu;
+    const uint32_t w47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
+    const uint32_t sw = (p < 2 ? w03 : w47) >> (16 * (p & 1));
+    *sc0 = (int)(sw & 0xff);
+    *sc1 = (int)((sw >> 8) & 0xff);
+}
+
+/* The head of a Q4_K/Q5_K super-block (first 16 bytes hd) against an
+ * activation block of scale xd and sum bytes hl (cuda_q8k.hl): its float
+ * scales p1 = d * xd, p2 = -(dmin * xd) and its whole min term v2 = sum_j
+ * m_j * s_j, 8 mins against the sums' 8 high and 8 low bytes in four dp4a,
+ * exact. */
+static __device__ __forceinline__ void cuda_k45_head(uint4 hd, float xd, uint4 hl, float *p1, float *p2, int *v2)
+{
+    *p1 = __fmul_rn(cuda_h2f((quant_f16)(hd.x & 0xffff)), xd);
+    *p2 = -__fmul_rn(cuda_h2f((quant_f16)(hd.x >> 16)), xd);
+    const uint32_t mw0 = hd.z & 0x3f3f3f3fu;                                      /* m0..m3 */
+    const uint32_t mw1 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u); /* m4..m7 */
+    const int vh = __dp4a((int)hl.y, (int)mw1, __dp4a((int)hl.x, (int)mw0, 0));
+    *v2 = __dp4a((int)hl.w, (int)mw1, __dp4a((int)hl.z, (int)mw0, vh * 128));
+}
+
 /* Q4_K and Q5_K share the 6-bit scales and mins and the min term through
  * the activation sums (their products: cuda/mmvq.cu, cuda/mmqk_impl.cuh);
  * U supplies unpack(block, j, q[8]) of a sub-block's values. */
