@@ -27,37 +27,76 @@
  */
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/mma.cuh"
+#include "engine/sample_exp.h"
+
+#include <type_traits>
 
 #define ATT_MAX_DPL 8 /* dimensions per lane: head_dim <= 256 */
 #define ATT_WARPS 4   /* query heads per thread block */
 #define ATT_VS_HD 128 /* head_dim up to which a chunk's V rows are staged in shared memory */
 
-/* The score of one cached position: the query (F16-rounded, in shared
- * memory) against its K row, in four partial sums over the pairs of each 8
- * dimensions, added in a fixed order, times the scale. The same bits from
- * global or shared K; a score never depends on the batch. */
+/* The CPU's score of one cached position, bit for bit: engine/quant.c's
+ * F16 dot (llama.cpp's ggml_vec_dot_f16 order) times the scale. Element e
+ * of the first hd & ~31 goes into chain e % 32 (32 F32 fma chains, in e
+ * order); the chains meet as GGML_F32x8_REDUCE does (avx2_reduce4x8:
+ * (a0 + a2) + (a1 + a3) per lane, lanes l + 4 onto l, then (t0 + t1) +
+ * (t2 + t3)); the hd % 32 tail is added in double, one exact product at a
+ * time, and rounded once. qv: the F16-rounded query as floats (16-byte
+ * aligned); K4(c): the K row's elements 4c .. 4c + 3 as floats (exact), for
+ * 4c < hd & ~31; K1(e): element e, for the tail. A score depends only on
+ * its query and its K row, never on the batch. */
+template <typename KF4, typename KF1>
+static __device__ __forceinline__ float att_score_cpu(const float *qv, KF4 K4, KF1 K1, int hd, float scale)
+{
+    float a[32];
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        a[j] = 0.0f;
+    const int np = hd & ~31;
+    for (int c = 0; c < np; c += 32)
+#pragma unroll
+        for (int j = 0; j < 32; j += 4) {
+            const float4 k = K4((c + j) >> 2), x = *(const float4 *)(qv + c + j);
+            a[j] = __fmaf_rn(k.x, x.x, a[j]);
+            a[j + 1] = __fmaf_rn(k.y, x.y, a[j + 1]);
+            a[j + 2] = __fmaf_rn(k.z, x.z, a[j + 2]);
+            a[j + 3] = __fmaf_rn(k.w, x.w, a[j + 3]);
+        }
+    float v[8];
+#pragma unroll
+    for (int l = 0; l < 8; l++)
+        v[l] = __fadd_rn(__fadd_rn(a[l], a[16 + l]), __fadd_rn(a[8 + l], a[24 + l]));
+    float t[4];
+#pragma unroll
+    for (int l = 0; l < 4; l++)
+        t[l] = __fadd_rn(v[l], v[4 + l]);
+    const float s = __fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3]));
+    if (np == hd)
+        return __fmul_rn(s, scale);
+    double sd = (double)s;
+    for (int e = np; e < hd; e++)
+        sd = __dadd_rn(sd, (double)__fmul_rn(K1(e), qv[e]));
+    return __fmul_rn(__double2float_rn(sd), scale);
+}
+
+/* att_score_cpu on an F16 K row (global or shared memory; a row starts at
+ * a multiple of hd elements, so where hd % 4 == 0 its fours are 8-byte
+ * aligned) */
 static __device__ __forceinline__ float att_score(const float *qv, const quant_f16 *kr, int hd, float scale)
 {
-    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (hd % 8 == 0) { /* rows 16-byte aligned: 8 halves per load */
-        for (int d = 0; d < hd; d += 8) {
-            const uint4 k8 = *(const uint4 *)(kr + d);
-            const __half2 *k2 = (const __half2 *)&k8;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                s4[j] = __fmaf_rn(qv[d + 2 * j], __low2float(k2[j]), s4[j]);
-                s4[j] = __fmaf_rn(qv[d + 2 * j + 1], __high2float(k2[j]), s4[j]);
-            }
-        }
-    } else { /* the same sums, a pair at a time */
-        for (int d = 0; d < hd; d += 2) {
-            const __half2 k2 = *(const __half2 *)(kr + d);
-            const int j = (d >> 1) & 3;
-            s4[j] = __fmaf_rn(qv[d], __low2float(k2), s4[j]);
-            s4[j] = __fmaf_rn(qv[d + 1], __high2float(k2), s4[j]);
-        }
-    }
-    return __fmul_rn(__fadd_rn(__fadd_rn(s4[0], s4[1]), __fadd_rn(s4[2], s4[3])), scale);
+    return att_score_cpu(
+        qv,
+        [&](int c) {
+            if (hd % 4)
+                return make_float4(__half2float(__ushort_as_half(kr[4 * c])),
+                                   __half2float(__ushort_as_half(kr[4 * c + 1])),
+                                   __half2float(__ushort_as_half(kr[4 * c + 2])),
+                                   __half2float(__ushort_as_half(kr[4 * c + 3])));
+            const uint2 u = *(const uint2 *)(kr + 4 * c);
+            const float2 lo = __half22float2(*(const __half2 *)&u.x), hi = __half22float2(*(const __half2 *)&u.y);
+            return make_float4(lo.x, lo.y, hi.x, hi.y);
+        },
+        [&](int e) { return __half2float(__ushort_as_half(kr[e])); }, hd, scale);
 }
 
 /* The online softmax over one chunk of cnt positions (lane i holds the
@@ -67,6 +106,7 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * m_before(i) = max(m, s_0..s_{i-1}) is what a one-at-a-time walk has in m
  * at step i, so ms/vs are the same bits; the walk keeps only the dependent
  * F16-rounded updates (the CPU's flash-attention accumulator). */
+template <bool LIBM_EXP>
 static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, int lane, float4 *wk)
 {
     float run = sc; /* inclusive prefix max */
@@ -80,10 +120,12 @@ static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, i
     before = lane == 0 ? m : fmaxf(m, before);
     float my_ms = 1.0f, my_vs = 1.0f;
     if (lane < cnt) {
+        /* LIBM_EXP: glibc's expf step for step (engine/sample_exp.h), the
+         * CPU's bits; else CUDA's expf (2 ulp) */
         if (sc > before)
-            my_ms = expf(before - sc);
+            my_ms = LIBM_EXP ? sample_expf(before - sc) : expf(before - sc);
         else
-            my_vs = expf(sc - before);
+            my_vs = LIBM_EXP ? sample_expf(sc - before) : expf(sc - before);
     }
     /* the walk's per-position factors through the warp's shared slots:
      * one broadcast 16-byte load per position instead of three shuffles */
@@ -121,7 +163,7 @@ template <int DPL, typename VRow>
 static __device__ __forceinline__ void att_walk(float &m, float &l, float acc[DPL], float sc, int cnt, int lane,
                                                 int hd, float4 *wk, VRow vrow)
 {
-    att_factors(m, sc, cnt, lane, wk);
+    att_factors<true>(m, sc, cnt, lane, wk);
     for (int i = 0; i < cnt; i++) {
         const float4 f = wk[i];
         const float ms = f.x, vs = f.y, s = f.z;
@@ -164,7 +206,7 @@ attention_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                  const int32_t *__restrict__ bt, struct backend_attn a)
 {
     cuda_pdl_enter();
-    __shared__ float qs[ATT_WARPS][ATT_MAX_DPL * CUDA_WARP];
+    __shared__ __align__(16) float qs[ATT_WARPS][ATT_MAX_DPL * CUDA_WARP];
     /* the 32 V rows of the chunk being walked: the walk's one load per
      * position then hits shared memory instead of waiting on L2 (the
      * cache of a layer is re-read by every row and head) */
@@ -266,7 +308,7 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
                      const int32_t *__restrict__ bt, struct backend_attn a)
 {
     cuda_pdl_enter();
-    __shared__ float qs[ATT_G_MAX][ATT_VS_HD];
+    __shared__ __align__(16) float qs[ATT_G_MAX][ATT_VS_HD];
     __shared__ __align__(16) quant_f16 ks[CUDA_WARP][ATT_KS];
     __shared__ __align__(16) quant_f16 vsm[CUDA_WARP][ATT_VS_HD];
     __shared__ int64_t slot_sm[CUDA_WARP];
@@ -308,23 +350,45 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
  * What attention_gqa_kernel does, with three costs cut (ncu, H200, 7B
  * pp2048: that kernel issued ~51 warp instructions per (head, position),
  * 82% of the issue slots busy, 47% of the prefill's time):
- *  - the scores by tensor cores: the group's F16-rounded queries (the same
- *    values) are A of m16n8k16 F16 mma with F32 accumulation, padded to 16
- *    rows with zeros, the chunk's 32 K rows B; HD / 16 mma per 8 positions
- *    replace HD FMAs and conversions per lane and position. The products
- *    are exact, the sums the tensor core's: a score differs from
- *    att_score's in its last bits but still depends only on its query and
- *    its K row, whatever the batch;
- *  - the chunk's V rows staged as F32 (the exact values of the F16 rows),
- *    converted once for the group instead of once per head and position;
- *    lane l holds the output dimensions DPL l .. DPL l + DPL - 1, one
- *    vector load per position; the walk's arithmetic per dimension is
- *    att_walk's (the F16 accumulator, the same roundings);
+ *  - the chunk's K rows (EXACT) and V rows staged as F32 (the exact values
+ *    of the F16 rows), converted once for the group instead of once per
+ *    head and position; lane l holds the output dimensions DPL l .. DPL l +
+ *    DPL - 1, one vector load per position; the walk's arithmetic per
+ *    dimension is att_walk's (the F16 accumulator, the same roundings);
+ *  - EXACT (the default): each lane scores its position for its warp's
+ *    head in the CPU's order (att_score_cpu) from the F32 K rows, and the
+ *    softmax factors take glibc's expf: the CPU backend's bits. TC
+ *    (config attention_scores = "tensor"): the scores by tensor cores: the
+ *    group's F16-rounded queries are A of m16n8k16 F16 mma with F32
+ *    accumulation, padded to 16 rows with zeros, the chunk's 32 K rows B;
+ *    HD / 16 mma per 8 positions replace HD FMAs per lane and position.
+ *    The products are exact, the sums the tensor core's (not IEEE: a score
+ *    differs from the CPU's in its last bits), and CUDA's expf; a score
+ *    still depends only on its query and its K row, whatever the batch;
  *  - HD at compile time: the staging's indices are shifts, not divisions,
  *    and no dimension is predicated off. */
 #define ATT_TC_KS 136 /* K / query row stride in halves: 272 bytes, conflict-free fragment loads */
 
-template <int HD>
+template <int HD> struct att_tc_smem {
+    quant_f16 qh[16][ATT_TC_KS]; /* the queries as F16: A of the mma */
+    quant_f16 ks[CUDA_WARP][ATT_TC_KS];
+    float sc[16][CUDA_WARP + 1];
+    float4 wk[ATT_G_MAX][CUDA_WARP]; /* att_walk's factors */
+};
+/* EXACT: the F32 K rows are read only between the chunk's staging barrier
+ * and the barrier after scoring, the walk's factors only after it: one
+ * buffer. Rows are 16-byte chunks XOR-swizzled by (row & 7): the scoring
+ * lanes (one row each, the same chunk) and the staging stores fall on 8
+ * distinct bank groups per phase without padding. */
+template <int HD> struct att_ex_smem {
+    float qf[ATT_G_MAX][HD]; /* the F16-rounded queries as F32 */
+    union {
+        float4 kf[CUDA_WARP][HD / 4];
+        float4 wk[ATT_G_MAX][CUDA_WARP];
+    } u;
+};
+
+template <int HD, bool TC>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                         const quant_f16 *__restrict__ vc, float *__restrict__ out,
@@ -334,12 +398,10 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
     cuda_pdl_enter();
     enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8 }; /* dimensions per lane; 16-byte pieces per row */
     static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
-    __shared__ __align__(16) quant_f16 qh[16][ATT_TC_KS]; /* the queries as F16: A of the mma */
-    __shared__ __align__(16) quant_f16 ks[CUDA_WARP][ATT_TC_KS];
+    typedef typename std::conditional<TC, att_tc_smem<HD>, att_ex_smem<HD>>::type SM;
+    __shared__ __align__(16) SM S;
     __shared__ __align__(16) float vsf[CUDA_WARP][HD];
-    __shared__ float sc_sm[16][CUDA_WARP + 1];
     __shared__ int64_t slot_sm[CUDA_WARP];
-    __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP]; /* att_walk's factors */
     const int32_t r = blockIdx.x, kvh = blockIdx.y;
     const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
@@ -348,10 +410,15 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
     const float *qr = q + ((int64_t)r * a.n_head + h) * HD;
     const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
     const int32_t last = pos[r];
-    for (int d = lane; d < HD; d += CUDA_WARP) /* the bits of the F16 value, not a value cast */
-        qh[wid][d] = (quant_f16)__half_as_ushort(__float2half_rn(qr[d]));
-    for (int t = threadIdx.x; t < (16 - G) * HD; t += nt) /* the padding rows */
-        qh[G + t / HD][t % HD] = 0;
+    if constexpr (TC) {
+        for (int d = lane; d < HD; d += CUDA_WARP) /* the bits of the F16 value, not a value cast */
+            S.qh[wid][d] = (quant_f16)__half_as_ushort(__float2half_rn(qr[d]));
+        for (int t = threadIdx.x; t < (16 - G) * HD; t += nt) /* the padding rows */
+            S.qh[G + t / HD][t % HD] = 0;
+    } else {
+        for (int d = lane; d < HD; d += CUDA_WARP)
+            S.qf[wid][d] = __half2float(__float2half_rn(qr[d]));
+    }
     float acc[DPL];
 #pragma unroll
     for (int k = 0; k < DPL; k++)
@@ -360,53 +427,72 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
     for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
         att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
-        /* K rows as F16 (the mma's B), V rows as F32 (the walk's) */
+        /* K rows as F16 (the mma's B) or F32 (EXACT), V rows as F32 (the walk's) */
         for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
             const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
             if (i >= cnt)
                 continue;
             const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
             const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
-            if (kv == 0) {
-                *(uint4 *)&ks[i][8 * cch] = v8;
-            } else {
-                const __half2 *h2 = (const __half2 *)&v8;
-                const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
-                const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
-                const float4 lo = make_float4(f0.x, f0.y, f1.x, f1.y), hi = make_float4(f2.x, f2.y, f3.x, f3.y);
-                /* The same two stores, in an order that puts a phase's 8
-                 * threads (chunks cch..cch+7 of a row, 32 bytes apart) on 8
-                 * distinct 16-byte bank groups: chunks 4..7 of each 8 store
-                 * their high half first. In chunk order the first store of
-                 * cch and cch + 4 hit the same banks (53 M shared-store
-                 * conflicts in a 2048-row launch, ncu 2026-12-01). */
-                const bool sw = (cch >> 2) & 1;
+            if (TC && kv == 0) {
+                if constexpr (TC)
+                    *(uint4 *)&S.ks[i][8 * cch] = v8;
+                continue;
+            }
+            const __half2 *h2 = (const __half2 *)&v8;
+            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+            const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
+            const float4 lo = make_float4(f0.x, f0.y, f1.x, f1.y), hi = make_float4(f2.x, f2.y, f3.x, f3.y);
+            /* The same two stores, in an order that puts a phase's 8
+             * threads (chunks cch..cch+7 of a row, 32 bytes apart) on 8
+             * distinct 16-byte bank groups: chunks 4..7 of each 8 store
+             * their high half first. In chunk order the first store of
+             * cch and cch + 4 hit the same banks (53 M shared-store
+             * conflicts in a 2048-row launch, ncu 2026-12-01). */
+            const bool sw = (cch >> 2) & 1;
+            if (kv) {
                 *(float4 *)&vsf[i][8 * cch + (sw ? 4 : 0)] = sw ? hi : lo;
                 *(float4 *)&vsf[i][8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
+            } else if constexpr (!TC) {
+                const int x = i & 7; /* the row's swizzle: chunk c at c ^ x */
+                S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
+                S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
             }
         }
         __syncthreads();
-        /* warp w scores positions 8 n.. for n = w, w + G, .. < 4; K rows
-         * past cnt hold stale bytes whose scores are never read */
-        for (int n8 = wid; n8 < 4; n8 += G) {
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float sc;
+        if constexpr (TC) {
+            /* warp w scores positions 8 n.. for n = w, w + G, .. < 4; K rows
+             * past cnt hold stale bytes whose scores are never read */
+            for (int n8 = wid; n8 < 4; n8 += G) {
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int k0 = 0; k0 < HD; k0 += 16) {
-                const uint32_t af[4] = {*(const uint32_t *)&qh[g][k0 + 2 * t4], *(const uint32_t *)&qh[g + 8][k0 + 2 * t4],
-                                        *(const uint32_t *)&qh[g][k0 + 8 + 2 * t4],
-                                        *(const uint32_t *)&qh[g + 8][k0 + 8 + 2 * t4]};
-                cuda_mma_f16_k16(d, af, *(const uint32_t *)&ks[8 * n8 + g][k0 + 2 * t4],
-                                 *(const uint32_t *)&ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+                for (int k0 = 0; k0 < HD; k0 += 16) {
+                    const uint32_t af[4] = {*(const uint32_t *)&S.qh[g][k0 + 2 * t4],
+                                            *(const uint32_t *)&S.qh[g + 8][k0 + 2 * t4],
+                                            *(const uint32_t *)&S.qh[g][k0 + 8 + 2 * t4],
+                                            *(const uint32_t *)&S.qh[g + 8][k0 + 8 + 2 * t4]};
+                    cuda_mma_f16_k16(d, af, *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 2 * t4],
+                                     *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+                }
+                S.sc[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
+                S.sc[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);
+                S.sc[g + 8][8 * n8 + 2 * t4] = __fmul_rn(d[2], a.scale);
+                S.sc[g + 8][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[3], a.scale);
             }
-            sc_sm[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
-            sc_sm[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);
-            sc_sm[g + 8][8 * n8 + 2 * t4] = __fmul_rn(d[2], a.scale);
-            sc_sm[g + 8][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[3], a.scale);
+            __syncthreads();
+            sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
+        } else {
+            const int x = lane & 7;
+            const float4 *kr = S.u.kf[lane];
+            sc = -INFINITY;
+            if (lane < cnt)
+                sc = att_score_cpu(
+                    S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [&](int e) { return 0.0f; }, HD, a.scale);
+            __syncthreads(); /* every warp has read the K rows: wk reuses them */
         }
-        __syncthreads();
-        const float sc = lane < cnt ? sc_sm[wid][lane] : -INFINITY;
-        float4 *wk = wk_sm[wid];
-        att_factors(m, sc, cnt, lane, wk);
+        float4 *wk = TC ? ((att_tc_smem<HD> *)&S)->wk[wid] : ((att_ex_smem<HD> *)&S)->u.wk[wid];
+        att_factors<!TC>(m, sc, cnt, lane, wk);
         /* att_walk's loop, per dimension the same operations */
         const float *vl = &vsf[0][DPL * lane];
 #pragma unroll 4
@@ -456,10 +542,21 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     if (G <= ATT_G_MAX && (hd == 64 || hd == 128)) {
         /* a model's head_dim decides the kernel, never the batch */
         const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
-        if (hd == 64)
-            cuda_launch(c, attention_gqa_tc_kernel<64>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
-        else
-            cuda_launch(c, attention_gqa_tc_kernel<128>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+        if (c->att_tc) {
+            if (hd == 64)
+                cuda_launch(c, attention_gqa_tc_kernel<64, true>, grid, block, 0, q, kc, vc, out, pos, seq,
+                            block_table, *a);
+            else
+                cuda_launch(c, attention_gqa_tc_kernel<128, true>, grid, block, 0, q, kc, vc, out, pos, seq,
+                            block_table, *a);
+        } else {
+            if (hd == 64)
+                cuda_launch(c, attention_gqa_tc_kernel<64, false>, grid, block, 0, q, kc, vc, out, pos, seq,
+                            block_table, *a);
+            else
+                cuda_launch(c, attention_gqa_tc_kernel<128, false>, grid, block, 0, q, kc, vc, out, pos, seq,
+                            block_table, *a);
+        }
         CUDA_CHECK_LAUNCH(c, "attention_gqa_tc_kernel");
         return;
     }

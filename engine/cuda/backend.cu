@@ -649,6 +649,12 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * (cuda/mmvs.cu); off by default: measured slower than mmvq at one row
      * on every H200 shape (bench/RESULTS.md, 2026-12-03 call 1);
      * INFERD_MMVS_MAX=1..4 turns it on for A/B runs */
+    /* attention scores in the CPU's order with glibc's expf (the CPU
+     * backend's bits) unless asked for the tensor cores' sums
+     * (cuda_backend_set_attention_tc: config attention_scores = "tensor";
+     * INFERD_ATT_SCORES=tensor for A/B runs) */
+    const char *asc = getenv("INFERD_ATT_SCORES");
+    c->att_tc = asc && !strcmp(asc, "tensor");
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
