@@ -68,6 +68,11 @@ int backend_open(const struct backend_open_params *p, struct backend **out, stru
             log_info("cuda: batch_invariant = false: cuBLAS picks its algorithm per batch size "
                      "(a row may differ by ulps between batch sizes)");
         }
+        if (p->attention_tc) {
+            cuda_backend_set_attention_tc(be, 1);
+            log_info("cuda: attention_scores = tensor: attention scores by tensor cores "
+                     "(logits differ from the CPU backend's by ulps)");
+        }
         *out = be;
         return 0;
     }

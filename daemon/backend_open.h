@@ -34,6 +34,10 @@ struct backend_open_params {
      * take cuBLAS's per-batch-size algorithm (0, the default of a zeroed
      * struct: one algorithm per weight shape, batch invariant) */
     int no_batch_invariance;
+    /* 1: config attention_scores = "tensor": the CUDA backend's attention
+     * scores by tensor cores (0, the default: the CPU backend's order and
+     * expf, so the GPU's logits equal the CPU's) */
+    int attention_tc;
 };
 
 /* 0 and *out, or a negative INF_E* code with err filled. */

@@ -70,6 +70,10 @@ static const struct cfg_key cfg_keys[] = {
      "GPU (cuda backend): F32/F16/BF16 weight products through cuBLAS with one algorithm per "
      "weight shape, so a row's result does not depend on what it is batched with (false: "
      "cuBLAS picks per batch size, faster, a row may then differ by ulps between batch sizes)"},
+    {"attention_scores", CFG_STR, CFG_OFF(attention_scores), 0, 0, "exact", 0,
+     "GPU (cuda backend): attention scores \"exact\" (the CPU backend's order and expf: the "
+     "GPU's logits equal the CPU's) or \"tensor\" (tensor-core sums, ulps from the CPU's; "
+     "faster prefill at long context)"},
     {"prewarm", CFG_BOOL, CFG_OFF(prewarm), 0, 1, "true", 0,
      "run one tiny request through the engine before reporting ready"},
     {"api_key", CFG_STR, CFG_OFF(api_key), 0, 0, "", 1,
@@ -354,6 +358,9 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
                              "model = in the config file (the default %s is not installed; "
                              "a checkout has data/models/stories260K.gguf)",
                              INFERD_DEFAULT_MODEL);
+    if (strcmp(c->attention_scores, "exact") && strcmp(c->attention_scores, "tensor"))
+        return inf_error_set(err, INF_EINVAL, "attention_scores: \"%s\" is not exact or tensor",
+                             c->attention_scores);
     if (strcmp(c->backend, "auto") && strcmp(c->backend, "cuda") && strcmp(c->backend, "cpu"))
         return inf_error_set(err, INF_EINVAL, "backend: \"%s\" is not auto, cuda or cpu",
                              c->backend);

@@ -47,6 +47,7 @@ struct cfg {
     int prefix_cache;
     int llamacpp_numerics;
     int batch_invariant;
+    char attention_scores[16]; /* "exact" | "tensor" */
     int prewarm;
     /* reloadable on SIGHUP */
     char api_key[256];

@@ -194,7 +194,8 @@ static void serve_load_work(uv_work_t *w)
     struct backend_open_params bp = {0, S->cfg.gpu_device, S->cfg.threads,
                                      S->cfg.llamacpp_numerics ? CPU_NUMERICS_LLAMACPP
                                                               : CPU_NUMERICS_INVARIANT,
-                                     !S->cfg.batch_invariant};
+                                     !S->cfg.batch_invariant,
+                                     !strcmp(S->cfg.attention_scores, "tensor")};
     backend_kind_parse(S->cfg.backend, &bp.kind); /* cfg_validate checked it */
     if (getenv("INFERD_BACKEND")) /* test runs pin the backend for a whole suite */
         bp.kind = backend_kind_default();

@@ -353,7 +353,7 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_USAGE;
     }
 
-    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, 0};
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, 0, 0};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         return CMD_FAIL;

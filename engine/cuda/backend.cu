@@ -670,6 +670,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     return be;
 }
 
+extern "C" void cuda_backend_set_attention_tc(struct backend *be, int on)
+{
+    cuda_ctx_of(be)->att_tc = on != 0;
+}
+
 extern "C" int cuda_backend_set_batch_invariant(struct backend *be, int on)
 {
     return cuda_mmc_set_batch_invariant(cuda_ctx_of(be), on);

@@ -41,6 +41,11 @@ int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, 
  * batch size (faster; a row's bits may then differ by ulps between batch
  * sizes). Call before any weight is registered: 0, or INF_EINVAL after. */
 int cuda_backend_set_batch_invariant(struct backend *be, int on);
+/* Attention scores by tensor cores (config key attention_scores =
+ * "tensor"; on = 1) or, the default (0), in the CPU backend's order with
+ * glibc's expf: the GPU's attention then gives the CPU's bits. Any time
+ * between steps; every row of a step takes the same kernel. */
+void cuda_backend_set_attention_tc(struct backend *be, int on);
 
 /* Bytes of the weights' second layouts (Q6_K expanded for MMQ), beside the
  * uploaded bytes cuda_backend_mem counts. */

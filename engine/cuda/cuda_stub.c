@@ -74,6 +74,11 @@ int cuda_backend_set_batch_invariant(struct backend *be, int on)
     return 0;
 }
 
+void cuda_backend_set_attention_tc(struct backend *be, int on)
+{
+    (void)be, (void)on;
+}
+
 int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w)
 {
     (void)be, (void)w;

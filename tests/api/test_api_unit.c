@@ -116,6 +116,12 @@ static void test_config(const char *src)
     CHECK(cfg_build(&c, 2, argv3, &cp, &help, &e) == INF_ENOTFOUND);
     char *argv4[] = {(char *)"serve", (char *)"--port", (char *)"1", NULL};
     CHECK(cfg_build(&c, 3, argv4, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "model"));
+    /* attention_scores: exact (default) or tensor, nothing else */
+    char *argv6[] = {(char *)"serve", (char *)"--model", (char *)"/m.gguf", (char *)"--attention-scores",
+                     (char *)"tensor", NULL};
+    CHECK(cfg_build(&c, 5, argv6, &cp, &help, &e) == 0 && strcmp(c.attention_scores, "tensor") == 0);
+    argv6[4] = (char *)"fast";
+    CHECK(cfg_build(&c, 5, argv6, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "attention_scores"));
 
     /* a bad line names the file and the line */
     fd = open(path, O_WRONLY | O_TRUNC);

@@ -9,15 +9,17 @@
  *  gate 3b (free-running greedy): the GPU's greedy continuation equals the
  *    CPU's up to the first step whose CPU gap is below 0.05 nats;
  * TOL: the GPU computes the CPU's integer sums exactly (it quantizes the
- * activations to the CPU's bytes) and rounds norms, RoPE, SiLU and the F16
- * attention as the CPU does, but float sums run in other orders, so the
- * backends differ by ulps. How far ulps travel depends on the model: the
- * trained stories260K keeps them at ~4e-3 nats (TOL 1e-2, the CPU's own
- * batch-invariant gate against llama.cpp, which differs from it by ulps
- * too); the random-weight models amplify them (an ulp flips an 8-bit
- * rounding of the next activation) to ~0.2 nats (TOL 0.3, the CPU's
- * invariant gate against llama.cpp), where top-1 and greedy mismatches
- * are reported, not failed, as test_parity's "loose" does.
+ * activations to the CPU's bytes), every quantized product in the CPU's
+ * float chain (mm-cpubits), the attention in the CPU's order with its
+ * expf (att-cpubits), and rounds norms, RoPE and SiLU as the CPU does: on
+ * quantized models the backends agree to ~1e-6 (7B-shaped: 0), so TOL is
+ * DESIGN's 0.05 and top-1 and greedy must match (a mismatch fails). Where
+ * weights are F32/F16 (stories260K) cuBLAS sums them in its own order:
+ * ~6e-3 nats, TOL 1e-2. With INFERD_ATT_SCORES=tensor (config
+ * attention_scores = tensor) the scores are the tensor cores' sums, ulps
+ * from the CPU's, which the random-weight models amplify (an ulp flips an
+ * 8-bit rounding of the next activation) to ~0.3 nats: TOL 0.3, top-1 and
+ * greedy mismatches reported, not failed, as test_parity's "loose" does.
  *  gate 4 (chunk and batch invariance on the GPU): the same tokens prefilled
  *    in chunks of 1, 3 and 7 rows, and mixed into one batch with a second
  *    sequence, give logits bit-identical to the one-batch run.
@@ -179,7 +181,12 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/models/%s", shared,
              json_string_value(json_object_get(ref, "model_file")));
     const int trained = strstr(argv[1], "stories260K") != NULL;
-    const double tol = trained ? 1e-2 : 0.3;
+    /* attention_scores (INFERD_ATT_SCORES): exact, the default, gives the
+     * CPU's bits in every op but the float-weight products (cuBLAS) */
+    const char *asc = getenv("INFERD_ATT_SCORES");
+    const int exact = !asc || strcmp(asc, "tensor");
+    const double tol = trained ? 1e-2 : exact ? GAP_MIN : 0.3;
+    const int strict = trained || exact; /* top-1 and greedy mismatches fail */
     int n_top1_bad = 0, n_greedy_bad = 0;
 
     struct eng G, C;
@@ -269,7 +276,7 @@ int main(int argc, char **argv)
                     fprintf(stderr, "case %zu step %d: top-1 gpu %d cpu %d (gap %.3f)\n", c, i, ga,
                             a, gap);
                     n_top1_bad++;
-                    CHECK(!trained);
+                    CHECK(!strict);
                 }
                 n_top1++;
             } else if (first_low_gap == nl) {
@@ -295,7 +302,7 @@ int main(int argc, char **argv)
             if (ga != a) {
                 fprintf(stderr, "case %zu: greedy step %d gpu %d cpu %d\n", c, i, ga, a);
                 n_greedy_bad++;
-                CHECK(!trained);
+                CHECK(!strict);
                 break;
             }
             n_greedy++;
