@@ -81,7 +81,7 @@ for phase in $phases; do
         # attention and sampling kernel of the model's types; test_cuda_model
         # under racecheck ran past its bound); tiny-llama-mixed holds f16,
         # q4_0, q8_0, q4_K, q5_K and q6_K tensors
-        for m in stories260K tiny-llama-Q4_K_M tiny-llama-mixed; do
+        for m in stories260K tiny-llama-Q4_K_M tiny-llama-mixed tiny-qwen2-Q4_K_M; do
             [ -f $d/shared/models/$m.gguf ] || { echo "sanitize: $m not carried" | tee -a "$summary"; continue; }
             step "racecheck generate $m" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
                 --tool racecheck --error-exitcode 9 $d/bin/inferd generate --backend cuda \
