@@ -48,35 +48,24 @@
 template <typename KF4, typename KF1>
 static __device__ __forceinline__ float att_score_cpu(const float *qv, KF4 K4, KF1 K1, int hd, float scale)
 {
-    /* Chain-major by lanes l..l+3 of the four 8-lane accumulators: chains
-     * 8m + l (m = 0..3) are each summed over every c before the next four
-     * lanes start, so 16 chains are live instead of 32 (each chain's terms
-     * still in e order; chains are independent, so the order in which they
-     * are computed changes no bit). */
+    float a[32];
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        a[j] = 0.0f;
     const int np = hd & ~31;
+    for (int c = 0; c < np; c += 32)
+#pragma unroll
+        for (int j = 0; j < 32; j += 4) {
+            const float4 k = K4((c + j) >> 2), x = *(const float4 *)(qv + c + j);
+            a[j] = __fmaf_rn(k.x, x.x, a[j]);
+            a[j + 1] = __fmaf_rn(k.y, x.y, a[j + 1]);
+            a[j + 2] = __fmaf_rn(k.z, x.z, a[j + 2]);
+            a[j + 3] = __fmaf_rn(k.w, x.w, a[j + 3]);
+        }
     float v[8];
 #pragma unroll
-    for (int lq = 0; lq < 8; lq += 4) {
-        float a[4][4];
-#pragma unroll
-        for (int m = 0; m < 4; m++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                a[m][i] = 0.0f;
-        for (int c = 0; c < np; c += 32)
-#pragma unroll
-            for (int m = 0; m < 4; m++) {
-                const int e = c + 8 * m + lq;
-                const float4 k = K4(e >> 2), x = *(const float4 *)(qv + e);
-                a[m][0] = __fmaf_rn(k.x, x.x, a[m][0]);
-                a[m][1] = __fmaf_rn(k.y, x.y, a[m][1]);
-                a[m][2] = __fmaf_rn(k.z, x.z, a[m][2]);
-                a[m][3] = __fmaf_rn(k.w, x.w, a[m][3]);
-            }
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            v[lq + i] = __fadd_rn(__fadd_rn(a[0][i], a[2][i]), __fadd_rn(a[1][i], a[3][i]));
-    }
+    for (int l = 0; l < 8; l++)
+        v[l] = __fadd_rn(__fadd_rn(a[l], a[16 + l]), __fadd_rn(a[8 + l], a[24 + l]));
     float t[4];
 #pragma unroll
     for (int l = 0; l < 4; l++)
@@ -400,7 +389,7 @@ template <int HD> struct att_ex_smem {
 };
 
 template <int HD, bool TC>
-static __global__ void __maxnreg__(56)
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                         const quant_f16 *__restrict__ vc, float *__restrict__ out,
                         const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,

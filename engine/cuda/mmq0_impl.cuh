@@ -140,95 +140,52 @@ static __device__ __forceinline__ int mmvq0_dot(const uint8_t *rowq, int64_t ib,
     return __dp4a((int)(q.w & 0xf0f0f0f0u), (int)xb.w, s);
 }
 
-/* STG (NC >= 4): each pass's activation blocks are staged in shared memory
- * once for the block's MMVQ0_WARPS weight rows (16-byte loads, every
- * thread), instead of every warp reading all NC rows' blocks through
- * L1/L2 itself: at NC = 8 a warp's activation reads are 8x its weight
- * bytes (4096 x 14336 q8_0: 87 us against 22.4 at NC = 1, H200
- * 2026-12-03). A staged block row is 48 bytes apart from the next, so the
- * 8 lanes of a 16-byte load phase hit 8 distinct bank groups. The dot and
- * the chain are the same operations on the same values: the same bits. */
-#define MMVQ0_XS 48
-/* warps (weight rows) a block: STG shares each staged pass among 8, with
- * one pass of 32 blocks per lane (31 KB of shared memory a block) */
-#define MMVQ0_NW(stg) ((stg) ? 8 : MMVQ0_WARPS)
-
-template <int T, int NC, bool STG> struct mmvq0_smem {
-    enum { U = STG ? 1 : MMVQ0_UN(T, NC), PB = U * CUDA_WARP, NW = MMVQ0_NW(STG) };
-    float2 park[NW][PB][MMVQ0_PS(NC)];
-    int8_t xs[STG ? NC : 1][STG ? PB : 1][MMVQ0_XS];
-    float xd[STG ? NC : 1][STG ? PB : 1];
-};
-
-template <int T, int NC, bool STG>
-static __global__ void __launch_bounds__(MMVQ0_NW(STG) *CUDA_WARP)
+template <int T, int NC>
+static __global__ void __launch_bounds__(MMVQ0_WARPS *CUDA_WARP)
 mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q80 X, int64_t nbr,
              float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmq0_t<T> Q;
-    typedef mmvq0_smem<T, NC, STG> SM;
-    enum { U = SM::U, PB = SM::PB, NW = SM::NW };
-    __shared__ __align__(16) SM S;
+    enum { U = MMVQ0_UN(T, NC), PB = U * CUDA_WARP };
+    __shared__ float2 park[MMVQ0_WARPS][PB][MMVQ0_PS(NC)];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
-    const int32_t jr = blockIdx.x * NW + warp;
+    const int32_t jr = blockIdx.x * MMVQ0_WARPS + warp;
     cuda_pdl_enter();
-    /* a warp past the weight: whole warps, so the __syncwarp below stays
-     * full; under STG it still stages and meets the block's barriers */
-    const bool live = jr < n_w;
-    if (!STG && !live)
-        return;
+    if (jr >= n_w)
+        return; /* whole warps: the __syncwarp below stays full */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
-    const uint8_t *rowq = w + (size_t)(live ? jr : 0) * row_bytes;
+    const uint8_t *rowq = w + (size_t)jr * row_bytes;
     const quant_f16 *rowd = (const quant_f16 *)(rowq + (size_t)nbr * Q::QB);
     const int64_t xb0 = (int64_t)r0 * nbr;
     float acc = 0.0f; /* lane r < nr: activation row r0 + r */
     for (int64_t base = 0; base < nbr; base += PB) {
-        if constexpr (STG) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t ib = base + u * CUDA_WARP + lane;
+            if (ib < nbr) {
+                const float dw = cuda_h2f(rowd[ib]);
+#pragma unroll
+                for (int r = 0; r < NC; r++)
+                    if (r < nr) {
+                        const int64_t xb = xb0 + r * nbr + ib;
+                        const int v = mmvq0_dot<T>(rowq, ib, X.qs + xb * 32);
+                        park[warp][u * CUDA_WARP + lane][r] =
+                            make_float2(__fmul_rn(dw, X.d[xb]), cuda_q0_i2f<T>(v));
+                    }
+            }
+        }
+        __syncwarp();
+        if (lane < nr) {
             const int cnt = nbr - base < PB ? (int)(nbr - base) : PB;
-            __syncthreads(); /* the previous pass's dots are done with xs */
-            for (int t = threadIdx.x; t < NC * PB * 2; t += NW * CUDA_WARP) {
-                const int r = t / (2 * PB), k = (t / 2) % PB, hf = t & 1;
-                if (r < nr && k < cnt)
-                    *(uint4 *)&S.xs[r][k][16 * hf] = *(const uint4 *)(X.qs + (xb0 + r * nbr + base + k) * 32 + 16 * hf);
+            for (int k = 0; k < cnt; k++) {
+                const float2 t = park[warp][k][lane];
+                acc = __fmaf_rn(t.x, t.y, acc);
             }
-            for (int t = threadIdx.x; t < NC * PB; t += NW * CUDA_WARP) {
-                const int r = t / PB, k = t % PB;
-                if (r < nr && k < cnt)
-                    S.xd[r][k] = X.d[xb0 + r * nbr + base + k];
-            }
-            __syncthreads();
         }
-        if (live) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t ib = base + u * CUDA_WARP + lane;
-                if (ib < nbr) {
-                    const float dw = cuda_h2f(rowd[ib]);
-#pragma unroll
-                    for (int r = 0; r < NC; r++)
-                        if (r < nr) {
-                            const int64_t xb = xb0 + r * nbr + ib;
-                            const int k = u * CUDA_WARP + lane;
-                            const int v = mmvq0_dot<T>(rowq, ib, STG ? S.xs[r][k] : X.qs + xb * 32);
-                            const float xd = STG ? S.xd[r][k] : X.d[xb];
-                            S.park[warp][k][r] = make_float2(__fmul_rn(dw, xd), cuda_q0_i2f<T>(v));
-                        }
-                }
-            }
-            __syncwarp();
-            if (lane < nr) {
-                const int cnt = nbr - base < PB ? (int)(nbr - base) : PB;
-#pragma unroll 4
-                for (int k = 0; k < cnt; k++) {
-                    const float2 t = S.park[warp][k][lane];
-                    acc = __fmaf_rn(t.x, t.y, acc);
-                }
-            }
-            __syncwarp();
-        }
+        __syncwarp();
     }
-    if (live && lane < nr)
+    if (lane < nr)
         cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
@@ -237,18 +194,10 @@ static void mmvq0_launch(struct cuda_ctx *c, const struct backend_weight *w, con
                          int32_t n_rows)
 {
     const int64_t nbr = w->ne0 / 32;
-    const bool stg = NC >= 4 && c->mmvq0_stage;
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_NW(stg)), cuda_blocks(n_rows, NC));
-    /* the staged activations from 4 rows (c->mmvq0_stage: INFERD_MMVQ0_STAGE=0
-     * turns it off for A/B runs; the bits do not change) */
-    if (stg)
-        cuda_launch(c, mmvq0_kernel<T, NC, NC >= 4>, grid, MMVQ0_NW(true) * CUDA_WARP, 0, (const uint8_t *)w->data,
-                    w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows,
-                    c->epi);
-    else
-        cuda_launch(c, mmvq0_kernel<T, NC, false>, grid, MMVQ0_WARPS * CUDA_WARP, 0, (const uint8_t *)w->data,
-                    w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows,
-                    c->epi);
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS), cuda_blocks(n_rows, NC));
+    cuda_launch(c, mmvq0_kernel<T, NC>, grid, MMVQ0_WARPS * CUDA_WARP, 0,
+        (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr,
+        y, n_rows, c->epi);
 }
 
 /* ---- MMQ: mmq0_kernel<T, KDR> ----------------------------------------------

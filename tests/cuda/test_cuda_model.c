@@ -12,10 +12,13 @@
  * activations to the CPU's bytes), every quantized product in the CPU's
  * float chain (mm-cpubits), the attention in the CPU's order with its
  * expf (att-cpubits), and rounds norms, RoPE and SiLU as the CPU does: on
- * quantized models the backends agree to ~1e-6 (7B-shaped: 0), so TOL is
- * DESIGN's 0.05 and top-1 and greedy must match (a mismatch fails). Where
- * weights are F32/F16 (stories260K) cuBLAS sums them in its own order:
- * ~6e-3 nats, TOL 1e-2. With INFERD_ATT_SCORES=tensor (config
+ * quantized models the backends agree to ~1e-6 (7B-shaped and
+ * tiny-llama-Q4_K_M: 0), so TOL is DESIGN's 0.05 and top-1 and greedy must
+ * match (a mismatch fails). Where products have F32/F16/BF16 weights
+ * (float_products) cuBLAS sums them in its own order: the trained
+ * stories260K keeps that at ~6e-3 nats (TOL 1e-2, strict), tiny-llama-
+ * mixed's random F16 output weight amplifies it to ~0.13 (the loose rule
+ * below). With INFERD_ATT_SCORES=tensor (config
  * attention_scores = tensor) the scores are the tensor cores' sums, ulps
  * from the CPU's, which the random-weight models amplify (an ulp flips an
  * 8-bit rounding of the next activation) to ~0.3 nats: TOL 0.3, top-1 and
@@ -34,11 +37,34 @@
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/cuda/cuda.h"
+#include "engine/gguf.h"
+#include "engine/quant.h"
 #include "engine/graph.h"
 #include "engine/model.h"
 #include "tests/check.h"
 
 #define GAP_MIN 0.05
+
+/* 1 when a product's weight is F32/F16/BF16 (cuBLAS sums those in its own
+ * order: ulps from the CPU's): a 2-D float tensor other than the token
+ * embedding (a row gather, exact) unless the embedding is also the output
+ * (tied: no output.weight) */
+static int float_products(const char *path)
+{
+    struct gguf_file *f = NULL;
+    struct inf_error err = {0, ""};
+    if (gguf_open(path, &f, &err))
+        return 1; /* eng_open reports the error */
+    int any = 0;
+    const int tied = gguf_find_tensor(f, "output.weight") == NULL;
+    for (int64_t i = 0; i < gguf_n_tensors(f) && !any; i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(f, i);
+        const int flt = t->type == QT_F32 || t->type == QT_F16 || t->type == QT_BF16;
+        any = flt && t->n_dims >= 2 && t->ne[1] > 1 && (tied || strcmp(t->name, "token_embd.weight"));
+    }
+    gguf_close(f);
+    return any;
+}
 enum { MAXT = 256, NB = 2 * MAXT / 16 };
 
 struct eng {
@@ -184,7 +210,7 @@ int main(int argc, char **argv)
     /* attention_scores (INFERD_ATT_SCORES): exact, the default, gives the
      * CPU's bits in every op but the float-weight products (cuBLAS) */
     const char *asc = getenv("INFERD_ATT_SCORES");
-    const int exact = !asc || strcmp(asc, "tensor");
+    const int exact = (!asc || strcmp(asc, "tensor")) && !float_products(path);
     const double tol = trained ? 1e-2 : exact ? GAP_MIN : 0.3;
     const int strict = trained || exact; /* top-1 and greedy mismatches fail */
     int n_top1_bad = 0, n_greedy_bad = 0;
