@@ -390,14 +390,13 @@ template <int HD> struct att_tc_smem {
  * distinct bank groups per phase without padding. */
 template <int HD> struct att_ex_smem {
     float qf[ATT_G_MAX][HD]; /* the F16-rounded queries as F32 */
-    float sc[ATT_G_MAX][CUDA_WARP + 1]; /* H2: the scores, head by head */
     union {
         float4 kf[CUDA_WARP][HD / 4];
         float4 wk[ATT_G_MAX][CUDA_WARP];
     } u;
 };
 
-template <int HD, bool TC, bool H2 = false>
+template <int HD, bool TC>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                         const quant_f16 *__restrict__ vc, float *__restrict__ out,
@@ -491,38 +490,6 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
             }
             __syncthreads();
             sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
-        } else if constexpr (H2) {
-            /* warp w scores heads 2w and 2w + 1 of its lane's position: each
-             * K float4 read once for two heads (the K reads, 512 bytes a
-             * score and position, are the score phase's shared-memory
-             * bandwidth); the same chains, the same reduction */
-            const int x = lane & 7, h0 = 2 * wid, h1 = 2 * wid + 1 < G ? 2 * wid + 1 : 2 * wid;
-            const float4 *kr = S.u.kf[lane];
-            if (h0 < G && lane < cnt) {
-                float a0[32], a1[32];
-#pragma unroll
-                for (int j = 0; j < 32; j++)
-                    a0[j] = a1[j] = 0.0f;
-#pragma unroll
-                for (int c = 0; c < HD; c += 32)
-#pragma unroll
-                    for (int j = 0; j < 32; j += 4) {
-                        const float4 k = kr[((c + j) >> 2) ^ x];
-                        const float4 x0 = *(const float4 *)&S.qf[h0][c + j], x1 = *(const float4 *)&S.qf[h1][c + j];
-                        a0[j] = __fmaf_rn(k.x, x0.x, a0[j]);
-                        a0[j + 1] = __fmaf_rn(k.y, x0.y, a0[j + 1]);
-                        a0[j + 2] = __fmaf_rn(k.z, x0.z, a0[j + 2]);
-                        a0[j + 3] = __fmaf_rn(k.w, x0.w, a0[j + 3]);
-                        a1[j] = __fmaf_rn(k.x, x1.x, a1[j]);
-                        a1[j + 1] = __fmaf_rn(k.y, x1.y, a1[j + 1]);
-                        a1[j + 2] = __fmaf_rn(k.z, x1.z, a1[j + 2]);
-                        a1[j + 3] = __fmaf_rn(k.w, x1.w, a1[j + 3]);
-                    }
-                S.sc[h0][lane] = __fmul_rn(att_reduce_cpu(a0), a.scale);
-                S.sc[h1][lane] = __fmul_rn(att_reduce_cpu(a1), a.scale); /* h1 == h0: the same value */
-            }
-            __syncthreads(); /* every warp has read the K rows and written its scores */
-            sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
         } else {
             const int x = lane & 7;
             const float4 *kr = S.u.kf[lane];
@@ -589,13 +556,6 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
                             block_table, *a);
             else
                 cuda_launch(c, attention_gqa_tc_kernel<128, true>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-        } else if (c->att_h2) {
-            if (hd == 64)
-                cuda_launch(c, attention_gqa_tc_kernel<64, false, true>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-            else
-                cuda_launch(c, attention_gqa_tc_kernel<128, false, true>, grid, block, 0, q, kc, vc, out, pos, seq,
                             block_table, *a);
         } else {
             if (hd == 64)

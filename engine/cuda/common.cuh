@@ -87,7 +87,6 @@ struct cuda_ctx {
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
-    int att_h2;        /* exact scores two heads a thread (INFERD_ATT_H2=1, A/B) */
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8 (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
