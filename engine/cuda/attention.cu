@@ -2,7 +2,8 @@
  *
  * One warp per (row, query head): lanes score 32 cached positions p <=
  * pos[row] of the row's sequence at a time (slot = block_table[p / bs] * bs
- * + p % bs; four partial sums per score), take each position's softmax
+ * + p % bs; each score in the CPU's order, att_score_cpu, so the GPU's
+ * attention gives the CPU backend's bits), take each position's softmax
  * factor in parallel from a prefix maximum, then lane l, holding
  * dimension pairs 64j + 2l, +1 of the output accumulator (DPL slots: 2, 4
  * or 8 by head_dim), walks them through the online softmax (running
@@ -19,8 +20,10 @@
  * is one block per (row, 4 heads) whatever the length.
  *
  * Where head_dim is 64 or 128 the grouped-query heads take
- * attention_gqa_tc_kernel instead: scores by tensor cores, the same walk
- * with the chunk's V rows staged as F32.
+ * attention_gqa_tc_kernel instead: K and V rows staged as F32 once per
+ * group, the same scores and walk; with config attention_scores = tensor
+ * the scores by tensor cores (ulps from the CPU's; pp2048 +18% on the
+ * H200's 7B-shaped model, bench/RESULTS.md 2026-12-03).
  *
  * This is the correct baseline; the tiled flash-attention prefill and the
  * split decode kernel are later work (they must keep the per-row order).
