@@ -117,14 +117,15 @@ extern "C" int cuda_be_prewarm(struct backend *be,
         PW_RUN("rope (neox)", cuda_op_rope(be, y, 1, 4, ints, &r));
         PW_RUN("kv_store", cuda_op_kv_store(be, kc, vc, x, x, ints, 1, 4 * 64));
         /* every instantiation the dispatcher picks by head_dim: grouped
-         * with tensor-core scores (64, 128), grouped (other multiples of 8
+         * with staged K/V rows (64, 128; the configured scores, CPU-order
+         * or tensor-core), grouped (other multiples of 8
          * up to 128: 2 or 4 slots per lane) and per-head (256, or groups
          * past 16), 2, 4 and 8 slots per lane; the cache scratch holds 16
          * slots of 256 halves */
         struct backend_attn a = {4, 4, 64, 16, 1, 0.125f};
-        PW_RUN("attention (grouped tc, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        PW_RUN("attention (grouped staged, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
-        PW_RUN("attention (grouped tc, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        PW_RUN("attention (grouped staged, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.head_dim = 32;
         PW_RUN("attention (grouped, head_dim 32)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.head_dim = 96;
