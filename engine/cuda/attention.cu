@@ -38,16 +38,6 @@
 #define ATT_WARPS 4   /* query heads per thread block */
 #define ATT_VS_HD 128 /* head_dim up to which a chunk's V rows are staged in shared memory */
 
-/* The CPU's score of one cached position, bit for bit: engine/quant.c's
- * F16 dot (llama.cpp's ggml_vec_dot_f16 order) times the scale. Element e
- * of the first hd & ~31 goes into chain e % 32 (32 F32 fma chains, in e
- * order); the chains meet as GGML_F32x8_REDUCE does (avx2_reduce4x8:
- * (a0 + a2) + (a1 + a3) per lane, lanes l + 4 onto l, then (t0 + t1) +
- * (t2 + t3)); the hd % 32 tail is added in double, one exact product at a
- * time, and rounded once. qv: the F16-rounded query as floats (16-byte
- * aligned); K4(c): the K row's elements 4c .. 4c + 3 as floats (exact), for
- * 4c < hd & ~31; K1(e): element e, for the tail. A score depends only on
- * its query and its K row, never on the batch. */
 /* The 32 chains of a score met as GGML_F32x8_REDUCE: (a0 + a2) + (a1 + a3)
  * per lane of the four 8-lane accumulators, lanes l + 4 onto l, then
  * (t0 + t1) + (t2 + t3) */
@@ -64,6 +54,15 @@ static __device__ __forceinline__ float att_reduce_cpu(const float a[32])
     return __fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3]));
 }
 
+/* The CPU's score of one cached position, bit for bit: engine/quant.c's
+ * F16 dot (llama.cpp's ggml_vec_dot_f16 order) times the scale. Element e
+ * of the first hd & ~31 goes into chain e % 32 (32 F32 fma chains, in e
+ * order); the chains meet in att_reduce_cpu (avx2_reduce4x8's tree); the
+ * hd % 32 tail is added in double, one exact product at a time, and
+ * rounded once. qv: the F16-rounded query as floats (16-byte
+ * aligned); K4(c): the K row's elements 4c .. 4c + 3 as floats (exact), for
+ * 4c < hd & ~31; K1(e): element e, for the tail. A score depends only on
+ * its query and its K row, never on the batch. */
 template <typename KF4, typename KF1>
 static __device__ __forceinline__ float att_score_cpu(const float *qv, KF4 K4, KF1 K1, int hd, float scale)
 {
@@ -445,10 +444,11 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                 continue;
             const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
             const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
-            if (TC && kv == 0) {
-                if constexpr (TC)
+            if constexpr (TC) {
+                if (kv == 0) { /* the mma's B: the F16 bits as they are */
                     *(uint4 *)&S.ks[i][8 * cch] = v8;
-                continue;
+                    continue;
+                }
             }
             const __half2 *h2 = (const __half2 *)&v8;
             const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
@@ -498,11 +498,15 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
             const float4 *kr = S.u.kf[lane];
             sc = -INFINITY;
             if (lane < cnt)
-                sc = att_score_cpu(
-                    S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [&](int e) { return 0.0f; }, HD, a.scale);
+                sc = att_score_cpu( /* HD % 32 == 0: no tail */
+                    S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
             __syncthreads(); /* every warp has read the K rows: wk reuses them */
         }
-        float4 *wk = TC ? ((att_tc_smem<HD> *)&S)->wk[wid] : ((att_ex_smem<HD> *)&S)->u.wk[wid];
+        float4 *wk;
+        if constexpr (TC)
+            wk = S.wk[wid];
+        else
+            wk = S.u.wk[wid];
         att_factors<!TC>(m, sc, cnt, lane, wk);
         /* att_walk's loop, per dimension the same operations */
         const float *vl = &vsf[0][DPL * lane];
@@ -532,6 +536,18 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
         o[k] = acc[k] * inv;
 }
 
+/* attention_gqa_tc_kernel<HD, the configured scores> (c->att_tc) */
+template <int HD>
+static void att_gqa_tc_launch(struct cuda_ctx *c, dim3 grid, dim3 block, const float *q, const quant_f16 *kc,
+                              const quant_f16 *vc, float *out, const int32_t *pos, const int32_t *seq,
+                              const int32_t *block_table, const struct backend_attn *a)
+{
+    if (c->att_tc)
+        cuda_launch(c, attention_gqa_tc_kernel<HD, true>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+    else
+        cuda_launch(c, attention_gqa_tc_kernel<HD, false>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+}
+
 void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, const void *v_cache,
                        float *out, int32_t n_rows, const int32_t *pos, const int32_t *seq,
                        const int32_t *block_table, const struct backend_attn *a)
@@ -553,21 +569,10 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     if (G <= ATT_G_MAX && (hd == 64 || hd == 128)) {
         /* a model's head_dim decides the kernel, never the batch */
         const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
-        if (c->att_tc) {
-            if (hd == 64)
-                cuda_launch(c, attention_gqa_tc_kernel<64, true>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-            else
-                cuda_launch(c, attention_gqa_tc_kernel<128, true>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-        } else {
-            if (hd == 64)
-                cuda_launch(c, attention_gqa_tc_kernel<64, false>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-            else
-                cuda_launch(c, attention_gqa_tc_kernel<128, false>, grid, block, 0, q, kc, vc, out, pos, seq,
-                            block_table, *a);
-        }
+        if (hd == 64)
+            att_gqa_tc_launch<64>(c, grid, block, q, kc, vc, out, pos, seq, block_table, a);
+        else
+            att_gqa_tc_launch<128>(c, grid, block, q, kc, vc, out, pos, seq, block_table, a);
         CUDA_CHECK_LAUNCH(c, "attention_gqa_tc_kernel");
         return;
     }
