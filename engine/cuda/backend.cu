@@ -675,6 +675,11 @@ extern "C" void cuda_backend_set_attention_tc(struct backend *be, int on)
     cuda_ctx_of(be)->att_tc = on != 0;
 }
 
+extern "C" int cuda_backend_attention_tc(const struct backend *be)
+{
+    return cuda_ctx_of((struct backend *)be)->att_tc;
+}
+
 extern "C" int cuda_backend_set_batch_invariant(struct backend *be, int on)
 {
     return cuda_mmc_set_batch_invariant(cuda_ctx_of(be), on);

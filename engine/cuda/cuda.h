@@ -46,6 +46,10 @@ int cuda_backend_set_batch_invariant(struct backend *be, int on);
  * glibc's expf: the GPU's attention then gives the CPU's bits. Any time
  * between steps; every row of a step takes the same kernel. */
 void cuda_backend_set_attention_tc(struct backend *be, int on);
+/* 1 when the attention scores are the tensor cores' (set above, or
+ * INFERD_ATT_SCORES=tensor at cuda_backend_new), 0 when they are the CPU's
+ * bits: what a test may then expect. */
+int cuda_backend_attention_tc(const struct backend *be);
 
 /* Bytes of the weights' second layouts (Q6_K expanded for MMQ), beside the
  * uploaded bytes cuda_backend_mem counts. */

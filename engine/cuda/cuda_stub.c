@@ -79,6 +79,12 @@ void cuda_backend_set_attention_tc(struct backend *be, int on)
     (void)be, (void)on;
 }
 
+int cuda_backend_attention_tc(const struct backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w)
 {
     (void)be, (void)w;

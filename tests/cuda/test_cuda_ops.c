@@ -1108,10 +1108,9 @@ static void test_attention(int nh, int nkv, int hd)
     report_raw("attention", "f16", shape1, nmse(oh + 5 * qdim, oc + 5 * qdim, (size_t)qdim),
                thr_of(ATT_THR, 1e-7), -1);
     /* the default scores (CPU order, glibc's expf; cuda/attention.cu) give
-     * the CPU's bits; INFERD_ATT_SCORES=tensor gives the tensor cores'
-     * sums, which only the NMSE above bounds */
-    const char *asc = getenv("INFERD_ATT_SCORES");
-    if (!asc || strcmp(asc, "tensor"))
+     * the CPU's bits; the tensor cores' sums (INFERD_ATT_SCORES=tensor)
+     * only the NMSE above bounds */
+    if (!cuda_backend_attention_tc(gpu))
         report_bits("att-cpubits", "f16", shape, rows_differ(oh, oc, NR, qdim), NR);
     attn_ref(q, kc, vc, NR, pos, seq, bt, &a, ob);
     report_raw("attn-ref", "gpu", shape, nmse(oh, ob, nq), ATT_THR_REF, -1);
