@@ -20,10 +20,10 @@ void cuda_mmq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
               int32_t n_rows);
 
 /* The MMQ instantiations mmqk_kernel<T, KDR, EXP, NT> (cuda/mmqk_impl.cuh)
- * and, for Q4_0/Q8_0 (EXP = 0, BN = 64 only), mmq0_kernel<T, KDR>
- * (cuda/mmq0_impl.cuh): KDR super-blocks per k-stage (1 or 2), EXP: the
- * weights' expanded copy (w->aux; Q6_K only), bn: activation rows per
- * block (64, or 0 for 64; 128: K-quants, NT = 4). Launches exactly that
+ * and, for Q4_0/Q8_0 (EXP = 0), mmq0_kernel<T, KDR, NT>
+ * (cuda/mmq0_impl.cuh): KDR super-blocks (256 elements) per k-stage (1 or
+ * 2), EXP: the weights' expanded copy (w->aux; Q6_K only), bn: activation
+ * rows per block (64, or 0 for 64; 128: NT = 4). Launches exactly that
  * one: 0, INF_EUNSUPPORTED when it does not exist for T or the shape (ne0
  * not a multiple of 256 * KDR, EXP without w->aux), or -1 when this
  * device cannot give it its shared memory. For prewarm, bench --op and the

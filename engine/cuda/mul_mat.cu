@@ -382,7 +382,7 @@ enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVS };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP, c = activation
-     * rows per block (0: 64; K-quants also 128); MMQS: b = EXP; MMVS: a =
+     * rows per block (0: 64, or 128); MMQS: b = EXP; MMVS: a =
      * activation rows per weight read, b = the grid's cap (0: the
      * dispatcher's; 1: one block, every warp streaming many rows) */
     int type, kind, a, b, c;
@@ -391,7 +391,7 @@ struct mm_variant {
 #define MMV_MMQW(t, e) {t, MMV_MMQK, 1, e, 128}, {t, MMV_MMQK, 2, e, 128}
 #define MMV_Q0(t)                                                                                  \
     {t, MMV_WPR, 0, 0}, {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0},             \
-        {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t)
+        {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t), MMV_MMQW(t, 0)
 #define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
 #define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
     {t, MMV_MMQS, 8, 0, 0}
