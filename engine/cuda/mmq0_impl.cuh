@@ -256,92 +256,38 @@ mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_
         cuda_epi_store(y, r0 + cr, jr0 + cw, n_w, acc, E);
 }
 
-/* (RW, WPR, U) of mmvq0_kernel: weight rows a group, warps a group, blocks
- * a lane a window (speed only: every choice runs each (row, activation
- * row) chain in the same order, so the bits are the same). INFERD_MMVQ0=
- * RW,WPR,U forces one (A/B measurement). */
-struct mmvq0_shape {
-    int rw, wpr, u;
+/* (RW, WPR, U) of mmvq0_kernel by type and activation rows per weight
+ * read: weight rows a group, warps a group, blocks a lane a window. Rows
+ * change speed, never results (every shape runs each (row, activation row)
+ * chain in the same order). Measured on the H200 (bench/RESULTS.md,
+ * 2026-12-03 16:10-, call 2: 17 shapes forced on 4096 x 14336 and three
+ * 7B shapes at n = 1, 2, 4, 8, the fastest summed over the shapes): Q4_0
+ * at one row takes 4 rows and 4 warps a group (4096 x 14336: 18.4 ->
+ * 13.1 us), Q8_0's twice larger blocks 2 rows of 2 warps (22.5 -> 21.2);
+ * at two rows (4, 4, 1) both; at four (2, 1, 2) / (2, 4, 1); at eight
+ * (1, 1, 1), one warp a row (the activation loads of 8 rows take the
+ * registers). sm_121 (GB10, not measured) takes the same rows: more
+ * rows an SM only adds warps to a grid these already fill. */
+template <int T, int NC> struct mmvq0_cfg {
+    enum {
+        RW = NC == 8 ? 1 : NC == 4 ? 2 : NC == 2 || T == QT_Q4_0 ? 4 : 2,
+        WPR = NC == 8 ? 1 : NC == 4 ? (T == QT_Q4_0 ? 1 : 4) : NC == 2 || T == QT_Q4_0 ? 4 : 2,
+        U = NC == 4 && T == QT_Q4_0 ? 2 : NC == 1 && T == QT_Q8_0 ? 2 : 1,
+    };
+    static_assert(RW * NC <= 16 && 2 * MMVQ0_WARPS * RW * (U * CUDA_WARP * MMVQ0_PS(NC) + NC) * 8 <= 48 * 1024,
+                  "the chain lanes and the park of a block");
 };
-template <int T> static mmvq0_shape mmvq0_pick(int nc, int64_t nbr, int64_t n_w, int n_sm)
-{
-    static int frw = -1, fwpr = 0, fu = 0;
-    if (frw < 0) {
-        const char *e = getenv("INFERD_MMVQ0");
-        frw = 0;
-        if (e && sscanf(e, "%d,%d,%d", &frw, &fwpr, &fu) != 3)
-            frw = 0;
-    }
-    if (frw > 0)
-        return {frw, fwpr, fu};
-    (void)nbr;
-    (void)n_w;
-    (void)n_sm;
-    return {1, 1, T == QT_Q4_0 && nc <= 2 ? 4 : 2};
-}
 
-/* the park of (NC, RW, U) within a block's 48 KB of static shared memory
- * (WPR does not change it: G groups of WPR warps) */
-static constexpr bool mmvq0_fits(int nc, int rw, int u)
-{
-    return 2 * MMVQ0_WARPS * rw * (u * CUDA_WARP * MMVQ0_PS(nc) + nc) * 8 <= 48 * 1024;
-}
-
-template <int T, int NC, int RW, int WPR, int U>
+template <int T, int NC>
 static void mmvq0_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                          int32_t n_rows)
 {
+    typedef mmvq0_cfg<T, NC> C;
     const int64_t nbr = w->ne0 / 32;
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS / WPR * RW), cuda_blocks(n_rows, NC));
-    cuda_launch(c, mmvq0_kernel<T, NC, RW, WPR, U>, grid, MMVQ0_WARPS * CUDA_WARP, 0,
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ0_WARPS / C::WPR * C::RW), cuda_blocks(n_rows, NC));
+    cuda_launch(c, mmvq0_kernel<T, NC, C::RW, C::WPR, C::U>, grid, MMVQ0_WARPS * CUDA_WARP, 0,
         (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q80_planes(xq, (int64_t)n_rows * nbr), nbr,
         y, n_rows, c->epi);
-}
-
-/* the instantiations: RW in {1, 2, 4} with RW * NC <= 8, WPR in {1, 2, 4},
- * U in {1, 2, 4} where the park fits (else the largest that does) */
-template <int T, int NC, int RW, int WPR>
-static void mmvq0_launch_u(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                           int32_t n_rows, int u)
-{
-    if constexpr (mmvq0_fits(NC, RW, 4)) {
-        if (u >= 4) {
-            mmvq0_launch<T, NC, RW, WPR, 4>(c, w, xq, y, n_rows);
-            return;
-        }
-    }
-    if constexpr (mmvq0_fits(NC, RW, 2)) {
-        if (u >= 2) {
-            mmvq0_launch<T, NC, RW, WPR, 2>(c, w, xq, y, n_rows);
-            return;
-        }
-    }
-    mmvq0_launch<T, NC, RW, WPR, 1>(c, w, xq, y, n_rows);
-}
-
-template <int T, int NC, int RW>
-static void mmvq0_launch_w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                           int32_t n_rows, mmvq0_shape s)
-{
-    if (s.wpr >= 4)
-        mmvq0_launch_u<T, NC, RW, 4>(c, w, xq, y, n_rows, s.u);
-    else if (s.wpr == 2)
-        mmvq0_launch_u<T, NC, RW, 2>(c, w, xq, y, n_rows, s.u);
-    else
-        mmvq0_launch_u<T, NC, RW, 1>(c, w, xq, y, n_rows, s.u);
-}
-
-template <int T, int NC>
-static void mmvq0_launch_shape(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                               int32_t n_rows, mmvq0_shape s)
-{
-    enum { R4 = 4 * NC <= 8 ? 4 : 2 * NC <= 8 ? 2 : 1, R2 = 2 * NC <= 8 ? 2 : 1 };
-    if (s.rw >= 4)
-        mmvq0_launch_w<T, NC, R4>(c, w, xq, y, n_rows, s);
-    else if (s.rw == 2)
-        mmvq0_launch_w<T, NC, R2>(c, w, xq, y, n_rows, s);
-    else
-        mmvq0_launch_w<T, NC, 1>(c, w, xq, y, n_rows, s);
 }
 
 /* ---- MMQ: mmq0_kernel<T, KDR, NT> ------------------------------------------
@@ -564,12 +510,11 @@ static void mmvq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, c
 {
     if (nc <= 0)
         nc = cuda_mmvq_nc(n_rows);
-    const mmvq0_shape s = mmvq0_pick<T>(nc, w->ne0 / 32, w->ne1, c->n_sm);
     switch (nc) {
-    case 1: mmvq0_launch_shape<T, 1>(c, w, xq, y, n_rows, s); break;
-    case 2: mmvq0_launch_shape<T, 2>(c, w, xq, y, n_rows, s); break;
-    case 4: mmvq0_launch_shape<T, 4>(c, w, xq, y, n_rows, s); break;
-    default: mmvq0_launch_shape<T, 8>(c, w, xq, y, n_rows, s); break;
+    case 1: mmvq0_launch<T, 1>(c, w, xq, y, n_rows); break;
+    case 2: mmvq0_launch<T, 2>(c, w, xq, y, n_rows); break;
+    case 4: mmvq0_launch<T, 4>(c, w, xq, y, n_rows); break;
+    default: mmvq0_launch<T, 8>(c, w, xq, y, n_rows); break;
     }
 }
 
