@@ -71,11 +71,11 @@ for phase in $phases; do
         step "racecheck mmq/mmvq 3584x512 (q4_K,q6_K,q4_0,q8_0)" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
             --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
             --types q4_K,q6_K,q4_0,q8_0 --n 1,8,64 --shapes qwen7b-attn-kv --reps 1
-        # the 64 x 128 K-quant tile, forced (the tile table keeps 64 x 64
+        # the 64 x 128 tile, forced (the tile table keeps 64 x 64
         # for a grid this small)
-        step "racecheck mmq bn=128 3584x512 n=256 (q4_K,q5_K,q6_K)" env INFERD_MMQ_BN=128 timeout ${RACE_TIMEOUT:-150} \
+        step "racecheck mmq bn=128 3584x512 n=256 (q4_K,q5_K,q6_K,q4_0,q8_0)" env INFERD_MMQ_BN=128 timeout ${RACE_TIMEOUT:-150} \
             compute-sanitizer --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-            --types q4_K,q5_K,q6_K --n 256 --shapes qwen7b-attn-kv --reps 1
+            --types q4_K,q5_K,q6_K,q4_0,q8_0 --n 256 --shapes qwen7b-attn-kv --reps 1
         # whole models through `inferd generate` (a prompt past 8 tokens, so
         # the prefill runs the MMQ kernels, then decode steps: every product,
         # attention and sampling kernel of the model's types; test_cuda_model
