@@ -71,7 +71,7 @@ struct backend_weight {
     size_t row_bytes;
     const void *host; /* bytes in the GGUF mapping; valid while the model lives */
     void *data;       /* backend's copy, set by weight_register (CPU: == host) */
-    void *aux;        /* the backend's second layout, or NULL (CUDA: Q6_K, Q4_K expanded
+    void *aux;        /* the backend's second layout, or NULL (CUDA: Q6_K expanded
                        * to int8 for the MMQ kernels); zero before weight_register */
     /* NULL: data (and aux) are this weight's own. Else they are a slice of
      * a fused allocation (ops->weight_fuse) that the backend owns and frees

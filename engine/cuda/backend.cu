@@ -229,26 +229,6 @@ static void cuda_be_download_async(struct backend *be, void *dst, const void *sr
 
 /* ---- weights ------------------------------------------------------------- */
 
-/* Which weights get the MMQ kernels' expanded copy (cuda_mmq_expand):
- * every Q6_K tensor a matrix product may read past the decode batch (not
- * the embedding table, which only get_rows reads; INFERD_NO_Q6K_EXPAND=1:
- * none), and the same Q4_K tensors when INFERD_Q4K_EXPAND=1 (3.7x their
- * bytes again, for MMQ without per-sub-block scaling: measured in
- * bench/RESULTS.md, 2026-12-03 17:00-). Without the memory the raw
- * kernels serve, slower, with the same results. */
-static int cuda_expand_wanted(const struct backend_weight *w)
-{
-    if (w->ne0 % QK_K || strncmp(w->name, "token_embd", 10) == 0)
-        return 0;
-    if (w->type == QT_Q6_K)
-        return !getenv("INFERD_NO_Q6K_EXPAND");
-    if (w->type == QT_Q4_K) {
-        const char *e = getenv("INFERD_Q4K_EXPAND");
-        return e && e[0] == '1';
-    }
-    return 0;
-}
-
 static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -298,17 +278,21 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
             return rc;
         }
     }
-    /* the MMQ kernels' expanded copy (cuda/mmq_q6_k.cu, cuda/mmq_q4_k.cu) */
-    if (cuda_expand_wanted(w)) {
-        const int rc = cuda_mmq_expand(c, w);
+    /* Q6_K: the MMQ kernels' expanded copy (cuda/mmq_q6_k.cu), for every
+     * tensor a matrix product may read past the decode batch (not the
+     * embedding table, which only get_rows reads); without the memory the
+     * raw kernels serve, slower, with the same results */
+    if (w->type == QT_Q6_K && w->ne0 % QK_K == 0 && strncmp(w->name, "token_embd", 10) != 0 &&
+        !getenv("INFERD_NO_Q6K_EXPAND")) {
+        const int rc = cuda_mmq_expand_q6_K(c, w);
         if (rc == INF_ENOMEM)
             log_warn("cuda: no memory for the expanded copy of '%s' (%zu MiB): its prefill products "
-                     "take the raw kernels",
-                     w->name, cuda_mmq_expand_bytes(w) >> 20);
+                     "take the raw Q6_K kernels",
+                     w->name, cuda_mmq_expand_q6_K_bytes(w) >> 20);
         else if (rc)
             return rc;
         else
-            c->aux_bytes += cuda_mmq_expand_bytes(w);
+            c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
     }
     return 0;
 }
@@ -332,7 +316,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
     if (w->data)
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
     if (w->aux)
-        c->aux_bytes -= cuda_mmq_expand_bytes(w);
+        c->aux_bytes -= cuda_mmq_expand_q6_K_bytes(w);
     if (w->group) {
         /* a slice: the group's memory goes with its last member */
         struct backend_wgroup *g = w->group;
@@ -394,7 +378,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
                 return INF_EINVAL; /* one weight twice would be freed twice */
         bytes += a->row_bytes * (size_t)a->ne1;
         if (a->aux)
-            aux += cuda_mmq_expand_bytes(a);
+            aux += cuda_mmq_expand_q6_K_bytes(a);
     }
     struct backend_wgroup *g = (struct backend_wgroup *)calloc(1, sizeof(*g));
     if (!g)
@@ -410,7 +394,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
             rc = c->err;
         off += b;
         if (!rc && w[i]->aux) {
-            const size_t ab = cuda_mmq_expand_bytes(w[i]);
+            const size_t ab = cuda_mmq_expand_q6_K_bytes(w[i]);
             if (CUDA_CHECK_CTX(c, cudaMemcpyAsync((char *)g->aux + aoff, w[i]->aux, ab,
                                                   cudaMemcpyDeviceToDevice, c->stream)))
                 rc = c->err;
@@ -435,7 +419,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
         if (a->aux) {
             cudaFree(a->aux);
             a->aux = (char *)g->aux + aoff;
-            aoff += cuda_mmq_expand_bytes(a);
+            aoff += cuda_mmq_expand_q6_K_bytes(a);
         }
         a->group = g;
     }

@@ -35,15 +35,6 @@ static __device__ __forceinline__ void cuda_mma_k32_c(int d[4], const int a[4], 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c));
 }
 
-/* D += A(16x32 s8) * B(32x8 s8) */
-static __device__ __forceinline__ void cuda_mma_k32_acc(int d[4], const int a[4], const int b[2])
-{
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 /* D = A(16x16 s8) * B(16x8 s8), zero accumulator (A: rows g, g+8) */
 static __device__ __forceinline__ void cuda_mma_k16(int d[4], int a0, int a1, int b)
 {

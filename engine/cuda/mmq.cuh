@@ -41,26 +41,6 @@ template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w
  * float d). 0, or INF_ENOMEM (w->aux stays NULL; the raw kernels serve). */
 int cuda_mmq_expand_q6_K(struct cuda_ctx *c, struct backend_weight *w);
 size_t cuda_mmq_expand_q6_K_bytes(const struct backend_weight *w);
-/* Q4_K: the same for mmqk_kernel<Q4_K, KDR, true> (528 bytes per
- * super-block: the values times their scales as two int8 planes, cuda/
- * mmq_q4_k.cu) */
-int cuda_mmq_expand_q4_K(struct cuda_ctx *c, struct backend_weight *w);
-size_t cuda_mmq_expand_q4_K_bytes(const struct backend_weight *w);
-
-/* the expanded copy of w's type (Q4_K, Q6_K; INF_EUNSUPPORTED for the
- * others) and its size (0 for the others) */
-static inline int cuda_mmq_expand(struct cuda_ctx *c, struct backend_weight *w)
-{
-    return w->type == QT_Q6_K ? cuda_mmq_expand_q6_K(c, w)
-           : w->type == QT_Q4_K ? cuda_mmq_expand_q4_K(c, w)
-                                : INF_EUNSUPPORTED;
-}
-static inline size_t cuda_mmq_expand_bytes(const struct backend_weight *w)
-{
-    return w->type == QT_Q6_K ? cuda_mmq_expand_q6_K_bytes(w)
-           : w->type == QT_Q4_K ? cuda_mmq_expand_q4_K_bytes(w)
-                                : 0;
-}
 
 /* The small-batch product (K-quants: cuda/mmvq.cu, cuda_q8k planes;
  * Q4_0/Q8_0 in the packed layout: cuda/mmq0_impl.cuh, cuda_q80 planes):

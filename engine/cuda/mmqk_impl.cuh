@@ -94,7 +94,7 @@ static __device__ __forceinline__ void mmqk_k45_head(const uint32_t *b, mmqk_hea
 }
 
 template <int KDR> struct mmqk_w<QT_Q4_K, KDR, false> {
-    enum { BW = 36, SW = KDR == 1 ? 36 : 76, MIN = 1, G16 = 0, LDSM = 1, SPLIT = 0 }; /* BW: words per block */
+    enum { BW = 36, SW = KDR == 1 ? 36 : 76, MIN = 1, G16 = 0, LDSM = 1 }; /* BW: words per block */
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
         cuda_copy16<9 * KDR, 4>(dst, row + (size_t)s * KDR * 144, lp);
@@ -126,7 +126,7 @@ template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
     /* LDSM 0: the ldmatrix fragments cost q5_K (fifth bits: more live
      * registers) spills of 164 -> 372 B at 128 registers and 4% (H200,
      * 2026-12-02); q4_K and q6_K EXP gained 2-3.5% */
-    enum { BW = 44, SW = KDR == 1 ? 44 : 92, MIN = 1, G16 = 0, LDSM = 0, SPLIT = 0 };
+    enum { BW = 44, SW = KDR == 1 ? 44 : 92, MIN = 1, G16 = 0, LDSM = 0 };
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
         cuda_copy16<11 * KDR, 4>(dst, row + (size_t)s * KDR * 176, lp);
@@ -157,7 +157,7 @@ template <int KDR> struct mmqk_w<QT_Q5_K, KDR, false> {
  * k/128, quarter q = (k%128)/32, l = k%32: low 4 bits in nibble q/2 of
  * ql[64h + 32(q%2) + l], high 2 bits at 2q of qh[32h + l]. */
 template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
-    enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1, LDSM = 0, SPLIT = 0 }; /* 2-byte aligned: no ldmatrix */
+    enum { SW = KDR == 1 ? 60 : 108, MIN = 0, G16 = 1, LDSM = 0 }; /* 2-byte aligned: no ldmatrix */
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
         cuda_raw_copy<210 * KDR, 4>(dst, row + (size_t)s * KDR * 210, lp);
@@ -196,7 +196,7 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, false> {
  * 288 bytes, 16-byte aligned, so fragments are plain 32-bit loads. */
 #define MMQ_Q6X_BYTES 288
 template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
-    enum { BW = 72, SW = KDR == 1 ? 76 : 148, MIN = 0, G16 = 1, LDSM = 1, SPLIT = 0 };
+    enum { BW = 72, SW = KDR == 1 ? 76 : 148, MIN = 0, G16 = 1, LDSM = 1 };
     static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
     {
         cuda_copy16<18 * KDR, 4>(dst, row + (size_t)s * KDR * MMQ_Q6X_BYTES, lp);
@@ -213,35 +213,6 @@ template <int KDR> struct mmqk_w<QT_Q6_K, KDR, true> {
     }
     /* sub-block j's 32 values at word aoff(kd, j): the fragment is the
      * words themselves (cuda_ldsm_x4) */
-    static __device__ __forceinline__ int aoff(int kd, int j) { return BW * kd + 8 * j; }
-};
-
-/* Q4_K expanded at load (cuda_mmq_expand, cuda/mmq_q4_k.cu), the scale
- * folded into the values: per super-block the products t = s_j * q (s_j
- * the 6-bit scale of sub-block j, q the 4-bit value: 0 <= t <= 945) in k
- * order as two int8 planes, lo = t & 63 (256 bytes) then hi = t >> 6
- * (256 bytes, 0..14), the float d and dmin, and the 8 mins as bytes: 528
- * bytes, 16-byte aligned. sum_j s_j (q . x)_j = 64 (hi . x) + (lo . x):
- * two mma a sub-block accumulate the whole super-block in their C
- * operands, no per-sub-block scaling (the raw kernel's 4 IMAD an mma), the
- * same exact integer, so the same bits. */
-#define MMQ_Q4X_BYTES 528
-template <int KDR> struct mmqk_w<QT_Q4_K, KDR, true> {
-    enum { BW = 132, SW = KDR == 1 ? 132 : 268, MIN = 1, G16 = 0, LDSM = 1, SPLIT = 1 };
-    static __device__ __forceinline__ void copy(uint32_t *dst, const uint8_t *row, int64_t s, int lp)
-    {
-        cuda_copy16<33 * KDR, 4>(dst, row + (size_t)s * KDR * MMQ_Q4X_BYTES, lp);
-    }
-    static __device__ __forceinline__ void head(const uint32_t *r, int kd, int sh, mmqk_head &h)
-    {
-        (void)sh;
-        const uint32_t *b = r + BW * kd;
-        h.d = __uint_as_float(b[128]);
-        h.dmin = __uint_as_float(b[129]);
-        h.sc[2] = b[130]; /* mins 0-3, 4-7: the raw layout's places (mmqk_k45_head) */
-        h.sc[3] = b[131];
-    }
-    /* sub-block j's lo values at word aoff(kd, j), its hi values 64 words on */
     static __device__ __forceinline__ int aoff(int kd, int j) { return BW * kd + 8 * j; }
 };
 
@@ -310,13 +281,8 @@ static __device__ __forceinline__ void mmqk_afrag(uint32_t w[4], uint32_t sa, co
     }
 }
 
-/* Q4_K expanded at NT = 4 holds 139 KB of shared memory a block: one an
- * SM, so its registers are not capped for a second (at 128 ptxas spilled
- * 280-508 B) */
-#define MMQK_MIN_BLOCKS_T(t, exp, nt) ((t) == QT_Q4_K && (exp) && (nt) == 4 ? 1 : MMQK_MIN_BLOCKS(nt))
-
 template <int T, int KDR, bool EXP, int NT>
-static __global__ void __launch_bounds__(MMQ_THREADS, MMQK_MIN_BLOCKS_T(T, EXP, NT))
+static __global__ void __launch_bounds__(MMQ_THREADS, MMQK_MIN_BLOCKS(NT))
 mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
@@ -372,8 +338,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         sa[mt] = cuda_saddr(&S.w[0][32 * wm + 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
 
     float acc[2][NT][4];
-    int sum[2][NT][4]; /* W::SPLIT: the lo plane's sums */
-    int shi[2][NT][4]; /* W::SPLIT: the hi plane's sums */
+    int sum[2][NT][4];
 #pragma unroll
     for (int a = 0; a < 2; a++)
 #pragma unroll
@@ -382,7 +347,6 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             for (int i = 0; i < 4; i++) {
                 acc[a][b][i] = 0.0f;
                 sum[a][b][i] = 0;
-                shi[a][b][i] = 0;
             }
 
     /* queue stage s into buffer s & 1 */
@@ -434,31 +398,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 int a[2][4];
-                if constexpr (W::SPLIT) {
-                    /* Q4_K expanded: the lo and hi planes of sub-block j,
-                     * each an A fragment the mma accumulate in place */
-                    int ah[2][4];
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        const uint32_t ab = sa[mt] + bf * (uint32_t)sizeof(S.w[0]) + 4 * W::aoff(kd, j);
-                        cuda_ldsm_x4((uint32_t *)a[mt], ab);
-                        cuda_ldsm_x4((uint32_t *)ah[mt], ab + 4 * 64);
-                    }
-                    int b[NT][2];
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++) {
-                        const int rb = 8 * NT * wn + 8 * nt + g;
-                        b[nt][0] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 4 * t4];
-                        b[nt][1] = *(const int *)&S.x[bf][rb][256 * kd + 32 * j + 16 + 4 * t4];
-                    }
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                        for (int nt = 0; nt < NT; nt++) {
-                            cuda_mma_k32_acc(sum[mt][nt], a[mt], b[nt]);
-                            cuda_mma_k32_acc(shi[mt][nt], ah[mt], b[nt]);
-                        }
-                } else if constexpr (!W::G16) {
+                if constexpr (!W::G16) {
                     /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one load */
                     if (j % 2)
                         continue;
@@ -565,10 +505,6 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     for (int i = 0; i < 4; i++) {
                         const mmqk_head &H = hd[mt][i >> 1];
                         const float x = xd[nt][i & 1];
-                        if (W::SPLIT) { /* the super-block's integer: 64 hi + lo */
-                            sum[mt][nt][i] += 64 * shi[mt][nt][i];
-                            shi[mt][nt][i] = 0;
-                        }
                         const float p1 = __fmul_rn(H.d, x);
                         float a2 = __fmaf_rn(p1, (float)sum[mt][nt][i], acc[mt][nt][i]);
                         if (W::MIN) {
@@ -625,7 +561,7 @@ static int mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, cons
                         int32_t n_rows, int kdr)
 {
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
-    const size_t rb = EXP ? (size_t)(w->ne0 / QK_K) * (T == QT_Q4_K ? MMQ_Q4X_BYTES : MMQ_Q6X_BYTES) : w->row_bytes;
+    const size_t rb = EXP ? (size_t)(w->ne0 / QK_K) * MMQ_Q6X_BYTES : w->row_bytes;
     return kdr == 2 ? mmqk_launch<T, 2, EXP, NT>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows)
                     : mmqk_launch<T, 1, EXP, NT>(c, wd, rb, (int32_t)w->ne1, w->ne0, xq, y, n_rows);
 }
@@ -646,7 +582,7 @@ static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, 
     if ((kdr != 1 && kdr != 2) || w->ne0 % (QK_K * kdr) || (bn != 0 && bn != 64 && bn != 128))
         return INF_EUNSUPPORTED;
     if (exp) {
-        if constexpr (T == QT_Q6_K || T == QT_Q4_K) {
+        if constexpr (T == QT_Q6_K) {
             if (w->aux)
                 return mmqk_variant_bn<T, true>(c, w, xq, y, n_rows, kdr, bn);
         }
@@ -671,9 +607,9 @@ template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
-    const int exp = (T == QT_Q6_K || T == QT_Q4_K) && w->aux != NULL;
+    const int exp = T == QT_Q6_K && w->aux != NULL;
     int occ[2][2] = {{0, 0}, {0, 0}};
-    if constexpr (T == QT_Q6_K || T == QT_Q4_K) {
+    if constexpr (T == QT_Q6_K) {
         if (exp)
             mmqk_occ<T, true>(occ);
         else

@@ -277,7 +277,7 @@ static int mm_adjacent(const struct backend_weight *a, const struct backend_weig
         return 0;
     if (!a->aux != !b->aux)
         return 0;
-    return !a->aux || (const char *)b->aux == (const char *)a->aux + cuda_mmq_expand_bytes(a);
+    return !a->aux || (const char *)b->aux == (const char *)a->aux + cuda_mmq_expand_q6_K_bytes(a);
 }
 
 /* ops->mul_mat_ex: the activation quantized once per vec-dot type for all
@@ -401,7 +401,6 @@ static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
-    {QT_Q4_K, MMV_MMQK, 1, 1, 0}, {QT_Q4_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q4_K, 1),
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),

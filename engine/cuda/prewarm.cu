@@ -76,7 +76,7 @@ extern "C" int cuda_be_prewarm(struct backend *be,
             w.aux = NULL;
             snprintf(name, sizeof(name), "get_rows<%s>", quant_type_name(t));
             PW_RUN(name, cuda_op_get_rows(be, &w, ints, 1, y));
-            if ((t == QT_Q6_K || t == QT_Q4_K) && (rc = cuda_mmq_expand(c, &w)) != 0)
+            if (t == QT_Q6_K && (rc = cuda_mmq_expand_q6_K(c, &w)) != 0)
                 goto out;
             for (int v = 0; v < cuda_mm_variant_count(); v++) {
                 if (cuda_mm_variant_type(v) != t)

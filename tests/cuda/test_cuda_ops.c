@@ -685,9 +685,8 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
     for (int i = 0; i + 1 < k; i++) {
         adj &= (char *)wfa[i + 1].data == (char *)wfa[i].data + (size_t)ne1s[i] * rb;
         adj &= wfa[i].group && wfa[i].group == wfa[i + 1].group;
-        if (wfa[i].aux) /* expanded: Q6_K 288, Q4_K 528 bytes per super-block (cuda/mmqk_impl.cuh) */
-            adj &= (char *)wfa[i + 1].aux ==
-                   (char *)wfa[i].aux + (size_t)(FU_NE0 / QK_K) * (type == QT_Q4_K ? 528 : 288) * (size_t)ne1s[i];
+        if (wfa[i].aux) /* Q6_K expanded: 288 bytes per super-block (cuda/mmqk_impl.cuh) */
+            adj &= (char *)wfa[i + 1].aux == (char *)wfa[i].aux + (size_t)(FU_NE0 / QK_K) * 288 * (size_t)ne1s[i];
     }
     CHECK(adj);
     /* a fused weight cannot be fused again */
