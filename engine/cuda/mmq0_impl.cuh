@@ -178,7 +178,9 @@ mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_
     /* SBW: blocks of k a window; PW: one weight row's park (float2), + NC
      * so the chain lanes of different rows read different banks */
     enum { G = MMVQ0_WARPS / WPR, SBW = WPR * U * CUDA_WARP, PS = MMVQ0_PS(NC), PW = SBW * PS + NC };
-    static_assert(RW * NC <= 16, "the chain lanes read one float2 each, 16 distinct bank pairs");
+    /* the chain lanes read one float2 each: distinct bank pairs up to 16
+     * chains, two lanes a pair at 32 */
+    static_assert(RW * NC <= 32, "one chain a lane");
     __shared__ float2 park[2][G][RW * PW];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int grp = warp / WPR, part = warp % WPR;
@@ -268,13 +270,19 @@ mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_
  * (1, 1, 1), one warp a row (the activation loads of 8 rows take the
  * registers). sm_121 (GB10, not measured) takes the same rows: more
  * rows an SM only adds warps to a grid these already fill. */
+struct mmvq0_rwu {
+    int rw, wpr, u;
+};
+static constexpr mmvq0_rwu mmvq0_table(int t, int nc)
+{
+    return nc == 8   ? mmvq0_rwu{2, 1, 1}
+           : nc == 4 ? (t == QT_Q4_0 ? mmvq0_rwu{2, 1, 2} : mmvq0_rwu{2, 4, 1})
+           : nc == 2 ? mmvq0_rwu{4, 4, 1}
+                     : (t == QT_Q4_0 ? mmvq0_rwu{4, 4, 1} : mmvq0_rwu{2, 2, 2});
+}
 template <int T, int NC> struct mmvq0_cfg {
-    enum {
-        RW = NC == 8 ? 1 : NC == 4 ? 2 : NC == 2 || T == QT_Q4_0 ? 4 : 2,
-        WPR = NC == 8 ? 1 : NC == 4 ? (T == QT_Q4_0 ? 1 : 4) : NC == 2 || T == QT_Q4_0 ? 4 : 2,
-        U = NC == 4 && T == QT_Q4_0 ? 2 : NC == 1 && T == QT_Q8_0 ? 2 : 1,
-    };
-    static_assert(RW * NC <= 16 && 2 * MMVQ0_WARPS * RW * (U * CUDA_WARP * MMVQ0_PS(NC) + NC) * 8 <= 48 * 1024,
+    enum { RW = mmvq0_table(T, NC).rw, WPR = mmvq0_table(T, NC).wpr, U = mmvq0_table(T, NC).u };
+    static_assert(RW * NC <= 32 && 2 * MMVQ0_WARPS * RW * (U * CUDA_WARP * MMVQ0_PS(NC) + NC) * 8 <= 48 * 1024,
                   "the chain lanes and the park of a block");
 };
 
