@@ -262,23 +262,26 @@ mmvq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_
  * read: weight rows a group, warps a group, blocks a lane a window. Rows
  * change speed, never results (every shape runs each (row, activation row)
  * chain in the same order). Measured on the H200 (bench/RESULTS.md,
- * 2026-12-03 16:10-, call 2: 17 shapes forced on 4096 x 14336 and three
- * 7B shapes at n = 1, 2, 4, 8, the fastest summed over the shapes): Q4_0
- * at one row takes 4 rows and 4 warps a group (4096 x 14336: 18.4 ->
- * 13.1 us), Q8_0's twice larger blocks 2 rows of 2 warps (22.5 -> 21.2);
- * at two rows (4, 4, 1) both; at four (2, 1, 2) / (2, 4, 1); at eight
- * (1, 1, 1), one warp a row (the activation loads of 8 rows take the
- * registers). sm_121 (GB10, not measured) takes the same rows: more
- * rows an SM only adds warps to a grid these already fill. */
+ * 2026-12-03 16:10-, calls 2, 5 and 6: shapes forced on 4096 x 14336 and
+ * three 7B shapes, the fastest summed over the shapes). More rows a group
+ * share the activation loads and the chain's instructions among them
+ * (q4_0 4096 x 14336: n = 1 18.4 -> 11.9 us at (8, 4, 1), n = 4 43.7 ->
+ * 16.2 at (4, 2, 1), n = 8 63.3 -> 32.4 at (2, 1, 1)); more warps a group
+ * keep a few long rows' loads in flight. Q8_0's twice larger blocks take
+ * fewer rows at one and four activation rows ((8, 4, 1) and (4, 2, 1)
+ * were +3% on two of the four shapes there). The park's 48 KB of static
+ * shared memory bounds RW * U at eight rows. sm_121 (GB10, not measured)
+ * takes the same rows: more rows an SM only adds warps to a grid these
+ * already fill. */
 struct mmvq0_rwu {
     int rw, wpr, u;
 };
 static constexpr mmvq0_rwu mmvq0_table(int t, int nc)
 {
     return nc == 8   ? mmvq0_rwu{2, 1, 1}
-           : nc == 4 ? (t == QT_Q4_0 ? mmvq0_rwu{2, 1, 2} : mmvq0_rwu{2, 4, 1})
+           : nc == 4 ? (t == QT_Q4_0 ? mmvq0_rwu{4, 2, 1} : mmvq0_rwu{2, 4, 1})
            : nc == 2 ? mmvq0_rwu{4, 4, 1}
-                     : (t == QT_Q4_0 ? mmvq0_rwu{4, 4, 1} : mmvq0_rwu{2, 2, 2});
+                     : (t == QT_Q4_0 ? mmvq0_rwu{8, 4, 1} : mmvq0_rwu{2, 2, 2});
 }
 template <int T, int NC> struct mmvq0_cfg {
     enum { RW = mmvq0_table(T, NC).rw, WPR = mmvq0_table(T, NC).wpr, U = mmvq0_table(T, NC).u };
