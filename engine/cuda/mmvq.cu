@@ -188,26 +188,16 @@ template <int NC> struct mmvq_cols {
     enum { SHIFT = NC == 8 ? 0 : NC == 4 ? 1 : NC == 2 ? 2 : 3 };
 };
 
-/* v[h / RW][h % RW][0] for an h known only at run time, without indexing
- * the array (a computed index would put it in local memory) */
-template <int U, int RW, int NC>
-static __device__ __forceinline__ int mmvq_pick(const int (&v)[U][RW][NC], int h)
+/* v[u][0] for a u known only at run time, without indexing the array (a
+ * computed index would put it in local memory) */
+template <int U, int NC> static __device__ __forceinline__ int mmvq_pick(const int (&v)[U][NC], int u)
 {
-    int r = v[0][0][0];
+    int r = v[0][0];
 #pragma unroll
-    for (int k = 1; k < U * RW; k++)
-        r = h == k ? v[k / RW][k % RW][0] : r;
+    for (int k = 1; k < U; k++)
+        r = u == k ? v[k][0] : r;
     return r;
 }
-
-/* weight rows a row group of the decode kernel: each activation chunk a
- * lane loads serves RW rows, and lanes (w, r) of the chaining warp run RW
- * x NC chains in the same instructions (the Q4_0/Q8_0 decode kernel's
- * lever, cuda/mmq0_impl.cuh) */
-#ifndef MMVQ_RW_AB
-#define MMVQ_RW_AB 1
-#endif
-#define MMVQ_RW(t, nc) MMVQ_RW_AB
 
 /* WPR warps per weight row (1, 2 or 4; the block's 4 warps hold 4 / WPR
  * rows). A window of WPR * SB super-blocks of a row is computed at once:
@@ -229,69 +219,57 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmvq_chunk<T> C;
-    enum { U = MMVQ_UN(NC), SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC, RW = MMVQ_RW(T, NC) };
-    static_assert(RW * NC <= CUDA_WARP, "one chain a lane");
-    __shared__ float4 park[2][R][RW][SBW][NC];
+    enum { U = MMVQ_UN(NC), SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC };
+    __shared__ float4 park[2][R][SBW][NC];
     cuda_pdl_enter();
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int rl = warp / WPR, part = warp % WPR;
-    const int32_t jr0 = (blockIdx.x * R + rl) * RW; /* the group's first weight row */
-    const bool valid = jr0 < n_w;
+    const int32_t jr = blockIdx.x * R + rl;
+    const bool valid = jr < n_w;
     if (WPR == 1 && !valid)
         return; /* whole warps, and no block barrier at WPR 1 */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
-    const int nw = !valid ? 0 : n_w - jr0 < RW ? n_w - jr0 : RW;
     const int grp = lane >> 3, c = lane & 7;
     const int col = c >> mmvq_cols<NC>::SHIFT; /* the activation row this lane's sums are of */
-    const uint8_t *row0 = w + (size_t)(valid ? jr0 : 0) * row_bytes;
+    const uint8_t *row = w + (size_t)(valid ? jr : 0) * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
-    const int cw = lane / NC, cr = lane % NC; /* the chain this lane runs, if any */
-    const bool chain = part == 0 && lane < RW * NC && cw < nw && cr < nr;
-    float acc = 0.0f;
+    float acc = 0.0f;                        /* part 0, lane r < nr: activation row r0 + r */
     int buf = 0;
     for (int64_t win0 = 0; win0 < nbr; win0 += SBW, buf ^= 1) {
-        int v1[U][RW][NC];
+        int v1[U][NC];
 #pragma unroll
         for (int u = 0; u < U; u++) {
+#pragma unroll
+            for (int r = 0; r < NC; r++)
+                v1[u][r] = 0;
             const int64_t sb = win0 + grp + 4 * (part + WPR * u);
-#pragma unroll
-            for (int rw = 0; rw < RW; rw++) {
-#pragma unroll
-                for (int r = 0; r < NC; r++)
-                    v1[u][rw][r] = 0;
-                if (rw < nw && sb < nbr)
-                    C::template run<NC>(row0 + (size_t)rw * row_bytes, (int)sb, c, X, xrow0 + sb, nbr, nr,
-                                        v1[u][rw]);
-            }
+            if (valid && sb < nbr)
+                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
+            mmvq_reduce8<NC>(v1[u], c);
+        /* lane c of a column's L lanes heads super-blocks u = c % L, + L .. */
 #pragma unroll
-            for (int rw = 0; rw < RW; rw++)
-                mmvq_reduce8<NC>(v1[u][rw], c);
-        /* lane c of a column's L lanes heads (super-block, row) pairs
-         * h = c % L, + L .. (u = h / RW, row h % RW) */
-#pragma unroll
-        for (int i = 0; i < (U * RW + L - 1) / L; i++) {
-            const int h = (c & (L - 1)) + i * L, u = h / RW, rw = h % RW;
+        for (int i = 0; i < (U + L - 1) / L; i++) {
+            const int u = (c & (L - 1)) + i * L;
             const int64_t sb = win0 + grp + 4 * (part + WPR * u);
-            if (h < U * RW && col < nr && rw < nw && sb < nbr) {
+            if (u < U && col < nr && valid && sb < nbr) {
                 float p1, p2;
                 int v2;
-                C::head(row0 + (size_t)rw * row_bytes, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
-                park[buf][rl][rw][sb - win0][col] =
-                    make_float4(p1, (float)mmvq_pick<U, RW, NC>(v1, h), p2, (float)v2);
+                C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
+                park[buf][rl][sb - win0][col] = make_float4(p1, (float)mmvq_pick<U, NC>(v1, u), p2, (float)v2);
             }
         }
         if (WPR == 1)
             __syncwarp();
         else
             __syncthreads();
-        if (chain) {
+        if (part == 0 && valid && lane < nr) {
             const int cnt = nbr - win0 < SBW ? (int)(nbr - win0) : SBW;
             for (int k = 0; k < cnt; k++) {
-                const float4 t = park[buf][rl][cw][k][cr];
+                const float4 t = park[buf][rl][k][lane];
                 acc = __fmaf_rn(t.x, t.y, acc);
                 if (T != QT_Q6_K)
                     acc = __fmaf_rn(t.z, t.w, acc);
@@ -301,8 +279,8 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * the one after passes the next barrier, which the chaining lanes
          * reach only when this chain is done */
     }
-    if (chain)
-        cuda_epi_store(y, r0 + cr, jr0 + cw, n_w, acc, E);
+    if (part == 0 && valid && lane < nr)
+        cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
 template <int T, int NC, int WPR>
@@ -311,7 +289,7 @@ static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, cons
 {
     const int64_t nbr = w->ne0 / QK_K;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
-    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS / WPR * MMVQ_RW(T, NC)), cuda_blocks(n_rows, NC));
+    const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS / WPR), cuda_blocks(n_rows, NC));
     cuda_launch(c, mmvq_kernel<T, NC, WPR>, grid, MMVQ_WARPS * CUDA_WARP, 0, (const uint8_t *)w->data,
                 w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
