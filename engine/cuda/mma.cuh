@@ -16,15 +16,6 @@
  * in bench/RESULTS.md from 2026-12-02 02:15 on is of this form; the switch
  * alone did not move ptxas's registers or spills. */
 
-/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
-static __device__ __forceinline__ void cuda_mma_k32(int d[4], const int a[4], const int b[2])
-{
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
-}
-
 /* D = A(16x32 s8) * B(32x8 s8) + c in every element (the int32 sums
  * wrap as any int32 add; callers keep them in range) */
 static __device__ __forceinline__ void cuda_mma_k32_c(int d[4], const int a[4], const int b[2], int c)
@@ -33,6 +24,12 @@ static __device__ __forceinline__ void cuda_mma_k32_c(int d[4], const int a[4], 
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c));
+}
+
+/* D = A(16x32 s8) * B(32x8 s8), zero accumulator */
+static __device__ __forceinline__ void cuda_mma_k32(int d[4], const int a[4], const int b[2])
+{
+    cuda_mma_k32_c(d, a, b, 0);
 }
 
 /* D = A(16x16 s8) * B(16x8 s8), zero accumulator (A: rows g, g+8) */

@@ -490,7 +490,7 @@ template <int T>
 static int mmq0_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
                         int kdr, int bn)
 {
-    if ((kdr != 1 && kdr != 2) || (bn != 0 && bn != 64 && bn != 128))
+    if (!mmq_tile_valid(kdr, bn))
         return INF_EUNSUPPORTED;
     if (bn == 128)
         return kdr == 2 ? mmq0_launch<T, 2, 4>(c, w, xq, y, n_rows) : mmq0_launch<T, 1, 4>(c, w, xq, y, n_rows);

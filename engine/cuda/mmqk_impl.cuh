@@ -579,7 +579,7 @@ template <int T>
 static int mmqk_variant_any(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                             int32_t n_rows, int kdr, int exp, int bn)
 {
-    if ((kdr != 1 && kdr != 2) || w->ne0 % (QK_K * kdr) || (bn != 0 && bn != 64 && bn != 128))
+    if (!mmq_tile_valid(kdr, bn) || w->ne0 % (QK_K * kdr))
         return INF_EUNSUPPORTED;
     if (exp) {
         if constexpr (T == QT_Q6_K) {

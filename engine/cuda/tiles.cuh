@@ -121,6 +121,13 @@ static inline void mmq_pick_tile(int n_sm, const int occ[2][2], int64_t ne0, int
     *kdr = wide ? k4 : mmq_pick_kdr(n_sm, occ[0][0], occ[0][1], ne0, ne1, n_rows, MMQ_BN);
 }
 
+/* The (KDR, bn) pairs an MMQ variant launcher takes (cuda_mmqk_variant):
+ * KDR 1 or 2, bn 64 (or 0 for 64) or 128 */
+static inline bool mmq_tile_valid(int kdr, int bn)
+{
+    return (kdr == 1 || kdr == 2) && (bn == 0 || bn == 64 || bn == 128);
+}
+
 /* Blocks of one MMQ instantiation (`threads` a block: MMQ_THREADS, or the
  * small-batch kernel's, cuda/mmqs_impl.cuh) resident per SM on this device
  * (0: its shared memory does not fit), after raising its dynamic shared
