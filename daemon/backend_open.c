@@ -32,6 +32,17 @@ int backend_kind_default(void)
     return kind;
 }
 
+int attention_scores_parse(const char *s, int *tc)
+{
+    if (!strcmp(s, "exact"))
+        *tc = 0;
+    else if (!strcmp(s, "tensor"))
+        *tc = 1;
+    else
+        return INF_EINVAL;
+    return 0;
+}
+
 const char *backend_kind_name(int kind)
 {
     return kind == BACKEND_CUDA ? "cuda" : kind == BACKEND_CPU ? "cpu" : "auto";

@@ -21,6 +21,10 @@ enum backend_kind { BACKEND_AUTO = 0, BACKEND_CUDA = 1, BACKEND_CPU = 2 };
 /* "auto" | "cuda" | "cpu" -> *kind: 0, or INF_EINVAL. */
 int backend_kind_parse(const char *s, int *kind);
 const char *backend_kind_name(int kind);
+/* config attention_scores / --attention-scores: "exact" -> *tc = 0,
+ * "tensor" -> *tc = 1 (struct backend_open_params.attention_tc): 0, or
+ * INF_EINVAL. */
+int attention_scores_parse(const char *s, int *tc);
 /* The kind a command uses when no --backend is given: INFERD_BACKEND from the
  * environment when it names one (test runs pin a backend that way), else auto. */
 int backend_kind_default(void);

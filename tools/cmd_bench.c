@@ -174,11 +174,10 @@ int cmd_bench(int argc, char **argv)
                 return CMD_USAGE;
             }
         } else if (!strcmp(a, "--attention-scores")) {
-            if (strcmp(v, "exact") && strcmp(v, "tensor")) {
+            if (attention_scores_parse(v, &att_tc)) {
                 fprintf(stderr, "inferd bench: --attention-scores must be exact or tensor, not '%s'\n", v);
                 return CMD_USAGE;
             }
-            att_tc = !strcmp(v, "tensor");
         } else if (!strcmp(a, "--pp")) {
             if ((n_pp = bench_list(v, pp, BENCH_MAX_TESTS)) < 0) {
                 fprintf(stderr, "inferd bench: bad --pp list '%s'\n", v);

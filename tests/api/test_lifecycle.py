@@ -383,6 +383,14 @@ def test_usage_and_bad_model(exe):
     r = subprocess.run([exe, "serve", "--model", "x", "--max-tokens", "abc"], capture_output=True,
                        timeout=10)
     check(r.returncode == 2 and b"max_tokens" in r.stderr, "bad value: exit %d" % r.returncode)
+    # attention_scores: exact or tensor (daemon/backend_open.c: attention_scores_parse)
+    r = subprocess.run([exe, "serve", "--model", "x", "--attention-scores", "fast"], capture_output=True,
+                       timeout=10)
+    check(r.returncode == 2 and b"attention_scores" in r.stderr, "bad attention_scores: exit %d" % r.returncode)
+    r = subprocess.run([exe, "bench", "--model", "x", "--attention-scores", "fast"], capture_output=True,
+                       timeout=10)
+    check(r.returncode == 2 and b"--attention-scores must be exact or tensor" in r.stderr,
+          "bench --attention-scores: exit %d %r" % (r.returncode, r.stderr))
     # a bad config file is a runtime failure: exit 1, naming file and line
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
         f.write("model = x\nport = banana\n")
