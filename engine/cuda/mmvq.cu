@@ -55,37 +55,49 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
     return make_uint4(v.x >> s, v.y >> s, v.z >> s, v.w >> s);
 }
 
-/* 16 bytes at a 2-byte aligned address (cuda_ld_a2; the fifth word is
- * inside the block for every use below) */
-static __device__ __forceinline__ uint4 mmvq_ld16_a2(const uint8_t *p)
-{
-    uint32_t o[4];
-    cuda_ld_a2<4>(p, o);
-    return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
-/* Per type: chunk c (0..7) of super-block sb of a weight row against the
- * activation rows r < nr (block index of row r's super-block: xb0 + r*nbr),
- * added to v1/v2; head() gives the super-block's float scales. */
+/* Per type: chunk c (0..7) of super-block sb of a weight row. load()
+ * issues the chunk's weight loads (raw words, nothing computed from them),
+ * dot() adds its terms against the activation rows r < nr (block index of
+ * row r's super-block: xb0 + r * nbr) to v1; hload()/head() give the
+ * super-block's float scales and min term.
+ * Tried and reverted (bench/RESULTS.md, 2026-12-03 18:15-): all of a
+ * pass's loads issued before its first dp4a, indices clamped instead of
+ * the per-super-block branch (the old SASS has each super-block's loads
+ * behind its own BRA): +20% instructions, q4_K n = 1 14.0 -> 14.8 us,
+ * Q6_K 7B ffn-down +36%; the serialized loads were not the bound. */
 template <int T> struct mmvq_chunk;
 
 /* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks
  * (2p in the low nibbles, 2p+1 in the high), elements l0 = 16(c%2) ..+16
  * of each; Q5_K's fifth bits are bits 2p, 2p+1 of qh[l0..l0+16). */
 template <int T, typename B, int QS> struct mmvq_chunk_k45 {
-    template <int NC>
-    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
-                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
+    struct raw {
+        uint4 hd, qv, qh; /* qh: Q5_K only */
+    };
+    struct hraw {
+        uint4 hd, hl;
+        float xd;
+    };
+    static __device__ __forceinline__ raw load(const uint8_t *row, int sb, int c)
     {
         const uint8_t *b = row + (size_t)sb * sizeof(B);
-        const uint4 hd = *(const uint4 *)b; /* d, dmin, scales[12] */
-        const uint4 qv = *(const uint4 *)(b + QS + 16 * c);
+        raw w;
+        w.hd = *(const uint4 *)b; /* d, dmin, scales[12] */
+        w.qv = *(const uint4 *)(b + QS + 16 * c);
+        if (T == QT_Q5_K)
+            w.qh = *(const uint4 *)(b + 16 + 16 * (c & 1));
+        return w;
+    }
+    template <int NC>
+    static __device__ __forceinline__ void dot(const raw &w, const uint8_t *, int, int c, const cuda_q8k &X,
+                                               int64_t xb0, int64_t nbr, int nr, int v1[NC])
+    {
         const int p = c >> 1, l0 = 16 * (c & 1);
         int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p+1 */
-        cuda_k45_pair_scales(hd, p, &sc0, &sc1);
-        uint4 lo = mmvq_and(qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(qv, 4), 0x0f0f0f0fu);
+        cuda_k45_pair_scales(w.hd, p, &sc0, &sc1);
+        uint4 lo = mmvq_and(w.qv, 0x0f0f0f0fu), hi = mmvq_and(mmvq_shr(w.qv, 4), 0x0f0f0f0fu);
         if (T == QT_Q5_K) {
-            const uint4 qh = *(const uint4 *)(b + 16 + l0);
+            const uint4 qh = w.qh;
             lo.x |= ((qh.x >> (2 * p)) & 0x01010101u) << 4;
             lo.y |= ((qh.y >> (2 * p)) & 0x01010101u) << 4;
             lo.z |= ((qh.z >> (2 * p)) & 0x01010101u) << 4;
@@ -97,18 +109,26 @@ template <int T, typename B, int QS> struct mmvq_chunk_k45 {
         }
         const int8_t *xs = X.qs + xb0 * QK_K + 64 * p + l0; /* the low run's first element */
 #pragma unroll
-        for (int r = 0; r < NC; r++)
-            if (r < nr)
-                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)(xs + r * nbr * QK_K), 0) +
-                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + r * nbr * QK_K + 32), 0);
+        for (int r = 0; r < NC; r++) {
+            if (r >= nr)
+                break;
+            const int8_t *xr = xs + r * nbr * QK_K;
+            v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)xr, 0) + sc1 * mmvq_dot4(hi, *(const uint4 *)(xr + 32), 0);
+        }
+    }
+    static __device__ __forceinline__ hraw hload(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb)
+    {
+        hraw h;
+        h.hd = *(const uint4 *)(row + (size_t)sb * sizeof(B));
+        h.hl = *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL);
+        h.xd = X.d[xb];
+        return h;
     }
     /* the super-block's float scales against activation block xb, and its
      * whole min term (cuda_k45_head) */
-    static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
-                                                float *p1, float *p2, int *v2)
+    static __device__ __forceinline__ void head(const hraw &h, float *p1, float *p2, int *v2)
     {
-        const uint4 hd = *(const uint4 *)(row + (size_t)sb * sizeof(B));
-        cuda_k45_head(hd, X.d[xb], *(const uint4 *)(X.hl + xb * CUDA_Q8K_HL), p1, p2, v2);
+        cuda_k45_head(h.hd, h.xd, h.hl, p1, p2, v2);
     }
 };
 template <> struct mmvq_chunk<QT_Q4_K> : mmvq_chunk_k45<QT_Q4_K, struct block_q4_K, 16> {};
@@ -117,18 +137,50 @@ template <> struct mmvq_chunk<QT_Q5_K> : mmvq_chunk_k45<QT_Q5_K, struct block_q5
 /* Q6_K: chunk c is bytes 16c.. of ql: half h = c/4, quarter pair tt =
  * (c%4)/2, l0 = 16(c%2); its low nibbles are elements 128h + 32tt + l0
  * ..+16 (scale 8h + 2tt + c%2, high bits 2tt of qh[32h + l0 ..]), its high
- * nibbles the same 32 elements on (scale + 4, high bits 2tt + 4). */
+ * nibbles the same 32 elements on (scale + 4, high bits 2tt + 4). The
+ * 2-byte aligned runs are loaded as five aligned words each (cuda_ld_a2's
+ * loads; the funnel shift waits for dot()). */
 template <> struct mmvq_chunk<QT_Q6_K> {
+    struct raw {
+        uint32_t ql[5], qh[5];
+        int sc0, sc1;
+    };
+    struct hraw {
+        quant_f16 d;
+        float xd;
+    };
+    static __device__ __forceinline__ const struct block_q6_K *blk(const uint8_t *row, int sb)
+    {
+        return (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
+    }
+    static __device__ __forceinline__ raw load(const uint8_t *row, int sb, int c)
+    {
+        const struct block_q6_K *b = blk(row, sb);
+        const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
+        /* ql + 16c and qh + 32h + l0 share the block's offset mod 4 */
+        const uint32_t *wl = (const uint32_t *)((uintptr_t)(b->ql + 16 * c) & ~(uintptr_t)3);
+        const uint32_t *wh = (const uint32_t *)((uintptr_t)(b->qh + 32 * h + l0) & ~(uintptr_t)3);
+        raw w;
+#pragma unroll
+        for (int i = 0; i < 5; i++) {
+            w.ql[i] = wl[i];
+            w.qh[i] = wh[i];
+        }
+        const int si = 8 * h + 2 * tt + (c & 1);
+        w.sc0 = b->scales[si];
+        w.sc1 = b->scales[si + 4];
+        return w;
+    }
     template <int NC>
-    static __device__ __forceinline__ void run(const uint8_t *row, int sb, int c, const cuda_q8k &X,
+    static __device__ __forceinline__ void dot(const raw &w, const uint8_t *row, int sb, int c, const cuda_q8k &X,
                                                int64_t xb0, int64_t nbr, int nr, int v1[NC])
     {
-        const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
+        const int sh = (int)((uintptr_t)blk(row, sb) & 3) * 8;
         const int h = c >> 2, tt = (c >> 1) & 1, l0 = 16 * (c & 1);
-        const uint4 ql = mmvq_ld16_a2(b->ql + 16 * c);
-        const uint4 qh = mmvq_ld16_a2(b->qh + 32 * h + l0);
-        const int si = 8 * h + 2 * tt + (c & 1);
-        const int sc0 = b->scales[si], sc1 = b->scales[si + 4];
+        const uint4 ql = make_uint4(__funnelshift_r(w.ql[0], w.ql[1], sh), __funnelshift_r(w.ql[1], w.ql[2], sh),
+                                    __funnelshift_r(w.ql[2], w.ql[3], sh), __funnelshift_r(w.ql[3], w.ql[4], sh));
+        const uint4 qh = make_uint4(__funnelshift_r(w.qh[0], w.qh[1], sh), __funnelshift_r(w.qh[1], w.qh[2], sh),
+                                    __funnelshift_r(w.qh[2], w.qh[3], sh), __funnelshift_r(w.qh[3], w.qh[4], sh));
         const uint4 hl = mmvq_and(mmvq_shr(qh, 2 * tt), 0x03030303u);
         const uint4 hh = mmvq_and(mmvq_shr(qh, 2 * tt + 4), 0x03030303u);
         uint4 lo, hi;
@@ -142,18 +194,23 @@ template <> struct mmvq_chunk<QT_Q6_K> {
         hi.w = __vsubss4(((ql.w >> 4) & 0x0f0f0f0fu) | (hh.w << 4), 0x20202020);
         const int e0 = 128 * h + 32 * tt + l0;
 #pragma unroll
-        for (int r = 0; r < NC; r++)
-            if (r < nr) {
-                const int8_t *xs = X.qs + (xb0 + r * nbr) * QK_K + e0;
-                v1[r] += sc0 * mmvq_dot4(lo, *(const uint4 *)xs, 0) +
-                         sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 64), 0);
-            }
+        for (int r = 0; r < NC; r++) {
+            if (r >= nr)
+                break;
+            const int8_t *xs = X.qs + (xb0 + r * nbr) * QK_K + e0;
+            v1[r] += w.sc0 * mmvq_dot4(lo, *(const uint4 *)xs, 0) + w.sc1 * mmvq_dot4(hi, *(const uint4 *)(xs + 64), 0);
+        }
     }
-    static __device__ __forceinline__ void head(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb,
-                                                float *p1, float *p2, int *v2)
+    static __device__ __forceinline__ hraw hload(const uint8_t *row, int sb, const cuda_q8k &X, int64_t xb)
     {
-        const struct block_q6_K *b = (const struct block_q6_K *)(row + (size_t)sb * sizeof(struct block_q6_K));
-        *p1 = __fmul_rn(cuda_h2f(b->d), X.d[xb]);
+        hraw h;
+        h.d = blk(row, sb)->d;
+        h.xd = X.d[xb];
+        return h;
+    }
+    static __device__ __forceinline__ void head(const hraw &h, float *p1, float *p2, int *v2)
+    {
+        *p1 = __fmul_rn(cuda_h2f(h.d), h.xd);
         *p2 = 0.0f;
         *v2 = 0;
     }
@@ -203,9 +260,10 @@ template <int U, int NC> static __device__ __forceinline__ int mmvq_pick(const i
  * rows). A window of WPR * SB super-blocks of a row is computed at once:
  * part p of the row's warps takes super-blocks grp + 4 (p + WPR u) of it,
  * every lane with its own (p1, v1, p2, v2) terms parked by super-block
- * index, then (one barrier) lane r of the row's part-0 warp runs activation
- * row r's float chain over the window in k order while the other warps
- * start the next window into the other buffer. The chain is the same at
+ * index, then (one barrier) the window's chains run in k order (SC below:
+ * one warp runs all of the block's rows'; WPR 4: lane r of the row's
+ * part-0 warp runs activation row r's) while the other warps start the
+ * next window into the other buffer. The chain is the same at
  * every WPR, nc and batch: the bits do not depend on the choice. Long Q6_K
  * rows (a 4096 x 14336 weight: 56 super-blocks) take 4 warps, so a row's
  * bytes are in flight at once instead of in 3.5 dependent passes of one
@@ -220,14 +278,22 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 {
     typedef mmvq_chunk<T> C;
     enum { U = MMVQ_UN(NC), SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC };
-    __shared__ float4 park[2][R][SBW][NC];
+    /* SC (several rows a block, WPR < 4): the block's R x NC chains run by
+     * one warp a window (window i: warp i % 4), lanes (row, activation row)
+     * in the same warp instructions, their state in shared memory between
+     * windows; the park's row stride is padded (SBW + SC) so the chain
+     * lanes of different rows read different banks. Why (bench/RESULTS.md,
+     * 2026-12-03 18:15-): at one warp a row, lane 0 alone ran the pass's
+     * chain, ~1 M of the 6.74 M warp instructions of q4_K 4096 x 14336 at
+     * n = 1 (-15% instructions; 14.0 -> 13.6 us, n = 3-4 -11%, tg128 +1.5%) */
+    enum { SC = R > 1 };
+    __shared__ float4 park[2][R][SBW + SC][NC];
+    __shared__ float accs[SC ? R : 1][NC];
     cuda_pdl_enter();
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int rl = warp / WPR, part = warp % WPR;
     const int32_t jr = blockIdx.x * R + rl;
-    const bool valid = jr < n_w;
-    if (WPR == 1 && !valid)
-        return; /* whole warps, and no block barrier at WPR 1 */
+    const bool valid = jr < n_w; /* rows past the weight stay for the block's barriers */
     const int32_t r0 = blockIdx.y * NC;
     const int nr = n_rows - r0 < NC ? n_rows - r0 : NC;
     const int grp = lane >> 3, c = lane & 7;
@@ -235,8 +301,8 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint8_t *row = w + (size_t)(valid ? jr : 0) * row_bytes;
     const int64_t xrow0 = (int64_t)r0 * nbr; /* block index of activation row r0, super-block 0 */
     float acc = 0.0f;                        /* part 0, lane r < nr: activation row r0 + r */
-    int buf = 0;
-    for (int64_t win0 = 0; win0 < nbr; win0 += SBW, buf ^= 1) {
+    int buf = 0, it = 0;
+    for (int64_t win0 = 0; win0 < nbr; win0 += SBW, buf ^= 1, it++) {
         int v1[U][NC];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -245,7 +311,7 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 v1[u][r] = 0;
             const int64_t sb = win0 + grp + 4 * (part + WPR * u);
             if (valid && sb < nbr)
-                C::template run<NC>(row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
+                C::template dot<NC>(C::load(row, (int)sb, c), row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
@@ -258,9 +324,27 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (u < U && col < nr && valid && sb < nbr) {
                 float p1, p2;
                 int v2;
-                C::head(row, (int)sb, X, xrow0 + col * nbr + sb, &p1, &p2, &v2);
+                C::head(C::hload(row, (int)sb, X, xrow0 + col * nbr + sb), &p1, &p2, &v2);
                 park[buf][rl][sb - win0][col] = make_float4(p1, (float)mmvq_pick<U, NC>(v1, u), p2, (float)v2);
             }
+        }
+        if (SC) {
+            __syncthreads();
+            if (warp == it % MMVQ_WARPS && lane < R * NC) {
+                const int cr = lane / NC, cc = lane % NC;
+                if (blockIdx.x * R + cr < n_w && cc < nr) {
+                    const int cnt = nbr - win0 < SBW ? (int)(nbr - win0) : SBW;
+                    float a = win0 ? accs[cr][cc] : 0.0f;
+                    for (int k = 0; k < cnt; k++) {
+                        const float4 t = park[buf][cr][k][cc];
+                        a = __fmaf_rn(t.x, t.y, a);
+                        if (T != QT_Q6_K)
+                            a = __fmaf_rn(t.z, t.w, a);
+                    }
+                    accs[cr][cc] = a;
+                }
+            }
+            continue;
         }
         if (WPR == 1)
             __syncwarp();
@@ -278,6 +362,16 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         /* no second barrier: the next window parks in the other buffer, and
          * the one after passes the next barrier, which the chaining lanes
          * reach only when this chain is done */
+    }
+    if (SC) {
+        __syncthreads(); /* the last window's chain is done */
+        if (warp == 0 && lane < R * NC) {
+            const int cr = lane / NC, cc = lane % NC;
+            const int32_t j = blockIdx.x * R + cr;
+            if (j < n_w && cc < nr)
+                cuda_epi_store(y, r0 + cc, j, n_w, accs[cr][cc], E);
+        }
+        return;
     }
     if (part == 0 && valid && lane < nr)
         cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
