@@ -398,28 +398,44 @@ template <int HD> struct att_ex_smem {
     } u;
 };
 
-template <int HD, bool TC>
+/* RPB rows a block (EXACT only; 2 where the batch has ATT_PAIR_MIN rows
+ * and the group fits twice in a block): warps RPB x G, warp w on row
+ * blockIdx.x * RPB + w / G, head w % G. When the block's rows read one
+ * sequence (consecutive rows of a prompt) each chunk's K and V rows are
+ * staged once for both (one phase, running to the later row's end); rows
+ * of different sequences take one phase each, the other row's warps
+ * idle. Every warp runs its row's chunks (p0 = 0, 32, ..) with its row's
+ * counts, so its scores and walk are attention_gqa_kernel's: the same bits
+ * at RPB 1 and 2. */
+#define ATT_PAIR_MIN 32
+
+template <int HD, bool TC, int RPB>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                         const quant_f16 *__restrict__ vc, float *__restrict__ out,
                         const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
-                        const int32_t *__restrict__ bt, struct backend_attn a)
+                        const int32_t *__restrict__ bt, struct backend_attn a, int32_t n_rows)
 {
     cuda_pdl_enter();
     enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8 }; /* dimensions per lane; 16-byte pieces per row */
     static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    static_assert(RPB == 1 || !TC, "the tensor-core scores take one row a block");
     typedef typename std::conditional<TC, att_tc_smem<HD>, att_ex_smem<HD>>::type SM;
     __shared__ __align__(16) SM S;
     __shared__ __align__(16) float vsf[CUDA_WARP][HD];
     __shared__ int64_t slot_sm[CUDA_WARP];
-    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int32_t kvh = blockIdx.y;
     const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
-    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
-    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD;
-    const float *qr = q + ((int64_t)r * a.n_head + h) * HD;
-    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
-    const int32_t last = pos[r];
+    const int G = a.n_head / a.n_head_kv, nt = RPB * G * CUDA_WARP;
+    const int half = wid / G, hw = wid % G; /* this warp's row of the block, its head of the group */
+    const int32_t r0 = blockIdx.x * RPB, r = r0 + half;
+    const bool rv = r < n_rows;
+    const int32_t h = kvh * G + hw, kv_dim = a.n_head_kv * HD;
+    const float *qr = q + ((int64_t)(rv ? r : r0) * a.n_head + h) * HD;
+    const int32_t last = rv ? pos[r] : -1;
+    /* the phases: one when the block's rows share a sequence (or RPB 1) */
+    const bool one = RPB == 1 || r0 + 1 >= n_rows || seq[r0] == seq[r0 + 1];
     if constexpr (TC) {
         for (int d = lane; d < HD; d += CUDA_WARP) /* the bits of the F16 value, not a value cast */
             S.qh[wid][d] = (quant_f16)__half_as_ushort(__float2half_rn(qr[d]));
@@ -434,13 +450,24 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
     for (int k = 0; k < DPL; k++)
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP) {
-        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
-        att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
+    for (int ph = 0; ph < (one ? 1 : RPB); ph++) {
+    /* the staged row (whose sequence's cache the chunk comes from) and
+     * how far: one phase runs to the later row's end */
+    const int32_t rs = one ? r0 : r0 + ph;
+    int32_t last_st = pos[rs];
+    if (one && RPB > 1 && r0 + 1 < n_rows && pos[r0 + 1] > last_st)
+        last_st = pos[r0 + 1];
+    const int32_t *table = bt + (int64_t)seq[rs] * a.bt_stride;
+    const bool act = one || half == ph; /* this warp's row is walked in this phase */
+    for (int32_t p0 = 0; p0 <= last_st; p0 += CUDA_WARP) {
+        const int cnt_st = last_st - p0 + 1 < CUDA_WARP ? last_st - p0 + 1 : CUDA_WARP;
+        /* this warp's positions of the chunk: its row's count, 0 past its end */
+        const int cnt = !act || last < p0 ? 0 : last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        att_chunk_slots(slot_sm, table, p0, cnt_st, wid, lane, a.block_size);
         /* K rows as F16 (the mma's B) or F32 (EXACT), V rows as F32 (the walk's) */
         for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
             const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
-            if (i >= cnt)
+            if (i >= cnt_st)
                 continue;
             const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
             const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
@@ -507,6 +534,8 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
             wk = S.wk[wid];
         else
             wk = S.u.wk[wid];
+        if (cnt == 0)
+            continue; /* (warp-uniform) another phase's row, or past this row's end */
         att_factors<!TC>(m, sc, cnt, lane, wk);
         /* att_walk's loop, per dimension the same operations */
         const float *vl = &vsf[0][DPL * lane];
@@ -529,6 +558,9 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
             l = __fmaf_rn(l, ms, vs);
         }
     }
+    }
+    if (!rv)
+        return;
     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
     float *o = out + ((int64_t)r * a.n_head + h) * HD + DPL * lane;
 #pragma unroll
@@ -536,16 +568,23 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
         o[k] = acc[k] * inv;
 }
 
-/* attention_gqa_tc_kernel<HD, the configured scores> (c->att_tc) */
+/* attention_gqa_tc_kernel<HD, the configured scores, rows a block> (c->att_tc;
+ * EXACT takes two rows a block from ATT_PAIR_MIN rows where 2 G warps fit) */
 template <int HD>
-static void att_gqa_tc_launch(struct cuda_ctx *c, dim3 grid, dim3 block, const float *q, const quant_f16 *kc,
+static void att_gqa_tc_launch(struct cuda_ctx *c, int32_t n_rows, const float *q, const quant_f16 *kc,
                               const quant_f16 *vc, float *out, const int32_t *pos, const int32_t *seq,
                               const int32_t *block_table, const struct backend_attn *a)
 {
+    const int G = a->n_head / a->n_head_kv;
     if (c->att_tc)
-        cuda_launch(c, attention_gqa_tc_kernel<HD, true>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+        cuda_launch(c, attention_gqa_tc_kernel<HD, true, 1>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, q,
+                    kc, vc, out, pos, seq, block_table, *a, n_rows);
+    else if (n_rows >= ATT_PAIR_MIN && 2 * G <= ATT_G_MAX && c->att_pair)
+        cuda_launch(c, attention_gqa_tc_kernel<HD, false, 2>, dim3(cuda_blocks(n_rows, 2), a->n_head_kv),
+                    dim3(2 * G * CUDA_WARP), 0, q, kc, vc, out, pos, seq, block_table, *a, n_rows);
     else
-        cuda_launch(c, attention_gqa_tc_kernel<HD, false>, grid, block, 0, q, kc, vc, out, pos, seq, block_table, *a);
+        cuda_launch(c, attention_gqa_tc_kernel<HD, false, 1>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, q,
+                    kc, vc, out, pos, seq, block_table, *a, n_rows);
 }
 
 void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, const void *v_cache,
@@ -568,11 +607,10 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     const quant_f16 *kc = (const quant_f16 *)k_cache, *vc = (const quant_f16 *)v_cache;
     if (G <= ATT_G_MAX && (hd == 64 || hd == 128)) {
         /* a model's head_dim decides the kernel, never the batch */
-        const dim3 grid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
         if (hd == 64)
-            att_gqa_tc_launch<64>(c, grid, block, q, kc, vc, out, pos, seq, block_table, a);
+            att_gqa_tc_launch<64>(c, n_rows, q, kc, vc, out, pos, seq, block_table, a);
         else
-            att_gqa_tc_launch<128>(c, grid, block, q, kc, vc, out, pos, seq, block_table, a);
+            att_gqa_tc_launch<128>(c, n_rows, q, kc, vc, out, pos, seq, block_table, a);
         CUDA_CHECK_LAUNCH(c, "attention_gqa_tc_kernel");
         return;
     }

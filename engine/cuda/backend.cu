@@ -655,6 +655,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * INFERD_ATT_SCORES=tensor for A/B runs) */
     const char *asc = getenv("INFERD_ATT_SCORES");
     c->att_tc = asc && !strcmp(asc, "tensor");
+    /* INFERD_ATT_PAIR=0: the exact-score attention one row a block at every
+     * batch (A/B runs; the bits do not change) */
+    const char *apr = getenv("INFERD_ATT_PAIR");
+    c->att_pair = !(apr && !strcmp(apr, "0"));
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel

@@ -64,7 +64,11 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
  * pass's loads issued before its first dp4a, indices clamped instead of
  * the per-super-block branch (the old SASS has each super-block's loads
  * behind its own BRA): +20% instructions, q4_K n = 1 14.0 -> 14.8 us,
- * Q6_K 7B ffn-down +36%; the serialized loads were not the bound. */
+ * Q6_K 7B ffn-down +36% (and ptxas sank the loads back beside their dots
+ * anyway); then (call 3) a whole window's weight loads as volatile asm
+ * (its SASS issues most of a window's weight loads before the first dot):
+ * q4_K n = 1 13.65 -> 13.9, q5_K 15.2 -> 16.4, tg128 338 -> 332. The
+ * serialized loads are not what binds this kernel. */
 template <int T> struct mmvq_chunk;
 
 /* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks
@@ -305,10 +309,12 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     for (int64_t win0 = 0; win0 < nbr; win0 += SBW, buf ^= 1, it++) {
         int v1[U][NC];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < NC; r++)
                 v1[u][r] = 0;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
             const int64_t sb = win0 + grp + 4 * (part + WPR * u);
             if (valid && sb < nbr)
                 C::template dot<NC>(C::load(row, (int)sb, c), row, (int)sb, c, X, xrow0 + sb, nbr, nr, v1[u]);

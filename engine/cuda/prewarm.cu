@@ -126,6 +126,13 @@ extern "C" int cuda_be_prewarm(struct backend *be,
         PW_RUN("attention (grouped staged, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
         PW_RUN("attention (grouped staged, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        /* exact scores at ATT_PAIR_MIN (32) rows: two rows a block */
+        a.head_dim = 64;
+        PW_RUN("attention (grouped staged, two rows a block, head_dim 64)",
+               cuda_op_attention(be, x, kc, vc, y, 32, ints, ints, ints, &a));
+        a.head_dim = 128;
+        PW_RUN("attention (grouped staged, two rows a block, head_dim 128)",
+               cuda_op_attention(be, x, kc, vc, y, 32, ints, ints, ints, &a));
         a.head_dim = 32;
         PW_RUN("attention (grouped, head_dim 32)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.head_dim = 96;

@@ -76,8 +76,9 @@ for phase in $phases; do
         step "racecheck mmq bn=128 3584x512 n=256 (q4_K,q5_K,q6_K,q4_0,q8_0)" env INFERD_MMQ_BN=128 timeout ${RACE_TIMEOUT:-150} \
             compute-sanitizer --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
             --types q4_K,q5_K,q6_K,q4_0,q8_0 --n 256 --shapes qwen7b-attn-kv --reps 1
-        # whole models through `inferd generate` (a prompt past 8 tokens, so
-        # the prefill runs the MMQ kernels, then decode steps: every product,
+        # whole models through `inferd generate` (a prompt past 32 tokens, so
+        # the prefill runs the MMQ kernels and the two-rows-a-block attention,
+        # then decode steps: every product,
         # attention and sampling kernel of the model's types; test_cuda_model
         # under racecheck ran past its bound); tiny-llama-mixed holds f16,
         # q4_0, q8_0, q4_K, q5_K and q6_K tensors
@@ -86,7 +87,7 @@ for phase in $phases; do
             step "racecheck generate $m" timeout ${RACE_TIMEOUT:-150} compute-sanitizer \
                 --tool racecheck --error-exitcode 9 $d/bin/inferd generate --backend cuda \
                 --model $d/shared/models/$m.gguf --max-tokens 4 \
-                --prompt "Once upon a time there was a little girl who lived in a small house near the big forest"
+                --prompt "Once upon a time there was a little girl who lived in a small house near the big forest. Every morning she walked to the river with her dog, and every evening she told her mother what she had seen"
         done ;;
     bench)
         step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
