@@ -46,10 +46,12 @@ size_t cuda_mmq_expand_q6_K_bytes(const struct backend_weight *w);
  * Q4_0/Q8_0 in the packed layout: cuda/mmq0_impl.cuh, cuda_q80 planes):
  * n_rows <= 8 activation rows; nc = activation rows per weight read
  * (1, 2, 4 or 8; 0 picks the smallest that holds n_rows); wpr = warps per
- * weight row (K-quants: 1, 2 or 4, 0 picks cuda_mmvq_wpr; Q4_0/Q8_0: 1). */
+ * weight row (K-quants: 1, 2 or 4, 0 picks cuda_mmvq_wpr; Q4_0/Q8_0: 1);
+ * u = super-blocks of a lane group a pass (K-quants at nc = 1: 4 or 8, 0
+ * picks by the row's length, cuda/mmvq.cu mmvq_u; Q4_0/Q8_0: 0). */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-               int32_t n_rows, int nc, int wpr);
+               int32_t n_rows, int nc, int wpr, int u);
 
 /* The K-quant small-batch product on the tensor cores (cuda/mmqs_impl.cuh:
  * mmqs_kernel<T, EXP>, 16 weight rows x up to 8 activation rows a block):

@@ -544,9 +544,9 @@ static void mmvq0_dispatch(struct cuda_ctx *c, const struct backend_weight *w, c
     }                                                                                             \
     template <>                                                                                   \
     void cuda_mmvq<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
-                      int32_t n_rows, int nc, int wpr)                                            \
+                      int32_t n_rows, int nc, int wpr, int u)                                     \
     {                                                                                             \
-        if (wpr > 1) { /* one warp per row only */                                                \
+        if (wpr > 1 || u > 0) { /* one warp per row, its own table */                             \
             c->err = INF_EUNSUPPORTED;                                                            \
             return;                                                                               \
         }                                                                                         \

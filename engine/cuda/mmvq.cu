@@ -34,7 +34,8 @@
 
 #define MMVQ_WARPS 4 /* weight rows per 128-thread block */
 /* super-blocks per 8-lane group per pass: more in flight where the
- * registers allow (v1 is U x NC ints) */
+ * registers allow (v1 is U x NC ints); one activation row of a long Q4_K
+ * or Q5_K row takes 8 (mmvq_u) */
 #define MMVQ_UN(nc) ((nc) <= 2 ? 4 : 2)
 
 static __device__ __forceinline__ int mmvq_dot4(uint4 q, uint4 x, int s)
@@ -275,13 +276,13 @@ template <int U, int NC> static __device__ __forceinline__ int mmvq_pick(const i
  * super-block heads (float scales, min term) of a group's U super-blocks
  * are computed by U different lanes in one pass, not one after the other
  * by one lane. */
-template <int T, int NC, int WPR>
+template <int T, int NC, int WPR, int U>
 static __global__ void __launch_bounds__(MMVQ_WARPS *CUDA_WARP)
 mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     typedef mmvq_chunk<T> C;
-    enum { U = MMVQ_UN(NC), SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC };
+    enum { SB = 4 * U, R = MMVQ_WARPS / WPR, SBW = WPR * SB, L = 8 / NC };
     /* SC (several rows a block, WPR < 4): the block's R x NC chains run by
      * one warp a window (window i: warp i % 4), lanes (row, activation row)
      * in the same warp instructions, their state in shared memory between
@@ -383,49 +384,70 @@ mmvq_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_epi_store(y, r0 + lane, jr, n_w, acc, E);
 }
 
-template <int T, int NC, int WPR>
+template <int T, int NC, int WPR, int U>
 static void mmvq_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows)
 {
     const int64_t nbr = w->ne0 / QK_K;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     const dim3 grid(cuda_blocks(w->ne1, MMVQ_WARPS / WPR), cuda_blocks(n_rows, NC));
-    cuda_launch(c, mmvq_kernel<T, NC, WPR>, grid, MMVQ_WARPS * CUDA_WARP, 0, (const uint8_t *)w->data,
+    cuda_launch(c, mmvq_kernel<T, NC, WPR, U>, grid, MMVQ_WARPS * CUDA_WARP, 0, (const uint8_t *)w->data,
                 w->row_bytes, (int32_t)w->ne1, X, nbr, y, n_rows, c->epi);
 }
 
-template <int T, int NC>
+template <int T, int NC, int U>
 static void mmvq_launch_w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows, int wpr)
 {
     switch (wpr) {
-    case 1: mmvq_launch<T, NC, 1>(c, w, xq, y, n_rows); break;
-    case 2: mmvq_launch<T, NC, 2>(c, w, xq, y, n_rows); break;
-    default: mmvq_launch<T, NC, 4>(c, w, xq, y, n_rows); break;
+    case 1: mmvq_launch<T, NC, 1, U>(c, w, xq, y, n_rows); break;
+    case 2: mmvq_launch<T, NC, 2, U>(c, w, xq, y, n_rows); break;
+    default: mmvq_launch<T, NC, 4, U>(c, w, xq, y, n_rows); break;
     }
 }
 
+/* U (super-blocks of a group a pass) for nc activation rows of a weight
+ * with nbr super-blocks a row (speed only: every U runs each row's chain
+ * in the same k order). H200 (bench/RESULTS.md, 2026-12-03 call 5, with
+ * the shared chain): 8 instead of 4 at one activation row wins on long
+ * Q4_K/Q5_K rows (q4_K 4096 x 14336 13.65 -> 12.7 us, q5_K 7B ffn-down
+ * 19.9 -> 17.9) and loses on 14-super-block ones (7B ffn-up +4-5%: half
+ * of a pass's slots empty), and at two rows or for Q6_K it moves nothing
+ * beyond noise; so 8 from 32 super-blocks a row (two passes' worth at 4).
+ * sm_121 (not measured) takes the same rule: it is about a row's length. */
+static inline int mmvq_u(int type, int nc, int64_t nbr)
+{
+    return nc == 1 && type != QT_Q6_K && nbr >= 32 ? 8 : MMVQ_UN(nc);
+}
+
 /* nc: cuda_mmvq_nc (cuda/mmq.cuh) unless the caller forces one; wpr:
- * cuda_mmvq_wpr unless forced */
+ * cuda_mmvq_wpr unless forced; u: mmvq_u unless forced (8 at nc = 1) */
 template <int T>
 void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-               int32_t n_rows, int nc, int wpr)
+               int32_t n_rows, int nc, int wpr, int u)
 {
     if (nc <= 0)
         nc = cuda_mmvq_nc(n_rows);
+    if (u <= 0 || nc != 1)
+        u = mmvq_u(T, nc, w->ne0 / QK_K);
     if (wpr <= 0)
-        wpr = c->mmvq_wpr ? c->mmvq_wpr : cuda_mmvq_wpr(T, w->ne0 / QK_K, MMVQ_UN(nc) * 4, w->ne1, c->n_sm);
+        wpr = c->mmvq_wpr ? c->mmvq_wpr : cuda_mmvq_wpr(T, w->ne0 / QK_K, u * 4, w->ne1, c->n_sm);
     switch (nc) {
-    case 1: mmvq_launch_w<T, 1>(c, w, xq, y, n_rows, wpr); break;
-    case 2: mmvq_launch_w<T, 2>(c, w, xq, y, n_rows, wpr); break;
-    case 4: mmvq_launch_w<T, 4>(c, w, xq, y, n_rows, wpr); break;
-    default: mmvq_launch_w<T, 8>(c, w, xq, y, n_rows, wpr); break;
+    case 1:
+        if (u == 8)
+            mmvq_launch_w<T, 1, 8>(c, w, xq, y, n_rows, wpr);
+        else
+            mmvq_launch_w<T, 1, MMVQ_UN(1)>(c, w, xq, y, n_rows, wpr);
+        break;
+    case 2: mmvq_launch_w<T, 2, MMVQ_UN(2)>(c, w, xq, y, n_rows, wpr); break;
+    case 4: mmvq_launch_w<T, 4, MMVQ_UN(4)>(c, w, xq, y, n_rows, wpr); break;
+    default: mmvq_launch_w<T, 8, MMVQ_UN(8)>(c, w, xq, y, n_rows, wpr); break;
     }
 }
 
 template void cuda_mmvq<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int, int);
+                                 int32_t, int, int, int);
 template void cuda_mmvq<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int, int);
+                                 int32_t, int, int, int);
 template void cuda_mmvq<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *,
-                                 int32_t, int, int);
+                                 int32_t, int, int, int);

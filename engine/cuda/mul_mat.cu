@@ -217,7 +217,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         if (n_rows <= c->mmvs_max && cuda_mmvs<T>(c, w, c->xq, y, n_rows, 0, 0) == 0)
             return;
     }
-    cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0);
+    cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0, 0);
 }
 
 template <int T>
@@ -381,7 +381,8 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
 enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVS };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
-     * (K-quants; 0: Q4_0/Q8_0's one); MMQK: a = KDR, b = EXP, c = activation
+     * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
+     * dispatcher's; 8); MMQK: a = KDR, b = EXP, c = activation
      * rows per block (0: 64, or 128); MMQS: b = EXP; MMVS: a =
      * activation rows per weight read, b = the grid's cap (0: the
      * dispatcher's; 1: one block, every warp streaming many rows) */
@@ -393,7 +394,10 @@ struct mm_variant {
     {t, MMV_WPR, 0, 0}, {t, MMV_MMVQ, 1, 0}, {t, MMV_MMVQ, 2, 0}, {t, MMV_MMVQ, 4, 0},             \
         {t, MMV_MMVQ, 8, 0}, MMV_MMQ(t), MMV_MMQW(t, 0)
 #define MMV_KW(t, nc) {t, MMV_MMVQ, nc, 1}, {t, MMV_MMVQ, nc, 2}, {t, MMV_MMVQ, nc, 4}
-#define MMV_K(t) MMV_KW(t, 1), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
+/* the 8-super-block pass at one activation row, forced (mmvq_u picks it
+ * only on long rows) */
+#define MMV_KU8(t) {t, MMV_MMVQ, 1, 1, 8}, {t, MMV_MMVQ, 1, 2, 8}, {t, MMV_MMVQ, 1, 4, 8}
+#define MMV_K(t) MMV_KW(t, 1), MMV_KU8(t), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
     {t, MMV_MMQS, 8, 0, 0}
 #define MMV_S(t) {t, MMV_MMVS, 1, 0, 0}, {t, MMV_MMVS, 2, 0, 0}, {t, MMV_MMVS, 4, 0, 0}, \
     {t, MMV_MMVS, 1, 1, 0}, {t, MMV_MMVS, 4, 1, 0}
@@ -408,6 +412,7 @@ static const struct mm_variant mm_variants[] = {
 #undef MMV_K
 #undef MMV_S
 #undef MMV_KW
+#undef MMV_KU8
 #undef MMV_Q0
 #undef MMV_MMQ
 #undef MMV_MMQW
@@ -431,7 +436,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_WPR: snprintf(buf, n, "mul_mat<%s> warp-per-row", t); break;
     case MMV_MMVQ:
         if (v->b)
-            snprintf(buf, n, "mul_mat<%s> mmvq nc=%d w=%d", t, v->a, v->b);
+            snprintf(buf, n, "mul_mat<%s> mmvq nc=%d w=%d%s", t, v->a, v->b, v->c ? " u=8" : "");
         else
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
@@ -516,9 +521,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     if (v->kind == MMV_MMVQ) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
         switch (v->type) {
-        case QT_Q4_K: cuda_mmvq<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
-        case QT_Q5_K: cuda_mmvq<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
-        default: cuda_mmvq<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b); break;
+        case QT_Q4_K: cuda_mmvq<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b, v->c); break;
+        case QT_Q5_K: cuda_mmvq<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b, v->c); break;
+        default: cuda_mmvq<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b, v->c); break;
         }
         CUDA_CHECK_LAUNCH(c, "mmvq kernel");
         return c->err;
