@@ -451,113 +451,113 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int ph = 0; ph < (one ? 1 : RPB); ph++) {
-    /* the staged row (whose sequence's cache the chunk comes from) and
-     * how far: one phase runs to the later row's end */
-    const int32_t rs = one ? r0 : r0 + ph;
-    int32_t last_st = pos[rs];
-    if (one && RPB > 1 && r0 + 1 < n_rows && pos[r0 + 1] > last_st)
-        last_st = pos[r0 + 1];
-    const int32_t *table = bt + (int64_t)seq[rs] * a.bt_stride;
-    const bool act = one || half == ph; /* this warp's row is walked in this phase */
-    for (int32_t p0 = 0; p0 <= last_st; p0 += CUDA_WARP) {
-        const int cnt_st = last_st - p0 + 1 < CUDA_WARP ? last_st - p0 + 1 : CUDA_WARP;
-        /* this warp's positions of the chunk: its row's count, 0 past its end */
-        const int cnt = !act || last < p0 ? 0 : last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
-        att_chunk_slots(slot_sm, table, p0, cnt_st, wid, lane, a.block_size);
-        /* K rows as F16 (the mma's B) or F32 (EXACT), V rows as F32 (the walk's) */
-        for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
-            const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
-            if (i >= cnt_st)
-                continue;
-            const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
-            const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
-            if constexpr (TC) {
-                if (kv == 0) { /* the mma's B: the F16 bits as they are */
-                    *(uint4 *)&S.ks[i][8 * cch] = v8;
+        /* the staged row (whose sequence's cache the chunk comes from) and
+         * how far: one phase runs to the later row's end */
+        const int32_t rs = one ? r0 : r0 + ph;
+        int32_t last_st = pos[rs];
+        if (one && RPB > 1 && r0 + 1 < n_rows && pos[r0 + 1] > last_st)
+            last_st = pos[r0 + 1];
+        const int32_t *table = bt + (int64_t)seq[rs] * a.bt_stride;
+        const bool act = one || half == ph; /* this warp's row is walked in this phase */
+        for (int32_t p0 = 0; p0 <= last_st; p0 += CUDA_WARP) {
+            const int cnt_st = last_st - p0 + 1 < CUDA_WARP ? last_st - p0 + 1 : CUDA_WARP;
+            /* this warp's positions of the chunk: its row's count, 0 past its end */
+            const int cnt = !act || last < p0 ? 0 : last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+            att_chunk_slots(slot_sm, table, p0, cnt_st, wid, lane, a.block_size);
+            /* K rows as F16 (the mma's B) or F32 (EXACT), V rows as F32 (the walk's) */
+            for (int t = threadIdx.x; t < 2 * CUDA_WARP * PER_ROW; t += nt) {
+                const int kv = t / (CUDA_WARP * PER_ROW), i = (t / PER_ROW) % CUDA_WARP, cch = t % PER_ROW;
+                if (i >= cnt_st)
                     continue;
+                const int64_t off = slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch;
+                const uint4 v8 = *(const uint4 *)((kv ? vc : kc) + off);
+                if constexpr (TC) {
+                    if (kv == 0) { /* the mma's B: the F16 bits as they are */
+                        *(uint4 *)&S.ks[i][8 * cch] = v8;
+                        continue;
+                    }
                 }
-            }
-            const __half2 *h2 = (const __half2 *)&v8;
-            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
-            const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
-            const float4 lo = make_float4(f0.x, f0.y, f1.x, f1.y), hi = make_float4(f2.x, f2.y, f3.x, f3.y);
-            /* The same two stores, in an order that puts a phase's 8
-             * threads (chunks cch..cch+7 of a row, 32 bytes apart) on 8
-             * distinct 16-byte bank groups: chunks 4..7 of each 8 store
-             * their high half first. In chunk order the first store of
-             * cch and cch + 4 hit the same banks (53 M shared-store
-             * conflicts in a 2048-row launch, ncu 2026-12-01). */
-            const bool sw = (cch >> 2) & 1;
-            if (kv) {
-                *(float4 *)&vsf[i][8 * cch + (sw ? 4 : 0)] = sw ? hi : lo;
-                *(float4 *)&vsf[i][8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
-            } else if constexpr (!TC) {
-                const int x = i & 7; /* the row's swizzle: chunk c at c ^ x */
-                S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
-                S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
-            }
-        }
-        __syncthreads();
-        float sc;
-        if constexpr (TC) {
-            /* warp w scores positions 8 n.. for n = w, w + G, .. < 4; K rows
-             * past cnt hold stale bytes whose scores are never read */
-            for (int n8 = wid; n8 < 4; n8 += G) {
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-                for (int k0 = 0; k0 < HD; k0 += 16) {
-                    const uint32_t af[4] = {*(const uint32_t *)&S.qh[g][k0 + 2 * t4],
-                                            *(const uint32_t *)&S.qh[g + 8][k0 + 2 * t4],
-                                            *(const uint32_t *)&S.qh[g][k0 + 8 + 2 * t4],
-                                            *(const uint32_t *)&S.qh[g + 8][k0 + 8 + 2 * t4]};
-                    cuda_mma_f16_k16(d, af, *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 2 * t4],
-                                     *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+                const __half2 *h2 = (const __half2 *)&v8;
+                const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+                const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
+                const float4 lo = make_float4(f0.x, f0.y, f1.x, f1.y), hi = make_float4(f2.x, f2.y, f3.x, f3.y);
+                /* The same two stores, in an order that puts a phase's 8
+                 * threads (chunks cch..cch+7 of a row, 32 bytes apart) on 8
+                 * distinct 16-byte bank groups: chunks 4..7 of each 8 store
+                 * their high half first. In chunk order the first store of
+                 * cch and cch + 4 hit the same banks (53 M shared-store
+                 * conflicts in a 2048-row launch, ncu 2026-12-01). */
+                const bool sw = (cch >> 2) & 1;
+                if (kv) {
+                    *(float4 *)&vsf[i][8 * cch + (sw ? 4 : 0)] = sw ? hi : lo;
+                    *(float4 *)&vsf[i][8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
+                } else if constexpr (!TC) {
+                    const int x = i & 7; /* the row's swizzle: chunk c at c ^ x */
+                    S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
+                    S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
                 }
-                S.sc[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
-                S.sc[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);
-                S.sc[g + 8][8 * n8 + 2 * t4] = __fmul_rn(d[2], a.scale);
-                S.sc[g + 8][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[3], a.scale);
             }
             __syncthreads();
-            sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
-        } else {
-            const int x = lane & 7;
-            const float4 *kr = S.u.kf[lane];
-            sc = -INFINITY;
-            if (lane < cnt)
-                sc = att_score_cpu( /* HD % 32 == 0: no tail */
-                    S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
-            __syncthreads(); /* every warp has read the K rows: wk reuses them */
-        }
-        float4 *wk;
-        if constexpr (TC)
-            wk = S.wk[wid];
-        else
-            wk = S.u.wk[wid];
-        if (cnt == 0)
-            continue; /* (warp-uniform) another phase's row, or past this row's end */
-        att_factors<!TC>(m, sc, cnt, lane, wk);
-        /* att_walk's loop, per dimension the same operations */
-        const float *vl = &vsf[0][DPL * lane];
-#pragma unroll 4
-        for (int i = 0; i < cnt; i++) {
-            const float4 f = wk[i];
-            const float ms = f.x, vs = f.y, s = f.z;
-            float v[DPL];
-            if constexpr (DPL == 4) {
-                const float4 v4 = *(const float4 *)(vl + i * HD);
-                v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+            float sc;
+            if constexpr (TC) {
+                /* warp w scores positions 8 n.. for n = w, w + G, .. < 4; K rows
+                 * past cnt hold stale bytes whose scores are never read */
+                for (int n8 = wid; n8 < 4; n8 += G) {
+                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    #pragma unroll
+                    for (int k0 = 0; k0 < HD; k0 += 16) {
+                        const uint32_t af[4] = {*(const uint32_t *)&S.qh[g][k0 + 2 * t4],
+                                                *(const uint32_t *)&S.qh[g + 8][k0 + 2 * t4],
+                                                *(const uint32_t *)&S.qh[g][k0 + 8 + 2 * t4],
+                                                *(const uint32_t *)&S.qh[g + 8][k0 + 8 + 2 * t4]};
+                        cuda_mma_f16_k16(d, af, *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 2 * t4],
+                                         *(const uint32_t *)&S.ks[8 * n8 + g][k0 + 8 + 2 * t4]);
+                    }
+                    S.sc[g][8 * n8 + 2 * t4] = __fmul_rn(d[0], a.scale);
+                    S.sc[g][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[1], a.scale);
+                    S.sc[g + 8][8 * n8 + 2 * t4] = __fmul_rn(d[2], a.scale);
+                    S.sc[g + 8][8 * n8 + 2 * t4 + 1] = __fmul_rn(d[3], a.scale);
+                }
+                __syncthreads();
+                sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
             } else {
-                const float2 v2 = *(const float2 *)(vl + i * HD);
-                v[0] = v2.x, v[1] = v2.y;
+                const int x = lane & 7;
+                const float4 *kr = S.u.kf[lane];
+                sc = -INFINITY;
+                if (lane < cnt)
+                    sc = att_score_cpu( /* HD % 32 == 0: no tail */
+                        S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
+                __syncthreads(); /* every warp has read the K rows: wk reuses them */
             }
-            att_rescale<DPL>(m, acc, s, ms);
-#pragma unroll
-            for (int k = 0; k < DPL; k += 2)
-                att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], vs);
-            l = __fmaf_rn(l, ms, vs);
+            float4 *wk;
+            if constexpr (TC)
+                wk = S.wk[wid];
+            else
+                wk = S.u.wk[wid];
+            if (cnt == 0)
+                continue; /* (warp-uniform) another phase's row, or past this row's end */
+            att_factors<!TC>(m, sc, cnt, lane, wk);
+            /* att_walk's loop, per dimension the same operations */
+            const float *vl = &vsf[0][DPL * lane];
+    #pragma unroll 4
+            for (int i = 0; i < cnt; i++) {
+                const float4 f = wk[i];
+                const float ms = f.x, vs = f.y, s = f.z;
+                float v[DPL];
+                if constexpr (DPL == 4) {
+                    const float4 v4 = *(const float4 *)(vl + i * HD);
+                    v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+                } else {
+                    const float2 v2 = *(const float2 *)(vl + i * HD);
+                    v[0] = v2.x, v[1] = v2.y;
+                }
+                att_rescale<DPL>(m, acc, s, ms);
+    #pragma unroll
+                for (int k = 0; k < DPL; k += 2)
+                    att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], vs);
+                l = __fmaf_rn(l, ms, vs);
+            }
         }
-    }
     }
     if (!rv)
         return;
@@ -606,7 +606,8 @@ void cuda_op_attention(struct backend *be, const float *q, const void *k_cache, 
     const int dpl = hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
     const quant_f16 *kc = (const quant_f16 *)k_cache, *vc = (const quant_f16 *)v_cache;
     if (G <= ATT_G_MAX && (hd == 64 || hd == 128)) {
-        /* a model's head_dim decides the kernel, never the batch */
+        /* a model's head_dim decides the kernel's arithmetic, never the
+         * batch (the batch picks only the rows a block: no bit moves) */
         if (hd == 64)
             att_gqa_tc_launch<64>(c, n_rows, q, kc, vc, out, pos, seq, block_table, a);
         else
