@@ -108,6 +108,7 @@ struct backend_attn {
     int32_t bt_stride;
     float scale;
     int32_t max_kv;
+    int32_t n_seqs; /* distinct sequences among the rows (0: not known); speed only */
 };
 
 /* The shape of a KV cache: n_layer layers, each with K and V rows of

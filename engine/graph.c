@@ -456,6 +456,14 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
     g->st.upload_bytes = (STEP_BT(T, L) + (size_t)n_local * B) * sizeof(int32_t);
     g->attn.max_kv = max_kv;
     g->attn_out.max_kv = max_kv_out;
+    /* distinct sequences among the rows (backend_attn.n_seqs: a backend's
+     * choice of kernel shape); for the logits rows the runs of one
+     * sequence, a bound from above */
+    int32_t out_runs = 0;
+    for (int32_t i = 0; i < b->n_logits; i++)
+        out_runs += i == 0 || out_seq[i] != out_seq[i - 1];
+    g->attn.n_seqs = n_local;
+    g->attn_out.n_seqs = out_runs;
 
     return 0;
 }

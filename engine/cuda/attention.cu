@@ -408,6 +408,12 @@ template <int HD> struct att_ex_smem {
  * counts, so its scores and walk are attention_gqa_kernel's: the same bits
  * at RPB 1 and 2. */
 #define ATT_PAIR_MIN 32
+/* ... and where the batch has this many rows a sequence on average (the
+ * host's backend_attn.n_seqs; 0, not known, pairs): a batch of decode rows
+ * of many sequences would pair rows of different sequences, whose two
+ * phases run one after the other in one block, twice the time of two
+ * blocks side by side */
+#define ATT_PAIR_ROWS_PER_SEQ 4
 
 template <int HD, bool TC, int RPB>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
@@ -579,7 +585,8 @@ static void att_gqa_tc_launch(struct cuda_ctx *c, int32_t n_rows, const float *q
     if (c->att_tc)
         cuda_launch(c, attention_gqa_tc_kernel<HD, true, 1>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, q,
                     kc, vc, out, pos, seq, block_table, *a, n_rows);
-    else if (n_rows >= ATT_PAIR_MIN && 2 * G <= ATT_G_MAX && c->att_pair)
+    else if (n_rows >= ATT_PAIR_MIN && 2 * G <= ATT_G_MAX && c->att_pair &&
+             (a->n_seqs <= 0 || n_rows >= ATT_PAIR_ROWS_PER_SEQ * a->n_seqs))
         cuda_launch(c, attention_gqa_tc_kernel<HD, false, 2>, dim3(cuda_blocks(n_rows, 2), a->n_head_kv),
                     dim3(2 * G * CUDA_WARP), 0, q, kc, vc, out, pos, seq, block_table, *a, n_rows);
     else

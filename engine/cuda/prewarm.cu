@@ -122,7 +122,7 @@ extern "C" int cuda_be_prewarm(struct backend *be,
          * up to 128: 2 or 4 slots per lane) and per-head (256, or groups
          * past 16), 2, 4 and 8 slots per lane; the cache scratch holds 16
          * slots of 256 halves */
-        struct backend_attn a = {4, 4, 64, 16, 1, 0.125f};
+        struct backend_attn a = {4, 4, 64, 16, 1, 0.125f, 0, 0};
         PW_RUN("attention (grouped staged, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
         PW_RUN("attention (grouped staged, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));

@@ -1095,7 +1095,7 @@ static void test_attention(int nh, int nkv, int hd)
     int32_t max_kv = 0;
     for (int r = 0; r < NR; r++)
         max_kv = pos[r] + 1 > max_kv ? pos[r] + 1 : max_kv;
-    const struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), max_kv};
+    const struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), max_kv, NSEQ};
     cpu->ops->attention(cpu, q, ckv, 0, oc, NR, pos, seq, bt, &a);
     CHECK(cpu->ops->sync(cpu) == 0);
     gpu->ops->attention(gpu, qg, gkv, 0, og, NR, pg, sg, btg, &a);

@@ -290,7 +290,7 @@ static void test_attention(void)
     float q[7 * NH * HD], out[7 * NH * HD], out1[NH * HD];
     for (int i = 0; i < n * qdim; i++)
         q[i] = frand() * 2;
-    struct backend_attn a = {NH, NKV, HD, BS, 8, 1.0f / sqrtf(HD), 30};
+    struct backend_attn a = {NH, NKV, HD, BS, 8, 1.0f / sqrtf(HD), 30, 0};
     for (int b = 0; b < N_BE; b++) {
         struct backend_reserve r = {64, 1024, 64, 8, 64};
         CHECK(bes[b]->ops->reserve(bes[b], &r) == 0);
@@ -610,7 +610,7 @@ static void test_attention_simd(void)
          * scores +-0 (ties: the maximum never grows after position 0) */
         for (int i = 0; i < NR * qdim; i++)
             q[i] = i / qdim == 5 ? 0.0f : frand() * (i / qdim == 3 ? 60.0f : 1.5f);
-        struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), 128};
+        struct backend_attn a = {nh, nkv, hd, BS, BT, 1.0f / sqrtf((float)hd), 128, 0};
         struct backend_reserve r = {64, 1024, 256, nh, hd};
         for (int b = 0; b < N_BE; b++)
             CHECK(bes[b]->ops->reserve(bes[b], &r) == 0);
