@@ -2,7 +2,7 @@
  * activation rows: a stream of the weight bytes, each read once.
  *
  * One warp per weight row (Q6_K's long rows: 4, see mmvq_kernel). A pass
- * of the warp covers MMVQ_U * 4 super-blocks: 8 lanes per super-block,
+ * of the warp covers U * 4 super-blocks (mmvq_u): 8 lanes per super-block,
  * lane c takes 16-byte chunk c of
  * its packed values (one aligned 128-bit load; Q6_K's 2-byte-aligned
  * blocks take five words and a funnel shift) and the two 16-element runs
@@ -12,14 +12,15 @@
  * its 32 elements) meet their super-block's other seven by an exact
  * shuffle sum; U lanes of the group then head the group's U super-blocks
  * at once and park (p1, v1, p2, v2) per activation row in shared memory,
- * and lane r runs activation row r's float
- * chain over the pass's super-blocks in k order (cuda/qtypes.cuh), the
- * chain the MMQ kernels run: a row's bits are the same at every batch.
+ * and one warp of the block runs every row's float chain over the pass's
+ * super-blocks in k order (cuda/qtypes.cuh), the chain the MMQ kernels
+ * run: a row's bits are the same at every batch.
  *
  * Rows per warp 1: at n = 1 the activations (4.6 KB per 4096 elements) are
  * read from L1 once per weight row, a third of the L1 traffic of the
- * weights' own bytes; U super-blocks per group per pass (4 at nc <= 2)
- * keep that many 16-byte weight loads per lane in flight.
+ * weights' own bytes; U super-blocks per group per pass (4 at nc <= 2, 8
+ * at one activation row of a long Q4_K/Q5_K row) keep that many 16-byte
+ * weight loads per lane in flight.
  * Tried and reverted (H200, bench/RESULTS.md, 17:48 and 17:52 calls): 2
  * lanes per super-block at nc = 1 (fewer instructions, 4.6 M vs 7.7 M,
  * but each warp instruction then touches 16 lines instead of 4: 18.4 ->
