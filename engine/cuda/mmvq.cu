@@ -70,7 +70,11 @@ static __device__ __forceinline__ uint4 mmvq_shr(uint4 v, int s)
  * anyway); then (call 3) a whole window's weight loads as volatile asm
  * (its SASS issues most of a window's weight loads before the first dot):
  * q4_K n = 1 13.65 -> 13.9, q5_K 15.2 -> 16.4, tg128 338 -> 332. The
- * serialized loads are not what binds this kernel. */
+ * serialized loads are not what binds this kernel. The load()/dot() split
+ * stays anyway: merged back into one function per type (the form before
+ * the hoisting, Q6_K's words through cuda_ld_a2) the kernels measured the
+ * same at one activation row but 4-8% slower at two to four (review call,
+ * 2026-12-03 19:53): ptxas schedules the two forms differently. */
 template <int T> struct mmvq_chunk;
 
 /* Q4_K/Q5_K: chunk c is bytes 16c.. of qs: pair p = c/2 of sub-blocks

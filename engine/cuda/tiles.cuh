@@ -90,9 +90,10 @@ static inline int mmq_pick_kdr(int n_sm, int occ1, int occ2, int64_t ne0, int64_
 
 /* The MMQ tile (the K-quants' and, since 2026-12-03, Q4_0/Q8_0's: their
  * 64 x 128 block measured -12.5% / -11% at n = 512 against 64 x 64, both
- * with the magic C operand, bench/RESULTS.md 2026-12-03 16:10-): BN = 64 or 128 activation rows a block (the warp tile
- * 32 x 16 or 32 x 32: twice the mma per fragment load and per super-block
- * head at 128), and KDR by mmq_pick_kdr among that BN's two depths.
+ * with the magic C operand, bench/RESULTS.md 2026-12-03 16:10-): BN = 64
+ * or 128 activation rows a block (the warp tile 32 x 16 or 32 x 32: twice
+ * the mma per fragment load and per super-block head at 128), and KDR by
+ * mmq_pick_kdr among that BN's two depths.
  * occ[b][k]: blocks per SM at BN = 64 << b, KDR = k + 1. Measured on the
  * H200 (bench/RESULTS.md, 2026-12-01 23:40-): BN = 128 is 13-22% faster at
  * n = 512 and 2048 on every K-quant 7B shape, and 8-50% slower at n = 128
