@@ -71,6 +71,34 @@ static __device__ __forceinline__ uint32_t cuda_saddr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* A shared-memory mbarrier (sm_90, sm_121): a phase completes when its
+ * `count` arrivals are in; arrive releases the arriving thread's shared
+ * stores and a completed wait acquires them (PTX ISA: mbarrier, .release
+ * and .acquire at CTA scope are the defaults). Waiting for parity p
+ * returns once the phase of that parity has completed; on a fresh barrier
+ * (phase 0 pending) a wait for parity 1 returns at once, so a producer
+ * starts its "slot empty" waits at parity 1. */
+static __device__ __forceinline__ void cuda_mbar_init(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(cuda_saddr(bar)), "r"(count) : "memory");
+}
+
+static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}\n" ::"r"(cuda_saddr(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    asm volatile("{\n .reg .pred done;\n"
+                 "MBAR_WAIT:\n"
+                 " mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " @!done bra MBAR_WAIT;\n}\n" ::"r"(cuda_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
 /* Queue N 16-byte granules from src to dst (both 16-byte aligned), thread
  * part `lp` of P taking granules lp, lp + P, ...; the caller commits.
  * The trip count is a compile-time constant, so the copies unroll into

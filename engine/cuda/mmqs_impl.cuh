@@ -11,27 +11,27 @@
  * integer sums of 16 weight rows x 8 activation rows x 32 elements, which
  * dp4a takes 128 lane operations for.
  *
- * Shape: a block of MMQS_WARPS warps takes 16 weight rows (one m16 tile)
- * and up to 8 activation rows (one n8 tile). Warp q takes super-blocks
- * q, q + MMQS_WARPS, ... of the rows (K consecutive ones at a time,
- * mmqs_cfg; the integer work split along k, so a 4096-row weight still
- * gives 4 warps an SM), each through its own cp.async ring. Per round of MMQS_WARPS super-blocks
- * every warp parks each output's (p1, v1, p2, v2) terms, one barrier, and
- * one warp (round r: warp r % MMQS_WARPS, so the extra work rotates; the
- * chains' values live in shared memory between rounds, and the next
- * round's chain starts only after the next barrier, which this round's
- * chaining warp reaches when it is done) runs every output's float chain
- * over the round in k order: the
- * chain of cuda/qtypes.cuh that MMQ and the dp4a kernel run (per output
- * and super-block fma(p1, v1), then fma(p2, v2)), from the same exact
- * integers, so a row's bits are those of every other batch size and
- * kernel (tests/cuda/test_cuda_ops.c checks each against the others).
+ * Shape: a block of MMQS_WARPS producer warps and one chain warp takes
+ * 16 weight rows (one m16 tile) and up to 8 activation rows (one n8
+ * tile). Producer q takes super-blocks q, q + MMQS_WARPS, ... of the rows
+ * (K consecutive ones at a time, mmqs_cfg; the integer work split along
+ * k, so a 4096-row weight still gives 4 warps an SM), each through its
+ * own cp.async ring. Per round of MMQS_WARPS super-blocks every producer
+ * parks each output's (p1, v1, p2, v2) terms in a park slot and arrives
+ * on the slot's "full" mbarrier; the chain warp waits for it, runs every
+ * output's float chain over the round in k order, and frees the slot.
+ * The chain is that of cuda/qtypes.cuh, which MMQ and the dp4a kernel
+ * run (per output and super-block fma(p1, v1), then fma(p2, v2)), from
+ * the same exact integers, so a row's bits are those of every other
+ * batch size and kernel (tests/cuda/test_cuda_ops.c checks each against
+ * the others).
  */
 #ifndef INFERD_CUDA_MMQS_IMPL_CUH
 #define INFERD_CUDA_MMQS_IMPL_CUH
 
 #define MMQS_WARPS 4 /* super-block slices of a block's rows */
 #define MMQS_ROWS 16 /* weight rows per block: one m16 tile */
+#define MMQS_PARK 2  /* park slots: rounds the producers may run ahead of the chain */
 
 /* K: consecutive super-blocks a warp's stage copies (each row's bytes in
  * one run); S: stages in a warp's ring. Measured on the H200 (bench/
@@ -51,12 +51,19 @@ template <int T, bool EXP> struct mmqs_smem {
     int8_t x[MMQS_WARPS][S][8][MMQK_XS(K)];
     int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL * K];
     float xd[MMQS_WARPS][S][8][K];
-    float4 park[2][MMQS_WARPS * K][CUDA_WARP][4]; /* round & 1, super-block of the round, lane, output */
-    float4 acc[CUDA_WARP];                    /* the 4 outputs' chains of each lane */
+    /* round r's terms in slot r % MMQS_PARK: super-block of the round,
+     * output, lane (lane-contiguous float4s: each STS.128/LDS.128 of a
+     * warp is four conflict-free wavefronts) */
+    float4 park[MMQS_PARK][MMQS_WARPS * K][4][CUDA_WARP];
+    uint64_t full[MMQS_PARK], empty[MMQS_PARK]; /* mbarriers of the park slots */
 };
 
+/* Warps 0 .. MMQS_WARPS - 1 load and multiply; warp MMQS_WARPS (the chain
+ * warp) runs the float chains and stores. They meet only at the park's
+ * mbarriers, so a producer waits for the chain only when it is a whole
+ * ring of rounds ahead, never at a block barrier. */
 template <int T, bool EXP>
-static __global__ void __launch_bounds__(MMQS_WARPS *CUDA_WARP)
+static __global__ void __launch_bounds__((MMQS_WARPS + 1) * CUDA_WARP)
 mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
@@ -69,6 +76,43 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int lane = threadIdx.x % CUDA_WARP, q = threadIdx.x / CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
     const int32_t m0 = blockIdx.x * MMQS_ROWS, n0 = blockIdx.y * 8;
+    const int64_t n_gs = nbr / K, rounds = (n_gs + MMQS_WARPS - 1) / MMQS_WARPS;
+
+    if (threadIdx.x < MMQS_PARK) {
+        cuda_mbar_init(&M.full[threadIdx.x], MMQS_WARPS * CUDA_WARP);
+        cuda_mbar_init(&M.empty[threadIdx.x], CUDA_WARP);
+    }
+    __syncthreads(); /* the barriers are initialized */
+
+    if (q == MMQS_WARPS) {
+        /* the chain warp: round r's super-blocks in k order, per output
+         * fma(p1, v1) then fma(p2, v2) (cuda/qtypes.cuh's chain) */
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t r = 0; r < rounds; r++) {
+            const int slot = (int)(r % MMQS_PARK);
+            cuda_mbar_wait(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
+#pragma unroll
+            for (int k = 0; k < MMQS_WARPS * K; k++) {
+                if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
+                    break;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float4 t = M.park[slot][k][i][lane];
+                    acc[i] = __fmaf_rn(t.x, t.y, acc[i]);
+                    if (W::MIN)
+                        acc[i] = __fmaf_rn(t.z, t.w, acc[i]);
+                }
+            }
+            cuda_mbar_arrive(&M.empty[slot]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int32_t j = m0 + g + 8 * (i >> 1), rr = n0 + 2 * t4 + (i & 1);
+            if (j < n_w && rr < n_rows)
+                cuda_epi_store(y, rr, j, n_w, acc[i], E);
+        }
+        return;
+    }
 
     /* loader: lane (r = lane / 4, part lp = lane % 4) copies weight rows r
      * and r + 8 and activation row r; rows past the weight or the batch are
@@ -108,8 +152,12 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     /* the A fragments' ldmatrix row addresses (cuda_ldsm_x4), slot 0 */
     const uint32_t sa = cuda_saddr(&M.w[q][0][(lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
     const uint32_t wslot = (uint32_t)sizeof(M.w[0][0]);
+    /* the B fragments of sub-blocks 2p, 2p + 1 by one ldmatrix .x4: lane l
+     * gives row l % 8, bytes 32 (l / 16) + 16 ((l / 8) % 2) of the pair,
+     * and gets words {b0, b1} of 2p, then of 2p + 1 (slot 0) */
+    const uint32_t sx = cuda_saddr(&M.x[q][0][lane & 7][32 * (lane >> 4) + 16 * ((lane >> 3) & 1)]);
+    const uint32_t xslot = (uint32_t)sizeof(M.x[0][0]);
 
-    const int64_t n_gs = nbr / K, rounds = (n_gs + MMQS_WARPS - 1) / MMQS_WARPS;
 #pragma unroll
     for (int st = 0; st < S - 1; st++) {
         const int64_t gs = (int64_t)MMQS_WARPS * st + q;
@@ -127,7 +175,9 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             __pipeline_commit();
         }
         const int64_t gs = (int64_t)MMQS_WARPS * r + q;
-        const int slot = (int)(r % S);
+        const int slot = (int)(r % S), pk = (int)(r % MMQS_PARK);
+        /* the chain warp has read this park slot's last round */
+        cuda_mbar_wait(&M.empty[pk], (uint32_t)(((r / MMQS_PARK) & 1) ^ 1));
 #pragma unroll
         for (int kd = 0; kd < K; kd++) {
             if (gs >= n_gs)
@@ -139,8 +189,11 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 W::head(M.w[q][slot][g + 8 * h], kd, W::G16 ? sh : t4, hd[h]);
             }
             int sum[4] = {0, 0, 0, 0};
+            uint32_t bx[4];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
+                if (j % 2 == 0)
+                    cuda_ldsm_x4(bx, sx + slot * xslot + 256 * kd + 32 * j);
                 if constexpr (!W::G16) {
                     /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one fragment load */
                     if (j % 2)
@@ -152,8 +205,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
                     for (int jj = 0; jj < 2; jj++) {
                         const int sj = j + jj;
-                        const int b[2] = {*(const int *)&M.x[q][slot][g][256 * kd + 32 * sj + 4 * t4],
-                                          *(const int *)&M.x[q][slot][g][256 * kd + 32 * sj + 16 + 4 * t4]};
+                        const int b[2] = {(int)bx[2 * jj], (int)bx[2 * jj + 1]};
                         const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
                         int c[4];
                         cuda_mma_k32(c, jj ? hi : lo, b);
@@ -174,8 +226,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
                     const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
                     const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
-                    const int b0 = *(const int *)&M.x[q][slot][g][256 * kd + 32 * j + 4 * t4];
-                    const int b1 = *(const int *)&M.x[q][slot][g][256 * kd + 32 * j + 16 + 4 * t4];
+                    const int b0 = (int)bx[2 * (j & 1)], b1 = (int)bx[2 * (j & 1) + 1];
                     int c[4];
                     cuda_mma_k16(c, a[0], a[1], b0);
                     sum[0] += s0 * c[0];
@@ -209,47 +260,19 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const float x = M.xd[q][slot][2 * t4 + (i & 1)][kd];
                 const float p1 = __fmul_rn(H.d, x);
                 const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
-                M.park[r & 1][K * q + kd][lane][i] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
+                M.park[pk][K * q + kd][i][lane] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
             }
         }
-        __syncthreads(); /* round r parked: one warp chains it while the others start r + 1 */
-        if (q == (int)(r % MMQS_WARPS)) {
-            float4 a4 = r ? M.acc[lane] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float acc[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-            for (int k = 0; k < MMQS_WARPS * K; k++) {
-                if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
-                    break;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float4 t = M.park[r & 1][k][lane][i];
-                    acc[i] = __fmaf_rn(t.x, t.y, acc[i]);
-                    if (W::MIN)
-                        acc[i] = __fmaf_rn(t.z, t.w, acc[i]);
-                }
-            }
-            M.acc[lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        }
+        cuda_mbar_arrive(&M.full[pk]); /* round r parked (or nothing to park) */
     }
 #undef MMQS_ISSUE
-    __syncthreads(); /* the last round's chain is done */
-    if (q == 0) {
-        const float4 a4 = M.acc[lane];
-        const float acc[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int32_t j = m0 + g + 8 * (i >> 1), rr = n0 + 2 * t4 + (i & 1);
-            if (j < n_w && rr < n_rows)
-                cuda_epi_store(y, rr, j, n_w, acc[i], E);
-        }
-    }
 }
 
 template <int T, bool EXP> static int mmqs_occupancy(void)
 {
     static int occ = -1;
     if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP>, sizeof(mmqs_smem<T, EXP>), MMQS_WARPS * CUDA_WARP);
+        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP>, sizeof(mmqs_smem<T, EXP>), (MMQS_WARPS + 1) * CUDA_WARP);
     return occ;
 }
 
@@ -267,7 +290,7 @@ static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
     const size_t rb = EXP ? (size_t)nbr * MMQ_Q6X_BYTES : w->row_bytes;
     const dim3 grid(cuda_blocks(w->ne1, MMQS_ROWS), 1);
-    cuda_launch(c, mmqs_kernel<T, EXP>, grid, MMQS_WARPS * CUDA_WARP, sizeof(mmqs_smem<T, EXP>), wd, rb,
+    cuda_launch(c, mmqs_kernel<T, EXP>, grid, (MMQS_WARPS + 1) * CUDA_WARP, sizeof(mmqs_smem<T, EXP>), wd, rb,
                 (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }
