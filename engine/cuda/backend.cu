@@ -663,10 +663,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
-     * same bits. 5 from the H200's figures (bench/RESULTS.md, 2026-12-02);
-     * INFERD_MMQS_MIN=1..9 moves it for A/B runs (9: never) */
+     * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);
+     * INFERD_MMQS_MIN=1..9 sets one count for every type, for A/B runs (9:
+     * never) */
     const char *qmin = getenv("INFERD_MMQS_MIN");
-    c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 5;
+    c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

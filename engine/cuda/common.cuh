@@ -90,7 +90,7 @@ struct cuda_ctx {
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
-    int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8 (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
+    int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;

@@ -90,7 +90,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int64_t r = 0; r < rounds; r++) {
             const int slot = (int)(r % MMQS_PARK);
-            cuda_mbar_wait(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
+            cuda_mbar_wait_idle(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
 #pragma unroll
             for (int k = 0; k < MMQS_WARPS * K; k++) {
                 if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
@@ -166,14 +166,18 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         __pipeline_commit();
     }
     for (int64_t r = 0; r < rounds; r++) {
-        __pipeline_wait_prior(S - 2);
-        __syncwarp(); /* super-block r of this slice has landed for the whole warp */
+        /* stage r + S - 1 first, into the slot round r - 1 read (every lane
+         * is past it): the wait for stage r then has S stages in flight,
+         * not S - 1 */
+        __syncwarp();
         {
             const int64_t gsn = (int64_t)MMQS_WARPS * (r + S - 1) + q;
             if (gsn < n_gs)
                 MMQS_ISSUE(gsn, (int)((r + S - 1) % S));
             __pipeline_commit();
         }
+        __pipeline_wait_prior(S - 1);
+        __syncwarp(); /* stage r of this slice has landed for the whole warp */
         const int64_t gs = (int64_t)MMQS_WARPS * r + q;
         const int slot = (int)(r % S), pk = (int)(r % MMQS_PARK);
         /* the chain warp has read this park slot's last round */

@@ -134,6 +134,18 @@ static void mul_mat_q_raw(struct cuda_ctx *c, const struct backend_weight *w, fl
                                                         n_rows, c->epi);
 }
 
+/* The row count from which the K-quants take mmqs instead of the dp4a
+ * kernel. Measured on the H200 with mmqs's chain warp (bench/RESULTS.md,
+ * 2026-12-03 20:30 call 3; 4096 x 14336 and the 7B's ffn-up, ffn-down and
+ * attn-q, us mmqs / dp4a): q4_K at 3 rows 18.2 / 22.9, 25.9 / 27.6, 21.3 /
+ * 27.8, 8.8 / 8.7 (at 2 the dp4a kernel wins ffn-up, 21.7 / 26.1); q5_K
+ * and q6_K even in sum at 3 rows, mmqs 8% ahead over the four shapes at 4
+ * (the dp4a kernel still wins attn-q and q6_K's ffn-up by 3-6%). */
+static int mm_mmqs_min(const struct cuda_ctx *c, int type)
+{
+    return c->mmqs_min ? c->mmqs_min : type == QT_Q4_K ? 3 : 4;
+}
+
 /* Whether mul_mat_q runs w at n_rows through the MMQ kernels (cuda_mmq): a
  * quantized type past MM_COLS rows, whole 256-element stages, Q4_0/Q8_0 in
  * the packed layout. The SwiGLU epilogue asks the same (only those kernels
@@ -189,16 +201,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
-    /* K-quants of c->mmqs_min (5, cuda/backend.cu; INFERD_MMQS_MIN=1..9 for
-     * A/B runs, 9: never) ..MM_COLS rows: the tensor-core small-batch kernel
-     * (same bits), else the dp4a kernel (also where the device cannot hold the
-     * tensor-core one's shared memory, rc -1, or it does not take the
-     * shape). Measured on the H200
-     * (bench/RESULTS.md, 2026-12-02 call 6), 4096 x 14336 q4_K: n = 8 51.5
-     * -> 31.6 us, but n = 1 14.1 -> 24.6 and n = 2 19.6 -> 25.5 (at 8 warps
-     * an SM its dependent chain per round is latency-bound): from 5 rows. */
+    /* K-quants from mm_mmqs_min rows (INFERD_MMQS_MIN=1..9 for A/B runs, 9:
+     * never) ..MM_COLS: the tensor-core small-batch kernel (same bits), else
+     * the dp4a kernel (also where the device cannot hold the tensor-core
+     * one's shared memory, rc -1, or it does not take the shape). */
     if constexpr (kq) {
-        if (n_rows >= c->mmqs_min && w->ne0 % 256 == 0) {
+        if (n_rows >= mm_mmqs_min(c, T) && w->ne0 % 256 == 0) {
             const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1);
             if (rc == 0)
                 return;
