@@ -89,25 +89,16 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
                  : "memory");
 }
 
-/* The same wait for a warp that has nothing else to do: each try_wait may
- * suspend the thread (up to the hint, 0x100000 ns) until the phase
- * completes, instead of returning at once to spin on the issue slots the
- * other warps of its scheduler need */
-static __device__ __forceinline__ void cuda_mbar_wait_idle(uint64_t *bar, uint32_t parity)
-{
-    asm volatile("{\n .reg .pred done;\n"
-                 "MBAR_IDLE:\n"
-                 " mbarrier.try_wait.parity.shared.b64 done, [%0], %1, 0x100000;\n"
-                 " @!done bra MBAR_IDLE;\n}\n" ::"r"(cuda_saddr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
+/* Wait for the phase of parity `parity`. Each try_wait may suspend the
+ * thread until the phase completes (up to the hint, 0x100000 ns) instead
+ * of returning at once: a waiting warp (mmqs's chain warp, most of its
+ * time) then sleeps (SASS: a NANOSLEEP loop) rather than spinning on the
+ * issue slots the other warps of its scheduler need. */
 static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t parity)
 {
     asm volatile("{\n .reg .pred done;\n"
                  "MBAR_WAIT:\n"
-                 " mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " mbarrier.try_wait.parity.shared.b64 done, [%0], %1, 0x100000;\n"
                  " @!done bra MBAR_WAIT;\n}\n" ::"r"(cuda_saddr(bar)),
                  "r"(parity)
                  : "memory");

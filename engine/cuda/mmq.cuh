@@ -59,10 +59,12 @@ void cuda_mmvq(struct cuda_ctx *c, const struct backend_weight *w, const void *x
  * expanded copy (w->aux), 0 the raw blocks, -1 whichever w has. The same
  * bits as cuda_mmvq and cuda_mmq. 0, INF_EUNSUPPORTED (not a K-quant, ne0
  * not a multiple of 256, exp without w->aux, n_rows > 8), or -1 when the
- * device cannot hold its shared memory. */
+ * device cannot hold its shared memory. k: super-blocks a stage, 0 for
+ * the kernel's own choice (q4_K 2, else 1; q4_K 1 where the device cannot
+ * hold 2), 1 to force one (the dispatcher table's variant). */
 template <int T>
 int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
-              int exp);
+              int exp, int k);
 
 /* The small-batch K-quant product as a stream through per-warp cp.async
  * rings (cuda/mmvs.cu: Q4_K, Q5_K, Q6_K): n_rows <= nc activation rows,

@@ -1,5 +1,5 @@
 /* cuda/mmqs_impl — the K-quant small-batch product on the tensor cores,
- * mmqs_kernel<T, EXP> (n <= 8 activation rows; included by mmq_q4_k.cu,
+ * mmqs_kernel<T, EXP, K> (n <= 8 activation rows; included by mmq_q4_k.cu,
  * mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqk_impl.cuh, whose weight
  * layouts mmqk_w<T, 1, EXP> it reads).
  *
@@ -38,15 +38,21 @@
  * RESULTS.md, 2026-12-02 calls 7-8): q4_K at K = 2, S = 2 is 5-10% faster
  * at n = 4-8 than K = 1, S = 3; q5_K and q6_K at K = 2 15-40% slower; S = 2
  * against 3 at K = 1 within 3%; 8 warps instead of 4 -5-10% for q4_K/q5_K
- * and +20-40% for q6_K. Q6_K expanded takes S = 2 so a block fits sm_121's
- * ~100 KB. */
-template <int T, bool EXP> struct mmqs_cfg {
-    enum { K = T == QT_Q4_K ? 2 : 1, S = T == QT_Q4_K || (T == QT_Q6_K && EXP) ? 2 : 3 };
+ * and +20-40% for q6_K (2026-12-03 20:30 call 3, with the chain warp: 8
+ * producers of one super-block +5-12% for q4_K). q4_K's K = 2 block is 108
+ * KB, more than sm_121 (GB10) gives a block (~99 KB): there mmqs_variant
+ * falls back to K = 1, S = 3 (71 KB), the q4_K form measured before K = 2.
+ * Q6_K expanded takes S = 2 so a block fits sm_121. */
+template <int T> struct mmqs_k {
+    enum { K = T == QT_Q4_K ? 2 : 1 };
+};
+template <int T, bool EXP, int K> struct mmqs_cfg {
+    enum { S = (T == QT_Q4_K && K == 2) || (T == QT_Q6_K && EXP) ? 2 : 3 };
 };
 
-template <int T, bool EXP> struct mmqs_smem {
-    typedef mmqk_w<T, mmqs_cfg<T, EXP>::K, EXP> W;
-    enum { S = mmqs_cfg<T, EXP>::S, K = mmqs_cfg<T, EXP>::K };
+template <int T, bool EXP, int KK> struct mmqs_smem {
+    typedef mmqk_w<T, KK, EXP> W;
+    enum { S = mmqs_cfg<T, EXP, KK>::S, K = KK };
     uint32_t w[MMQS_WARPS][S][MMQS_ROWS][W::SW];
     int8_t x[MMQS_WARPS][S][8][MMQK_XS(K)];
     int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL * K];
@@ -62,13 +68,13 @@ template <int T, bool EXP> struct mmqs_smem {
  * warp) runs the float chains and stores. They meet only at the park's
  * mbarriers, so a producer waits for the chain only when it is a whole
  * ring of rounds ahead, never at a block barrier. */
-template <int T, bool EXP>
+template <int T, bool EXP, int KK>
 static __global__ void __launch_bounds__((MMQS_WARPS + 1) * CUDA_WARP)
 mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     cuda_pdl_enter();
-    typedef mmqs_smem<T, EXP> SM;
+    typedef mmqs_smem<T, EXP, KK> SM;
     typedef typename SM::W W;
     enum { S = SM::S, K = SM::K };
     extern __shared__ __align__(16) uint8_t mmqs_smem_raw[];
@@ -90,7 +96,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int64_t r = 0; r < rounds; r++) {
             const int slot = (int)(r % MMQS_PARK);
-            cuda_mbar_wait_idle(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
+            cuda_mbar_wait(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
 #pragma unroll
             for (int k = 0; k < MMQS_WARPS * K; k++) {
                 if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
@@ -272,52 +278,64 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #undef MMQS_ISSUE
 }
 
-template <int T, bool EXP> static int mmqs_occupancy(void)
+template <int T, bool EXP, int K> static int mmqs_occupancy(void)
 {
     static int occ = -1;
     if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP>, sizeof(mmqs_smem<T, EXP>), (MMQS_WARPS + 1) * CUDA_WARP);
+        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP, K>, sizeof(mmqs_smem<T, EXP, K>),
+                            (MMQS_WARPS + 1) * CUDA_WARP);
     return occ;
 }
 
 /* 0, -1 when this device cannot hold the block's shared memory, or
  * INF_EUNSUPPORTED (EXP without w->aux, more than 8 rows) */
-template <int T, bool EXP>
+template <int T, bool EXP, int K>
 static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int32_t n_rows)
 {
-    if (n_rows > 8 || w->ne0 % (QK_K * mmqs_cfg<T, EXP>::K) || (EXP && !w->aux))
+    if (n_rows > 8 || w->ne0 % (QK_K * K) || (EXP && !w->aux))
         return INF_EUNSUPPORTED;
-    if (mmqs_occupancy<T, EXP>() == 0)
+    if (mmqs_occupancy<T, EXP, K>() == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
     const size_t rb = EXP ? (size_t)nbr * MMQ_Q6X_BYTES : w->row_bytes;
     const dim3 grid(cuda_blocks(w->ne1, MMQS_ROWS), 1);
-    cuda_launch(c, mmqs_kernel<T, EXP>, grid, (MMQS_WARPS + 1) * CUDA_WARP, sizeof(mmqs_smem<T, EXP>), wd, rb,
-                (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+    cuda_launch(c, mmqs_kernel<T, EXP, K>, grid, (MMQS_WARPS + 1) * CUDA_WARP, sizeof(mmqs_smem<T, EXP, K>), wd,
+                rb, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }
 
 template <int T>
 static int mmqs_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
-                        int32_t n_rows, int exp)
+                        int32_t n_rows, int exp, int k)
 {
     if constexpr (T == QT_Q6_K) {
         if (exp)
-            return mmqs_launch<T, true>(c, w, xq, y, n_rows);
+            return mmqs_launch<T, true, 1>(c, w, xq, y, n_rows);
     }
-    return exp ? INF_EUNSUPPORTED : mmqs_launch<T, false>(c, w, xq, y, n_rows);
+    if (exp)
+        return INF_EUNSUPPORTED;
+    if (k == 1)
+        return mmqs_launch<T, false, 1>(c, w, xq, y, n_rows);
+    const int rc = mmqs_launch<T, false, mmqs_k<T>::K>(c, w, xq, y, n_rows);
+    if constexpr (mmqs_k<T>::K > 1) {
+        /* the device's shared memory (sm_121) or the row length does not
+         * take K super-blocks a stage: one */
+        if (rc == -1 || rc == INF_EUNSUPPORTED)
+            return mmqs_launch<T, false, 1>(c, w, xq, y, n_rows);
+    }
+    return rc;
 }
 
 #define MMQS_DEFINE(T)                                                                            \
     template <>                                                                                   \
     int cuda_mmqs<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
-                     int32_t n_rows, int exp)                                                     \
+                     int32_t n_rows, int exp, int k)                                              \
     {                                                                                             \
         if (exp < 0)                                                                              \
             exp = T == QT_Q6_K && w->aux != NULL;                                                 \
-        return mmqs_variant<T>(c, w, xq, y, n_rows, exp);                                         \
+        return mmqs_variant<T>(c, w, xq, y, n_rows, exp, k);                                      \
     }
 
 #endif

@@ -207,7 +207,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
      * one's shared memory, rc -1, or it does not take the shape). */
     if constexpr (kq) {
         if (n_rows >= mm_mmqs_min(c, T) && w->ne0 % 256 == 0) {
-            const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1);
+            const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1, 0);
             if (rc == 0)
                 return;
             if (rc != -1 && rc != INF_EUNSUPPORTED) {
@@ -391,7 +391,8 @@ struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
      * dispatcher's; 8); MMQK: a = KDR, b = EXP, c = activation
-     * rows per block (0: 64, or 128); MMQS: b = EXP; MMVS: a =
+     * rows per block (0: 64, or 128); MMQS: b = EXP, c = super-blocks
+     * a stage (0: the kernel's choice; 1); MMVS: a =
      * activation rows per weight read, b = the grid's cap (0: the
      * dispatcher's; 1: one block, every warp streaming many rows) */
     int type, kind, a, b, c;
@@ -413,6 +414,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
     MMV_Q0(QT_Q4_0),            MMV_Q0(QT_Q8_0),            MMV_K(QT_Q4_K),
+    {QT_Q4_K, MMV_MMQS, 8, 0, 1}, /* K = 1: sm_121's and odd rows' form */
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),
@@ -449,7 +451,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
-    case MMV_MMQS: snprintf(buf, n, "mul_mat<%s> mmqs<%s>", t, v->b ? "true" : "false"); break;
+    case MMV_MMQS: snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s", t, v->b ? "true" : "false", v->c ? " k=1" : ""); break;
     case MMV_MMVS: snprintf(buf, n, "mul_mat<%s> mmvs nc=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
@@ -513,9 +515,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
         int rc = 0;
         switch (v->type) {
-        case QT_Q4_K: rc = cuda_mmqs<QT_Q4_K>(c, w, c->xq, y, v->a, v->b); break;
-        case QT_Q5_K: rc = cuda_mmqs<QT_Q5_K>(c, w, c->xq, y, v->a, v->b); break;
-        default: rc = cuda_mmqs<QT_Q6_K>(c, w, c->xq, y, v->a, v->b); break;
+        case QT_Q4_K: rc = cuda_mmqs<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c); break;
+        case QT_Q5_K: rc = cuda_mmqs<QT_Q5_K>(c, w, c->xq, y, v->a, v->b, v->c); break;
+        default: rc = cuda_mmqs<QT_Q6_K>(c, w, c->xq, y, v->a, v->b, v->c); break;
         }
         return mm_variant_status(c, rc, "mmqs kernel");
     }
