@@ -377,6 +377,59 @@ attention_gqa_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
  *    still depends only on its query and its K row, whatever the batch;
  *  - HD at compile time: the staging's indices are shifts, not divisions,
  *    and no dimension is predicated off. */
+/* The 8 F16 values of a 16-byte load as two float4s (exact) */
+static __device__ __forceinline__ void att_h8(uint4 v8, float4 &lo, float4 &hi)
+{
+    const __half2 *h2 = (const __half2 *)&v8;
+    const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+    const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
+    lo = make_float4(f0.x, f0.y, f1.x, f1.y);
+    hi = make_float4(f2.x, f2.y, f3.x, f3.y);
+}
+
+/* Chunk cch (8 values) of a staged V row as F32. The two stores go in an
+ * order that puts a phase's 8 threads (chunks cch..cch+7 of a row, 32
+ * bytes apart) on 8 distinct 16-byte bank groups: chunks 4..7 of each 8
+ * store their high half first. In chunk order the first store of cch and
+ * cch + 4 hit the same banks (53 M shared-store conflicts in a 2048-row
+ * launch, ncu 2026-12-01). */
+static __device__ __forceinline__ void att_stage_v(float *row, int cch, uint4 v8)
+{
+    float4 lo, hi;
+    att_h8(v8, lo, hi);
+    const bool sw = (cch >> 2) & 1;
+    *(float4 *)&row[8 * cch + (sw ? 4 : 0)] = sw ? hi : lo;
+    *(float4 *)&row[8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
+}
+
+/* att_walk's loop over cnt staged F32 V rows (vl: this lane's DPL
+ * dimensions of row 0, rows HD floats apart), per dimension the same
+ * operations */
+template <int HD>
+static __device__ __forceinline__ void att_walk_f32(float &m, float &l, float acc[HD / CUDA_WARP], const float4 *wk,
+                                                    const float *vl, int cnt)
+{
+    enum { DPL = HD / CUDA_WARP };
+#pragma unroll 4
+    for (int i = 0; i < cnt; i++) {
+        const float4 f = wk[i];
+        const float ms = f.x, vs = f.y, s = f.z;
+        float v[DPL];
+        if constexpr (DPL == 4) {
+            const float4 v4 = *(const float4 *)(vl + i * HD);
+            v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+        } else {
+            const float2 v2 = *(const float2 *)(vl + i * HD);
+            v[0] = v2.x, v[1] = v2.y;
+        }
+        att_rescale<DPL>(m, acc, s, ms);
+#pragma unroll
+        for (int k = 0; k < DPL; k += 2)
+            att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], vs);
+        l = __fmaf_rn(l, ms, vs);
+    }
+}
+
 #define ATT_TC_KS 136 /* K / query row stride in halves: 272 bytes, conflict-free fragment loads */
 
 template <int HD> struct att_tc_smem {
@@ -483,21 +536,14 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                         continue;
                     }
                 }
-                const __half2 *h2 = (const __half2 *)&v8;
-                const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
-                const float2 f2 = __half22float2(h2[2]), f3 = __half22float2(h2[3]);
-                const float4 lo = make_float4(f0.x, f0.y, f1.x, f1.y), hi = make_float4(f2.x, f2.y, f3.x, f3.y);
-                /* The same two stores, in an order that puts a phase's 8
-                 * threads (chunks cch..cch+7 of a row, 32 bytes apart) on 8
-                 * distinct 16-byte bank groups: chunks 4..7 of each 8 store
-                 * their high half first. In chunk order the first store of
-                 * cch and cch + 4 hit the same banks (53 M shared-store
-                 * conflicts in a 2048-row launch, ncu 2026-12-01). */
-                const bool sw = (cch >> 2) & 1;
                 if (kv) {
-                    *(float4 *)&vsf[i][8 * cch + (sw ? 4 : 0)] = sw ? hi : lo;
-                    *(float4 *)&vsf[i][8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
-                } else if constexpr (!TC) {
+                    att_stage_v(vsf[i], cch, v8);
+                    continue;
+                }
+                if constexpr (!TC) { /* att_stage_v's store order, swizzled by row */
+                    float4 lo, hi;
+                    att_h8(v8, lo, hi);
+                    const bool sw = (cch >> 2) & 1;
                     const int x = i & 7; /* the row's swizzle: chunk c at c ^ x */
                     S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
                     S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
@@ -543,26 +589,7 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
             if (cnt == 0)
                 continue; /* (warp-uniform) another phase's row, or past this row's end */
             att_factors<!TC>(m, sc, cnt, lane, wk);
-            /* att_walk's loop, per dimension the same operations */
-            const float *vl = &vsf[0][DPL * lane];
-    #pragma unroll 4
-            for (int i = 0; i < cnt; i++) {
-                const float4 f = wk[i];
-                const float ms = f.x, vs = f.y, s = f.z;
-                float v[DPL];
-                if constexpr (DPL == 4) {
-                    const float4 v4 = *(const float4 *)(vl + i * HD);
-                    v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
-                } else {
-                    const float2 v2 = *(const float2 *)(vl + i * HD);
-                    v[0] = v2.x, v[1] = v2.y;
-                }
-                att_rescale<DPL>(m, acc, s, ms);
-    #pragma unroll
-                for (int k = 0; k < DPL; k += 2)
-                    att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], vs);
-                l = __fmaf_rn(l, ms, vs);
-            }
+            att_walk_f32<HD>(m, l, acc, wk, &vsf[0][DPL * lane], cnt);
         }
     }
     if (!rv)
@@ -574,6 +601,176 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
         o[k] = acc[k] * inv;
 }
 
+/* ---- decode: the exact scores apart from the walk -------------------------
+ * A decode batch has a row a sequence, so attention_gqa_tc_kernel's grid is
+ * rows x KV heads: one step of the 7B at one stream is 4 blocks, each
+ * scoring and walking its whole context chunk after chunk (H200, 2026-12-03
+ * 20:30 call 8: 109 us a layer at ~600 positions, one decode step 5.7 ms
+ * against 3.2 ms at 32 positions). Only the walk is sequential (the F16
+ * accumulator is rounded after every position); the scores of a row's
+ * positions are independent. So for small decode batches the scores run
+ * first in a grid of (row, KV head, ATT_DEC_Z slices of the chunks), each
+ * block staging its chunks' K rows and scoring them exactly as the fused
+ * kernel does (the same staging, att_score_cpu: the same bits), into
+ * c->att_sc; then att_dec_walk_kernel stages only V and walks. The grid does not depend on the context (a CUDA graph
+ * replays it at every length): a slice strides over the chunks. */
+#define ATT_DEC_Z 32    /* chunk slices a (row, KV head) of the score grid */
+#define ATT_DEC_ROWS 16 /* rows up to which a decode batch takes the split (c->att_sc holds them) */
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
+att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
+                     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
+                     const int32_t *__restrict__ bt, struct backend_attn a, float *__restrict__ sc_out)
+{
+    cuda_pdl_enter();
+    enum { PER_ROW = HD / 8 };
+    __shared__ __align__(16) att_ex_smem<HD> S;
+    __shared__ int64_t slot_sm[CUDA_WARP];
+    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r];
+    const float *qr = q + ((int64_t)r * a.n_head + h) * HD;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    float *so = sc_out + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * a.block_size);
+    for (int d = lane; d < HD; d += CUDA_WARP)
+        S.qf[wid][d] = __half2float(__float2half_rn(qr[d]));
+    for (int32_t p0 = CUDA_WARP * (int32_t)blockIdx.z; p0 <= last; p0 += CUDA_WARP * ATT_DEC_Z) {
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
+        for (int t = threadIdx.x; t < CUDA_WARP * PER_ROW; t += nt) {
+            const int i = t / PER_ROW, cch = t % PER_ROW;
+            if (i >= cnt)
+                continue;
+            const uint4 v8 = *(const uint4 *)(kc + slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch);
+            float4 lo, hi;
+            att_h8(v8, lo, hi);
+            /* attention_gqa_tc_kernel's swizzle and store order */
+            const bool sw = (cch >> 2) & 1;
+            const int x = i & 7;
+            S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
+            S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
+        }
+        __syncthreads();
+        if (lane < cnt) {
+            const int x = lane & 7;
+            const float4 *kr = S.u.kf[lane];
+            so[p0 + lane] = att_score_cpu(
+                S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
+        }
+    }
+}
+
+/* The split's walk: one block per (row, KV head), a warp per query head,
+ * attention_gqa_tc_kernel's factors and walk over the scores of
+ * att_dec_score_kernel. Each chunk's V rows are loaded while the previous
+ * chunk is walked (registers, then the other of two shared buffers): the
+ * walk no longer waits on the cache after every 32 positions. */
+#define ATT_DEC_PF 4 /* 16-byte V pieces a thread holds in flight (a chunk is 4 HD of them) */
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
+att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, const int32_t *__restrict__ pos,
+                    const int32_t *__restrict__ seq, const int32_t *__restrict__ bt, struct backend_attn a,
+                    const float *__restrict__ scores)
+{
+    cuda_pdl_enter();
+    enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8, PIECES = CUDA_WARP * PER_ROW };
+    __shared__ __align__(16) float vsf[2][CUDA_WARP][HD];
+    __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP];
+    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
+    const quant_f16 *vb = vc + (int64_t)kvh * HD;
+    /* piece t of a chunk: row t / PER_ROW, 8 values at 8 (t % PER_ROW) */
+    auto piece = [&](int32_t p0, int t) -> uint4 {
+        const int32_t p = p0 + t / PER_ROW;
+        const int64_t slot = (int64_t)table[p / bs] * bs + p % bs;
+        return *(const uint4 *)(vb + slot * kv_dim + 8 * (t % PER_ROW));
+    };
+    auto fetch = [&](int32_t p0, uint4 v8[ATT_DEC_PF]) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = threadIdx.x + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                v8[k] = piece(p0, t);
+        }
+    };
+    auto store = [&](int32_t p0, int b, const uint4 v8[ATT_DEC_PF]) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = threadIdx.x + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, v8[k]);
+        }
+        /* small groups: the pieces past ATT_DEC_PF a thread, loaded here */
+        for (int t = threadIdx.x + ATT_DEC_PF * nt; t < PIECES; t += nt)
+            if (p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, piece(p0, t));
+    };
+    float acc[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    uint4 v8[ATT_DEC_PF];
+    fetch(0, v8);
+    store(0, 0, v8);
+    float scn = lane <= last ? sr[lane] : -INFINITY;
+    __syncthreads();
+    int b = 0;
+    for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP, b ^= 1) {
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        const float sc = scn;
+        const int32_t p1 = p0 + CUDA_WARP;
+        if (p1 <= last) { /* the next chunk's V rows and scores, in flight during this walk */
+            fetch(p1, v8);
+            scn = p1 + lane <= last ? sr[p1 + lane] : -INFINITY;
+        }
+        att_factors<true>(m, sc, cnt, lane, wk_sm[wid]);
+        att_walk_f32<HD>(m, l, acc, wk_sm[wid], &vsf[b][0][DPL * lane], cnt);
+        if (p1 <= last)
+            store(p1, b ^ 1, v8); /* the other buffer: read last in the walk before the previous barrier */
+        __syncthreads();
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + DPL * lane;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = acc[k] * inv;
+}
+
+/* c->att_sc for ATT_DEC_ROWS rows of this shape's scores, or NULL (no
+ * memory, or a stream capture under way: the fused kernel serves). The
+ * first decode step of a shape runs op by op (engine/graph.c records a
+ * key on its second step), so the buffer exists before any recording
+ * refers to it; a larger shape (another model) gets a new buffer and the
+ * old one stays allocated (a recording may hold it) until destroy. */
+static float *att_dec_scratch(struct cuda_ctx *c, const struct backend_attn *a)
+{
+    const size_t need = (size_t)ATT_DEC_ROWS * (size_t)a->n_head * (size_t)a->bt_stride * (size_t)a->block_size;
+    if (c->att_sc && c->att_sc_n >= need)
+        return c->att_sc;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
+        c->att_sc_nold >= (int)(sizeof(c->att_sc_old) / sizeof(c->att_sc_old[0])))
+        return NULL;
+    void *p = NULL;
+    if (cuda_malloc(c, &p, need * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (c->att_sc)
+        c->att_sc_old[c->att_sc_nold++] = c->att_sc;
+    c->att_sc = (float *)p;
+    c->att_sc_n = need;
+    return c->att_sc;
+}
+
 /* attention_gqa_tc_kernel<HD, the configured scores, rows a block> (c->att_tc;
  * EXACT takes two rows a block from ATT_PAIR_MIN rows where 2 G warps fit) */
 template <int HD>
@@ -582,6 +779,7 @@ static void att_gqa_tc_launch(struct cuda_ctx *c, int32_t n_rows, const float *q
                               const int32_t *block_table, const struct backend_attn *a)
 {
     const int G = a->n_head / a->n_head_kv;
+    float *sc;
     if (c->att_tc)
         cuda_launch(c, attention_gqa_tc_kernel<HD, true, 1>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, q,
                     kc, vc, out, pos, seq, block_table, *a, n_rows);
@@ -589,7 +787,14 @@ static void att_gqa_tc_launch(struct cuda_ctx *c, int32_t n_rows, const float *q
              (a->n_seqs <= 0 || n_rows >= ATT_PAIR_ROWS_PER_SEQ * a->n_seqs))
         cuda_launch(c, attention_gqa_tc_kernel<HD, false, 2>, dim3(cuda_blocks(n_rows, 2), a->n_head_kv),
                     dim3(2 * G * CUDA_WARP), 0, q, kc, vc, out, pos, seq, block_table, *a, n_rows);
-    else
+    else if (c->att_split && n_rows <= ATT_DEC_ROWS && (a->n_seqs <= 0 || n_rows < 2 * a->n_seqs) &&
+             (sc = att_dec_scratch(c, a)) != NULL) {
+        /* a decode batch (about a row a sequence): the split, the same bits */
+        cuda_launch(c, att_dec_score_kernel<HD>, dim3(n_rows, a->n_head_kv, ATT_DEC_Z), dim3(G * CUDA_WARP), 0, q,
+                    kc, pos, seq, block_table, *a, sc);
+        cuda_launch(c, att_dec_walk_kernel<HD>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, vc, out, pos,
+                    seq, block_table, *a, (const float *)sc);
+    } else
         cuda_launch(c, attention_gqa_tc_kernel<HD, false, 1>, dim3(n_rows, a->n_head_kv), dim3(G * CUDA_WARP), 0, q,
                     kc, vc, out, pos, seq, block_table, *a, n_rows);
 }

@@ -549,6 +549,9 @@ static void cuda_be_destroy(struct backend *be)
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
+    cudaFree(c->att_sc);
+    for (int i = 0; i < c->att_sc_nold; i++)
+        cudaFree(c->att_sc_old[i]);
     cuda_mmc_free(c);
     cuda_sample_free(c);
     cudaStreamDestroy(c->stream);
@@ -659,6 +662,8 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * batch (A/B runs; the bits do not change) */
     const char *apr = getenv("INFERD_ATT_PAIR");
     c->att_pair = !(apr && !strcmp(apr, "0"));
+    const char *asp = getenv("INFERD_ATT_SPLIT");
+    c->att_split = !(asp && !strcmp(asp, "0"));
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel

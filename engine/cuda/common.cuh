@@ -88,6 +88,11 @@ struct cuda_ctx {
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
+    int att_split;     /* exact scores: decode batches score apart from the walk (INFERD_ATT_SPLIT=0: fused; A/B) */
+    float *att_sc;     /* the split's scores (cuda/attention.cu att_dec_scratch), att_sc_n floats */
+    size_t att_sc_n;
+    void *att_sc_old[8]; /* outgrown score buffers, kept for recordings until destroy */
+    int att_sc_nold;
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */

@@ -123,9 +123,18 @@ extern "C" int cuda_be_prewarm(struct backend *be,
          * past 16), 2, 4 and 8 slots per lane; the cache scratch holds 16
          * slots of 256 halves */
         struct backend_attn a = {4, 4, 64, 16, 1, 0.125f, 0, 0};
+        /* one row: the decode split (scores, then the walk; its score
+         * buffer is this shape's until a model's larger one), and with the
+         * split off the fused kernel that batches of more rows a sequence
+         * take */
+        const int split = c->att_split;
+        PW_RUN("attention (decode split, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        c->att_split = 0;
         PW_RUN("attention (grouped staged, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
         PW_RUN("attention (grouped staged, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        c->att_split = split;
+        PW_RUN("attention (decode split, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         /* exact scores at ATT_PAIR_MIN (32) rows: two rows a block */
         a.head_dim = 64;
         PW_RUN("attention (grouped staged, two rows a block, head_dim 64)",
