@@ -1,0 +1,196 @@
+/* cuda/attention_dec — decode batches' attention: the exact scores of a
+ * row's positions in a grid of their own, then the sequential walk.
+ *
+ * A decode batch has a row a sequence, so attention_gqa_tc_kernel's grid is
+ * rows x KV heads: one step of the 7B at one stream is 4 blocks, each
+ * scoring and walking its whole context chunk after chunk (H200, 2026-12-03
+ * 20:30 call 8: 109 us a layer at ~600 positions, one decode step 5.7 ms
+ * against 3.2 ms at 32 positions). Only the walk is sequential (the F16
+ * accumulator is rounded after every position); the scores of a row's
+ * positions are independent. So for small decode batches the scores run
+ * first in a grid of (row, KV head, ATT_DEC_Z slices of the chunks), each
+ * block staging its chunks' K rows and scoring them exactly as the fused
+ * kernel does (the same staging, att_score_cpu: the same bits), into
+ * c->att_sc; then att_dec_walk_kernel stages only V and walks. The grid
+ * does not depend on the context (a CUDA graph replays it at every
+ * length): a slice strides over the chunks. */
+#include "engine/cuda/attention_impl.cuh"
+
+#define ATT_DEC_Z 32    /* chunk slices a (row, KV head) of the score grid */
+#define ATT_DEC_ROWS 16 /* rows up to which a decode batch takes the split (c->att_sc holds them) */
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
+att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
+                     const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
+                     const int32_t *__restrict__ bt, struct backend_attn a, float *__restrict__ sc_out)
+{
+    cuda_pdl_enter();
+    enum { PER_ROW = HD / 8 };
+    __shared__ __align__(16) att_ex_smem<HD> S;
+    __shared__ int64_t slot_sm[CUDA_WARP];
+    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r];
+    const float *qr = q + ((int64_t)r * a.n_head + h) * HD;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    float *so = sc_out + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * a.block_size);
+    for (int d = lane; d < HD; d += CUDA_WARP)
+        S.qf[wid][d] = __half2float(__float2half_rn(qr[d]));
+    for (int32_t p0 = CUDA_WARP * (int32_t)blockIdx.z; p0 <= last; p0 += CUDA_WARP * ATT_DEC_Z) {
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        att_chunk_slots(slot_sm, table, p0, cnt, wid, lane, a.block_size);
+        for (int t = threadIdx.x; t < CUDA_WARP * PER_ROW; t += nt) {
+            const int i = t / PER_ROW, cch = t % PER_ROW;
+            if (i >= cnt)
+                continue;
+            const uint4 v8 = *(const uint4 *)(kc + slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch);
+            float4 lo, hi;
+            att_h8(v8, lo, hi);
+            /* attention_gqa_tc_kernel's swizzle and store order */
+            const bool sw = (cch >> 2) & 1;
+            const int x = i & 7;
+            S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
+            S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
+        }
+        __syncthreads();
+        if (lane < cnt) {
+            const int x = lane & 7;
+            const float4 *kr = S.u.kf[lane];
+            so[p0 + lane] = att_score_cpu(
+                S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
+        }
+    }
+}
+
+/* The split's walk: one block per (row, KV head), a warp per query head,
+ * attention_gqa_tc_kernel's factors and walk over the scores of
+ * att_dec_score_kernel. Each chunk's V rows are loaded while the previous
+ * chunk is walked (registers, then the other of two shared buffers): the
+ * walk no longer waits on the cache after every 32 positions. */
+#define ATT_DEC_PF 4 /* 16-byte V pieces a thread holds in flight (a chunk is 4 HD of them) */
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
+att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, const int32_t *__restrict__ pos,
+                    const int32_t *__restrict__ seq, const int32_t *__restrict__ bt, struct backend_attn a,
+                    const float *__restrict__ scores)
+{
+    cuda_pdl_enter();
+    enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8, PIECES = CUDA_WARP * PER_ROW };
+    __shared__ __align__(16) float vsf[2][CUDA_WARP][HD];
+    __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP];
+    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
+    const quant_f16 *vb = vc + (int64_t)kvh * HD;
+    /* piece t of a chunk: row t / PER_ROW, 8 values at 8 (t % PER_ROW) */
+    auto piece = [&](int32_t p0, int t) -> uint4 {
+        const int32_t p = p0 + t / PER_ROW;
+        const int64_t slot = (int64_t)table[p / bs] * bs + p % bs;
+        return *(const uint4 *)(vb + slot * kv_dim + 8 * (t % PER_ROW));
+    };
+    auto fetch = [&](int32_t p0, uint4 v8[ATT_DEC_PF]) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = threadIdx.x + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                v8[k] = piece(p0, t);
+        }
+    };
+    auto store = [&](int32_t p0, int b, const uint4 v8[ATT_DEC_PF]) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = threadIdx.x + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, v8[k]);
+        }
+        /* small groups: the pieces past ATT_DEC_PF a thread, loaded here */
+        for (int t = threadIdx.x + ATT_DEC_PF * nt; t < PIECES; t += nt)
+            if (p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, piece(p0, t));
+    };
+    float acc[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    uint4 v8[ATT_DEC_PF];
+    fetch(0, v8);
+    store(0, 0, v8);
+    float scn = lane <= last ? sr[lane] : -INFINITY;
+    __syncthreads();
+    int b = 0;
+    for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP, b ^= 1) {
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        const float sc = scn;
+        const int32_t p1 = p0 + CUDA_WARP;
+        if (p1 <= last) { /* the next chunk's V rows and scores, in flight during this walk */
+            fetch(p1, v8);
+            scn = p1 + lane <= last ? sr[p1 + lane] : -INFINITY;
+        }
+        att_factors<true>(m, sc, cnt, lane, wk_sm[wid]);
+        att_walk_f32<HD>(m, l, acc, wk_sm[wid], &vsf[b][0][DPL * lane], cnt);
+        if (p1 <= last)
+            store(p1, b ^ 1, v8); /* the other buffer: read last in the walk before the previous barrier */
+        __syncthreads();
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + DPL * lane;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = acc[k] * inv;
+}
+
+/* c->att_sc for ATT_DEC_ROWS rows of this shape's scores, or NULL (no
+ * memory, or a stream capture under way: the fused kernel serves). The
+ * first decode step of a shape runs op by op (engine/graph.c records a
+ * key on its second step), so the buffer exists before any recording
+ * refers to it; a larger shape (another model) gets a new buffer and the
+ * old one stays allocated (a recording may hold it) until destroy. */
+static float *att_dec_scratch(struct cuda_ctx *c, const struct backend_attn *a)
+{
+    const size_t need = (size_t)ATT_DEC_ROWS * (size_t)a->n_head * (size_t)a->bt_stride * (size_t)a->block_size;
+    if (c->att_sc && c->att_sc_n >= need)
+        return c->att_sc;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
+        c->att_sc_nold >= (int)(sizeof(c->att_sc_old) / sizeof(c->att_sc_old[0])))
+        return NULL;
+    void *p = NULL;
+    if (cuda_malloc(c, &p, need * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (c->att_sc)
+        c->att_sc_old[c->att_sc_nold++] = c->att_sc;
+    c->att_sc = (float *)p;
+    c->att_sc_n = need;
+    return c->att_sc;
+}
+
+int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, const quant_f16 *kc,
+                 const quant_f16 *vc, float *out, const int32_t *pos, const int32_t *seq, const int32_t *bt,
+                 const struct backend_attn *a)
+{
+    if (!c->att_split || c->att_tc || n_rows > ATT_DEC_ROWS || (a->n_seqs > 0 && n_rows >= 2 * a->n_seqs) ||
+        (hd != 64 && hd != 128))
+        return 0;
+    float *sc = att_dec_scratch(c, a);
+    if (!sc)
+        return 0;
+    const int G = a->n_head / a->n_head_kv;
+    const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
+    if (hd == 64) {
+        cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
+        cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+    } else {
+        cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
+        cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+    }
+    return 1;
+}
