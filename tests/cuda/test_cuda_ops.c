@@ -1126,6 +1126,17 @@ static void test_attention(int nh, int nkv, int hd)
         snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d %d vs rows=%d", nh, nkv, hd, NR, step);
         report_bits("attn-invar", "f16", shape, rows_differ(ob, oh, NR, qdim), NR);
     }
+    /* a decode batch: the three sequences' last rows (3, 4, 5: positions 0,
+     * 332, 699) in one call; a.n_seqs is 3, so the CUDA backend takes the
+     * decode split (cuda/attention_dec.cu: fewer than 2 rows a sequence)
+     * with several rows, as the rows alone above took it with one: each
+     * row's bits as in the 64-row call */
+    {
+        gpu->ops->attention(gpu, qg + (size_t)3 * qdim, gkv, 0, obg + (size_t)3 * qdim, 3, pg + 3, sg + 3, btg, &a);
+        dget(ob, obg, sizeof(float) * nq);
+        snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d 3 sequences' last rows", nh, nkv, hd);
+        report_bits("attn-dec", "f16", shape, rows_differ(ob + (size_t)3 * qdim, oh + (size_t)3 * qdim, 3, qdim), 3);
+    }
     cpu->ops->kv_free(cpu, ckv);
     gpu->ops->kv_free(gpu, gkv);
     DFREE(kdg, vdg, slg, qg, og, obg, pg, sg, btg);
