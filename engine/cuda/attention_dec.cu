@@ -16,6 +16,10 @@
  * length): a slice strides over the chunks. */
 #include "engine/cuda/attention_impl.cuh"
 
+extern "C" {
+#include "engine/log.h"
+}
+
 #define ATT_DEC_Z 32    /* chunk slices a (row, KV head) of the score grid */
 #define ATT_DEC_ROWS 16 /* rows up to which a decode batch takes the split (c->att_sc holds them) */
 
@@ -151,7 +155,8 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
  * first decode step of a shape runs op by op (engine/graph.c records a
  * key on its second step), so the buffer exists before any recording
  * refers to it; a larger shape (another model) gets a new buffer and the
- * old one stays allocated (a recording may hold it) until destroy. */
+ * old one stays allocated (a recording may hold it) until destroy. A
+ * refused size is remembered (warned once), not retried. */
 static float *att_dec_scratch(struct cuda_ctx *c, const struct backend_attn *a)
 {
     const size_t need = (size_t)ATT_DEC_ROWS * (size_t)a->n_head * (size_t)a->bt_stride * (size_t)a->block_size;
@@ -161,9 +166,15 @@ static float *att_dec_scratch(struct cuda_ctx *c, const struct backend_attn *a)
     if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone ||
         c->att_sc_nold >= (int)(sizeof(c->att_sc_old) / sizeof(c->att_sc_old[0])))
         return NULL;
+    if (need <= c->att_sc_fail)
+        return NULL; /* refused before: no cudaMalloc per layer and step */
     void *p = NULL;
     if (cuda_malloc(c, &p, need * sizeof(float)) != cudaSuccess) {
         cudaGetLastError();
+        c->att_sc_fail = need;
+        log_warn("cuda: no memory for the decode attention's score buffer (%zu MiB): decode batches keep "
+                 "the fused attention kernel (the same results, slower at long context)",
+                 (need * sizeof(float)) >> 20);
         return NULL;
     }
     if (c->att_sc)
