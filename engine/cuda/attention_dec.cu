@@ -72,7 +72,9 @@ att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
  * attention_gqa_tc_kernel's factors and walk over the scores of
  * att_dec_score_kernel. Each chunk's V rows are loaded while the previous
  * chunk is walked (registers, then the other of two shared buffers): the
- * walk no longer waits on the cache after every 32 positions. */
+ * walk no longer waits on the cache after every 32 positions. Two chunks
+ * ahead (two register sets, 64 -> 99 registers) measured 1-5% slower
+ * (bench/RESULTS.md 2026-12-03 20:30 call 10): one ahead is enough. */
 #define ATT_DEC_PF 4 /* 16-byte V pieces a thread holds in flight (a chunk is 4 HD of them) */
 
 template <int HD>
