@@ -14,8 +14,11 @@
  * the wall time, mean time to first token, mean inter-token latency, and
  * the engine's step count. A one-request warm-up runs first.
  *
- * The backend is the CPU one for now; the CUDA backend plugs in here (same
- * scheduler, same numbers) when it exists.
+ * Also per C: the decode rate the clients see, C over the mean inter-token
+ * latency, and beside it llama.cpp's llama-batched-bench decode rate where
+ * the run matches its conditions (bs_peer: the CUDA backend, the
+ * Qwen2.5-7B shape, 512-token prompts, 128 generated tokens, C of 1, 8, 32
+ * or 64).
  * Thread: the main thread is the client; the scheduler runs its own thread.
  */
 #include <pthread.h>
@@ -35,6 +38,33 @@
 #include "tools/cmds.h"
 
 #define BS_MAX_CONC 16
+
+/* llama.cpp's llama-batched-bench on one H200, decode tok/s of all
+ * sequences (../shared/peer/llamacpp-h200.md, re-measured 2026-12-01 on
+ * inferd's own Qwen2.5-7B-shaped Q4_K_M bytes, flash-attn on, 512-token
+ * prompts, 128 generated each) */
+static const struct {
+    int32_t seqs;
+    double decode;
+} bs_peer[] = {{1, 267.0}, {8, 951.0}, {32, 3357.0}, {64, 4630.0}};
+#define BS_PEER_PROMPT 512
+#define BS_PEER_GEN 128
+#define BS_PEER_EMBD 3584 /* the Qwen2.5-7B shape: n_embd, n_layer */
+#define BS_PEER_LAYERS 28
+
+/* bs_peer's figure for C, or 0 where the run's conditions are not its own */
+static double bs_peer_decode(const struct backend *be, const struct model *m, int32_t conc, int32_t n_prompt,
+                             int32_t max_tokens)
+{
+    const struct model_hparams *hp = model_hparams(m);
+    if (strcmp(be->ops->name, "cuda") || n_prompt != BS_PEER_PROMPT || max_tokens != BS_PEER_GEN ||
+        hp->n_embd != BS_PEER_EMBD || hp->n_layer != BS_PEER_LAYERS)
+        return 0.0;
+    for (size_t i = 0; i < sizeof(bs_peer) / sizeof(bs_peer[0]); i++)
+        if (bs_peer[i].seqs == conc)
+            return bs_peer[i].decode;
+    return 0.0;
+}
 
 struct bs_client {
     struct sched_handle *h;
@@ -262,7 +292,10 @@ static void bs_usage(FILE *f)
             "                          [--step-tokens 512] [--block-size 16] [--backend auto|cuda|cpu]\n"
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
-            "aggregate generated tokens/s, mean time to first token and inter-token latency.\n");
+            "aggregate generated tokens/s, mean time to first token and inter-token latency,\n"
+            "the decode rate C / itl, and llama.cpp's batched-bench decode rate beside it where\n"
+            "the run matches its conditions (cuda, the Qwen2.5-7B shape, --prompt-tokens 512\n"
+            "--max-tokens 128, C of 1, 8, 32 or 64).\n");
 }
 
 static int bs_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out)
@@ -375,8 +408,9 @@ int cmd_bench_serve(int argc, char **argv)
         rc = bs_run_one(m, 1, 1, n_prompt, max_tokens, step_tokens, block_size, &w);
     }
     if (rc == CMD_OK)
-        printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s\n", "concurrency", "requests",
-               "gen_tokens", "wall_s", "tok/s", "ttft_ms", "itl_ms", "steps", "step_ms");
+        printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s %11s %11s\n", "concurrency", "requests",
+               "gen_tokens", "wall_s", "tok/s", "ttft_ms", "itl_ms", "steps", "step_ms", "decode_t/s",
+               "llama.cpp");
     for (int i = 0; i < n_conc && rc == CMD_OK; i++) {
         struct bs_run r;
 
@@ -384,12 +418,19 @@ int cmd_bench_serve(int argc, char **argv)
                         block_size, &r);
         if (rc != CMD_OK)
             break;
-        printf("%11d %9lld %10lld %8.3f %10.1f %10.2f %9.2f %7llu %9.2f\n", conc[i],
+        /* the decode rate the clients see: C streams, one token each per
+         * mean inter-token latency */
+        const double itl = r.n_itl ? r.itl_sum / (double)r.n_itl : 0.0;
+        const double peer = bs_peer_decode(be, m, conc[i], n_prompt, max_tokens);
+        char peer_s[32] = "-";
+        if (peer > 0.0)
+            snprintf(peer_s, sizeof(peer_s), "%.0f", peer);
+        printf("%11d %9lld %10lld %8.3f %10.1f %10.2f %9.2f %7llu %9.2f %11.1f %11s\n", conc[i],
                (long long)r.requests, (long long)r.tokens, r.wall,
                r.wall > 0 ? (double)r.tokens / r.wall : 0.0,
-               r.n_ttft ? r.ttft_sum / (double)r.n_ttft * 1e3 : 0.0,
-               r.n_itl ? r.itl_sum / (double)r.n_itl * 1e3 : 0.0, (unsigned long long)r.steps,
-               r.steps ? r.step_s / (double)r.steps * 1e3 : 0.0);
+               r.n_ttft ? r.ttft_sum / (double)r.n_ttft * 1e3 : 0.0, itl * 1e3,
+               (unsigned long long)r.steps, r.steps ? r.step_s / (double)r.steps * 1e3 : 0.0,
+               itl > 0.0 ? conc[i] / itl : 0.0, peer_s);
         fflush(stdout);
         if (r.errors) {
             fprintf(stderr, "inferd bench-serve: %lld requests failed\n", (long long)r.errors);
