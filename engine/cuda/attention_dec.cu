@@ -21,7 +21,6 @@ extern "C" {
 }
 
 #define ATT_DEC_Z 32    /* chunk slices a (row, KV head) of the score grid */
-#define ATT_DEC_ROWS 16 /* rows up to which a decode batch takes the split (c->att_sc holds them) */
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
@@ -152,7 +151,7 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
         o[k] = acc[k] * inv;
 }
 
-/* c->att_sc for ATT_DEC_ROWS rows of this shape's scores, or NULL (no
+/* c->att_sc for c->att_split rows of this shape's scores, or NULL (no
  * memory, or a stream capture under way: the fused kernel serves). The
  * first decode step of a shape runs op by op (engine/graph.c records a
  * key on its second step), so the buffer exists before any recording
@@ -161,7 +160,7 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
  * refused size is remembered (warned once), not retried. */
 static float *att_dec_scratch(struct cuda_ctx *c, const struct backend_attn *a)
 {
-    const size_t need = (size_t)ATT_DEC_ROWS * (size_t)a->n_head * (size_t)a->bt_stride * (size_t)a->block_size;
+    const size_t need = (size_t)c->att_split * (size_t)a->n_head * (size_t)a->bt_stride * (size_t)a->block_size;
     if (c->att_sc && c->att_sc_n >= need)
         return c->att_sc;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -190,7 +189,7 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
                  const quant_f16 *vc, float *out, const int32_t *pos, const int32_t *seq, const int32_t *bt,
                  const struct backend_attn *a)
 {
-    if (!c->att_split || c->att_tc || n_rows > ATT_DEC_ROWS || (a->n_seqs > 0 && n_rows >= 2 * a->n_seqs) ||
+    if (c->att_tc || n_rows > c->att_split || (a->n_seqs > 0 && n_rows >= 2 * a->n_seqs) ||
         (hd != 64 && hd != 128))
         return 0;
     float *sc = att_dec_scratch(c, a);

@@ -662,8 +662,12 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * batch (A/B runs; the bits do not change) */
     const char *apr = getenv("INFERD_ATT_PAIR");
     c->att_pair = !(apr && !strcmp(apr, "0"));
+    /* decode batches up to 16 rows take the attention split: the score
+     * buffer is 16 rows x heads x the sequence capacity (59 MB for the 7B
+     * at 32 K); INFERD_ATT_SPLIT=0..256 moves the bound for A/B runs (0:
+     * the fused kernel everywhere) */
     const char *asp = getenv("INFERD_ATT_SPLIT");
-    c->att_split = !(asp && !strcmp(asp, "0"));
+    c->att_split = asp && atoi(asp) >= 0 && atoi(asp) <= 256 ? atoi(asp) : 16;
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
