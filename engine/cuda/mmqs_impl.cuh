@@ -66,8 +66,8 @@ template <int T, bool EXP, int KK> struct mmqs_smem {
 
 /* Warps 0 .. MMQS_WARPS - 1 load and multiply; warp MMQS_WARPS (the chain
  * warp) runs the float chains and stores. They meet only at the park's
- * mbarriers, so a producer waits for the chain only when it is a whole
- * ring of rounds ahead, never at a block barrier. */
+ * mbarriers, so a producer waits for the chain only when it is
+ * MMQS_PARK rounds ahead of it, never at a block barrier. */
 template <int T, bool EXP, int KK>
 static __global__ void __launch_bounds__((MMQS_WARPS + 1) * CUDA_WARP)
 mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
