@@ -284,14 +284,8 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                     att_stage_v(vsf[i], cch, v8);
                     continue;
                 }
-                if constexpr (!TC) { /* att_stage_v's store order, swizzled by row */
-                    float4 lo, hi;
-                    att_h8(v8, lo, hi);
-                    const bool sw = (cch >> 2) & 1;
-                    const int x = i & 7; /* the row's swizzle: chunk c at c ^ x */
-                    S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
-                    S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
-                }
+                if constexpr (!TC)
+                    att_stage_kf(S.u.kf[i], i, cch, v8);
             }
             __syncthreads();
             float sc;
@@ -317,12 +311,9 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                 __syncthreads();
                 sc = lane < cnt ? S.sc[wid][lane] : -INFINITY;
             } else {
-                const int x = lane & 7;
-                const float4 *kr = S.u.kf[lane];
                 sc = -INFINITY;
                 if (lane < cnt)
-                    sc = att_score_cpu( /* HD % 32 == 0: no tail */
-                        S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
+                    sc = att_score_kf<HD>(S.qf[wid], S.u.kf[lane], lane, a.scale);
                 __syncthreads(); /* every warp has read the K rows: wk reuses them */
             }
             float4 *wk;

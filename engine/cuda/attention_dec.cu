@@ -48,22 +48,11 @@ att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
             const int i = t / PER_ROW, cch = t % PER_ROW;
             if (i >= cnt)
                 continue;
-            const uint4 v8 = *(const uint4 *)(kc + slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch);
-            float4 lo, hi;
-            att_h8(v8, lo, hi);
-            /* attention_gqa_tc_kernel's swizzle and store order */
-            const bool sw = (cch >> 2) & 1;
-            const int x = i & 7;
-            S.u.kf[i][(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
-            S.u.kf[i][(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
+            att_stage_kf(S.u.kf[i], i, cch, *(const uint4 *)(kc + slot_sm[i] * kv_dim + (int64_t)kvh * HD + 8 * cch));
         }
         __syncthreads();
-        if (lane < cnt) {
-            const int x = lane & 7;
-            const float4 *kr = S.u.kf[lane];
-            so[p0 + lane] = att_score_cpu(
-                S.qf[wid], [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, a.scale);
-        }
+        if (lane < cnt)
+            so[p0 + lane] = att_score_kf<HD>(S.qf[wid], S.u.kf[lane], lane, a.scale);
     }
 }
 

@@ -266,6 +266,28 @@ template <int HD> struct att_ex_smem {
     } u;
 };
 
+/* Chunk cch (8 values) of staged K row i as F32 into kr (the row's
+ * att_ex_smem.u.kf), att_stage_v's store order with the row's 16-byte
+ * chunks at c ^ (i & 7) */
+static __device__ __forceinline__ void att_stage_kf(float4 *kr, int i, int cch, uint4 v8)
+{
+    float4 lo, hi;
+    att_h8(v8, lo, hi);
+    const bool sw = (cch >> 2) & 1;
+    const int x = i & 7;
+    kr[(2 * cch + (sw ? 1 : 0)) ^ x] = sw ? hi : lo;
+    kr[(2 * cch + (sw ? 0 : 1)) ^ x] = sw ? lo : hi;
+}
+
+/* The CPU-order score of staged K row i (att_stage_kf's layout) against
+ * the F16-rounded query qf (HD % 32 == 0: no tail) */
+template <int HD>
+static __device__ __forceinline__ float att_score_kf(const float *qf, const float4 *kr, int i, float scale)
+{
+    const int x = i & 7;
+    return att_score_cpu(qf, [&](int c4) { return kr[c4 ^ x]; }, [](int) { return 0.0f; }, HD, scale);
+}
+
 /* The decode split (cuda/attention_dec.cu) for head_dim hd (64 or 128,
  * exact scores): 1 when it took the batch (launched), 0 when the batch is
  * not a small decode batch, the split is off, or its score buffer cannot

@@ -90,7 +90,7 @@ struct cuda_ctx {
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
     int att_split;     /* exact scores: decode batches of up to this many rows score apart from the walk
                         * (cuda/attention_dec.cu; 16, INFERD_ATT_SPLIT=0..256; 0: fused) */
-    float *att_sc;     /* the split's scores (cuda/attention.cu att_dec_scratch), att_sc_n floats */
+    float *att_sc;     /* the split's scores (cuda/attention_dec.cu att_dec_scratch), att_sc_n floats */
     size_t att_sc_n;
     void *att_sc_old[8]; /* outgrown score buffers, kept for recordings until destroy */
     int att_sc_nold;
