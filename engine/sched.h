@@ -151,6 +151,11 @@ struct sched_stats {
     int32_t kv_blocks_cached;    /* of the free ones: holding a reusable prefix */
     int32_t n_ctx;               /* the resolved per-sequence limit */
     uint64_t requests_done;      /* requests that ended (any reason) */
+    /* of steps: those whose batch held decode rows only (no prompt chunk),
+     * their rows and seconds: decode_rows / decode_step_seconds is the
+     * pure decode rate (what llama.cpp's batched-bench calls S_TG) */
+    uint64_t decode_steps, decode_rows;
+    double decode_step_seconds;
 };
 
 typedef void (*sched_notify_fn)(void *ud);

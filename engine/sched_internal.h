@@ -161,6 +161,8 @@ struct sched {
     uint64_t st_prefix_hit_tokens, st_prefix_hits, st_prompt_tokens, st_generated;
     uint64_t st_steps, st_done;
     double st_step_s;
+    uint64_t st_dec_steps, st_dec_rows; /* steps of decode rows only (no prompt chunk) */
+    double st_dec_s;
 
     /* Sampling on the backend (see sched_sample_rows_backend), all sized once in
      * sched_new: one sample_state slot per sequence slot in backend memory

@@ -133,6 +133,9 @@ void sched_req_flush_pending(struct sched *s)
         s->stats.generated_tokens = p->generated_tokens;
         s->stats.steps = p->steps;
         s->stats.step_seconds_sum = p->step_seconds_sum;
+        s->stats.decode_steps = p->decode_steps;
+        s->stats.decode_rows = p->decode_rows;
+        s->stats.decode_step_seconds = p->decode_step_seconds;
         s->stats.requests_done = p->requests_done;
         pthread_mutex_unlock(&s->mu);
         s->pend_valid = 0;

@@ -27,7 +27,7 @@ static int prepare_pos(struct sched *s, struct seq *q, int32_t pos)
 void sched_step(struct sched *s, int cancel_all)
 {
     double t0 = sched_now(), t_pub;
-    int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill, n_dev = 0;
+    int32_t nt = 0, nl = 0, ns = 0, budget, min_prefill, n_dev = 0, n_dec;
     struct graph_batch b;
     int rc;
 
@@ -68,6 +68,7 @@ void sched_step(struct sched *s, int cancel_all)
         }
     }
 
+    n_dec = nt;
     /* prompt chunks in admission order */
     budget = s->cfg.step_tokens - nt;
     min_prefill = s->cfg.step_tokens / 4 > 0 ? s->cfg.step_tokens / 4 : 1;
@@ -246,8 +247,15 @@ void sched_step(struct sched *s, int cancel_all)
         s->n_run = w;
     }
     if (nt > 0) {
+        const double dt = sched_now() - t0 - t_pub; /* the previous step's publication is not this step */
+
         s->st_steps++;
-        s->st_step_s += sched_now() - t0 - t_pub; /* the previous step's publication is not this step */
+        s->st_step_s += dt;
+        if (nt == n_dec && rc == 0) {
+            s->st_dec_steps++;
+            s->st_dec_rows += (uint64_t)nt;
+            s->st_dec_s += dt;
+        }
     }
     /* this step's publication waits for the next step's window (or for
      * engine_main, when no step follows) */
@@ -268,6 +276,9 @@ void sched_step(struct sched *s, int cancel_all)
         p->generated_tokens = s->st_generated;
         p->steps = s->st_steps;
         p->step_seconds_sum = s->st_step_s;
+        p->decode_steps = s->st_dec_steps;
+        p->decode_rows = s->st_dec_rows;
+        p->decode_step_seconds = s->st_dec_s;
         p->requests_done = s->st_done;
         s->pend_valid = 1;
     }

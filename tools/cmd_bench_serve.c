@@ -14,11 +14,15 @@
  * the wall time, mean time to first token, mean inter-token latency, and
  * the engine's step count. A one-request warm-up runs first.
  *
- * Also per C: the decode rate the clients see, C over the mean inter-token
- * latency, and beside it llama.cpp's llama-batched-bench decode rate where
- * the run matches its conditions (bs_peer: the CUDA backend, the
- * Qwen2.5-7B shape, 512-token prompts, 128 generated tokens, C of 1, 8, 32
- * or 64).
+ * Also per C, two decode rates: the one the clients see, C over the mean
+ * inter-token latency (itl_t/s: a stream's gaps include the steps it
+ * shares with other requests' prompt chunks), and the pure decode rate,
+ * rows over seconds of the steps that held decode rows only (dec_t/s,
+ * with their mean rows: what llama.cpp's llama-batched-bench reports as
+ * S_TG, whose decode steps never carry a prompt). Beside them
+ * llama.cpp's batched-bench figure where the run matches its conditions
+ * (bs_peer: the CUDA backend, the Qwen2.5-7B shape, 512-token prompts, 128
+ * generated tokens, C of 1, 8, 32 or 64): compare it with dec_t/s.
  * Thread: the main thread is the client; the scheduler runs its own thread.
  */
 #include <pthread.h>
@@ -77,8 +81,8 @@ struct bs_client {
 struct bs_run {
     double wall, ttft_sum, itl_sum;
     int64_t n_ttft, n_itl, tokens, requests, errors;
-    uint64_t steps;
-    double step_s;
+    uint64_t steps, dec_steps, dec_rows;
+    double step_s, dec_s;
 };
 
 static pthread_mutex_t bs_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -272,6 +276,9 @@ static int bs_run_one(struct model *m, int32_t conc, int32_t n_req, int32_t n_pr
     sched_get_stats(s, &st);
     out->steps = st.steps;
     out->step_s = st.step_seconds_sum;
+    out->dec_steps = st.decode_steps;
+    out->dec_rows = st.decode_rows;
+    out->dec_s = st.decode_step_seconds;
 out:
     for (int32_t i = 0; i < conc; i++) {
         if (cl[i].h)
@@ -293,9 +300,10 @@ static void bs_usage(FILE *f)
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
             "aggregate generated tokens/s, mean time to first token and inter-token latency,\n"
-            "the decode rate C / itl, and llama.cpp's batched-bench decode rate beside it where\n"
-            "the run matches its conditions (cuda, the Qwen2.5-7B shape, --prompt-tokens 512\n"
-            "--max-tokens 128, C of 1, 8, 32 or 64).\n");
+            "the decode rate the clients see (C / itl), the pure decode rate (rows/s of the\n"
+            "steps without a prompt chunk, and their mean rows), and llama.cpp's batched-bench\n"
+            "decode rate beside them where the run matches its conditions (cuda, the\n"
+            "Qwen2.5-7B shape, --prompt-tokens 512 --max-tokens 128, C of 1, 8, 32 or 64).\n");
 }
 
 static int bs_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out)
@@ -408,9 +416,9 @@ int cmd_bench_serve(int argc, char **argv)
         rc = bs_run_one(m, 1, 1, n_prompt, max_tokens, step_tokens, block_size, &w);
     }
     if (rc == CMD_OK)
-        printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s %11s %11s\n", "concurrency", "requests",
-               "gen_tokens", "wall_s", "tok/s", "ttft_ms", "itl_ms", "steps", "step_ms", "decode_t/s",
-               "llama.cpp");
+        printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s %9s %9s %8s %9s\n", "concurrency",
+               "requests", "gen_tokens", "wall_s", "tok/s", "ttft_ms", "itl_ms", "steps", "step_ms",
+               "itl_t/s", "dec_t/s", "dec_rows", "llama.cpp");
     for (int i = 0; i < n_conc && rc == CMD_OK; i++) {
         struct bs_run r;
 
@@ -425,12 +433,13 @@ int cmd_bench_serve(int argc, char **argv)
         char peer_s[32] = "-";
         if (peer > 0.0)
             snprintf(peer_s, sizeof(peer_s), "%.0f", peer);
-        printf("%11d %9lld %10lld %8.3f %10.1f %10.2f %9.2f %7llu %9.2f %11.1f %11s\n", conc[i],
-               (long long)r.requests, (long long)r.tokens, r.wall,
+        printf("%11d %9lld %10lld %8.3f %10.1f %10.2f %9.2f %7llu %9.2f %9.1f %9.1f %8.1f %9s\n",
+               conc[i], (long long)r.requests, (long long)r.tokens, r.wall,
                r.wall > 0 ? (double)r.tokens / r.wall : 0.0,
                r.n_ttft ? r.ttft_sum / (double)r.n_ttft * 1e3 : 0.0, itl * 1e3,
                (unsigned long long)r.steps, r.steps ? r.step_s / (double)r.steps * 1e3 : 0.0,
-               itl > 0.0 ? conc[i] / itl : 0.0, peer_s);
+               itl > 0.0 ? conc[i] / itl : 0.0, r.dec_s > 0.0 ? (double)r.dec_rows / r.dec_s : 0.0,
+               r.dec_steps ? (double)r.dec_rows / (double)r.dec_steps : 0.0, peer_s);
         fflush(stdout);
         if (r.errors) {
             fprintf(stderr, "inferd bench-serve: %lld requests failed\n", (long long)r.errors);
