@@ -323,8 +323,8 @@ attention_gqa_tc_kernel(const float *__restrict__ q, const quant_f16 *__restrict
                 wk = S.u.wk[wid];
             if (cnt == 0)
                 continue; /* (warp-uniform) another phase's row, or past this row's end */
-            att_factors<!TC>(m, sc, cnt, lane, wk);
-            att_walk_f32<HD>(m, l, acc, wk, &vsf[0][DPL * lane], cnt);
+            const bool any_new = att_factors<!TC>(m, sc, cnt, lane, wk);
+            att_walk_f32<HD>(m, l, acc, wk, &vsf[0][DPL * lane], cnt, any_new);
         }
     }
     if (!rv)

@@ -56,14 +56,20 @@ att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
     }
 }
 
-/* The split's walk: one block per (row, KV head), a warp per query head,
- * attention_gqa_tc_kernel's factors and walk over the scores of
- * att_dec_score_kernel. Each chunk's V rows are loaded while the previous
+/* The split's walk: one block per (row, KV head, 64 dimensions of the
+ * head), a warp per query head, attention_gqa_tc_kernel's factors and walk
+ * over the scores of att_dec_score_kernel. The dimensions' F16 chains are
+ * independent, so a 128-dimension head walks in two blocks of two
+ * dimensions a lane: twice the SMs for the one sequential walk of a
+ * short batch, half the instructions a position on each (the factors are
+ * taken in both). Each chunk's V rows are loaded while the previous
  * chunk is walked (registers, then the other of two shared buffers): the
  * walk no longer waits on the cache after every 32 positions. Two chunks
  * ahead (two register sets, 64 -> 99 registers) measured 1-5% slower
  * (bench/RESULTS.md 2026-12-03 20:30 call 10): one ahead is enough. */
-#define ATT_DEC_PF 4 /* 16-byte V pieces a thread holds in flight (a chunk is 4 HD of them) */
+#define ATT_DEC_PF 4 /* 16-byte V pieces a thread holds in flight (a chunk is 4 HDS of them) */
+
+#define ATT_DEC_HDS 64 /* dimensions of a head a walk block takes */
 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
@@ -72,16 +78,17 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
                     const float *__restrict__ scores)
 {
     cuda_pdl_enter();
-    enum { DPL = HD / CUDA_WARP, PER_ROW = HD / 8, PIECES = CUDA_WARP * PER_ROW };
-    __shared__ __align__(16) float vsf[2][CUDA_WARP][HD];
+    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP, PER_ROW = HDS / 8,
+           PIECES = CUDA_WARP * PER_ROW };
+    __shared__ __align__(16) float vsf[2][CUDA_WARP][HDS];
     __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP];
-    const int32_t r = blockIdx.x, kvh = blockIdx.y;
+    const int32_t r = blockIdx.x, kvh = blockIdx.y, d0 = HDS * (int32_t)blockIdx.z;
     const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
     const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
     const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
     const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
-    const quant_f16 *vb = vc + (int64_t)kvh * HD;
+    const quant_f16 *vb = vc + (int64_t)kvh * HD + d0;
     /* piece t of a chunk: row t / PER_ROW, 8 values at 8 (t % PER_ROW) */
     auto piece = [&](int32_t p0, int t) -> uint4 {
         const int32_t p = p0 + t / PER_ROW;
@@ -127,14 +134,14 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
             fetch(p1, v8);
             scn = p1 + lane <= last ? sr[p1 + lane] : -INFINITY;
         }
-        att_factors<true>(m, sc, cnt, lane, wk_sm[wid]);
-        att_walk_f32<HD>(m, l, acc, wk_sm[wid], &vsf[b][0][DPL * lane], cnt);
+        const bool any_new = att_factors<true>(m, sc, cnt, lane, wk_sm[wid]);
+        att_walk_f32<HDS>(m, l, acc, wk_sm[wid], &vsf[b][0][DPL * lane], cnt, any_new);
         if (p1 <= last)
             store(p1, b ^ 1, v8); /* the other buffer: read last in the walk before the previous barrier */
         __syncthreads();
     }
     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    float *o = out + ((int64_t)r * a.n_head + h) * HD + DPL * lane;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + d0 + DPL * lane;
 #pragma unroll
     for (int k = 0; k < DPL; k++)
         o[k] = acc[k] * inv;
@@ -185,7 +192,8 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
     if (!sc)
         return 0;
     const int G = a->n_head / a->n_head_kv;
-    const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv), block(G * CUDA_WARP);
+    const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv, hd / ATT_DEC_HDS),
+        block(G * CUDA_WARP);
     if (hd == 64) {
         cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
         cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);

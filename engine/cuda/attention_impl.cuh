@@ -95,7 +95,7 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * at step i, so ms/vs are the same bits; the walk keeps only the dependent
  * F16-rounded updates (the CPU's flash-attention accumulator). */
 template <bool LIBM_EXP>
-static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, int lane, float4 *wk)
+static __device__ __forceinline__ bool att_factors(float m, float sc, int cnt, int lane, float4 *wk)
 {
     float run = sc; /* inclusive prefix max */
 #pragma unroll
@@ -120,6 +120,9 @@ static __device__ __forceinline__ void att_factors(float m, float sc, int cnt, i
     __syncwarp(); /* the previous chunk's walk has read wk */
     wk[lane] = make_float4(my_ms, my_vs, sc, 0.0f);
     __syncwarp();
+    /* whether a position of the chunk is a new maximum (att_walk_f32's
+     * slow path) */
+    return __any_sync(0xffffffffu, lane < cnt && sc > before);
 }
 
 /* A position of the walk whose score s is a new maximum rescales the F16
@@ -230,9 +233,34 @@ static __device__ __forceinline__ void att_stage_v(float *row, int cch, uint4 v8
  * operations */
 template <int HD>
 static __device__ __forceinline__ void att_walk_f32(float &m, float &l, float acc[HD / CUDA_WARP], const float4 *wk,
-                                                    const float *vl, int cnt)
+                                                    const float *vl, int cnt, bool any_new)
 {
     enum { DPL = HD / CUDA_WARP };
+    if (!any_new) {
+        /* No position of the chunk is a new maximum (att_factors), so
+         * none rescales (ms = 1) and m stays: the same operations without
+         * the per-position compare and branch, which made every position
+         * wait for its factors' load and the branch (ncu 2026-12-03 22:45
+         * call 1: ~140 cycles a position). Most chunks past the first take
+         * this path. */
+#pragma unroll 4
+        for (int i = 0; i < cnt; i++) {
+            const float4 f = wk[i];
+            float v[DPL];
+            if constexpr (DPL == 4) {
+                const float4 v4 = *(const float4 *)(vl + i * HD);
+                v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+            } else {
+                const float2 v2 = *(const float2 *)(vl + i * HD);
+                v[0] = v2.x, v[1] = v2.y;
+            }
+#pragma unroll
+            for (int k = 0; k < DPL; k += 2)
+                att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], f.y);
+            l = __fmaf_rn(l, f.x, f.y);
+        }
+        return;
+    }
 #pragma unroll 4
     for (int i = 0; i < cnt; i++) {
         const float4 f = wk[i];

@@ -677,6 +677,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * never) */
     const char *qmin = getenv("INFERD_MMQS_MIN");
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
+    /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
+     * a block), past it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ
+     * from 9 rows, the rule before) */
+    const char *qmax = getenv("INFERD_MMQS_MAX");
+    c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

@@ -26,6 +26,9 @@ extern "C" {
 }
 
 #define CUDA_WARP 32
+/* K-quant products of 9 to this many activation rows run through mmqs
+ * (cuda/mmqs_impl.cuh), not MMQ: bench/RESULTS.md 2026-12-03 22:45 */
+#define CUDA_MMQS_MAX 32
 
 /* A product's epilogue (ops->mul_mat_ex): y = acc, then + bias[j] (add_bias's
  * rounding) or y = y + acc (add's): the separate ops' bits, without the
@@ -98,6 +101,7 @@ struct cuda_ctx {
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
+    int mmqs_max;      /* K-quant rows up to which mmqs serves, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;

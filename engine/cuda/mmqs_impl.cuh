@@ -1,5 +1,6 @@
 /* cuda/mmqs_impl — the K-quant small-batch product on the tensor cores,
- * mmqs_kernel<T, EXP, K> (n <= 8 activation rows; included by mmq_q4_k.cu,
+ * mmqs_kernel<T, EXP, K, NT> (decode batches: up to MMQS_MAX_ROWS
+ * activation rows, the dispatcher's c->mmqs_max; included by mmq_q4_k.cu,
  * mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqk_impl.cuh, whose weight
  * layouts mmqk_w<T, 1, EXP> it reads).
  *
@@ -12,8 +13,9 @@
  * dp4a takes 128 lane operations for.
  *
  * Shape: a block of MMQS_WARPS producer warps and one chain warp takes
- * 16 weight rows (one m16 tile) and up to 8 activation rows (one n8
- * tile). Producer q takes super-blocks q, q + MMQS_WARPS, ... of the rows
+ * 16 weight rows (one m16 tile) and 8 NT activation rows (NT n8 tiles;
+ * more rows take more blocks side by side). Producer q takes super-blocks
+ * q, q + MMQS_WARPS, ... of the rows
  * (K consecutive ones at a time, mmqs_cfg; the integer work split along
  * k, so a 4096-row weight still gives 4 warps an SM), each through its
  * own cp.async ring. Per round of MMQS_WARPS super-blocks every producer
@@ -25,6 +27,12 @@
  * the same exact integers, so a row's bits are those of every other
  * batch size and kernel (tests/cuda/test_cuda_ops.c checks each against
  * the others).
+ *
+ * Past 8 rows (bench/RESULTS.md, 2026-12-03 22:45 call 1): the 64 x 64
+ * MMQ tile gives a 4096-row weight 64 blocks, each walking all of k alone,
+ * so at 16-64 rows MMQ took 2.5-3.4x mmqs's 8-row time (4096 x 14336:
+ * 62.6 / 67.7 / 84.1 us at 16 / 32 / 64 rows against 25.0 at 8). Here k
+ * stays split over the producers at every batch.
  */
 #ifndef INFERD_CUDA_MMQS_IMPL_CUH
 #define INFERD_CUDA_MMQS_IMPL_CUH
@@ -32,6 +40,7 @@
 #define MMQS_WARPS 4 /* super-block slices of a block's rows */
 #define MMQS_ROWS 16 /* weight rows per block: one m16 tile */
 #define MMQS_PARK 2  /* park slots: rounds the producers may run ahead of the chain */
+#define MMQS_MAX_ROWS 64 /* activation rows a launch takes (the dispatcher's c->mmqs_max) */
 
 /* K: consecutive super-blocks a warp's stage copies (each row's bytes in
  * one run); S: stages in a warp's ring. Measured on the H200 (bench/
@@ -46,21 +55,25 @@
 template <int T> struct mmqs_k {
     enum { K = T == QT_Q4_K ? 2 : 1 };
 };
-template <int T, bool EXP, int K> struct mmqs_cfg {
-    enum { S = (T == QT_Q4_K && K == 2) || (T == QT_Q6_K && EXP) ? 2 : 3 };
+/* NT: n8 tiles of activation rows a block (1: up to 8 rows; 2: 16, the
+ * A fragments of a super-block then feed two mma each). NT = 2 runs K = 1
+ * and S = 2: its activation tiles and park are twice NT = 1's, and at S =
+ * 2 a block stays under ~86 KB, two an SM on the H200 and one on sm_121. */
+template <int T, bool EXP, int K, int NT = 1> struct mmqs_cfg {
+    enum { S = NT == 2 || (T == QT_Q4_K && K == 2) || (T == QT_Q6_K && EXP) ? 2 : 3 };
 };
 
-template <int T, bool EXP, int KK> struct mmqs_smem {
+template <int T, bool EXP, int KK, int NT> struct mmqs_smem {
     typedef mmqk_w<T, KK, EXP> W;
-    enum { S = mmqs_cfg<T, EXP, KK>::S, K = KK };
+    enum { S = mmqs_cfg<T, EXP, KK, NT>::S, K = KK };
     uint32_t w[MMQS_WARPS][S][MMQS_ROWS][W::SW];
-    int8_t x[MMQS_WARPS][S][8][MMQK_XS(K)];
-    int8_t xhl[MMQS_WARPS][S][8][CUDA_Q8K_HL * K];
-    float xd[MMQS_WARPS][S][8][K];
+    int8_t x[MMQS_WARPS][S][8 * NT][MMQK_XS(K)];
+    int8_t xhl[MMQS_WARPS][S][8 * NT][CUDA_Q8K_HL * K];
+    float xd[MMQS_WARPS][S][8 * NT][K];
     /* round r's terms in slot r % MMQS_PARK: super-block of the round,
-     * output, lane (lane-contiguous float4s: each STS.128/LDS.128 of a
-     * warp is four conflict-free wavefronts) */
-    float4 park[MMQS_PARK][MMQS_WARPS * K][4][CUDA_WARP];
+     * n8 tile, output, lane (lane-contiguous float4s: each STS.128/LDS.128
+     * of a warp is four conflict-free wavefronts) */
+    float4 park[MMQS_PARK][MMQS_WARPS * K][NT][4][CUDA_WARP];
     uint64_t full[MMQS_PARK], empty[MMQS_PARK]; /* mbarriers of the park slots */
 };
 
@@ -68,20 +81,22 @@ template <int T, bool EXP, int KK> struct mmqs_smem {
  * warp) runs the float chains and stores. They meet only at the park's
  * mbarriers, so a producer waits for the chain only when it is
  * MMQS_PARK rounds ahead of it, never at a block barrier. */
-template <int T, bool EXP, int KK>
+template <int T, bool EXP, int KK, int NT>
 static __global__ void __launch_bounds__((MMQS_WARPS + 1) * CUDA_WARP)
 mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
     cuda_pdl_enter();
-    typedef mmqs_smem<T, EXP, KK> SM;
+    typedef mmqs_smem<T, EXP, KK, NT> SM;
     typedef typename SM::W W;
     enum { S = SM::S, K = SM::K };
     extern __shared__ __align__(16) uint8_t mmqs_smem_raw[];
     SM &M = *(SM *)mmqs_smem_raw;
     const int lane = threadIdx.x % CUDA_WARP, q = threadIdx.x / CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
-    const int32_t m0 = blockIdx.x * MMQS_ROWS, n0 = blockIdx.y * 8;
+    /* x: the activation tile (the tiles of one weight tile run side by
+     * side, so its bytes come from L2 after the first), y: the weight tile */
+    const int32_t m0 = blockIdx.y * MMQS_ROWS, n0 = blockIdx.x * 8 * NT;
     const int64_t n_gs = nbr / K, rounds = (n_gs + MMQS_WARPS - 1) / MMQS_WARPS;
 
     if (threadIdx.x < MMQS_PARK) {
@@ -93,7 +108,12 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     if (q == MMQS_WARPS) {
         /* the chain warp: round r's super-blocks in k order, per output
          * fma(p1, v1) then fma(p2, v2) (cuda/qtypes.cuh's chain) */
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[nt][i] = 0.0f;
         for (int64_t r = 0; r < rounds; r++) {
             const int slot = (int)(r % MMQS_PARK);
             cuda_mbar_wait(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
@@ -102,21 +122,25 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 if ((int64_t)MMQS_WARPS * K * r + k >= nbr)
                     break;
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float4 t = M.park[slot][k][i][lane];
-                    acc[i] = __fmaf_rn(t.x, t.y, acc[i]);
-                    if (W::MIN)
-                        acc[i] = __fmaf_rn(t.z, t.w, acc[i]);
-                }
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float4 t = M.park[slot][k][nt][i][lane];
+                        acc[nt][i] = __fmaf_rn(t.x, t.y, acc[nt][i]);
+                        if (W::MIN)
+                            acc[nt][i] = __fmaf_rn(t.z, t.w, acc[nt][i]);
+                    }
             }
             cuda_mbar_arrive(&M.empty[slot]);
         }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int32_t j = m0 + g + 8 * (i >> 1), rr = n0 + 2 * t4 + (i & 1);
-            if (j < n_w && rr < n_rows)
-                cuda_epi_store(y, rr, j, n_w, acc[i], E);
-        }
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int32_t j = m0 + g + 8 * (i >> 1), rr = n0 + 8 * nt + 2 * t4 + (i & 1);
+                if (j < n_w && rr < n_rows)
+                    cuda_epi_store(y, rr, j, n_w, acc[nt][i], E);
+            }
         return;
     }
 
@@ -131,20 +155,26 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         wld[h] = m0 + lr + 8 * h < n_w;
         wrp[h] = w + (size_t)(wld[h] ? m0 + lr + 8 * h : 0) * row_bytes;
     }
-    const bool xld = n0 + lr < n_rows;
-    const int64_t xb0 = (int64_t)(xld ? n0 + lr : 0) * nbr;
+    bool xld[NT];
+    int64_t xb0[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        xld[nt] = n0 + 8 * nt + lr < n_rows;
+        xb0[nt] = (int64_t)(xld[nt] ? n0 + 8 * nt + lr : 0) * nbr;
+    }
     /* stage gs: super-blocks K gs .. K gs + K - 1 */
 #define MMQS_ISSUE(gs, slot)                                                                      \
     do {                                                                                          \
         _Pragma("unroll") for (int h = 0; h < 2; h++) if (wld[h])                                 \
             W::copy(M.w[q][slot][lr + 8 * h], wrp[h], (gs), lp);                                  \
-        if (xld) {                                                                                \
-            const int64_t xb = xb0 + (int64_t)K * (gs);                                           \
-            cuda_copy16<16 * K, 4>(M.x[q][slot][lr], X.qs + xb * QK_K, lp);                       \
+        _Pragma("unroll") for (int nt = 0; nt < NT; nt++) if (xld[nt]) {                          \
+            const int64_t xb = xb0[nt] + (int64_t)K * (gs);                                       \
+            const int xr = lr + 8 * nt;                                                           \
+            cuda_copy16<16 * K, 4>(M.x[q][slot][xr], X.qs + xb * QK_K, lp);                       \
             if (lp < K)                                                                           \
-                __pipeline_memcpy_async(&M.xd[q][slot][lr][lp], X.d + xb + lp, 4);                \
+                __pipeline_memcpy_async(&M.xd[q][slot][xr][lp], X.d + xb + lp, 4);                \
             else if (lp < 2 * K)                                                                  \
-                __pipeline_memcpy_async(&M.xhl[q][slot][lr][CUDA_Q8K_HL * (lp - K)],              \
+                __pipeline_memcpy_async(&M.xhl[q][slot][xr][CUDA_Q8K_HL * (lp - K)],              \
                                         X.hl + (xb + lp - K) * CUDA_Q8K_HL, CUDA_Q8K_HL);         \
         }                                                                                         \
     } while (0)
@@ -160,9 +190,10 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t wslot = (uint32_t)sizeof(M.w[0][0]);
     /* the B fragments of sub-blocks 2p, 2p + 1 by one ldmatrix .x4: lane l
      * gives row l % 8, bytes 32 (l / 16) + 16 ((l / 8) % 2) of the pair,
-     * and gets words {b0, b1} of 2p, then of 2p + 1 (slot 0) */
+     * and gets words {b0, b1} of 2p, then of 2p + 1 (slot 0; n8 tile nt
+     * xtile bytes on) */
     const uint32_t sx = cuda_saddr(&M.x[q][0][lane & 7][32 * (lane >> 4) + 16 * ((lane >> 3) & 1)]);
-    const uint32_t xslot = (uint32_t)sizeof(M.x[0][0]);
+    const uint32_t xslot = (uint32_t)sizeof(M.x[0][0]), xtile = (uint32_t)sizeof(M.x[0][0][0]) * 8;
 
 #pragma unroll
     for (int st = 0; st < S - 1; st++) {
@@ -198,12 +229,20 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)gs * K * 210)) & 3);
                 W::head(M.w[q][slot][g + 8 * h], kd, W::G16 ? sh : t4, hd[h]);
             }
-            int sum[4] = {0, 0, 0, 0};
-            uint32_t bx[4];
+            int sum[NT][4];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    sum[nt][i] = 0;
+            uint32_t bx[NT][4];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                if (j % 2 == 0)
-                    cuda_ldsm_x4(bx, sx + slot * xslot + 256 * kd + 32 * j);
+                if (j % 2 == 0) {
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        cuda_ldsm_x4(bx[nt], sx + slot * xslot + nt * xtile + 256 * kd + 32 * j);
+                }
                 if constexpr (!W::G16) {
                     /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one fragment load */
                     if (j % 2)
@@ -215,14 +254,17 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
                     for (int jj = 0; jj < 2; jj++) {
                         const int sj = j + jj;
-                        const int b[2] = {(int)bx[2 * jj], (int)bx[2 * jj + 1]};
                         const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
-                        int c[4];
-                        cuda_mma_k32(c, jj ? hi : lo, b);
-                        sum[0] += s0 * c[0];
-                        sum[1] += s0 * c[1];
-                        sum[2] += s1 * c[2];
-                        sum[3] += s1 * c[3];
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++) {
+                            const int b[2] = {(int)bx[nt][2 * jj], (int)bx[nt][2 * jj + 1]};
+                            int c[4];
+                            cuda_mma_k32(c, jj ? hi : lo, b);
+                            sum[nt][0] += s0 * c[0];
+                            sum[nt][1] += s0 * c[1];
+                            sum[nt][2] += s1 * c[2];
+                            sum[nt][3] += s1 * c[3];
+                        }
                     }
                 } else {
                     int a[4];
@@ -236,41 +278,50 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
                     const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
                     const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
-                    const int b0 = (int)bx[2 * (j & 1)], b1 = (int)bx[2 * (j & 1) + 1];
-                    int c[4];
-                    cuda_mma_k16(c, a[0], a[1], b0);
-                    sum[0] += s0 * c[0];
-                    sum[1] += s0 * c[1];
-                    sum[2] += s1 * c[2];
-                    sum[3] += s1 * c[3];
-                    cuda_mma_k16(c, a[2], a[3], b1);
-                    sum[0] += s0b * c[0];
-                    sum[1] += s0b * c[1];
-                    sum[2] += s1b * c[2];
-                    sum[3] += s1b * c[3];
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int b0 = (int)bx[nt][2 * (j & 1)], b1 = (int)bx[nt][2 * (j & 1) + 1];
+                        int c[4];
+                        cuda_mma_k16(c, a[0], a[1], b0);
+                        sum[nt][0] += s0 * c[0];
+                        sum[nt][1] += s0 * c[1];
+                        sum[nt][2] += s1 * c[2];
+                        sum[nt][3] += s1 * c[3];
+                        cuda_mma_k16(c, a[2], a[3], b1);
+                        sum[nt][0] += s0b * c[0];
+                        sum[nt][1] += s0b * c[1];
+                        sum[nt][2] += s1b * c[2];
+                        sum[nt][3] += s1b * c[3];
+                    }
                 }
             }
             /* the min term v2 by two k16 mma, as cuda/mmqk_impl.cuh takes it */
-            int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+            int mh[2] = {0, 0}, ml[2] = {0, 0};
             if (W::MIN) {
-                int mh[2], ml[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
                     mh[h] = t4 < 2 ? mw : 0;
                     ml[h] = t4 < 2 ? 0 : mw;
                 }
-                const int bhl = *(const int *)&M.xhl[q][slot][g][CUDA_Q8K_HL * kd + 4 * t4];
-                cuda_mma_k16(ch, mh[0], mh[1], bhl);
-                cuda_mma_k16(cl, ml[0], ml[1], bhl);
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const mmqk_head &H = hd[i >> 1];
-                const float x = M.xd[q][slot][2 * t4 + (i & 1)][kd];
-                const float p1 = __fmul_rn(H.d, x);
-                const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
-                M.park[pk][K * q + kd][i][lane] = make_float4(p1, (float)sum[i], p2, (float)(ch[i] * 128 + cl[i]));
+            for (int nt = 0; nt < NT; nt++) {
+                int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+                if (W::MIN) {
+                    const int bhl = *(const int *)&M.xhl[q][slot][8 * nt + g][CUDA_Q8K_HL * kd + 4 * t4];
+                    cuda_mma_k16(ch, mh[0], mh[1], bhl);
+                    cuda_mma_k16(cl, ml[0], ml[1], bhl);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const mmqk_head &H = hd[i >> 1];
+                    const float x = M.xd[q][slot][8 * nt + 2 * t4 + (i & 1)][kd];
+                    const float p1 = __fmul_rn(H.d, x);
+                    const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
+                    M.park[pk][K * q + kd][nt][i][lane] =
+                        make_float4(p1, (float)sum[nt][i], p2, (float)(ch[i] * 128 + cl[i]));
+                }
             }
         }
         cuda_mbar_arrive(&M.full[pk]); /* round r parked (or nothing to park) */
@@ -278,52 +329,60 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #undef MMQS_ISSUE
 }
 
-template <int T, bool EXP, int K> static int mmqs_occupancy(void)
+template <int T, bool EXP, int K, int NT> static int mmqs_occupancy(void)
 {
     static int occ = -1;
     if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP, K>, sizeof(mmqs_smem<T, EXP, K>),
+        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP, K, NT>, sizeof(mmqs_smem<T, EXP, K, NT>),
                             (MMQS_WARPS + 1) * CUDA_WARP);
     return occ;
 }
 
 /* 0, -1 when this device cannot hold the block's shared memory, or
- * INF_EUNSUPPORTED (EXP without w->aux, more than 8 rows) */
-template <int T, bool EXP, int K>
+ * INF_EUNSUPPORTED (EXP without w->aux, more than MMQS_MAX_ROWS rows, a
+ * row not whole stages). The grid: (activation tiles of 8 NT rows, weight
+ * tiles of 16 rows). */
+template <int T, bool EXP, int K, int NT>
 static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int32_t n_rows)
 {
-    if (n_rows > 8 || w->ne0 % (QK_K * K) || (EXP && !w->aux))
+    if (n_rows > MMQS_MAX_ROWS || w->ne0 % (QK_K * K) || (EXP && !w->aux))
         return INF_EUNSUPPORTED;
-    if (mmqs_occupancy<T, EXP, K>() == 0)
+    if (mmqs_occupancy<T, EXP, K, NT>() == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;
     const size_t rb = EXP ? (size_t)nbr * MMQ_Q6X_BYTES : w->row_bytes;
-    const dim3 grid(cuda_blocks(w->ne1, MMQS_ROWS), 1);
-    cuda_launch(c, mmqs_kernel<T, EXP, K>, grid, (MMQS_WARPS + 1) * CUDA_WARP, sizeof(mmqs_smem<T, EXP, K>), wd,
-                rb, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+    const dim3 grid(cuda_blocks(n_rows, 8 * NT), cuda_blocks(w->ne1, MMQS_ROWS));
+    cuda_launch(c, mmqs_kernel<T, EXP, K, NT>, grid, (MMQS_WARPS + 1) * CUDA_WARP,
+                sizeof(mmqs_smem<T, EXP, K, NT>), wd, rb, (int32_t)w->ne1,
+                cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 }
 
+/* Past 8 rows two n8 tiles a block (NT = 2, K = 1), in as many activation
+ * tiles as the rows need. */
 template <int T>
 static int mmqs_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows, int exp, int k)
 {
     if constexpr (T == QT_Q6_K) {
         if (exp)
-            return mmqs_launch<T, true, 1>(c, w, xq, y, n_rows);
+            return n_rows > 8 ? mmqs_launch<T, true, 1, 2>(c, w, xq, y, n_rows)
+                              : mmqs_launch<T, true, 1, 1>(c, w, xq, y, n_rows);
     }
     if (exp)
         return INF_EUNSUPPORTED;
+    if (n_rows > 8)
+        return mmqs_launch<T, false, 1, 2>(c, w, xq, y, n_rows);
     if (k == 1)
-        return mmqs_launch<T, false, 1>(c, w, xq, y, n_rows);
-    const int rc = mmqs_launch<T, false, mmqs_k<T>::K>(c, w, xq, y, n_rows);
+        return mmqs_launch<T, false, 1, 1>(c, w, xq, y, n_rows);
+    const int rc = mmqs_launch<T, false, mmqs_k<T>::K, 1>(c, w, xq, y, n_rows);
     if constexpr (mmqs_k<T>::K > 1) {
         /* the device's shared memory (sm_121) or the row length does not
          * take K super-blocks a stage: one */
         if (rc == -1 || rc == INF_EUNSUPPORTED)
-            return mmqs_launch<T, false, 1>(c, w, xq, y, n_rows);
+            return mmqs_launch<T, false, 1, 1>(c, w, xq, y, n_rows);
     }
     return rc;
 }

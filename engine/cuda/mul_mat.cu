@@ -147,17 +147,18 @@ static int mm_mmqs_min(const struct cuda_ctx *c, int type)
 }
 
 /* Whether mul_mat_q runs w at n_rows through the MMQ kernels (cuda_mmq): a
- * quantized type past MM_COLS rows, whole 256-element stages, Q4_0/Q8_0 in
- * the packed layout. The SwiGLU epilogue asks the same (only those kernels
- * store it: cuda_op_mul_mat_swiglu), so the two cannot drift apart. */
-static int mm_takes_mmq(const struct backend_weight *w, int32_t n_rows)
+ * quantized type past MM_COLS rows (K-quants: past c->mmqs_max, below it
+ * mmqs serves), whole 256-element stages, Q4_0/Q8_0 in the packed layout.
+ * The SwiGLU epilogue asks the same (only those kernels store it:
+ * cuda_op_mul_mat_swiglu), so the two cannot drift apart. */
+static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
     if (n_rows <= MM_COLS || w->ne0 % 256)
         return 0;
     switch (w->type) {
     case QT_Q4_K:
     case QT_Q5_K:
-    case QT_Q6_K: return 1;
+    case QT_Q6_K: return n_rows > c->mmqs_max;
     case QT_Q4_0:
     case QT_Q8_0: return cuda_q0_packed(w->type, w->ne0);
     default: return 0;
@@ -197,16 +198,17 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     /* Past MM_COLS rows the tensor-core kernel (same bits, see qtypes.cuh);
      * it steps 256 elements at a time. */
-    if (mm_takes_mmq(w, n_rows)) {
+    if (mm_takes_mmq(c, w, n_rows)) {
         cuda_mmq<T>(c, w, c->xq, y, n_rows);
         return;
     }
     /* K-quants from mm_mmqs_min rows (INFERD_MMQS_MIN=1..9 for A/B runs, 9:
-     * never) ..MM_COLS: the tensor-core small-batch kernel (same bits), else
-     * the dp4a kernel (also where the device cannot hold the tensor-core
-     * one's shared memory, rc -1, or it does not take the shape). */
+     * never) ..c->mmqs_max: the tensor-core small-batch kernel (same bits),
+     * else the dp4a kernel up to MM_COLS rows and MMQ past them (also where
+     * the device cannot hold the tensor-core one's shared memory, rc -1, or
+     * it does not take the shape). */
     if constexpr (kq) {
-        if (n_rows >= mm_mmqs_min(c, T) && w->ne0 % 256 == 0) {
+        if ((n_rows >= mm_mmqs_min(c, T) || n_rows > MM_COLS) && w->ne0 % 256 == 0) {
             const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1, 0);
             if (rc == 0)
                 return;
@@ -216,6 +218,10 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
                          (long long)w->ne1);
                 return;
             }
+        }
+        if (n_rows > MM_COLS) {
+            cuda_mmq<T>(c, w, c->xq, y, n_rows);
+            return;
         }
     }
     /* 1..c->mmvs_max rows (decode steps; 0 by default, cuda/backend.cu:
@@ -367,7 +373,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat_swiglu: gate and up differ in shape");
         return;
     }
-    if (!c->glu_off && mm_adjacent(gate, up) && mm_takes_mmq(gate, n_rows)) {
+    if (!c->glu_off && mm_adjacent(gate, up) && mm_takes_mmq(c, gate, n_rows)) {
         struct backend_weight v = *gate; /* the group's rows of gate and up */
         v.ne1 = 2 * gate->ne1;
         int held = -1;
@@ -391,8 +397,9 @@ struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
      * dispatcher's; 8); MMQK: a = KDR, b = EXP, c = activation
-     * rows per block (0: 64, or 128); MMQS: b = EXP, c = super-blocks
-     * a stage (0: the kernel's choice; 1); MMVS: a =
+     * rows per block (0: 64, or 128); MMQS: a = activation rows (8: one
+     * n8 tile; 16: two, NT = 2; 40: NT = 2 in three blocks side by side),
+     * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVS: a =
      * activation rows per weight read, b = the grid's cap (0: the
      * dispatcher's; 1: one block, every warp streaming many rows) */
     int type, kind, a, b, c;
@@ -406,8 +413,10 @@ struct mm_variant {
 /* the 8-super-block pass at one activation row, forced (mmvq_u picks it
  * only on long rows) */
 #define MMV_KU8(t) {t, MMV_MMVQ, 1, 1, 8}, {t, MMV_MMVQ, 1, 2, 8}, {t, MMV_MMVQ, 1, 4, 8}
+/* mmqs at 16 rows (NT = 2) and at 40 (three activation tiles, the last
+ * half full) */
 #define MMV_K(t) MMV_KW(t, 1), MMV_KU8(t), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
-    {t, MMV_MMQS, 8, 0, 0}
+    {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
 #define MMV_S(t) {t, MMV_MMVS, 1, 0, 0}, {t, MMV_MMVS, 2, 0, 0}, {t, MMV_MMVS, 4, 0, 0}, \
     {t, MMV_MMVS, 1, 1, 0}, {t, MMV_MMVS, 4, 1, 0}
 static const struct mm_variant mm_variants[] = {
@@ -417,6 +426,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q4_K, MMV_MMQS, 8, 0, 1}, /* K = 1: sm_121's and odd rows' form */
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
+    {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),
 };
 #undef MMV_K
@@ -451,7 +461,10 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
-    case MMV_MMQS: snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s", t, v->b ? "true" : "false", v->c ? " k=1" : ""); break;
+    case MMV_MMQS:
+        snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
+                 v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
+        break;
     case MMV_MMVS: snprintf(buf, n, "mul_mat<%s> mmvs nc=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");

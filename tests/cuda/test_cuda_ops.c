@@ -234,7 +234,7 @@ static double mm_threshold(int type)
 static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *x, const float *xg,
                                const double *xn)
 {
-    static const int32_t ns[] = {1, 3, 8, 13, 64, 130, MM_NMAX};
+    static const int32_t ns[] = {1, 3, 8, 13, 24, 32, 64, 130, MM_NMAX};
     const char *tn = quant_type_name(type);
     const size_t rb = quant_row_bytes(type, ne0);
     float *wf = xmalloc(sizeof(float) * (size_t)(ne0 * ne1));
