@@ -147,6 +147,110 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
         o[k] = acc[k] * inv;
 }
 
+/* The walk with helpers: G walker warps (one per query head) do only the
+ * F16 updates of chunk c while G helper warps stage chunk c + 1's V rows
+ * and take its factors (att_factors: the prefix max, glibc's expf), with
+ * chunk c + 2's V rows and scores already loading into their registers.
+ * The factors need only the scores and the running maximum, never the
+ * walk, so they run a chunk ahead in other warps instead of between the
+ * walker's chunks (ncu 2026-12-03 22:45 call 1: a position of the one-warp
+ * walk took ~140 cycles, most of them waiting). The same operations on
+ * the same values: the same bits. Block: 2 G warps. */
+template <int HD>
+static __global__ void __launch_bounds__(2 * ATT_G_MAX *CUDA_WARP)
+att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, const int32_t *__restrict__ pos,
+                     const int32_t *__restrict__ seq, const int32_t *__restrict__ bt, struct backend_attn a,
+                     const float *__restrict__ scores)
+{
+    cuda_pdl_enter();
+    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP, PER_ROW = HDS / 8,
+           PIECES = CUDA_WARP * PER_ROW };
+    __shared__ __align__(16) float vsf[2][CUDA_WARP][HDS];
+    __shared__ float4 wk_sm[2][ATT_G_MAX][CUDA_WARP];
+    __shared__ int new_sm[2][ATT_G_MAX];
+    const int32_t r = blockIdx.x, kvh = blockIdx.y, d0 = HDS * (int32_t)blockIdx.z;
+    const int G = a.n_head / a.n_head_kv, nt = G * CUDA_WARP;
+    const int wid = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const bool helper = wid >= G;
+    const int hw = helper ? wid - G : wid, ht = threadIdx.x - (helper ? nt : 0);
+    const int32_t h = kvh * G + hw, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
+    const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
+    const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
+    const quant_f16 *vb = vc + (int64_t)kvh * HD + d0;
+    auto piece = [&](int32_t p0, int t) -> uint4 {
+        const int32_t p = p0 + t / PER_ROW;
+        const int64_t slot = (int64_t)table[p / bs] * bs + p % bs;
+        return *(const uint4 *)(vb + slot * kv_dim + 8 * (t % PER_ROW));
+    };
+    /* helpers: chunk p0's V pieces and this lane's score into registers */
+    uint4 v8[ATT_DEC_PF];
+    float scn = -INFINITY, mf = -INFINITY;
+    auto fetch = [&](int32_t p0) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = ht + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                v8[k] = piece(p0, t);
+        }
+        scn = p0 + lane <= last ? sr[p0 + lane] : -INFINITY;
+    };
+    /* helpers: stage chunk p0 (fetched) into buffer b, its factors from mf */
+    auto prepare = [&](int32_t p0, int b) {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = ht + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, v8[k]);
+        }
+        for (int t = ht + ATT_DEC_PF * nt; t < PIECES; t += nt)
+            if (p0 + t / PER_ROW <= last)
+                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, piece(p0, t));
+        const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+        const bool any_new = att_factors<true>(mf, scn, cnt, lane, wk_sm[b][hw]);
+        float mx = scn; /* the chunk's maximum (exact), then the running one */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mf = fmaxf(mf, mx);
+        if (lane == 0)
+            new_sm[b][hw] = any_new;
+    };
+    float acc[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        acc[k] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    if (helper) {
+        fetch(0);
+        prepare(0, 0);
+        if (CUDA_WARP <= last)
+            fetch(CUDA_WARP);
+    }
+    __syncthreads();
+    int b = 0;
+    for (int32_t p0 = 0; p0 <= last; p0 += CUDA_WARP, b ^= 1) {
+        const int32_t p1 = p0 + CUDA_WARP;
+        if (helper) {
+            if (p1 <= last) {
+                prepare(p1, b ^ 1); /* the buffers the walk of chunk p0 - 32 read, before the barrier */
+                if (p1 + CUDA_WARP <= last)
+                    fetch(p1 + CUDA_WARP);
+            }
+        } else {
+            const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
+            att_walk_f32<HDS>(m, l, acc, wk_sm[b][hw], &vsf[b][0][DPL * lane], cnt, new_sm[b][hw] != 0);
+        }
+        __syncthreads();
+    }
+    if (helper)
+        return;
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + d0 + DPL * lane;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = acc[k] * inv;
+}
+
 /* c->att_sc for c->att_split rows of this shape's scores, or NULL (no
  * memory, or a stream capture under way: the fused kernel serves). The
  * first decode step of a shape runs op by op (engine/graph.c records a
@@ -194,12 +298,19 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
     const int G = a->n_head / a->n_head_kv;
     const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv, hd / ATT_DEC_HDS),
         block(G * CUDA_WARP);
+    const dim3 hblock(2 * G * CUDA_WARP);
     if (hd == 64) {
         cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
-        cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+        if (c->att_walk == 1)
+            cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+        else
+            cuda_launch(c, att_dec_walkh_kernel<64>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
     } else {
         cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
-        cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+        if (c->att_walk == 1)
+            cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
+        else
+            cuda_launch(c, att_dec_walkh_kernel<128>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
     }
     return 1;
 }

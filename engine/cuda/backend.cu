@@ -662,12 +662,14 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * batch (A/B runs; the bits do not change) */
     const char *apr = getenv("INFERD_ATT_PAIR");
     c->att_pair = !(apr && !strcmp(apr, "0"));
-    /* decode batches up to 16 rows take the attention split: the score
-     * buffer is 16 rows x heads x the sequence capacity (59 MB for the 7B
-     * at 32 K); INFERD_ATT_SPLIT=0..256 moves the bound for A/B runs (0:
-     * the fused kernel everywhere) */
+    /* decode batches up to CUDA_ATT_SPLIT (64) rows take the attention
+     * split: the score buffer is 64 rows x heads x the sequence capacity
+     * (235 MB for the 7B at 32 K, 29 MB at 4 K); INFERD_ATT_SPLIT=0..256
+     * moves the bound for A/B runs (0: the fused kernel everywhere) */
     const char *asp = getenv("INFERD_ATT_SPLIT");
-    c->att_split = asp && atoi(asp) >= 0 && atoi(asp) <= 256 ? atoi(asp) : 16;
+    c->att_split = asp && atoi(asp) >= 0 && atoi(asp) <= 256 ? atoi(asp) : CUDA_ATT_SPLIT;
+    const char *awk = getenv("INFERD_ATT_WALK");
+    c->att_walk = awk && !strcmp(awk, "1") ? 1 : 2;
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
@@ -678,8 +680,9 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     const char *qmin = getenv("INFERD_MMQS_MIN");
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
-     * a block), past it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ
-     * from 9 rows, the rule before) */
+     * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
+     * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
+     * rule before) */
     const char *qmax = getenv("INFERD_MMQS_MAX");
     c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
     be->ops = &cuda_backend_ops;

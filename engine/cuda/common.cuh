@@ -26,9 +26,14 @@ extern "C" {
 }
 
 #define CUDA_WARP 32
-/* K-quant products of 9 to this many activation rows run through mmqs
- * (cuda/mmqs_impl.cuh), not MMQ: bench/RESULTS.md 2026-12-03 22:45 */
-#define CUDA_MMQS_MAX 32
+/* K-quant products of 9 to at most this many activation rows may run
+ * through mmqs (cuda/mmqs_impl.cuh) instead of MMQ, by cuda/mul_mat.cu's
+ * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
+#define CUDA_MMQS_MAX 64
+/* decode batches of up to this many rows take the attention split
+ * (cuda/attention_dec.cu): bench/RESULTS.md 2026-12-03 22:45 calls 1-2,
+ * 64 against 16 rows +5-9% decode rate at 32-64 streams */
+#define CUDA_ATT_SPLIT 64
 
 /* A product's epilogue (ops->mul_mat_ex): y = acc, then + bias[j] (add_bias's
  * rounding) or y = y + acc (add's): the separate ops' bits, without the
@@ -92,7 +97,8 @@ struct cuda_ctx {
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
     int att_split;     /* exact scores: decode batches of up to this many rows score apart from the walk
-                        * (cuda/attention_dec.cu; 16, INFERD_ATT_SPLIT=0..256; 0: fused) */
+                        * (cuda/attention_dec.cu; CUDA_ATT_SPLIT, INFERD_ATT_SPLIT=0..256; 0: fused) */
+    int att_walk;      /* the split's walk: 2 with helper warps (default), 1 one warp a head (INFERD_ATT_WALK; A/B) */
     float *att_sc;     /* the split's scores (cuda/attention_dec.cu att_dec_scratch), att_sc_n floats */
     size_t att_sc_n;
     void *att_sc_old[8]; /* outgrown score buffers, kept for recordings until destroy */
@@ -101,7 +107,7 @@ struct cuda_ctx {
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
-    int mmqs_max;      /* K-quant rows up to which mmqs serves, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
+    int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;

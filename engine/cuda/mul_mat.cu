@@ -146,9 +146,32 @@ static int mm_mmqs_min(const struct cuda_ctx *c, int type)
     return c->mmqs_min ? c->mmqs_min : type == QT_Q4_K ? 3 : 4;
 }
 
+/* Whether a K-quant product of MM_COLS + 1 .. 64 rows runs through mmqs
+ * (two n8 tiles a block, k split over its producers) instead of MMQ,
+ * whose 64-row weight tiles give ceil(ne1 / 64) blocks that each walk all
+ * of k. Measured on the H200 (bench/RESULTS.md, 2026-12-03 22:45 call 2,
+ * µs mmqs / MMQ): where MMQ's blocks fill fewer than the SMs, mmqs wins at
+ * 9-16 rows (4096 x 14336 q4_K 37 / 62, the 7B's ffn-down 40 / 81, attn-q
+ * 13 / 19) and at 17-32 on long rows (ffn-down 70 / 88 at 32; attn-q,
+ * 3584 elements, 21 / 20); with 18944 rows (296 MMQ blocks) MMQ wins past
+ * 16 rows (ffn-up q4_K 84 / 51 at 32) and ties below; weights of up to
+ * 1024 rows (8 MMQ blocks) take mmqs to 64 rows (attn-kv 9 / 23). Capped
+ * by c->mmqs_max (INFERD_MMQS_MAX=8..64; 8: MMQ from 9 rows). */
+static int mm_mmqs_mid(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+    const int64_t blocks = (w->ne1 + 63) / 64;
+    if (n_rows > c->mmqs_max)
+        return 0;
+    if (w->ne1 <= 1024)
+        return 1;
+    if (blocks >= c->n_sm)
+        return 0;
+    return n_rows <= 16 || (n_rows <= 32 && w->ne0 >= 4096);
+}
+
 /* Whether mul_mat_q runs w at n_rows through the MMQ kernels (cuda_mmq): a
- * quantized type past MM_COLS rows (K-quants: past c->mmqs_max, below it
- * mmqs serves), whole 256-element stages, Q4_0/Q8_0 in the packed layout.
+ * quantized type past MM_COLS rows (K-quants: unless mm_mmqs_mid gives it
+ * to mmqs), whole 256-element stages, Q4_0/Q8_0 in the packed layout.
  * The SwiGLU epilogue asks the same (only those kernels store it:
  * cuda_op_mul_mat_swiglu), so the two cannot drift apart. */
 static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
@@ -158,7 +181,7 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
     switch (w->type) {
     case QT_Q4_K:
     case QT_Q5_K:
-    case QT_Q6_K: return n_rows > c->mmqs_max;
+    case QT_Q6_K: return !mm_mmqs_mid(c, w, n_rows);
     case QT_Q4_0:
     case QT_Q8_0: return cuda_q0_packed(w->type, w->ne0);
     default: return 0;
@@ -203,10 +226,11 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         return;
     }
     /* K-quants from mm_mmqs_min rows (INFERD_MMQS_MIN=1..9 for A/B runs, 9:
-     * never) ..c->mmqs_max: the tensor-core small-batch kernel (same bits),
-     * else the dp4a kernel up to MM_COLS rows and MMQ past them (also where
-     * the device cannot hold the tensor-core one's shared memory, rc -1, or
-     * it does not take the shape). */
+     * never) to MM_COLS, and past it where mm_mmqs_mid says (the MMQ case
+     * returned above): the tensor-core small-batch kernel (same bits), else
+     * the dp4a kernel up to MM_COLS rows and MMQ past them (also where the
+     * device cannot hold the tensor-core one's shared memory, rc -1, or it
+     * does not take the shape). */
     if constexpr (kq) {
         if ((n_rows >= mm_mmqs_min(c, T) || n_rows > MM_COLS) && w->ne0 % 256 == 0) {
             const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1, 0);
