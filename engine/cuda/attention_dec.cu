@@ -71,6 +71,57 @@ att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ 
 
 #define ATT_DEC_HDS 64 /* dimensions of a head a walk block takes */
 
+/* One thread's share of the walk's V staging: piece t (t = tid, tid + nt,
+ * ...) of a chunk is row t / PER_ROW, 8 values at 8 (t % PER_ROW) of the
+ * block's HDS dimensions. locate() reads the block table for a chunk,
+ * fetch() then loads its pieces into registers, stage() stores them as
+ * F32. locate runs a chunk before fetch: the V loads then never wait for
+ * the table load they depend on (ncu 2026-12-03 23:15: a chunk's walk took
+ * ~3,000 cycles, the V loads of the next stalled on their addresses). */
+template <int HDS> struct att_dec_feed {
+    enum { PER_ROW = HDS / 8, PIECES = CUDA_WARP * PER_ROW };
+    const quant_f16 *vb;
+    const int32_t *table;
+    int32_t kv_dim, bs, last;
+    int tid, nt;
+    int32_t slot[ATT_DEC_PF]; /* cache slots of the located chunk's pieces, -1: none */
+    uint4 v8[ATT_DEC_PF];
+
+    __device__ __forceinline__ void locate(int32_t p0)
+    {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = tid + k * nt;
+            const int32_t p = p0 + t / PER_ROW;
+            slot[k] = t < PIECES && p <= last ? table[p / bs] * bs + p % bs : -1;
+        }
+    }
+    __device__ __forceinline__ void fetch()
+    {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++)
+            if (slot[k] >= 0)
+                v8[k] = *(const uint4 *)(vb + (int64_t)slot[k] * kv_dim + 8 * ((tid + k * nt) % PER_ROW));
+    }
+    __device__ __forceinline__ void stage(float (*buf)[HDS], int32_t p0)
+    {
+#pragma unroll
+        for (int k = 0; k < ATT_DEC_PF; k++) {
+            const int t = tid + k * nt;
+            if (t < PIECES && p0 + t / PER_ROW <= last)
+                att_stage_v(buf[t / PER_ROW], t % PER_ROW, v8[k]);
+        }
+        /* small groups: the pieces past ATT_DEC_PF a thread, loaded here */
+        for (int t = tid + ATT_DEC_PF * nt; t < PIECES; t += nt) {
+            const int32_t p = p0 + t / PER_ROW;
+            if (p <= last) {
+                const int64_t sl = (int64_t)table[p / bs] * bs + p % bs;
+                att_stage_v(buf[t / PER_ROW], t % PER_ROW, *(const uint4 *)(vb + sl * kv_dim + 8 * (t % PER_ROW)));
+            }
+        }
+    }
+};
+
 template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, const int32_t *__restrict__ pos,
@@ -78,8 +129,7 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
                     const float *__restrict__ scores)
 {
     cuda_pdl_enter();
-    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP, PER_ROW = HDS / 8,
-           PIECES = CUDA_WARP * PER_ROW };
+    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP };
     __shared__ __align__(16) float vsf[2][CUDA_WARP][HDS];
     __shared__ float4 wk_sm[ATT_G_MAX][CUDA_WARP];
     const int32_t r = blockIdx.x, kvh = blockIdx.y, d0 = HDS * (int32_t)blockIdx.z;
@@ -88,41 +138,17 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
     const int32_t h = kvh * G + wid, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
     const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
     const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
-    const quant_f16 *vb = vc + (int64_t)kvh * HD + d0;
-    /* piece t of a chunk: row t / PER_ROW, 8 values at 8 (t % PER_ROW) */
-    auto piece = [&](int32_t p0, int t) -> uint4 {
-        const int32_t p = p0 + t / PER_ROW;
-        const int64_t slot = (int64_t)table[p / bs] * bs + p % bs;
-        return *(const uint4 *)(vb + slot * kv_dim + 8 * (t % PER_ROW));
-    };
-    auto fetch = [&](int32_t p0, uint4 v8[ATT_DEC_PF]) {
-#pragma unroll
-        for (int k = 0; k < ATT_DEC_PF; k++) {
-            const int t = threadIdx.x + k * nt;
-            if (t < PIECES && p0 + t / PER_ROW <= last)
-                v8[k] = piece(p0, t);
-        }
-    };
-    auto store = [&](int32_t p0, int b, const uint4 v8[ATT_DEC_PF]) {
-#pragma unroll
-        for (int k = 0; k < ATT_DEC_PF; k++) {
-            const int t = threadIdx.x + k * nt;
-            if (t < PIECES && p0 + t / PER_ROW <= last)
-                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, v8[k]);
-        }
-        /* small groups: the pieces past ATT_DEC_PF a thread, loaded here */
-        for (int t = threadIdx.x + ATT_DEC_PF * nt; t < PIECES; t += nt)
-            if (p0 + t / PER_ROW <= last)
-                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, piece(p0, t));
-    };
+    att_dec_feed<HDS> F{vc + (int64_t)kvh * HD + d0, table, kv_dim, bs, last, (int)threadIdx.x, nt, {}, {}};
     float acc[DPL];
 #pragma unroll
     for (int k = 0; k < DPL; k++)
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    uint4 v8[ATT_DEC_PF];
-    fetch(0, v8);
-    store(0, 0, v8);
+    F.locate(0);
+    F.fetch();
+    F.stage(vsf[0], 0);
+    if (CUDA_WARP <= last)
+        F.locate(CUDA_WARP);
     float scn = lane <= last ? sr[lane] : -INFINITY;
     __syncthreads();
     int b = 0;
@@ -131,13 +157,15 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
         const float sc = scn;
         const int32_t p1 = p0 + CUDA_WARP;
         if (p1 <= last) { /* the next chunk's V rows and scores, in flight during this walk */
-            fetch(p1, v8);
+            F.fetch();
             scn = p1 + lane <= last ? sr[p1 + lane] : -INFINITY;
+            if (p1 + CUDA_WARP <= last)
+                F.locate(p1 + CUDA_WARP);
         }
         const bool any_new = att_factors<true>(m, sc, cnt, lane, wk_sm[wid]);
         att_walk_f32<HDS>(m, l, acc, wk_sm[wid], &vsf[b][0][DPL * lane], cnt, any_new);
         if (p1 <= last)
-            store(p1, b ^ 1, v8); /* the other buffer: read last in the walk before the previous barrier */
+            F.stage(vsf[b ^ 1], p1); /* the other buffer: read last in the walk before the previous barrier */
         __syncthreads();
     }
     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
@@ -163,8 +191,7 @@ att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, 
                      const float *__restrict__ scores)
 {
     cuda_pdl_enter();
-    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP, PER_ROW = HDS / 8,
-           PIECES = CUDA_WARP * PER_ROW };
+    enum { HDS = HD < ATT_DEC_HDS ? HD : ATT_DEC_HDS, DPL = HDS / CUDA_WARP };
     __shared__ __align__(16) float vsf[2][CUDA_WARP][HDS];
     __shared__ float4 wk_sm[2][ATT_G_MAX][CUDA_WARP];
     __shared__ int new_sm[2][ATT_G_MAX];
@@ -176,35 +203,19 @@ att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, 
     const int32_t h = kvh * G + hw, kv_dim = a.n_head_kv * HD, last = pos[r], bs = a.block_size;
     const int32_t *table = bt + (int64_t)seq[r] * a.bt_stride;
     const float *sr = scores + ((int64_t)r * a.n_head + h) * ((int64_t)a.bt_stride * bs);
-    const quant_f16 *vb = vc + (int64_t)kvh * HD + d0;
-    auto piece = [&](int32_t p0, int t) -> uint4 {
-        const int32_t p = p0 + t / PER_ROW;
-        const int64_t slot = (int64_t)table[p / bs] * bs + p % bs;
-        return *(const uint4 *)(vb + slot * kv_dim + 8 * (t % PER_ROW));
-    };
-    /* helpers: chunk p0's V pieces and this lane's score into registers */
-    uint4 v8[ATT_DEC_PF];
+    /* helpers: chunk p0's V pieces (located a chunk before) and this
+     * lane's score into registers */
+    att_dec_feed<HDS> F{vc + (int64_t)kvh * HD + d0, table, kv_dim, bs, last, ht, nt, {}, {}};
     float scn = -INFINITY, mf = -INFINITY;
     auto fetch = [&](int32_t p0) {
-#pragma unroll
-        for (int k = 0; k < ATT_DEC_PF; k++) {
-            const int t = ht + k * nt;
-            if (t < PIECES && p0 + t / PER_ROW <= last)
-                v8[k] = piece(p0, t);
-        }
+        F.fetch();
         scn = p0 + lane <= last ? sr[p0 + lane] : -INFINITY;
+        if (p0 + CUDA_WARP <= last)
+            F.locate(p0 + CUDA_WARP);
     };
     /* helpers: stage chunk p0 (fetched) into buffer b, its factors from mf */
     auto prepare = [&](int32_t p0, int b) {
-#pragma unroll
-        for (int k = 0; k < ATT_DEC_PF; k++) {
-            const int t = ht + k * nt;
-            if (t < PIECES && p0 + t / PER_ROW <= last)
-                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, v8[k]);
-        }
-        for (int t = ht + ATT_DEC_PF * nt; t < PIECES; t += nt)
-            if (p0 + t / PER_ROW <= last)
-                att_stage_v(vsf[b][t / PER_ROW], t % PER_ROW, piece(p0, t));
+        F.stage(vsf[b], p0);
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
         const bool any_new = att_factors<true>(mf, scn, cnt, lane, wk_sm[b][hw]);
         float mx = scn; /* the chunk's maximum (exact), then the running one */
@@ -221,6 +232,7 @@ att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, 
         acc[k] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     if (helper) {
+        F.locate(0);
         fetch(0);
         prepare(0, 0);
         if (CUDA_WARP <= last)
@@ -299,15 +311,20 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
     const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv, hd / ATT_DEC_HDS),
         block(G * CUDA_WARP);
     const dim3 hblock(2 * G * CUDA_WARP);
+    /* the walk with helpers while its grid is under two blocks an SM, the
+     * one-warp walk past that (H200, bench/RESULTS.md 2026-12-03 22:45 call
+     * 3, the 7B at 512 + 128: helpers +4% at 1 and 16 streams, +1% at 32,
+     * -2% at 64, where the grid holds every SM anyway) */
+    const int helpers = c->att_walk ? c->att_walk == 2 : (int64_t)wgrid.x * wgrid.y * wgrid.z <= 2 * c->n_sm;
     if (hd == 64) {
         cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
-        if (c->att_walk == 1)
+        if (!helpers)
             cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
         else
             cuda_launch(c, att_dec_walkh_kernel<64>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
     } else {
         cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
-        if (c->att_walk == 1)
+        if (!helpers)
             cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc);
         else
             cuda_launch(c, att_dec_walkh_kernel<128>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc);

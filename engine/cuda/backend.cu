@@ -668,8 +668,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * moves the bound for A/B runs (0: the fused kernel everywhere) */
     const char *asp = getenv("INFERD_ATT_SPLIT");
     c->att_split = asp && atoi(asp) >= 0 && atoi(asp) <= 256 ? atoi(asp) : CUDA_ATT_SPLIT;
+    /* the split's walk: 0 by its grid (cuda/attention_dec.cu), for A/B runs
+     * INFERD_ATT_WALK=1 the one-warp walk, 2 the walk with helpers */
     const char *awk = getenv("INFERD_ATT_WALK");
-    c->att_walk = awk && !strcmp(awk, "1") ? 1 : 2;
+    c->att_walk = awk && (!strcmp(awk, "1") || !strcmp(awk, "2")) ? awk[0] - '0' : 0;
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel

@@ -98,7 +98,7 @@ struct cuda_ctx {
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
     int att_split;     /* exact scores: decode batches of up to this many rows score apart from the walk
                         * (cuda/attention_dec.cu; CUDA_ATT_SPLIT, INFERD_ATT_SPLIT=0..256; 0: fused) */
-    int att_walk;      /* the split's walk: 2 with helper warps (default), 1 one warp a head (INFERD_ATT_WALK; A/B) */
+    int att_walk;      /* the split's walk: 0 by its grid, 1 one warp a head, 2 with helper warps (INFERD_ATT_WALK) */
     float *att_sc;     /* the split's scores (cuda/attention_dec.cu att_dec_scratch), att_sc_n floats */
     size_t att_sc_n;
     void *att_sc_old[8]; /* outgrown score buffers, kept for recordings until destroy */

@@ -127,14 +127,24 @@ extern "C" int cuda_be_prewarm(struct backend *be,
          * buffer is this shape's until a model's larger one), and with the
          * split off the fused kernel that batches of more rows a sequence
          * take */
-        const int split = c->att_split;
-        PW_RUN("attention (decode split, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        const int split = c->att_split, walk = c->att_walk;
+        c->att_walk = 2;
+        PW_RUN("attention (decode split, helper walk, head_dim 64)",
+               cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        c->att_walk = 1;
+        PW_RUN("attention (decode split, one-warp walk, head_dim 64)",
+               cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         c->att_split = 0;
         PW_RUN("attention (grouped staged, head_dim 64)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         a.n_head = 2, a.n_head_kv = 2, a.head_dim = 128;
         PW_RUN("attention (grouped staged, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
         c->att_split = split;
-        PW_RUN("attention (decode split, head_dim 128)", cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        PW_RUN("attention (decode split, one-warp walk, head_dim 128)",
+               cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        c->att_walk = 2;
+        PW_RUN("attention (decode split, helper walk, head_dim 128)",
+               cuda_op_attention(be, x, kc, vc, y, 1, ints, ints, ints, &a));
+        c->att_walk = walk;
         /* exact scores at ATT_PAIR_MIN (32) rows: two rows a block */
         a.head_dim = 64;
         PW_RUN("attention (grouped staged, two rows a block, head_dim 64)",

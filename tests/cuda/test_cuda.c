@@ -98,7 +98,9 @@ int main(void)
     CHECK(n_var >= 8 && q6_2t == 1 && q6_2f == 1);
     const char *others[] = {"rms_norm (warp", "rms_norm (block", "rope (llama)", "rope (neox)",
                             "kv_store", "attention (grouped staged, head_dim 64)", "attention (grouped staged, head_dim 128)",
-                            "attention (decode split, head_dim 64)", "attention (decode split, head_dim 128)",
+                            "attention (decode split, helper walk, head_dim 64)", "attention (decode split, helper walk, head_dim 128)",
+                            "attention (decode split, one-warp walk, head_dim 64)",
+                            "attention (decode split, one-warp walk, head_dim 128)",
                             "attention (grouped staged, two rows a block, head_dim 64)",
                             "attention (grouped staged, two rows a block, head_dim 128)",
                             "attention (grouped, head_dim 32)", "attention (grouped, head_dim 96)",
