@@ -228,6 +228,18 @@ static __device__ __forceinline__ void att_stage_v(float *row, int cch, uint4 v8
     *(float4 *)&row[8 * cch + (sw ? 0 : 4)] = sw ? lo : hi;
 }
 
+/* a lane's DPL (2 or 4) dimensions of a staged F32 V row, one load */
+template <int DPL> static __device__ __forceinline__ void att_vrow(const float *vl, float v[DPL])
+{
+    if constexpr (DPL == 4) {
+        const float4 v4 = *(const float4 *)vl;
+        v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+    } else {
+        const float2 v2 = *(const float2 *)vl;
+        v[0] = v2.x, v[1] = v2.y;
+    }
+}
+
 /* att_walk's loop over cnt staged F32 V rows (vl: this lane's DPL
  * dimensions of row 0, rows HD floats apart), per dimension the same
  * operations */
@@ -247,13 +259,7 @@ static __device__ __forceinline__ void att_walk_f32(float &m, float &l, float ac
         for (int i = 0; i < cnt; i++) {
             const float4 f = wk[i];
             float v[DPL];
-            if constexpr (DPL == 4) {
-                const float4 v4 = *(const float4 *)(vl + i * HD);
-                v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
-            } else {
-                const float2 v2 = *(const float2 *)(vl + i * HD);
-                v[0] = v2.x, v[1] = v2.y;
-            }
+            att_vrow<DPL>(vl + i * HD, v);
 #pragma unroll
             for (int k = 0; k < DPL; k += 2)
                 att_acc2(acc[k], acc[k + 1], v[k], v[k + 1], f.y);
@@ -266,13 +272,7 @@ static __device__ __forceinline__ void att_walk_f32(float &m, float &l, float ac
         const float4 f = wk[i];
         const float ms = f.x, vs = f.y, s = f.z;
         float v[DPL];
-        if constexpr (DPL == 4) {
-            const float4 v4 = *(const float4 *)(vl + i * HD);
-            v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
-        } else {
-            const float2 v2 = *(const float2 *)(vl + i * HD);
-            v[0] = v2.x, v[1] = v2.y;
-        }
+        att_vrow<DPL>(vl + i * HD, v);
         att_rescale<DPL>(m, acc, s, ms);
 #pragma unroll
         for (int k = 0; k < DPL; k += 2)

@@ -108,12 +108,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     if (q == MMQS_WARPS) {
         /* the chain warp: round r's super-blocks in k order, per output
          * fma(p1, v1) then fma(p2, v2) (cuda/qtypes.cuh's chain) */
-        float acc[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[nt][i] = 0.0f;
+        float acc[NT][4] = {};
         for (int64_t r = 0; r < rounds; r++) {
             const int slot = (int)(r % MMQS_PARK);
             cuda_mbar_wait(&M.full[slot], (uint32_t)((r / MMQS_PARK) & 1));
@@ -229,12 +224,7 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)gs * K * 210)) & 3);
                 W::head(M.w[q][slot][g + 8 * h], kd, W::G16 ? sh : t4, hd[h]);
             }
-            int sum[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    sum[nt][i] = 0;
+            int sum[NT][4] = {};
             uint32_t bx[NT][4];
 #pragma unroll
             for (int j = 0; j < 8; j++) {
