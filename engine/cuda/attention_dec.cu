@@ -122,6 +122,18 @@ template <int HDS> struct att_dec_feed {
     }
 };
 
+/* A walker lane's DPL dimensions of head h's output row: acc / l */
+template <int HD, int DPL>
+static __device__ __forceinline__ void att_dec_out(float *out, const struct backend_attn &a, int32_t r, int32_t h,
+                                                   int32_t d0, int lane, const float acc[DPL], float l)
+{
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    float *o = out + ((int64_t)r * a.n_head + h) * HD + d0 + DPL * lane;
+#pragma unroll
+    for (int k = 0; k < DPL; k++)
+        o[k] = acc[k] * inv;
+}
+
 template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, const int32_t *__restrict__ pos,
@@ -168,11 +180,7 @@ att_dec_walk_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, c
             F.stage(vsf[b ^ 1], p1); /* the other buffer: read last in the walk before the previous barrier */
         __syncthreads();
     }
-    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    float *o = out + ((int64_t)r * a.n_head + h) * HD + d0 + DPL * lane;
-#pragma unroll
-    for (int k = 0; k < DPL; k++)
-        o[k] = acc[k] * inv;
+    att_dec_out<HD, DPL>(out, a, r, h, d0, lane, acc, l);
 }
 
 /* The walk with helpers: G walker warps (one per query head) do only the
@@ -217,12 +225,7 @@ att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, 
     auto prepare = [&](int32_t p0, int b) {
         F.stage(vsf[b], p0);
         const int cnt = last - p0 + 1 < CUDA_WARP ? last - p0 + 1 : CUDA_WARP;
-        const bool any_new = att_factors<true>(mf, scn, cnt, lane, wk_sm[b][hw]);
-        float mx = scn; /* the chunk's maximum (exact), then the running one */
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        mf = fmaxf(mf, mx);
+        const bool any_new = att_factors<true>(mf, scn, cnt, lane, wk_sm[b][hw], &mf);
         if (lane == 0)
             new_sm[b][hw] = any_new;
     };
@@ -256,11 +259,7 @@ att_dec_walkh_kernel(const quant_f16 *__restrict__ vc, float *__restrict__ out, 
     }
     if (helper)
         return;
-    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    float *o = out + ((int64_t)r * a.n_head + h) * HD + d0 + DPL * lane;
-#pragma unroll
-    for (int k = 0; k < DPL; k++)
-        o[k] = acc[k] * inv;
+    att_dec_out<HD, DPL>(out, a, r, h, d0, lane, acc, l);
 }
 
 /* c->att_sc for c->att_split rows of this shape's scores, or NULL (no

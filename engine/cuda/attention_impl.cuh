@@ -95,7 +95,8 @@ static __device__ __forceinline__ float att_score(const float *qv, const quant_f
  * at step i, so ms/vs are the same bits; the walk keeps only the dependent
  * F16-rounded updates (the CPU's flash-attention accumulator). */
 template <bool LIBM_EXP>
-static __device__ __forceinline__ bool att_factors(float m, float sc, int cnt, int lane, float4 *wk)
+static __device__ __forceinline__ bool att_factors(float m, float sc, int cnt, int lane, float4 *wk,
+                                                   float *m_next = nullptr)
 {
     float run = sc; /* inclusive prefix max */
 #pragma unroll
@@ -106,6 +107,11 @@ static __device__ __forceinline__ bool att_factors(float m, float sc, int cnt, i
     }
     float before = __shfl_up_sync(0xffffffffu, run, 1);
     before = lane == 0 ? m : fmaxf(m, before);
+    /* m_next: the running maximum after the chunk (lanes past cnt hold
+     * -inf), for a caller that takes the next chunk's factors before this
+     * chunk is walked (att_dec_walkh_kernel) */
+    if (m_next)
+        *m_next = fmaxf(m, __shfl_sync(0xffffffffu, run, CUDA_WARP - 1));
     float my_ms = 1.0f, my_vs = 1.0f;
     if (lane < cnt) {
         /* LIBM_EXP: glibc's expf step for step (engine/sample_exp.h), the

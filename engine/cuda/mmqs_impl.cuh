@@ -1,5 +1,5 @@
 /* cuda/mmqs_impl — the K-quant small-batch product on the tensor cores,
- * mmqs_kernel<T, EXP, K, NT> (decode batches: up to MMQS_MAX_ROWS
+ * mmqs_kernel<T, EXP, K, NT> (decode batches: up to CUDA_MMQS_MAX
  * activation rows, the dispatcher's c->mmqs_max; included by mmq_q4_k.cu,
  * mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqk_impl.cuh, whose weight
  * layouts mmqk_w<T, 1, EXP> it reads).
@@ -40,7 +40,6 @@
 #define MMQS_WARPS 4 /* super-block slices of a block's rows */
 #define MMQS_ROWS 16 /* weight rows per block: one m16 tile */
 #define MMQS_PARK 2  /* park slots: rounds the producers may run ahead of the chain */
-#define MMQS_MAX_ROWS 64 /* activation rows a launch takes (the dispatcher's c->mmqs_max) */
 
 /* K: consecutive super-blocks a warp's stage copies (each row's bytes in
  * one run); S: stages in a warp's ring. Measured on the H200 (bench/
@@ -329,14 +328,14 @@ template <int T, bool EXP, int K, int NT> static int mmqs_occupancy(void)
 }
 
 /* 0, -1 when this device cannot hold the block's shared memory, or
- * INF_EUNSUPPORTED (EXP without w->aux, more than MMQS_MAX_ROWS rows, a
+ * INF_EUNSUPPORTED (EXP without w->aux, more than CUDA_MMQS_MAX rows, a
  * row not whole stages). The grid: (activation tiles of 8 NT rows, weight
  * tiles of 16 rows). */
 template <int T, bool EXP, int K, int NT>
 static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int32_t n_rows)
 {
-    if (n_rows > MMQS_MAX_ROWS || w->ne0 % (QK_K * K) || (EXP && !w->aux))
+    if (n_rows > CUDA_MMQS_MAX || w->ne0 % (QK_K * K) || (EXP && !w->aux))
         return INF_EUNSUPPORTED;
     if (mmqs_occupancy<T, EXP, K, NT>() == 0)
         return -1;
