@@ -71,7 +71,7 @@ static __device__ __forceinline__ uint32_t cuda_saddr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* A shared-memory mbarrier (sm_90, sm_121): a phase completes when its
+/* A shared-memory mbarrier (sm_80 and later): a phase completes when its
  * `count` arrivals are in; arrive releases the arriving thread's shared
  * stores and a completed wait acquires them (PTX ISA: mbarrier, .release
  * and .acquire at CTA scope are the defaults). Waiting for parity p
@@ -89,19 +89,30 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
                  : "memory");
 }
 
-/* Wait for the phase of parity `parity`. Each try_wait may suspend the
- * thread until the phase completes (up to the hint, 0x100000 ns) instead
- * of returning at once: a waiting warp (mmqs's chain warp, most of its
- * time) then sleeps (SASS: a NANOSLEEP loop) rather than spinning on the
- * issue slots the other warps of its scheduler need. */
+/* Wait for the phase of parity `parity`. Each try_wait (sm_90 and later)
+ * may suspend the thread until the phase completes (up to the hint,
+ * 0x100000 ns) instead of returning at once: a waiting warp (mmqs's chain
+ * warp, most of its time) then sleeps (SASS: a NANOSLEEP loop) rather than
+ * spinning on the issue slots the other warps of its scheduler need.
+ * sm_80/sm_89 have no try_wait: test_wait polls (the fat binary's default
+ * gpu_arch builds them). */
 static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t parity)
 {
+#if __CUDA_ARCH__ >= 900
     asm volatile("{\n .reg .pred done;\n"
                  "MBAR_WAIT:\n"
                  " mbarrier.try_wait.parity.shared.b64 done, [%0], %1, 0x100000;\n"
                  " @!done bra MBAR_WAIT;\n}\n" ::"r"(cuda_saddr(bar)),
                  "r"(parity)
                  : "memory");
+#else
+    asm volatile("{\n .reg .pred done;\n"
+                 "MBAR_POLL:\n"
+                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " @!done bra MBAR_POLL;\n}\n" ::"r"(cuda_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
+#endif
 }
 
 /* Queue N 16-byte granules from src to dst (both 16-byte aligned), thread
