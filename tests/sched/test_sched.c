@@ -253,6 +253,11 @@ static void check_idle(struct sched *s, const char *what)
     CHECK(st.kv_blocks_used == 0);
     CHECK(st.kv_blocks_free == st.kv_blocks_total);
     CHECK(st.running == 0 && st.waiting == 0);
+    /* the pure decode steps (bench-serve's dec_t/s) are a subset of the
+     * steps, each with at least one row, timed within the steps' time */
+    CHECK(st.decode_steps <= st.steps);
+    CHECK(st.decode_rows >= st.decode_steps);
+    CHECK(st.decode_step_seconds <= st.step_seconds_sum);
 }
 
 /* Run one request alone on s and wait for it. */
