@@ -672,6 +672,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * INFERD_ATT_WALK=1 the one-warp walk, 2 the walk with helpers */
     const char *awk = getenv("INFERD_ATT_WALK");
     c->att_walk = awk && (!strcmp(awk, "1") || !strcmp(awk, "2")) ? awk[0] - '0' : 0;
+    /* one-row Q4_K/Q5_K products through the lane-per-row kernel fed by
+     * bulk copies (cuda/mmvt.cu; sm_90 and later); INFERD_MMVT=0 gives
+     * them to mmvq for A/B runs (the bits do not change) */
+    const char *mvt = getenv("INFERD_MMVT");
+    c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0"));
     const char *smax = getenv("INFERD_MMVS_MAX");
     c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel

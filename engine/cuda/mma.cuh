@@ -115,6 +115,52 @@ static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t pa
 #endif
 }
 
+/* The tensor memory accelerator's bulk copy (sm_90 and later): `bytes`
+ * (a multiple of 16) from global src to shared dst (both 16-byte
+ * aligned), one instruction of one thread, completing as `bytes` of
+ * transaction count on bar. The barrier's phase must have been told to
+ * expect them (cuda_mbar_expect) by its arriving thread. Without a cluster
+ * launch a CTA's shared::cta addresses are its shared::cluster ones. */
+static __device__ __forceinline__ void cuda_bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     cuda_saddr(dst)),
+                 "l"(src), "r"(bytes), "r"(cuda_saddr(bar))
+                 : "memory");
+#endif
+}
+
+/* Arrive on bar and add `bytes` of expected transactions to its phase:
+ * the phase completes when its arrivals are in and the bulk copies
+ * counted against it have landed. */
+static __device__ __forceinline__ void cuda_mbar_expect(uint64_t *bar, uint32_t bytes)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+                     cuda_saddr(bar)),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+
+/* After mbarrier.init, before another thread or the async proxy (bulk
+ * copies) uses the barriers; a __syncthreads follows. */
+static __device__ __forceinline__ void cuda_mbar_init_fence(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;\n fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* dot of four unsigned bytes a with four signed bytes b, plus c */
+static __device__ __forceinline__ int cuda_dp4a_us(uint32_t a, int b, int c)
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 /* Queue N 16-byte granules from src to dst (both 16-byte aligned), thread
  * part `lp` of P taking granules lp, lp + P, ...; the caller commits.
  * The trip count is a compile-time constant, so the copies unroll into

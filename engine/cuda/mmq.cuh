@@ -77,6 +77,17 @@ template <int T>
 int cuda_mmvs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
               int nc, int max_blocks);
 
+/* The one-row K-quant product with a lane per weight row, its weights
+ * streamed by bulk copies (cuda/mmvt.cu: Q4_K, Q5_K; sm_90 and later):
+ * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);
+ * max_blocks > 0 caps the grid (each block then streams several row
+ * groups: tests and A/B). 0, INF_EUNSUPPORTED (n_rows != 1, rows not
+ * 16-byte aligned, before sm_90), or -1 when the device cannot hold its
+ * shared memory (the caller falls back to cuda_mmvq). */
+template <int T>
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
+              int max_blocks);
+
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share
  * a weight read, never a row's arithmetic) */

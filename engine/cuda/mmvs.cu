@@ -100,14 +100,6 @@ struct mmvs_wv {
     int sc[4];
 };
 
-/* dot of four unsigned bytes a with four signed bytes b, plus c */
-static __device__ __forceinline__ int mmvs_dp4a_us(uint32_t a, int b, int c)
-{
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
 /* Q4_K/Q5_K lane q: sub-block pair q, its 32 bytes of qs w0 (elements
  * 0-15), w1 (16-31): low nibbles sub-block 2q (granules 4q, 4q + 1),
  * high 2q + 1 (4q + 2, 4q + 3); Q5_K ors in the fifth bits (qh bits 2q,
@@ -178,7 +170,7 @@ template <int T> static __device__ __forceinline__ int mmvs_dot(const mmvs_wv &u
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            s = T == QT_Q4_K && k >= 2 ? mmvs_dp4a_us(u.v[4 * k + i], (int)x[i], s) : __dp4a((int)u.v[4 * k + i], (int)x[i], s);
+            s = T == QT_Q4_K && k >= 2 ? cuda_dp4a_us(u.v[4 * k + i], (int)x[i], s) : __dp4a((int)u.v[4 * k + i], (int)x[i], s);
         d[k] = T == QT_Q4_K && k >= 2 ? s >> 4 : s; /* 16 x the sum: exact */
     }
     return u.sc[0] * d[0] + u.sc[1] * d[1] + u.sc[2] * d[2] + u.sc[3] * d[3];

@@ -1,0 +1,305 @@
+/* cuda/mmvt — the one-row (decode) product of Q4_K/Q5_K weights with a
+ * lane per weight row, fed by the tensor memory accelerator.
+ *
+ * Why (bench/RESULTS.md, 2026-12-03 and 12-04): the warp-per-row kernel
+ * (cuda/mmvq.cu) gives a super-block 8 lanes, so every super-block costs
+ * shuffles to meet its 8 partial sums, a head on one lane and a chain on
+ * another: ~25-29 warp instructions a row-super-block, issued at ~0.5 a
+ * scheduler-cycle, hold it at 12.9 us on a 4096 x 14336 Q4_K weight (DRAM
+ * ~57%). With a lane per row, one warp instruction does the same work for
+ * 32 row-super-blocks: no shuffle, the head and the float chain on every
+ * lane, the activations a broadcast (every lane reads the same
+ * super-block of the one activation row), ~6 warp instructions a
+ * row-super-block.
+ *
+ * Shape: a block of MMVT_CW compute warps and one feed warp holds RB
+ * weight rows at a time (a row group; blocks take groups blockIdx.x,
+ * + gridDim.x, ..., the ring running on from one group into the next).
+ * A stage is C = MMVT_CW * 32 / RB consecutive super-blocks of each of
+ * the group's rows: the feed warp's lane r copies row r's run of them
+ * (C x 144 or 176 contiguous bytes) with one cp.async.bulk into the
+ * stage's slot, rows RS bytes apart (RS = the run + 16, so the 16-byte
+ * reads of 8 neighbouring rows fall in 8 distinct bank groups). Lane
+ * (r = lane % RB, kk = lane / RB) of compute warp w takes super-block
+ * column w * (32 / RB) + kk of row r: its exact integer sums (the scale
+ * dots, the min term), its float head, parked (p1, v1, p2, v2) per
+ * (column, row); then the feed warp's lane r runs row r's float chain
+ * over the stage's columns in k order, stores the row's result at the
+ * group's last stage and reuses the slot for the stage MMVT_DEPTH on.
+ * The chain is cuda/qtypes.cuh's, the one every product kernel runs: a
+ * row's bits here are mmvq's, mmqs's and MMQ's.
+ *
+ * Barriers: full[slot] (one arrival with the stage's byte count, then the
+ * bulk copies' bytes) and done[slot] (every compute lane, after its
+ * park). The park of a slot is rewritten only after full[slot] of the
+ * next use, which the feed warp arms after its chain has read the park.
+ *
+ * Before the PDL wait (cuda/common.cuh) the feed warp queues the first
+ * MMVT_DEPTH stages (weights only); activations and y come after it.
+ * sm_90 and later (bulk copies); the dispatcher asks for it nowhere else.
+ */
+#include "engine/cuda/mma.cuh"
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/qtypes.cuh"
+
+#define MMVT_CW 8 /* compute warps a block (one more feeds and chains) */
+
+/* D, the stages in the ring (a template argument): three on sm_90 (a
+ * Q4_K block 124 KB, Q5_K 149 KB: one block an SM, two stages of 37-46 KB
+ * in flight while one is multiplied); sm_121's ~100 KB per SM holds two
+ * (83 / 101 KB; reasoned from its limits, not measured: no GB10 here). */
+
+template <int T> struct mmvt_t {
+    enum {
+        BS = T == QT_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q5_K),
+        QS = T == QT_Q5_K ? 48 : 16, /* offset of the 4-bit values */
+    };
+};
+
+template <int T, int RB, int D> struct mmvt_geom {
+    enum {
+        KL = 32 / RB,           /* lanes of a warp along k */
+        C = MMVT_CW * KL,       /* super-block columns a stage */
+        CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
+        RS = CB + 16,           /* its stride in the slot: CB / 4 = 0 mod 32 words, so +4 banks a row */
+        SLOT = RB * RS,
+        PARK = C * RB * 16,
+        SMEM = D * (SLOT + PARK) + 2 * D * 8,
+    };
+};
+
+/* Row-super-block (smem block b, activation super-block sb of the one
+ * activation row): p1 = d * xd, p2 = -(dmin * xd), v1 = sum_j sc_j dot_j,
+ * v2 = sum_j m_j s_j (cuda/qtypes.cuh's head and terms). Q4_K's high
+ * nibbles are multiplied in place, as 16 x their value, by an unsigned x
+ * signed dp4a: the sum is exactly 16 x the dot. */
+template <int T>
+static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda_q8k &X, int64_t sb)
+{
+    const uint32_t m = 0x0f0f0f0fu;
+    const uint4 hd = *(const uint4 *)b;
+    const uint4 *xa = (const uint4 *)(X.qs + sb * QK_K);
+    uint4 h0, h1;
+    if (T == QT_Q5_K) {
+        h0 = *(const uint4 *)(b + 16);
+        h1 = *(const uint4 *)(b + 32);
+    }
+    int v1 = 0;
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const uint4 q0 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p);
+        const uint4 q1 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p + 16);
+        const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        const uint4 a0 = __ldg(xa + 4 * p), a1 = __ldg(xa + 4 * p + 1);
+        const uint4 a2 = __ldg(xa + 4 * p + 2), a3 = __ldg(xa + 4 * p + 3);
+        const int al[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
+        const int ah[8] = {(int)a2.x, (int)a2.y, (int)a2.z, (int)a2.w, (int)a3.x, (int)a3.y, (int)a3.z, (int)a3.w};
+        int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p + 1 */
+        cuda_k45_pair_scales(hd, p, &sc0, &sc1);
+        int dl = 0, dh = 0;
+        if (T == QT_Q4_K) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                dl = __dp4a((int)(qw[i] & m), al[i], dl);
+                dh = cuda_dp4a_us(qw[i] & ~m, ah[i], dh);
+            }
+            dh >>= 4; /* 16 x the sum: exact */
+        } else {
+            const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+            const uint32_t o = 0x01010101u;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t lo = (qw[i] & m) | (((hw[i] >> (2 * p)) & o) << 4);
+                const uint32_t hi = ((qw[i] >> 4) & m) | (((hw[i] >> (2 * p + 1)) & o) << 4);
+                dl = __dp4a((int)lo, al[i], dl);
+                dh = __dp4a((int)hi, ah[i], dh);
+            }
+        }
+        v1 += sc0 * dl + sc1 * dh;
+    }
+    float p1, p2;
+    int v2;
+    cuda_k45_head(hd, __ldg(X.d + sb), __ldg((const uint4 *)(X.hl + sb * CUDA_Q8K_HL)), &p1, &p2, &v2);
+    return make_float4(p1, (float)v1, p2, (float)v2);
+}
+
+/* stage s of this block: row group g (global), its stage st, cnt columns */
+struct mmvt_pos {
+    int32_t g, st, cnt;
+};
+
+template <int T, int RB, int D>
+static __global__ void __launch_bounds__((MMVT_CW + 1) * CUDA_WARP, 1)
+mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
+            float *__restrict__ y, struct cuda_epi E)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    typedef mmvt_geom<T, RB, D> G;
+    extern __shared__ __align__(128) uint8_t mmvt_sm[];
+    float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
+    uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
+    uint64_t *done = full + D;
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int32_t n_grp = (n_w + RB - 1) / RB;
+    const int32_t ns = (nbr + G::C - 1) / G::C; /* stages a row group */
+    const int32_t n_st = ((n_grp - 1 - (int32_t)blockIdx.x) / (int32_t)gridDim.x + 1) * ns;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < D; i++) {
+            cuda_mbar_init(&full[i], 1);
+            cuda_mbar_init(&done[i], MMVT_CW * CUDA_WARP);
+        }
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp == MMVT_CW) {
+        /* the feed and chain warp: stage f into its slot, lane r < RB
+         * copying row r's run (rows past the weight copy nothing) */
+        mmvt_pos fp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
+        int32_t f = 0;
+        auto feed = [&]() {
+            uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
+            const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
+            if (lane == 0)
+                cuda_mbar_expect(&full[f % D], (uint32_t)(rows * fp.cnt * mmvt_t<T>::BS));
+            __syncwarp();
+            if (lane < rows)
+                cuda_bulk_copy(slot + lane * G::RS,
+                               w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB,
+                               (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+            f++;
+            if (++fp.st == ns) {
+                fp.st = 0;
+                fp.g += gridDim.x;
+            }
+            fp.cnt = nbr - fp.st * G::C < G::C ? nbr - fp.st * G::C : G::C;
+        };
+        while (f < n_st && f < D)
+            feed();
+        cuda_pdl_wait();
+        mmvt_pos cp = {(int32_t)blockIdx.x, 0, 0};
+        float acc = 0.0f;
+        for (int32_t s = 0; s < n_st; s++) {
+            cp.cnt = nbr - cp.st * G::C < G::C ? nbr - cp.st * G::C : G::C;
+            cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
+            const int32_t row = cp.g * RB + lane;
+            if (lane < RB && row < n_w) {
+                const float4 *pk = park + (size_t)(s % D) * G::C * RB + lane;
+#pragma unroll
+                for (int j = 0; j < G::C; j++) {
+                    if (j < cp.cnt) {
+                        const float4 t = pk[j * RB];
+                        acc = __fmaf_rn(t.x, t.y, acc);
+                        acc = __fmaf_rn(t.z, t.w, acc);
+                    }
+                }
+                if (cp.st == ns - 1) {
+                    cuda_epi_store(y, 0, row, n_w, acc, E);
+                    acc = 0.0f;
+                }
+            }
+            __syncwarp();
+            if (f < n_st)
+                feed();
+            if (++cp.st == ns) {
+                cp.st = 0;
+                cp.g += gridDim.x;
+            }
+        }
+        return;
+    }
+    cuda_pdl_wait();
+    const int r = lane % RB, j = warp * G::KL + lane / RB;
+    mmvt_pos cp = {(int32_t)blockIdx.x, 0, 0};
+    for (int32_t s = 0; s < n_st; s++) {
+        cp.cnt = nbr - cp.st * G::C < G::C ? nbr - cp.st * G::C : G::C;
+        cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        if (j < cp.cnt && cp.g * RB + r < n_w) {
+            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS + j * mmvt_t<T>::BS;
+            park[((size_t)(s % D) * G::C + j) * RB + r] = mmvt_terms<T>(b, X, (int64_t)cp.st * G::C + j);
+        }
+        cuda_mbar_arrive(&done[s % D]);
+        if (++cp.st == ns) {
+            cp.st = 0;
+            cp.g += gridDim.x;
+        }
+    }
+#endif
+}
+
+/* blocks of mmvt_kernel<T, RB, D> an SM holds (0: none), asked once */
+template <int T, int RB, int D> static int mmvt_occupancy(void)
+{
+    static int occ = -1;
+    if (occ >= 0)
+        return occ;
+    const void *k = (const void *)mmvt_kernel<T, RB, D>;
+    const int smem = mmvt_geom<T, RB, D>::SMEM;
+    occ = 0;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, (MMVT_CW + 1) * CUDA_WARP, smem) != cudaSuccess) {
+        cudaGetLastError();
+        occ = 0;
+    }
+    return occ;
+}
+
+template <int T, int RB, int D>
+static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                       int max_blocks)
+{
+    const int occ = mmvt_occupancy<T, RB, D>();
+    if (occ == 0)
+        return -1;
+    const int64_t nbr = w->ne0 / QK_K;
+    int64_t blocks = (w->ne1 + RB - 1) / RB;
+    if (blocks > (int64_t)occ * c->n_sm)
+        blocks = (int64_t)occ * c->n_sm;
+    if (max_blocks > 0 && blocks > max_blocks)
+        blocks = max_blocks;
+    cuda_launch(c, mmvt_kernel<T, RB, D>, dim3((unsigned)blocks), (MMVT_CW + 1) * CUDA_WARP,
+                (size_t)mmvt_geom<T, RB, D>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
+    return 0;
+}
+
+/* Rows a group by shape (speed only: every choice runs each row's chain
+ * in the same order): 32 (one warp instruction covers 32 rows of one
+ * super-block, the activations a pure broadcast) unless the row groups
+ * spread worse over the SMs than 16-row groups do (a 18944-row weight:
+ * 592 groups are 4.5 an SM, 1,184 are 8.97). */
+static inline int mmvt_rb(int64_t n_w, int n_sm)
+{
+    const int64_t g32 = (n_w + 31) / 32, g16 = (n_w + 15) / 16;
+    const double b32 = (double)g32 / (double)(((g32 + n_sm - 1) / n_sm) * n_sm);
+    const double b16 = (double)g16 / (double)(((g16 + n_sm - 1) / n_sm) * n_sm);
+    return b16 > b32 + 0.05 ? 16 : 32;
+}
+
+template <int T, int D>
+static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int rb,
+                          int max_blocks)
+{
+    return rb == 16 ? mmvt_launch<T, 16, D>(c, w, xq, y, max_blocks) : mmvt_launch<T, 32, D>(c, w, xq, y, max_blocks);
+}
+
+template <int T>
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
+              int max_blocks)
+{
+    /* one activation row; whole super-blocks; 16-byte aligned rows (the
+     * bulk copies' rule: Q4_K/Q5_K rows are multiples of 144 / 176 bytes
+     * of a registered, aligned weight); sm_90 and later */
+    if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || (w->row_bytes & 15) || c->sm < 90 ||
+        w->ne1 > INT32_MAX - 32)
+        return INF_EUNSUPPORTED;
+    if (rb <= 0)
+        rb = mmvt_rb(w->ne1, c->n_sm);
+    if (c->sm >= 120)
+        return mmvt_launch_rb<T, 2>(c, w, xq, y, rb, max_blocks);
+    return mmvt_launch_rb<T, 3>(c, w, xq, y, rb, max_blocks);
+}
+
+template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int, int);
+template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int, int);
