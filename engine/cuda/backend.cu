@@ -243,7 +243,7 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     }
     const size_t bytes = w->row_bytes * (size_t)w->ne1;
     void *p = NULL;
-    cudaError_t e = cuda_malloc(c, &p, bytes);
+    cudaError_t e = cuda_malloc(c, &p, bytes + CUDA_W_SLACK);
     if (e != cudaSuccess) {
         cudaGetLastError();
         size_t fr = 0, tot = 0;
@@ -383,7 +383,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
     struct backend_wgroup *g = (struct backend_wgroup *)calloc(1, sizeof(*g));
     if (!g)
         return INF_ENOMEM;
-    int rc = cuda_fuse_malloc(c, &g->data, bytes);
+    int rc = cuda_fuse_malloc(c, &g->data, bytes + CUDA_W_SLACK);
     if (!rc && aux)
         rc = cuda_fuse_malloc(c, &g->aux, aux);
     size_t off = 0, aoff = 0;
@@ -672,7 +672,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * INFERD_ATT_WALK=1 the one-warp walk, 2 the walk with helpers */
     const char *awk = getenv("INFERD_ATT_WALK");
     c->att_walk = awk && (!strcmp(awk, "1") || !strcmp(awk, "2")) ? awk[0] - '0' : 0;
-    /* one-row Q4_K/Q5_K products through the lane-per-row kernel fed by
+    /* one-row K-quant products through the lane-per-row kernel fed by
      * bulk copies (cuda/mmvt.cu; sm_90 and later); INFERD_MMVT=0 gives
      * them to mmvq for A/B runs (the bits do not change) */
     const char *mvt = getenv("INFERD_MMVT");

@@ -30,6 +30,10 @@ extern "C" {
  * through mmqs (cuda/mmqs_impl.cuh) instead of MMQ, by cuda/mul_mat.cu's
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
+/* bytes every weight allocation (registered or fused) holds past its
+ * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
+ * granules, and a Q6_K row run (210-byte blocks) may end inside one */
+#define CUDA_W_SLACK 16
 /* decode batches of up to this many rows take the attention split
  * (cuda/attention_dec.cu): bench/RESULTS.md 2026-12-03 22:45 calls 1-2,
  * 64 against 16 rows +5-9% decode rate at 32-64 streams */
@@ -104,7 +108,7 @@ struct cuda_ctx {
     void *att_sc_old[8]; /* outgrown score buffers, kept for recordings until destroy */
     int att_sc_nold;
     size_t att_sc_fail;  /* the largest score buffer cudaMalloc refused (not asked again) */
-    int mmvt;          /* one-row Q4_K/Q5_K products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
+    int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
     int mmvs_max;      /* K-quant rows up to which mmvs serves, 0..4 (0 default; INFERD_MMVS_MAX) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */

@@ -1,5 +1,5 @@
-/* cuda/mmvt — the one-row (decode) product of Q4_K/Q5_K weights with a
- * lane per weight row, fed by the tensor memory accelerator.
+/* cuda/mmvt — the one-row (decode) product of K-quant weights (Q4_K, Q5_K,
+ * Q6_K) with a lane per weight row, fed by the tensor memory accelerator.
  *
  * Why (bench/RESULTS.md, 2026-12-03 and 12-04): the warp-per-row kernel
  * (cuda/mmvq.cu) gives a super-block 8 lanes, so every super-block costs
@@ -17,9 +17,10 @@
  * + gridDim.x, ..., the ring running on from one group into the next).
  * A stage is C = MMVT_CW * 32 / RB consecutive super-blocks of each of
  * the group's rows: the feed warp's lane r copies row r's run of them
- * (C x 144 or 176 contiguous bytes) with one cp.async.bulk into the
+ * (C x 144, 176 or 210 contiguous bytes) with one cp.async.bulk into the
  * stage's slot, rows RS bytes apart (RS = the run + 16, so the 16-byte
- * reads of 8 neighbouring rows fall in 8 distinct bank groups). Lane
+ * reads of 8 neighbouring rows fall in 8 distinct bank groups; Q6_K's
+ * 2-byte aligned runs + 32, read as words). Lane
  * (r = lane % RB, kk = lane / RB) of compute warp w takes super-block
  * column w * (32 / RB) + kk of row r: its exact integer sums (the scale
  * dots, the min term), its float head, parked (p1, v1, p2, v2) per
@@ -37,6 +38,17 @@
  * Before the PDL wait (cuda/common.cuh) the feed warp queues the first
  * MMVT_DEPTH stages (weights only); activations and y come after it.
  * sm_90 and later (bulk copies); the dispatcher asks for it nowhere else.
+ *
+ * Measured (H200, bench/RESULTS.md 2026-12-04 03:15-; bits equal to
+ * mmvq's and the CPU's, memcheck and racecheck clean): q6_K 4096 x 14336
+ * 23.8 -> 18.7 us, the 7B's ffn-up (18944 rows) -19 to -23% for every
+ * type, 7B tg128 355 -> 390 tok/s; but q4_K 4096 x 14336 12.6 either way
+ * and the 3584-row ffn-down +7% (cuda_mmvt_picks keeps those on mmvq).
+ * What binds it there (ncu): 17% issue, DRAM 52%; a compute warp spends
+ * ~1 us on its one row-super-block a stage, waiting on activation loads
+ * that are each an L2 round trip (a block reads each activation
+ * super-block once, so L1 never hits) and on stages whose refill waits
+ * for the slowest warp. Next: the activations by the same bulk copies.
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
@@ -49,10 +61,18 @@
  * in flight while one is multiplied); sm_121's ~100 KB per SM holds two
  * (83 / 101 KB; reasoned from its limits, not measured: no GB10 here). */
 
+/* BS bytes a super-block; QS the offset of Q4_K/Q5_K's 4-bit values; PAD
+ * the bytes a row's slot holds past its run: 16 (4 banks a row) where runs
+ * start 16-byte aligned, Q6_K 32 (its 210-byte blocks: a run is copied
+ * from the 16-byte granule its first byte lies in, up to 14 bytes early,
+ * and 16 more keep rows 12 banks apart) */
 template <int T> struct mmvt_t {
     enum {
-        BS = T == QT_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q5_K),
-        QS = T == QT_Q5_K ? 48 : 16, /* offset of the 4-bit values */
+        BS = T == QT_Q4_K   ? sizeof(struct block_q4_K)
+             : T == QT_Q5_K ? sizeof(struct block_q5_K)
+                            : sizeof(struct block_q6_K),
+        QS = T == QT_Q5_K ? 48 : 16,
+        PAD = T == QT_Q6_K ? 32 : 16,
     };
 };
 
@@ -61,7 +81,7 @@ template <int T, int RB, int D> struct mmvt_geom {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = MMVT_CW * KL,       /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
-        RS = CB + 16,           /* its stride in the slot: CB / 4 = 0 mod 32 words, so +4 banks a row */
+        RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (C % 8 == 0, so CB % 16 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
         SMEM = D * (SLOT + PARK) + 2 * D * 8,
@@ -123,6 +143,48 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
     return make_float4(p1, (float)v1, p2, (float)v2);
 }
 
+/* Q6_K: the row-super-block at b (shared memory, 2-byte aligned): p1 =
+ * d * xd, v1 = sum_j sc_j dot_j over its 16 sixteen-element sub-blocks
+ * (cuda/qtypes.cuh's Q6_K terms; no min term). Half h: ql bytes 64h ..
+ * +64 (the quarters' low nibbles: quarter k of 32 elements from byte
+ * 32(k & 1), high nibble when k >= 2), qh bytes 128 + 32h .. (2 bits a
+ * quarter), scales 192 + 8h + 2k + l / 16. q - 32 per byte as (q + 0x60) ^
+ * 0x80: q < 64, so no byte carries. */
+static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const cuda_q8k &X, int64_t sb)
+{
+    const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
+    const uint4 *xa = (const uint4 *)(X.qs + sb * QK_K);
+    int v1 = 0;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        uint32_t ql[16], qh[8], sw[2];
+        cuda_ld_a2<16>(b + 64 * h, ql);
+        cuda_ld_a2<8>(b + 128 + 32 * h, qh);
+        cuda_ld_a2<2>(b + 192 + 8 * h, sw);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint4 a0 = __ldg(xa + 8 * h + 2 * k), a1 = __ldg(xa + 8 * h + 2 * k + 1);
+            const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
+            int d0 = 0, d1 = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t l = ql[8 * (k & 1) + i];
+                const uint32_t lo = k >= 2 ? (l >> 4) & m : l & m;
+                const uint32_t hi = (k == 0 ? qh[i] << 4 : k == 1 ? qh[i] << 2 : k == 2 ? qh[i] : qh[i] >> 2) & m2;
+                const int q = (int)(((lo | hi) + k60) ^ k80);
+                if (i < 4)
+                    d0 = __dp4a(q, a[i], d0);
+                else
+                    d1 = __dp4a(q, a[i], d1);
+            }
+            const int s0 = (int)(int8_t)(sw[k >> 1] >> (16 * (k & 1))), s1 = (int)(int8_t)(sw[k >> 1] >> (16 * (k & 1) + 8));
+            v1 += s0 * d0 + s1 * d1;
+        }
+    }
+    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), __ldg(X.d + sb));
+    return make_float4(p1, (float)v1, 0.0f, 0.0f);
+}
+
 /* stage s of this block: row group g (global), its stage st, cnt columns */
 struct mmvt_pos {
     int32_t g, st, cnt;
@@ -153,19 +215,22 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     __syncthreads();
     if (warp == MMVT_CW) {
         /* the feed and chain warp: stage f into its slot, lane r < RB
-         * copying row r's run (rows past the weight copy nothing) */
+         * copying row r's run (rows past the weight copy nothing) from the
+         * 16-byte granule it starts in to the one it ends in (Q6_K: up to
+         * 15 bytes past a weight's end: CUDA_W_SLACK) */
         mmvt_pos fp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
         int32_t f = 0;
         auto feed = [&]() {
             uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
             const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
+            const uintptr_t src = (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
+            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
+            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
             if (lane == 0)
-                cuda_mbar_expect(&full[f % D], (uint32_t)(rows * fp.cnt * mmvt_t<T>::BS));
+                cuda_mbar_expect(&full[f % D], all);
             __syncwarp();
             if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS,
-                               w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB,
-                               (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
             f++;
             if (++fp.st == ns) {
                 fp.st = 0;
@@ -189,7 +254,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     if (j < cp.cnt) {
                         const float4 t = pk[j * RB];
                         acc = __fmaf_rn(t.x, t.y, acc);
-                        acc = __fmaf_rn(t.z, t.w, acc);
+                        if (T != QT_Q6_K)
+                            acc = __fmaf_rn(t.z, t.w, acc);
                     }
                 }
                 if (cp.st == ns - 1) {
@@ -214,8 +280,17 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cp.cnt = nbr - cp.st * G::C < G::C ? nbr - cp.st * G::C : G::C;
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (j < cp.cnt && cp.g * RB + r < n_w) {
-            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS + j * mmvt_t<T>::BS;
-            park[((size_t)(s % D) * G::C + j) * RB + r] = mmvt_terms<T>(b, X, (int64_t)cp.st * G::C + j);
+            /* the run starts (row * row_bytes) % 16 bytes into the slot's row
+             * (the weight 16-byte aligned, G::CB a multiple of 16) */
+            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
+                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
+            const int64_t sb = (int64_t)cp.st * G::C + j;
+            float4 t;
+            if constexpr (T == QT_Q6_K)
+                t = mmvt_terms_q6(b, X, sb);
+            else
+                t = mmvt_terms<T>(b, X, sb);
+            park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         cuda_mbar_arrive(&done[s % D]);
         if (++cp.st == ns) {
@@ -286,11 +361,10 @@ template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
               int max_blocks)
 {
-    /* one activation row; whole super-blocks; 16-byte aligned rows (the
-     * bulk copies' rule: Q4_K/Q5_K rows are multiples of 144 / 176 bytes
-     * of a registered, aligned weight); sm_90 and later */
-    if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || (w->row_bytes & 15) || c->sm < 90 ||
-        w->ne1 > INT32_MAX - 32)
+    /* one activation row; whole super-blocks; a 16-byte aligned weight
+     * (Q4_K/Q5_K rows are then aligned too: 144 / 176 bytes a block);
+     * sm_90 and later */
+    if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
     if (rb <= 0)
         rb = mmvt_rb(w->ne1, c->n_sm);
@@ -302,4 +376,6 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
 template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
                                 int, int);
 template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+                                int, int);
+template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
                                 int, int);

@@ -248,10 +248,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             return;
         }
     }
-    /* one row of Q4_K/Q5_K (the decode step of one stream): the
-     * lane-per-row kernel where the device has bulk copies (same bits) */
-    if constexpr (T == QT_Q4_K || T == QT_Q5_K) {
-        if (n_rows == 1 && c->mmvt && cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0) == 0)
+    /* one row of a K-quant (the decode step of one stream): the
+     * lane-per-row kernel where the device has bulk copies and
+     * cuda_mmvt_picks the shape (same bits) */
+    if constexpr (kq) {
+        if (n_rows == 1 && c->mmvt && cuda_mmvt_picks(T, w->ne1, c->n_sm) &&
+            cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0) == 0)
             return;
     }
     /* 1..c->mmvs_max rows (decode steps; 0 by default, cuda/backend.cu:
@@ -461,7 +463,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),
-    MMV_T(QT_Q4_K),             MMV_T(QT_Q5_K),
+    MMV_T(QT_Q4_K),             MMV_T(QT_Q5_K),             MMV_T(QT_Q6_K),
 };
 #undef MMV_T
 #undef MMV_K
@@ -579,8 +581,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMVT) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0);
-        const int rc = v->type == QT_Q4_K ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b)
-                                          : cuda_mmvt<QT_Q5_K>(c, w, c->xq, y, 1, v->a, v->b);
+        const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b)
+                       : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, c->xq, y, 1, v->a, v->b)
+                                            : cuda_mmvt<QT_Q6_K>(c, w, c->xq, y, 1, v->a, v->b);
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");
