@@ -26,7 +26,8 @@
  * dots, the min term), its float head, parked (p1, v1, p2, v2) per
  * (column, row); then the feed warp's lane r runs row r's float chain
  * over the stage's columns in k order, stores the row's result at the
- * group's last stage and reuses the slot for the stage MMVT_DEPTH on.
+ * group's last stage and reuses the slot for the stage D (the ring's
+ * depth) on.
  * The chain is cuda/qtypes.cuh's, the one every product kernel runs: a
  * row's bits here are mmvq's, mmqs's and MMQ's.
  *
@@ -35,8 +36,8 @@
  * park). The park of a slot is rewritten only after full[slot] of the
  * next use, which the feed warp arms after its chain has read the park.
  *
- * Before the PDL wait (cuda/common.cuh) the feed warp queues the first
- * MMVT_DEPTH stages (weights only); activations and y come after it.
+ * Before the PDL wait (cuda/common.cuh) the feed warp queues the first D
+ * stages (weights only); activations and y come after it.
  * sm_90 and later (bulk copies); the dispatcher asks for it nowhere else.
  *
  * Measured (H200, bench/RESULTS.md 2026-12-04 03:15-; bits equal to
