@@ -648,10 +648,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
      * (A/B runs and tests; results do not change) */
     c->glu_off = getenv("INFERD_NO_GLU") != NULL;
-    /* K-quant products of 1..mmvs_max rows through the streaming kernel
-     * (cuda/mmvs.cu); off by default: measured slower than mmvq at one row
-     * on every H200 shape (bench/RESULTS.md, 2026-12-03 call 1);
-     * INFERD_MMVS_MAX=1..4 turns it on for A/B runs */
     /* attention scores in the CPU's order with glibc's expf (the CPU
      * backend's bits) unless asked for the tensor cores' sums
      * (cuda_backend_set_attention_tc: config attention_scores = "tensor";
@@ -677,8 +673,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * them to mmvq for A/B runs (the bits do not change) */
     const char *mvt = getenv("INFERD_MMVT");
     c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0"));
-    const char *smax = getenv("INFERD_MMVS_MAX");
-    c->mmvs_max = smax && smax[0] >= '0' && smax[0] <= '4' && !smax[1] ? smax[0] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);

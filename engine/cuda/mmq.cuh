@@ -66,17 +66,6 @@ template <int T>
 int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
               int exp, int k);
 
-/* The small-batch K-quant product as a stream through per-warp cp.async
- * rings (cuda/mmvs.cu: Q4_K, Q5_K, Q6_K): n_rows <= nc activation rows,
- * nc = 1, 2 or 4 (0: the smallest that holds n_rows); the bits of
- * cuda_mmvq. max_blocks > 0 caps the grid (each warp then streams several
- * rows: tests and A/B); 0 the SMs' fill. 0, INF_EUNSUPPORTED (more than 4
- * rows, rows not 16-byte aligned), or -1 when the device cannot hold its
- * shared memory. */
-template <int T>
-int cuda_mmvs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
-              int nc, int max_blocks);
-
 /* The one-row K-quant product with a lane per weight row, its weights
  * streamed by bulk copies (cuda/mmvt.cu: Q4_K, Q5_K, Q6_K; sm_90+):
  * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);

@@ -10,7 +10,9 @@
  * 32 row-super-blocks: no shuffle, the head and the float chain on every
  * lane, the activations a broadcast (every lane reads the same
  * super-block of the one activation row), ~6 warp instructions a
- * row-super-block.
+ * row-super-block. (It replaces cuda/mmvs.cu, per-warp cp.async rings
+ * with 4 lanes a super-block: slower than mmvq at one row, off by
+ * default since 2026-12-03, removed 2026-12-04.)
  *
  * Shape: a block of MMVT_CW compute warps and one feed warp holds RB
  * weight rows at a time (a row group; blocks take groups blockIdx.x,

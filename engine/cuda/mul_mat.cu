@@ -256,13 +256,6 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0) == 0)
             return;
     }
-    /* 1..c->mmvs_max rows (decode steps; 0 by default, cuda/backend.cu:
-     * INFERD_MMVS_MAX=1..4 for A/B): the streaming kernel where the device
-     * holds it (same bits) */
-    if constexpr (kq) {
-        if (n_rows <= c->mmvs_max && cuda_mmvs<T>(c, w, c->xq, y, n_rows, 0, 0) == 0)
-            return;
-    }
     cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0, 0);
 }
 
@@ -424,17 +417,16 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVS, MMV_MMVT };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
      * dispatcher's; 8); MMQK: a = KDR, b = EXP, c = activation
      * rows per block (0: 64, or 128); MMQS: a = activation rows (8: one
      * n8 tile; 16: two, NT = 2; 40: NT = 2 in three blocks side by side),
-     * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVS: a =
-     * activation rows per weight read, b = the grid's cap (0: the
-     * dispatcher's; 1: one block, every warp streaming many rows); MMVT
-     * (one activation row): a = rows a group, b = the grid's cap as MMVS */
+     * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVT
+     * (one activation row): a = weight rows a group, b = the grid's cap
+     * (0: the dispatcher's; 1: one block, streaming every row group) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -450,8 +442,6 @@ struct mm_variant {
  * half full) */
 #define MMV_K(t) MMV_KW(t, 1), MMV_KU8(t), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
     {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
-#define MMV_S(t) {t, MMV_MMVS, 1, 0, 0}, {t, MMV_MMVS, 2, 0, 0}, {t, MMV_MMVS, 4, 0, 0}, \
-    {t, MMV_MMVS, 1, 1, 0}, {t, MMV_MMVS, 4, 1, 0}
 #define MMV_T(t) {t, MMV_MMVT, 32, 0, 0}, {t, MMV_MMVT, 16, 0, 0}, {t, MMV_MMVT, 32, 1, 0}, \
     {t, MMV_MMVT, 16, 1, 0}
 static const struct mm_variant mm_variants[] = {
@@ -462,12 +452,10 @@ static const struct mm_variant mm_variants[] = {
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
-    MMV_S(QT_Q4_K),             MMV_S(QT_Q5_K),             MMV_S(QT_Q6_K),
     MMV_T(QT_Q4_K),             MMV_T(QT_Q5_K),             MMV_T(QT_Q6_K),
 };
 #undef MMV_T
 #undef MMV_K
-#undef MMV_S
 #undef MMV_KW
 #undef MMV_KU8
 #undef MMV_Q0
@@ -502,7 +490,6 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
         break;
-    case MMV_MMVS: snprintf(buf, n, "mul_mat<%s> mmvs nc=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
     case MMV_MMVT: snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
@@ -572,13 +559,6 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         }
         return mm_variant_status(c, rc, "mmqs kernel");
     }
-    if (v->kind == MMV_MMVS) {
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
-        const int rc = v->type == QT_Q4_K   ? cuda_mmvs<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b)
-                       : v->type == QT_Q5_K ? cuda_mmvs<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b)
-                                            : cuda_mmvs<QT_Q6_K>(c, w, c->xq, y, v->a, v->a, v->b);
-        return mm_variant_status(c, rc, "mmvs kernel");
-    }
     if (v->kind == MMV_MMVT) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0);
         const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b)
@@ -626,7 +606,7 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
                  : v->kind == MMV_MMVT ? 1
-                 : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS || v->kind == MMV_MMVS) ? v->a
+                 : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS) ? v->a
                  : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
                                                                  : 1;
     return rc;
