@@ -153,7 +153,8 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
  * 32(k & 1), high nibble when k >= 2), qh bytes 128 + 32h .. (2 bits a
  * quarter), scales 192 + 8h + 2k + l / 16. q - 32 per byte as (q + 0x60) ^
  * 0x80: q < 64, so no byte carries. */
-static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const cuda_q8k &X, int64_t sb)
+/* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
+[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const cuda_q8k &X, int64_t sb)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     const uint4 *xa = (const uint4 *)(X.qs + sb * QK_K);
