@@ -327,4 +327,8 @@ void api_free(struct api *a)
     uv_close((uv_handle_t *)&a->mhd_timer, api_handle_closed);
     uv_close((uv_handle_t *)&a->tick, api_handle_closed);
     uv_close((uv_handle_t *)&a->wake, api_handle_closed);
+    if (a->agent_open) {
+        api_agent_close_all(a);
+        uv_close((uv_handle_t *)&a->agent, api_handle_closed);
+    }
 }

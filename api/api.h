@@ -55,6 +55,8 @@ struct api_config {
     char chat_template[32];
     /* proxies whose X-Forwarded-For is believed (api/proxy.h) */
     char trusted_proxies[1024];
+    /* the balancer's agent-check port on host (api/agent.c; 0: none) */
+    int agent_port;
 };
 
 struct api;
@@ -63,6 +65,11 @@ struct api;
  * engine is set). err names the failing call. */
 int api_new(uv_loop_t *loop, const struct api_config *c, struct api **out,
             struct inf_error *err);
+/* Listen on cfg.agent_port (when > 0) for the balancer's agent checks:
+ * each connection gets this daemon's weight, "NN%\n" (api/agent.c). Call
+ * once after api_new; on an error (the port taken) api_free still closes
+ * what was opened. */
+int api_agent_start(struct api *a, struct inf_error *err);
 /* The port actually bound (useful with port 0). */
 int api_port(const struct api *a);
 

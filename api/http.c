@@ -705,7 +705,7 @@ void http_tick(struct api *a, double now)
     }
 }
 
-static int http_sockaddr(const char *host, int port, struct sockaddr_storage *ss, int *v6)
+int http_sockaddr(const char *host, int port, struct sockaddr_storage *ss, int *v6)
 {
     memset(ss, 0, sizeof(*ss));
     struct sockaddr_in *s4 = (struct sockaddr_in *)ss;

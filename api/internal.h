@@ -111,6 +111,8 @@ struct http_req {
     char client[64];     /* client address for logs: X-Forwarded-For from a trusted proxy, else the peer */
 };
 
+struct agent_conn; /* api/agent.c */
+
 struct api {
     uv_loop_t *loop;
     struct api_config cfg;
@@ -121,6 +123,10 @@ struct api {
     uv_timer_t mhd_timer;
     uv_timer_t tick;
     uv_async_t wake;
+    uv_tcp_t agent;  /* cfg.agent_port's listener (api/agent.c), when agent_open */
+    int agent_open;
+    struct agent_conn *agent_conns; /* its open connections */
+    int n_agent_conns;
     int handles_open;
     int in_mhd_run;
     int state;
@@ -189,11 +195,21 @@ static inline uint64_t api_rand(struct api *a)
  * cfg.engine_stall_s while serving; else 0. */
 double api_engine_stall(const struct api *a, double now);
 
+/* ---- agent.c: the balancer's agent-check port ---- */
+
+/* This daemon's weight for the balancer, 0..100 percent (agent.c). */
+int api_agent_weight(const struct api *a, double now);
+/* Close every open agent connection (api_free). */
+void api_agent_close_all(struct api *a);
+
 /* ---- http.c: the MHD adapter ---- */
 
 /* Bind (a->cfg host/port) and start MHD on a->loop: the poll handle and
  * the timer are initialized (2 of a's handles). err names the failure. */
 int http_start(struct api *a, struct inf_error *err);
+/* host (an IPv4 or IPv6 literal, or "localhost") and port as a socket
+ * address; v6 says which. INF_EINVAL for another host string. */
+int http_sockaddr(const char *host, int port, struct sockaddr_storage *ss, int *v6);
 /* Stop MHD (every connection must have been resumed). */
 void http_stop(struct api *a);
 /* Run MHD now and re-arm its timer (no-op when called from inside MHD). */

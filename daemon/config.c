@@ -41,6 +41,9 @@ static const struct cfg_key cfg_keys[] = {
      "model id clients send in \"model\" (empty: the file name without .gguf)"},
     {"host", CFG_STR, CFG_OFF(host), 0, 0, "127.0.0.1", 0, "listen address (IPv4 or IPv6)"},
     {"port", CFG_INT, CFG_OFF(port), 0, 65535, "8080", 0, "listen port (0: any free port, logged)"},
+    {"agent_port", CFG_INT, CFG_OFF(agent_port), 0, 65535, "0", 0,
+     "TCP port on host that answers a load balancer's agent check (HAProxy agent-check) with "
+     "this daemon's weight, the free share of its KV cache (0: none)"},
     {"backend", CFG_STR, CFG_OFF(backend), 0, 0, "auto", 0,
      "engine backend: auto (the GPU when one answers, else the CPU), cuda, or cpu"},
     {"gpu_device", CFG_INT, CFG_OFF(gpu_device), 0, 255, "0", 0, "CUDA device index (backend cuda/auto)"},
@@ -367,6 +370,8 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
     if (c->default_max_tokens > c->max_tokens)
         return inf_error_set(err, INF_EINVAL, "default_max_tokens (%d) exceeds max_tokens (%d)",
                              c->default_max_tokens, c->max_tokens);
+    if (c->agent_port && c->agent_port == c->port)
+        return inf_error_set(err, INF_EINVAL, "agent_port (%d) is the API's port", c->agent_port);
     if (c->max_connections_per_ip > c->max_connections)
         return inf_error_set(err, INF_EINVAL,
                              "max_connections_per_ip (%d) exceeds max_connections (%d)",

@@ -33,6 +33,7 @@ struct cfg {
     char model_id[256];
     char host[256];
     int port;
+    int agent_port; /* the balancer's agent-check port (api/agent.c); 0: none */
     char backend[16];
     int gpu_device;
     int threads;

@@ -89,6 +89,7 @@ static void serve_api_config(const struct cfg *c, struct api_config *a)
     memset(a, 0, sizeof(*a));
     snprintf(a->host, sizeof(a->host), "%s", c->host);
     a->port = c->port;
+    a->agent_port = c->agent_port;
     if (c->model_id[0]) {
         snprintf(a->model_id, sizeof(a->model_id), "%s", c->model_id);
     } else {
@@ -513,6 +514,18 @@ int cmd_serve(int argc, char **argv)
     if (rc) {
         log_error("%s", err.msg);
         sdn_send("STATUS=cannot listen: %s", err.msg);
+        uv_loop_close(&S->loop);
+        sdn_close();
+        free(S);
+        return CMD_FAIL;
+    }
+    rc = api_agent_start(S->api, &err);
+    if (rc) {
+        /* the port taken: a setup error, like the API's own port */
+        log_error("%s", err.msg);
+        sdn_send("STATUS=%s", err.msg);
+        api_free(S->api);
+        uv_run(&S->loop, UV_RUN_DEFAULT); /* the handles' close callbacks */
         uv_loop_close(&S->loop);
         sdn_close();
         free(S);

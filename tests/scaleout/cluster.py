@@ -118,10 +118,10 @@ class Backend:
             pass
 
 
-def render_haproxy_cfg(src, lb_port, stats_port, sock, backend_ports):
+def render_haproxy_cfg(src, lb_port, stats_port, sock, backend_ports, agent_ports):
     """The shipped config with test addresses (see the module comment)."""
     text = open(src).read()
-    n = {"drop": 0, "log": 0, "sock": 0, "bind": 0, "stats": 0, "server": 0}
+    n = {"drop": 0, "log": 0, "sock": 0, "bind": 0, "stats": 0, "server": 0, "agent": 0}
     out = []
     for line in text.splitlines():
         s = line.strip()
@@ -141,18 +141,23 @@ def render_haproxy_cfg(src, lb_port, stats_port, sock, backend_ports):
             if m:
                 i = int(m.group(2)) - 1
                 check(0 <= i < len(backend_ports), "server %s beyond the test's backends" % s)
-                line = "%s127.0.0.1:%d%s" % (m.group(1), backend_ports[i], m.group(3))
+                rest = m.group(3)
+                a = re.match(r"(.* agent-port )\d+( .*)$", rest)
+                if a:
+                    rest = "%s%d%s" % (a.group(1), agent_ports[i], a.group(2))
+                    n["agent"] += 1
+                line = "%s127.0.0.1:%d%s" % (m.group(1), backend_ports[i], rest)
                 n["server"] += 1
         out.append(line)
     want = {"drop": 3, "log": 1, "sock": 1, "bind": 1, "stats": 1,
-            "server": 2 * len(backend_ports)}
+            "server": 2 * len(backend_ports), "agent": len(backend_ports)}
     check(n == want, "deploy/haproxy/haproxy.cfg changed shape: substitutions %r, "
           "expected %r" % (n, want))
     return "\n".join(out) + "\n"
 
 
 class HAProxy:
-    def __init__(self, backend_ports):
+    def __init__(self, backend_ports, agent_ports):
         exe = shutil.which("haproxy") or ("/usr/sbin/haproxy"
                                           if os.path.exists("/usr/sbin/haproxy") else None)
         if not exe:
@@ -164,7 +169,7 @@ class HAProxy:
         self.cfg = os.path.join(self.dir, "haproxy.cfg")
         with open(self.cfg, "w") as f:
             f.write(render_haproxy_cfg(HAPROXY_CFG, self.port, self.stats_port, self.sock,
-                                       backend_ports))
+                                       backend_ports, agent_ports))
         r = subprocess.run([exe, "-c", "-f", self.cfg], capture_output=True, text=True)
         check(r.returncode == 0, "haproxy -c failed:\n%s%s" % (r.stdout, r.stderr))
         self.logf = open(os.path.join(self.dir, "haproxy.log"), "w")
@@ -195,11 +200,12 @@ class HAProxy:
         s.close()
         return out.decode()
 
-    def servers(self, backend="inferd_leastconn"):
-        """{server name: status} from `show stat` (UP, DOWN, MAINT, ... )."""
+    def servers(self, backend="inferd_leastconn", field="status"):
+        """{server name: field} from `show stat` (status: UP, DOWN, MAINT, ...;
+        weight: the effective weight)."""
         lines = self.admin("show stat").splitlines()
         hdr = lines[0].lstrip("# ").split(",")
-        ip, isv, ist = hdr.index("pxname"), hdr.index("svname"), hdr.index("status")
+        ip, isv, ist = hdr.index("pxname"), hdr.index("svname"), hdr.index(field)
         out = {}
         for l in lines[1:]:
             f = l.split(",")

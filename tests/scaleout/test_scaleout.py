@@ -4,6 +4,9 @@ behind HAProxy with the shipped deploy/haproxy/haproxy.cfg, all on 127.0.0.1,
 driven by concurrent streaming clients through HAProxy:
 
   spread     independent requests reach every backend (each one's /metrics);
+  agent      a backend with more requests than max_seqs reports a lower
+             weight on its agent port (free KV share / (1 + waiting)) and
+             HAProxy applies it within seconds; back to full once they end;
   session    one X-Session-Id (or body "user", completions and chat) always
              lands on one backend, and its second turn is a prefix-cache hit
              in that backend's /metrics; different ids use more than one
@@ -102,6 +105,47 @@ def test_spread(lb, backends):
     st = C.D.parse_response(C.D.Daemon.raw(lb, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
                                                b"Connection: close\r\n\r\n"))[0]
     check(st == 404, "/metrics through HAProxy: %d" % st)
+
+
+def test_agent(lb, backends):
+    """Eleven long streams straight to inferd1 (max_seqs 8: three wait): its
+    agent reports about a quarter of its weight and HAProxy takes it; the
+    others stay at 100; hung up, inferd1 returns to 100."""
+    b = backends[0]
+    t0 = time.time()  # slowstart (10 s) may still ramp a daemon that just came up
+    while time.time() - t0 < 15:
+        w0 = lb.servers(field="weight")
+        if all(int(w) == 100 for w in w0.values()):
+            break
+        time.sleep(0.2)
+    check(all(int(w) == 100 for w in w0.values()), "weights at rest %r" % w0)
+    socks = [hold_stream(b.port, body(1800))]
+    try:
+        for _ in range(10):
+            data = json.dumps(body(1800)).encode()
+            s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+            socks.append(s)
+        t0 = time.time()
+        while time.time() - t0 < 15:
+            w = lb.servers(field="weight")
+            if int(w[b.name]) <= 40:
+                break
+            time.sleep(0.2)
+        print("  agent: busy %s weights %r after %.1f s" % (b.name, w, time.time() - t0))
+        check(int(w[b.name]) <= 40, "HAProxy weight of the busy daemon %r" % w)
+        check(all(int(v) >= 90 for k, v in w.items() if k != b.name), "the others %r" % w)
+    finally:
+        for s in socks:
+            s.close()
+    t0 = time.time()
+    while time.time() - t0 < 15:
+        w = lb.servers(field="weight")
+        if int(w[b.name]) == 100:
+            break
+        time.sleep(0.2)
+    check(int(w[b.name]) == 100, "weight after the streams ended %r" % w)
 
 
 def test_session(lb, backends):
@@ -319,8 +363,10 @@ def main():
         sys.exit(C.SKIP)
     exe = sys.argv[1]
     model = C.D.model_path(MODEL_FILE)
-    ports = C.free_ports(3)
-    backends = [C.Backend(exe, model, p, "inferd%d" % (i + 1), DAEMON_ARGS)
+    ports = C.free_ports(6)
+    ports, agent_ports = ports[:3], ports[3:]
+    backends = [C.Backend(exe, model, p, "inferd%d" % (i + 1),
+                          DAEMON_ARGS + ["--agent-port", str(agent_ports[i])])
                 for i, p in enumerate(ports)]
     lb = None
     fails = 0
@@ -329,12 +375,13 @@ def main():
             b.start(wait=False)
         for b in backends:
             b.wait_ready()
-        lb = C.HAProxy(ports)
+        lb = C.HAProxy(ports, agent_ports)
         for b in backends:
             lb.wait_status(b.name, lambda s: s.startswith("UP"), 20)
         rounds = 2 if LONG else 1
         tests = [("spread", lambda: test_spread(lb, backends)),
-                 ("session", lambda: test_session(lb, backends))]
+                 ("session", lambda: test_session(lb, backends)),
+                 ("agent", lambda: test_agent(lb, backends))]
         for k in range(rounds):
             v = backends[k % 3]
             tests.append(("sigterm", lambda v=v: test_sigterm(lb, backends, v)))
