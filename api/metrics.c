@@ -58,7 +58,7 @@ static int metrics_counter(struct buf *o, const char *name, const char *type, co
                       v);
 }
 
-int metrics_render(const struct metrics *m, struct sched *s, int ready, struct buf *o)
+int metrics_render(const struct metrics *m, struct sched *s, int ready, int weight, struct buf *o)
 {
     int rc = 0;
     rc |= buf_puts(o, "# HELP inferd_requests_total HTTP responses by status code\n"
@@ -94,6 +94,11 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, struct b
                           (double)m->active_streams);
     rc |= metrics_counter(o, "inferd_ready", "gauge", "1 once the model is loaded and warm",
                           ready);
+    if (weight >= 0)
+        rc |= metrics_counter(o, "inferd_agent_weight_percent", "gauge",
+                              "the weight the agent port reports to the load balancer (free KV "
+                              "share / (1 + waiting requests); 0 unless ready)",
+                              weight);
     rc |= metrics_hist_render(o, "inferd_time_to_first_token_seconds",
                               "request received to first generated token", &m->ttft);
     rc |= metrics_hist_render(o, "inferd_inter_token_latency_seconds",

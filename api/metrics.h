@@ -40,7 +40,8 @@ struct metrics {
 
 void metrics_init(struct metrics *m);
 void metrics_observe(struct metrics_hist *h, double seconds);
-/* Render everything (plus s's stats when s is not NULL) into out. */
-int metrics_render(const struct metrics *m, struct sched *s, int ready, struct buf *out);
+/* Render everything (plus s's stats when s is not NULL, and the agent
+ * port's weight when weight >= 0) into out. */
+int metrics_render(const struct metrics *m, struct sched *s, int ready, int weight, struct buf *out);
 
 #endif

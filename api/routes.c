@@ -95,7 +95,8 @@ static enum MHD_Result routes_metrics(struct http_req *r)
 {
     struct api *a = r->api;
     struct buf b = {0};
-    if (metrics_render(&a->metrics, a->sched, a->state == API_READY, &b)) {
+    if (metrics_render(&a->metrics, a->sched, a->state == API_READY,
+                       a->agent_open ? api_agent_weight(a, api_now()) : -1, &b)) {
         buf_free(&b);
         return http_respond_error(r, 500, NULL, NULL, NULL, "out of memory");
     }

@@ -61,6 +61,9 @@ def test_idle(exe):
         ws = [weight(ap) for _ in range(50)]
         check(ws == [100] * 50, "50 checks in a row: %r" % ws)
         check("agent-check port 127.0.0.1:%d" % ap in d.log(), "no agent-check log line")
+        m = d.metrics()
+        check(m.get("inferd_agent_weight_percent") == 100, "/metrics weight %r"
+              % m.get("inferd_agent_weight_percent"))
         # the API is unchanged beside it
         check(d.request("GET", "/health")[0] == 200, "health")
     finally:
@@ -90,6 +93,8 @@ def test_weight_follows_load(exe):
                 w = weight(ap)
                 seen.append(w)
                 if w <= 34:
+                    mw = d.metrics().get("inferd_agent_weight_percent")
+                    check(mw is not None and 0 <= mw <= 100, "/metrics weight %r" % mw)
                     break
             for s in (s0, s1, s2):
                 s.close()  # hang up: the sequences are freed
