@@ -4,6 +4,8 @@ behind HAProxy with the shipped deploy/haproxy/haproxy.cfg, all on 127.0.0.1,
 driven by concurrent streaming clients through HAProxy:
 
   spread     independent requests reach every backend (each one's /metrics);
+  hot-session nine concurrent requests of one session id spread past its
+             daemon (bounded-load hash), serial ones stay on it;
   agent      a backend with more requests than max_seqs reports a lower
              weight on its agent port (free KV share / (1 + waiting)) and
              HAProxy applies it within seconds; back to full once they end;
@@ -105,6 +107,30 @@ def test_spread(lb, backends):
     st = C.D.parse_response(C.D.Daemon.raw(lb, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
                                                b"Connection: close\r\n\r\n"))[0]
     check(st == 404, "/metrics through HAProxy: %d" % st)
+
+
+def test_hot_session(lb, backends):
+    """Nine workers sending one session id at once: the bounded-load hash
+    (hash-balance-factor 150) lets the id's daemon take at most ~1.5x the
+    average and gives the rest to the next daemon on the ring (without it
+    all would go to one). One worker alone with the same id stays on one
+    daemon."""
+    hdr = {"X-Session-Id": "hot-session"}
+    load = C.Load(lb.port, 9, body(48), headers=hdr)
+    time.sleep(6 if LONG else 3)
+    res = load.stop()
+    check(res and all(r.ok for r in res), "failed: %r" % [r for r in res if not r.ok][:3])
+    seen = {}
+    for r in res:
+        seen[r.backend] = seen.get(r.backend, 0) + 1
+    print("  hot session, 9 at once: %d requests, by backend %r" % (len(res), seen))
+    check(len(seen) >= 2, "one session id at 9 concurrent requests stayed on %r" % seen)
+    check(max(seen.values()) <= 0.75 * len(res), "one daemon took %r" % seen)
+    load = C.Load(lb.port, 1, body(16), headers=hdr)
+    time.sleep(2)
+    res = load.stop()
+    one = {r.backend for r in res}
+    check(len(one) == 1 and all(r.ok for r in res), "serial requests of one id: %r" % one)
 
 
 def test_agent(lb, backends):
@@ -381,6 +407,7 @@ def main():
         rounds = 2 if LONG else 1
         tests = [("spread", lambda: test_spread(lb, backends)),
                  ("session", lambda: test_session(lb, backends)),
+                 ("hot-session", lambda: test_hot_session(lb, backends)),
                  ("agent", lambda: test_agent(lb, backends))]
         for k in range(rounds):
             v = backends[k % 3]
