@@ -70,6 +70,63 @@ def test_idle(exe):
         check(d.stop() == 0, "exit code")
 
 
+def test_many_idle_agents(exe):
+    """150 agent connections opened and left alone (never read, never
+    closed) beside one that sends garbage without end: the API and new
+    agent checks still answer at once, and the daemon closes the idle ones
+    itself (its 5 s linger)."""
+    ap = D.free_port()
+    d = D.Daemon(exe, args=["--agent-port", str(ap)])
+    socks = []
+
+    def fds():
+        return len(os.listdir("/proc/%d/fd" % d.proc.pid))
+
+    try:
+        fd0 = fds()
+        for _ in range(150):
+            socks.append(socket.create_connection(("127.0.0.1", ap), timeout=5 * D.SLOW))
+        junk = socket.create_connection(("127.0.0.1", ap), timeout=5 * D.SLOW)
+        junk.settimeout(0.2)
+        t0 = time.time()
+        try:
+            while time.time() - t0 < 1.0:
+                junk.sendall(b"x" * 4096)
+        except OSError:
+            pass  # the daemon shut its side or reset: fine
+        check(d.request("GET", "/health")[0] == 200, "health beside the agent connections")
+        check(weight(ap) == 100, "a new agent check beside them")
+        closed = 0
+        t0 = time.time()
+        for s in socks:
+            s.settimeout(max(0.1, 10 * D.SLOW - (time.time() - t0)))
+            try:
+                data = s.recv(64)
+                while data and not data.endswith(b"\n"):
+                    data += s.recv(64)
+                if data and s.recv(64) == b"":
+                    closed += 1
+            except OSError:
+                pass
+        check(closed == len(socks), "%d of %d idle agent connections got line + FIN"
+              % (closed, len(socks)))
+        # the daemon's own ends: closed within its 5 s linger although the
+        # clients keep theirs open
+        t0 = time.time()
+        n = fds()
+        while n > fd0 + 2 and time.time() - t0 < 10 * D.SLOW:
+            time.sleep(0.2)
+            n = fds()
+        check(n <= fd0 + 2, "daemon fds %d, %d before the 150 connections" % (n, fd0))
+        print("  150 idle agent connections: the daemon closed its ends after %.1f s"
+              % (time.time() - t0))
+        junk.close()
+    finally:
+        for s in socks:
+            s.close()
+        check(d.stop() == 0, "exit code")
+
+
 def test_weight_follows_load(exe):
     """One sequence at a time: one request runs, two wait; the weight is the
     free KV share over 1 + 2 while they wait, 100 again once they are gone."""
@@ -159,4 +216,5 @@ def test_port_taken(exe):
 
 
 if __name__ == "__main__":
-    D.run([test_idle, test_weight_follows_load, test_draining, test_port_taken], sys.argv)
+    D.run([test_idle, test_many_idle_agents, test_weight_follows_load, test_draining,
+           test_port_taken], sys.argv)
