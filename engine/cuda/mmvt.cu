@@ -56,13 +56,14 @@
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
+#include "engine/cuda/tiles.cuh"
 
 #define MMVT_CW 8 /* compute warps a block (one more feeds and chains) */
 
 /* D, the stages in the ring (a template argument): three on sm_90 (a
  * Q4_K block 124 KB, Q5_K 149 KB: one block an SM, two stages of 37-46 KB
  * in flight while one is multiplied); sm_121's ~100 KB per SM holds two
- * (83 / 101 KB; reasoned from its limits, not measured: no GB10 here). */
+ * (83 / 99 KB; reasoned from its limits, not measured: no GB10 here). */
 
 /* BS bytes a super-block; QS the offset of Q4_K/Q5_K's 4-bit values; PAD
  * the bytes a row's slot holds past its run: 16 (4 banks a row) where runs
@@ -194,6 +195,18 @@ struct mmvt_pos {
     int32_t g, st, cnt;
 };
 
+/* The block's next stage after p: the row group's next C columns, or the
+ * first ones of the block's next group (ns stages a group of nbr). */
+template <int C>
+static __device__ __forceinline__ void mmvt_next(mmvt_pos &p, int32_t ns, int32_t nbr)
+{
+    if (++p.st == ns) {
+        p.st = 0;
+        p.g += gridDim.x;
+    }
+    p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
+}
+
 template <int T, int RB, int D>
 static __global__ void __launch_bounds__((MMVT_CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
@@ -236,19 +249,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (lane < rows)
                 cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
             f++;
-            if (++fp.st == ns) {
-                fp.st = 0;
-                fp.g += gridDim.x;
-            }
-            fp.cnt = nbr - fp.st * G::C < G::C ? nbr - fp.st * G::C : G::C;
+            mmvt_next<G::C>(fp, ns, nbr);
         };
         while (f < n_st && f < D)
             feed();
         cuda_pdl_wait();
-        mmvt_pos cp = {(int32_t)blockIdx.x, 0, 0};
+        mmvt_pos cp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
         float acc = 0.0f;
-        for (int32_t s = 0; s < n_st; s++) {
-            cp.cnt = nbr - cp.st * G::C < G::C ? nbr - cp.st * G::C : G::C;
+        for (int32_t s = 0; s < n_st; s++, mmvt_next<G::C>(cp, ns, nbr)) {
             cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
             const int32_t row = cp.g * RB + lane;
             if (lane < RB && row < n_w) {
@@ -270,18 +278,13 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             __syncwarp();
             if (f < n_st)
                 feed();
-            if (++cp.st == ns) {
-                cp.st = 0;
-                cp.g += gridDim.x;
-            }
         }
         return;
     }
     cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
-    mmvt_pos cp = {(int32_t)blockIdx.x, 0, 0};
-    for (int32_t s = 0; s < n_st; s++) {
-        cp.cnt = nbr - cp.st * G::C < G::C ? nbr - cp.st * G::C : G::C;
+    mmvt_pos cp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
+    for (int32_t s = 0; s < n_st; s++, mmvt_next<G::C>(cp, ns, nbr)) {
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (j < cp.cnt && cp.g * RB + r < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
@@ -297,10 +300,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         cuda_mbar_arrive(&done[s % D]);
-        if (++cp.st == ns) {
-            cp.st = 0;
-            cp.g += gridDim.x;
-        }
     }
 #endif
 }
@@ -309,16 +308,9 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 template <int T, int RB, int D> static int mmvt_occupancy(void)
 {
     static int occ = -1;
-    if (occ >= 0)
-        return occ;
-    const void *k = (const void *)mmvt_kernel<T, RB, D>;
-    const int smem = mmvt_geom<T, RB, D>::SMEM;
-    occ = 0;
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, (MMVT_CW + 1) * CUDA_WARP, smem) != cudaSuccess) {
-        cudaGetLastError();
-        occ = 0;
-    }
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)mmvt_kernel<T, RB, D>, mmvt_geom<T, RB, D>::SMEM,
+                            (MMVT_CW + 1) * CUDA_WARP);
     return occ;
 }
 

@@ -605,7 +605,6 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const struct mm_variant *v = &mm_variants[i];
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
-                 : v->kind == MMV_MMVT ? 1
                  : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS) ? v->a
                  : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
                                                                  : 1;
