@@ -66,7 +66,7 @@ static void agent_conn_closed(uv_handle_t *h)
         free(c);
 }
 
-static void api_agent_conn_close(struct agent_conn *c)
+static void agent_conn_close(struct agent_conn *c)
 {
     if (c->closing)
         return;
@@ -82,12 +82,12 @@ static void api_agent_conn_close(struct agent_conn *c)
 void api_agent_close_all(struct api *a)
 {
     while (a->agent_conns)
-        api_agent_conn_close(a->agent_conns);
+        agent_conn_close(a->agent_conns);
 }
 
 static void agent_timeout(uv_timer_t *t)
 {
-    api_agent_conn_close(t->data);
+    agent_conn_close(t->data);
 }
 
 static void agent_alloc(uv_handle_t *h, size_t want, uv_buf_t *b)
@@ -101,7 +101,7 @@ static void agent_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     (void)b;
     if (n < 0) /* EOF: the agent has the line and closed; or an error */
-        api_agent_conn_close(st->data);
+        agent_conn_close(st->data);
 }
 
 static void agent_shut(uv_shutdown_t *sd, int status)
@@ -109,7 +109,7 @@ static void agent_shut(uv_shutdown_t *sd, int status)
     (void)status;
     struct agent_conn *c = sd->data;
     if (!c->closing && c->a->n_agent_conns > AGENT_MAX_CONNS)
-        api_agent_conn_close(c);
+        agent_conn_close(c);
 }
 
 static void agent_written(uv_write_t *wr, int status)
@@ -119,7 +119,7 @@ static void agent_written(uv_write_t *wr, int status)
         return;
     if (status < 0 || uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, agent_shut) ||
         uv_read_start((uv_stream_t *)&c->tcp, agent_alloc, agent_read))
-        api_agent_conn_close(c);
+        agent_conn_close(c);
 }
 
 static void agent_on_conn(uv_stream_t *srv, int status)
@@ -145,14 +145,14 @@ static void agent_on_conn(uv_stream_t *srv, int status)
     a->agent_conns = c;
     a->n_agent_conns++;
     if (uv_accept(srv, (uv_stream_t *)&c->tcp)) {
-        api_agent_conn_close(c);
+        agent_conn_close(c);
         return;
     }
     uv_timer_start(&c->timer, agent_timeout, AGENT_LINGER_MS, 0);
     const int n = snprintf(c->line, sizeof(c->line), "%d%%\n", api_agent_weight(a, api_now()));
     uv_buf_t b = uv_buf_init(c->line, (unsigned)n);
     if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, agent_written))
-        api_agent_conn_close(c);
+        agent_conn_close(c);
 }
 
 int api_agent_start(struct api *a, struct inf_error *err)
@@ -173,8 +173,8 @@ int api_agent_start(struct api *a, struct inf_error *err)
     if (!rc)
         rc = uv_listen((uv_stream_t *)&a->agent, 64, agent_on_conn);
     if (rc)
-        return inf_error_set(err, INF_EIO, "agent_port: cannot listen on %s:%d: %s", a->cfg.host,
-                             a->cfg.agent_port, uv_strerror(rc));
+        return inf_error_set(err, INF_EIO, "agent_port %s:%d: %s", a->cfg.host, a->cfg.agent_port,
+                             uv_strerror(rc));
     log_info("agent-check port %s:%d (the balancer's weight: free KV share / (1 + waiting))",
              a->cfg.host, a->cfg.agent_port);
     return 0;

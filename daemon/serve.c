@@ -511,21 +511,15 @@ int cmd_serve(int argc, char **argv)
     struct api_config ac;
     serve_api_config(&S->cfg, &ac);
     rc = api_new(&S->loop, &ac, &S->api, &err);
+    /* the agent port taken is a setup error like the API's own port; the
+     * api's handles then close through the loop before it is closed */
+    if (!rc && (rc = api_agent_start(S->api, &err)) != 0) {
+        api_free(S->api);
+        uv_run(&S->loop, UV_RUN_DEFAULT);
+    }
     if (rc) {
         log_error("%s", err.msg);
         sdn_send("STATUS=cannot listen: %s", err.msg);
-        uv_loop_close(&S->loop);
-        sdn_close();
-        free(S);
-        return CMD_FAIL;
-    }
-    rc = api_agent_start(S->api, &err);
-    if (rc) {
-        /* the port taken: a setup error, like the API's own port */
-        log_error("%s", err.msg);
-        sdn_send("STATUS=%s", err.msg);
-        api_free(S->api);
-        uv_run(&S->loop, UV_RUN_DEFAULT); /* the handles' close callbacks */
         uv_loop_close(&S->loop);
         sdn_close();
         free(S);

@@ -70,13 +70,16 @@ def wait_active(b, n=1, timeout=20.0):
     raise AssertionError("%s never had %d active streams" % (b.name, n))
 
 
-def hold_stream(port, b):
+def hold_stream(port, b, first=True):
     """A streaming request on a raw socket, returned once its first event
-    arrived (close the socket to hang up)."""
+    arrived (first=False: at once, for a request that waits for admission;
+    close the socket to hang up)."""
     data = json.dumps(b).encode()
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
               b"\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+    if not first:
+        return s
     got = b""
     while b"data: {" not in got:
         x = s.recv(65536)
@@ -148,11 +151,7 @@ def test_agent(lb, backends):
     socks = [hold_stream(b.port, body(1800))]
     try:
         for _ in range(10):
-            data = json.dumps(body(1800)).encode()
-            s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                      b"application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
-            socks.append(s)
+            socks.append(hold_stream(b.port, body(1800), first=False))
         t0 = time.time()
         while time.time() - t0 < 15:
             w = lb.servers(field="weight")
