@@ -252,7 +252,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
      * lane-per-row kernel where the device has bulk copies and
      * cuda_mmvt_picks the shape (same bits) */
     if constexpr (kq) {
-        if (n_rows == 1 && c->mmvt && cuda_mmvt_picks(T, w->ne1, c->n_sm) &&
+        if (n_rows == 1 && c->mmvt && (c->mmvt == 2 || cuda_mmvt_picks(T, w->ne1, c->n_sm)) &&
             cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0) == 0)
             return;
     }
