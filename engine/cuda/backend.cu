@@ -672,14 +672,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * bulk copies (cuda/mmvt.cu; sm_90 and later); INFERD_MMVT=0 gives
      * them to mmvq for A/B runs (the bits do not change) */
     const char *mvt = getenv("INFERD_MMVT");
-    c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0")) ? (mvt && !strcmp(mvt, "2") ? 2 : 1) : 0;
-    /* its shape knobs for A/B runs (the bits do not change):
-     * INFERD_MMVT_CW=12|16 compute warps a block, INFERD_MMVT_DEPTH=2|3
-     * stages in the ring, INFERD_MMVT_XS=1 the activation row staged whole */
-    const char *mcw = getenv("INFERD_MMVT_CW"), *mdp = getenv("INFERD_MMVT_DEPTH"), *mxs = getenv("INFERD_MMVT_XS");
-    c->mmvt_cw = mcw && (atoi(mcw) == 12 || atoi(mcw) == 16) ? atoi(mcw) : 8;
-    c->mmvt_depth = mdp && (atoi(mdp) == 2 || atoi(mdp) == 3) ? atoi(mdp) : 0;
-    c->mmvt_xs = mxs && !strcmp(mxs, "1");
+    c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0"));
+    /* INFERD_MMVT_CW=8|12: its compute warps a block, forced (A/B runs;
+     * the bits do not change) */
+    const char *mcw = getenv("INFERD_MMVT_CW");
+    c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12) ? atoi(mcw) : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);
