@@ -70,28 +70,13 @@ int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * streamed by bulk copies (cuda/mmvt.cu: Q4_K, Q5_K, Q6_K; sm_90+):
  * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);
  * max_blocks > 0 caps the grid (each block then streams several row
- * groups: tests and A/B). 0, INF_EUNSUPPORTED (n_rows != 1, a weight
- * not 16-byte aligned, before sm_90), or -1 when the device cannot hold its
- * shared memory (the caller falls back to cuda_mmvq). */
+ * groups: tests and A/B); cw: compute warps a block (0 by shape, 8, or 12
+ * for Q4_K/Q5_K where it fits, else 8). 0, INF_EUNSUPPORTED (n_rows != 1,
+ * a weight not 16-byte aligned, before sm_90), or -1 when the device
+ * cannot hold its shared memory (the caller falls back to cuda_mmvq). */
 template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
-              int max_blocks);
-
-/* Whether the dispatcher gives a one-row product of n_w weight rows of a
- * K-quant to cuda_mmvt (else cuda_mmvq; speed only, the same bits).
- * Measured on the H200 (bench/RESULTS.md, 2026-12-04 03:15-, mmvt vs mmvq
- * interleaved): Q5_K and Q6_K gain or tie everywhere (q6_K 4096 x 14336
- * 23.8 -> 18.7 us, 7B ffn-up 27.9 -> 21.5, ffn-down 29.2 -> 24.9; q5_K
- * ffn-up 19.2 -> 14.8); Q4_K gains on the 7B's 18944-row ffn-up (15.4 ->
- * 12.4) but ties on 4096 rows (12.6) and loses on its 3584-row ffn-down
- * (14.8 -> 15.9), where 32-row groups leave SMs idle (112 groups for 132
- * SMs) and a block's throughput, not DRAM, binds (ncu: 17% issue, DRAM
- * 52%, each activation read an L2 round trip). So Q4_K only from as many
- * 32-row groups as SMs. sm_121 (48 SMs, not measured) takes the same rule. */
-static inline bool cuda_mmvt_picks(int type, int64_t n_w, int n_sm)
-{
-    return type != QT_Q4_K || (n_w + 31) / 32 >= n_sm;
-}
+              int max_blocks, int cw);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share

@@ -14,10 +14,10 @@
  * with 4 lanes a super-block: slower than mmvq at one row, off by
  * default since 2026-12-03, removed 2026-12-04.)
  *
- * Shape: a block of MMVT_CW compute warps and one feed warp holds RB
+ * Shape: a block of CW compute warps and one feed warp holds RB
  * weight rows at a time (a row group; blocks take groups blockIdx.x,
  * + gridDim.x, ..., the ring running on from one group into the next).
- * A stage is C = MMVT_CW * 32 / RB consecutive super-blocks of each of
+ * A stage is C = CW * 32 / RB consecutive super-blocks of each of
  * the group's rows: the feed warp's lane r copies row r's run of them
  * (C x 144, 176 or 210 contiguous bytes) with one cp.async.bulk into the
  * stage's slot, rows RS bytes apart (RS = the run + 16, so the 16-byte
@@ -42,23 +42,23 @@
  * stages (weights only); activations and y come after it.
  * sm_90 and later (bulk copies); the dispatcher asks for it nowhere else.
  *
- * Measured (H200, bench/RESULTS.md 2026-12-04 03:15-; bits equal to
- * mmvq's and the CPU's, memcheck and racecheck clean): q6_K 4096 x 14336
- * 23.8 -> 18.7 us, the 7B's ffn-up (18944 rows) -19 to -23% for every
- * type, 7B tg128 355 -> 390 tok/s; but q4_K 4096 x 14336 12.6 either way
- * and the 3584-row ffn-down +7% (cuda_mmvt_picks keeps those on mmvq).
- * What binds it there (ncu): 17% issue, DRAM 52%; a compute warp spends
- * ~1 us on its one row-super-block a stage, waiting on activation loads
- * that are each an L2 round trip (a block reads each activation
- * super-block once, so L1 never hits) and on stages whose refill waits
- * for the slowest warp. Next: the activations by the same bulk copies.
+ * Measured (H200, bench/RESULTS.md 2026-12-04 03:15- and 06:10-; bits
+ * equal to mmvq's and the CPU's, memcheck and racecheck clean): q6_K
+ * 4096 x 14336 23.8 -> 18.7 us, the 7B's ffn-up (18944 rows) -19 to -23%
+ * for every type, 7B tg128 355 -> 390 tok/s. On one-group shapes (4096
+ * and 3584 rows: a block's lanes do their row-super-blocks in series,
+ * ~1 us each: ncu 17% issue, DRAM 52%, 35% of stall samples on the
+ * activations' L2 loads) 12 compute warps instead of 8 (mmvt_cw): q4_K
+ * 4096 x 14336 12.6 -> 10.6 us. Staging the activations in shared memory
+ * (a stage's, or the whole row once) measured slower everywhere.
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 #include "engine/cuda/tiles.cuh"
 
-#define MMVT_CW 8 /* compute warps a block (one more feeds and chains) */
+/* CW, the compute warps a block (one more feeds and chains): 8 or 12, by
+ * shape (mmvt_cw) */
 
 /* D, the stages in the ring (a template argument): three on sm_90 (a
  * Q4_K block 124 KB, Q5_K 149 KB: one block an SM, two stages of 37-46 KB
@@ -80,16 +80,26 @@ template <int T> struct mmvt_t {
     };
 };
 
-template <int T, int RB, int D> struct mmvt_geom {
+template <int T, int RB, int D, int CW> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
-        C = MMVT_CW * KL,       /* super-block columns a stage */
+        C = CW * KL,            /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
         RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (C % 8 == 0, so CB % 16 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
-        SMEM = D * (SLOT + PARK) + 2 * D * 8,
+        SMEM = D * (SLOT + PARK) + 2 * D * 8, /* the ring, its park, full[D], done[D] */
     };
+    static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
+};
+
+/* The activations of one super-block, from the global planes by the
+ * read-only path. (Staged in shared memory instead, whole or a stage at a
+ * time, every shape measured slower: bench/RESULTS.md 2026-12-04 05:43
+ * and 06:10-.) */
+struct mmvt_x {
+    const uint4 *qs, *hl;
+    const float *d;
 };
 
 /* Row-super-block (smem block b, activation super-block sb of the one
@@ -98,11 +108,10 @@ template <int T, int RB, int D> struct mmvt_geom {
  * nibbles are multiplied in place, as 16 x their value, by an unsigned x
  * signed dp4a: the sum is exactly 16 x the dot. */
 template <int T>
-static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda_q8k &X, int64_t sb)
+static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt_x &xa)
 {
     const uint32_t m = 0x0f0f0f0fu;
     const uint4 hd = *(const uint4 *)b;
-    const uint4 *xa = (const uint4 *)(X.qs + sb * QK_K);
     uint4 h0, h1;
     if (T == QT_Q5_K) {
         h0 = *(const uint4 *)(b + 16);
@@ -114,8 +123,8 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
         const uint4 q0 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p);
         const uint4 q1 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p + 16);
         const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        const uint4 a0 = __ldg(xa + 4 * p), a1 = __ldg(xa + 4 * p + 1);
-        const uint4 a2 = __ldg(xa + 4 * p + 2), a3 = __ldg(xa + 4 * p + 3);
+        const uint4 a0 = __ldg(xa.qs + 4 * p), a1 = __ldg(xa.qs + 4 * p + 1);
+        const uint4 a2 = __ldg(xa.qs + 4 * p + 2), a3 = __ldg(xa.qs + 4 * p + 3);
         const int al[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
         const int ah[8] = {(int)a2.x, (int)a2.y, (int)a2.z, (int)a2.w, (int)a3.x, (int)a3.y, (int)a3.z, (int)a3.w};
         int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p + 1 */
@@ -143,7 +152,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
     }
     float p1, p2;
     int v2;
-    cuda_k45_head(hd, __ldg(X.d + sb), __ldg((const uint4 *)(X.hl + sb * CUDA_Q8K_HL)), &p1, &p2, &v2);
+    cuda_k45_head(hd, __ldg(xa.d), __ldg(xa.hl), &p1, &p2, &v2);
     return make_float4(p1, (float)v1, p2, (float)v2);
 }
 
@@ -155,10 +164,9 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
  * quarter), scales 192 + 8h + 2k + l / 16. q - 32 per byte as (q + 0x60) ^
  * 0x80: q < 64, so no byte carries. */
 /* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
-[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const cuda_q8k &X, int64_t sb)
+[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const mmvt_x &xa)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
-    const uint4 *xa = (const uint4 *)(X.qs + sb * QK_K);
     int v1 = 0;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -168,7 +176,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
         cuda_ld_a2<2>(b + 192 + 8 * h, sw);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const uint4 a0 = __ldg(xa + 8 * h + 2 * k), a1 = __ldg(xa + 8 * h + 2 * k + 1);
+            const uint4 a0 = __ldg(xa.qs + 8 * h + 2 * k), a1 = __ldg(xa.qs + 8 * h + 2 * k + 1);
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
             int d0 = 0, d1 = 0;
 #pragma unroll
@@ -186,7 +194,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const cuda
             v1 += s0 * d0 + s1 * d1;
         }
     }
-    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), __ldg(X.d + sb));
+    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), __ldg(xa.d));
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
@@ -207,13 +215,13 @@ static __device__ __forceinline__ void mmvt_next(mmvt_pos &p, int32_t ns, int32_
     p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
 }
 
-template <int T, int RB, int D>
-static __global__ void __launch_bounds__((MMVT_CW + 1) * CUDA_WARP, 1)
+template <int T, int RB, int D, int CW>
+static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
             float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D> G;
+    typedef mmvt_geom<T, RB, D, CW> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
@@ -225,12 +233,12 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     if (threadIdx.x == 0) {
         for (int i = 0; i < D; i++) {
             cuda_mbar_init(&full[i], 1);
-            cuda_mbar_init(&done[i], MMVT_CW * CUDA_WARP);
+            cuda_mbar_init(&done[i], CW * CUDA_WARP);
         }
         cuda_mbar_init_fence();
     }
     __syncthreads();
-    if (warp == MMVT_CW) {
+    if (warp == CW) {
         /* the feed and chain warp: stage f into its slot, lane r < RB
          * copying row r's run (rows past the weight copy nothing) from the
          * 16-byte granule it starts in to the one it ends in (Q6_K: up to
@@ -292,11 +300,12 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
                                (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             const int64_t sb = (int64_t)cp.st * G::C + j;
+            const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
             float4 t;
             if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6(b, X, sb);
+                t = mmvt_terms_q6(b, xa);
             else
-                t = mmvt_terms<T>(b, X, sb);
+                t = mmvt_terms<T>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         cuda_mbar_arrive(&done[s % D]);
@@ -304,21 +313,21 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-/* blocks of mmvt_kernel<T, RB, D> an SM holds (0: none), asked once */
-template <int T, int RB, int D> static int mmvt_occupancy(void)
+/* blocks of mmvt_kernel<T, RB, D, CW> an SM holds (0: none), asked once */
+template <int T, int RB, int D, int CW> static int mmvt_occupancy(void)
 {
     static int occ = -1;
     if (occ < 0)
-        occ = mmq_occupancy((const void *)mmvt_kernel<T, RB, D>, mmvt_geom<T, RB, D>::SMEM,
-                            (MMVT_CW + 1) * CUDA_WARP);
+        occ = mmq_occupancy((const void *)mmvt_kernel<T, RB, D, CW>, mmvt_geom<T, RB, D, CW>::SMEM,
+                            (CW + 1) * CUDA_WARP);
     return occ;
 }
 
-template <int T, int RB, int D>
+template <int T, int RB, int D, int CW>
 static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int max_blocks)
 {
-    const int occ = mmvt_occupancy<T, RB, D>();
+    const int occ = mmvt_occupancy<T, RB, D, CW>();
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
@@ -327,8 +336,8 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         blocks = (int64_t)occ * c->n_sm;
     if (max_blocks > 0 && blocks > max_blocks)
         blocks = max_blocks;
-    cuda_launch(c, mmvt_kernel<T, RB, D>, dim3((unsigned)blocks), (MMVT_CW + 1) * CUDA_WARP,
-                (size_t)mmvt_geom<T, RB, D>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
+                (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
                 cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
     return 0;
 }
@@ -346,16 +355,37 @@ static inline int mmvt_rb(int64_t n_w, int n_sm)
     return b16 > b32 + 0.05 ? 16 : 32;
 }
 
-template <int T, int D>
+/* Compute warps a block by shape (speed only). Where a block has one
+ * 32-row group to do (rows <= 32 x SMs: the 4096- and 3584-row weights),
+ * its lanes do their row-super-blocks one after another, ~1 us each
+ * (latency: L2 activation loads, 17% issue), so the series is the time:
+ * 12 warps (12 columns a stage) cut it. Where a block streams several
+ * groups the ring's refills bind instead, and 8 warps' smaller stages
+ * keep more of them in flight. Measured (H200, bench/RESULTS.md
+ * 2026-12-04 06:10-, n = 1, us, 8 -> 12 warps): q4_K 4096 x 14336 12.6 ->
+ * 10.6, 7B ffn-down (3584 rows) 15.8 -> 12.8, q5_K 13.2 -> 11.9 and 16.8
+ * -> 15.4; the 7B's 18944-row ffn-up 12.4 -> 13.5 (q4_K), 14.6 -> 15.0
+ * (q5_K); 16 warps (two stages, 165-198 KB) lost to 12 everywhere. Q6_K
+ * stays at 8: 12 needs 16-row groups (24 columns of 210 bytes a stage)
+ * and then only two stages fit (20.8 against 18.6 us). 12 warps need
+ * 186 / 223 KB (Q4_K / Q5_K, three stages): sm_90's 227 KB, not sm_121's
+ * ~100 KB (there 8 warps, two stages). */
+static inline int mmvt_cw(int type, int64_t n_w, int n_sm, int sm)
+{
+    return type != QT_Q6_K && sm < 120 && (n_w + 31) / 32 <= n_sm ? 12 : 8;
+}
+
+template <int T, int D, int CW>
 static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int rb,
                           int max_blocks)
 {
-    return rb == 16 ? mmvt_launch<T, 16, D>(c, w, xq, y, max_blocks) : mmvt_launch<T, 32, D>(c, w, xq, y, max_blocks);
+    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, xq, y, max_blocks)
+                    : mmvt_launch<T, 32, D, CW>(c, w, xq, y, max_blocks);
 }
 
 template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
-              int max_blocks)
+              int max_blocks, int cw)
 {
     /* one activation row; whole super-blocks; a 16-byte aligned weight
      * (Q4_K/Q5_K rows are then aligned too: 144 / 176 bytes a block);
@@ -365,13 +395,23 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (rb <= 0)
         rb = mmvt_rb(w->ne1, c->n_sm);
     if (c->sm >= 120)
-        return mmvt_launch_rb<T, 2>(c, w, xq, y, rb, max_blocks);
-    return mmvt_launch_rb<T, 3>(c, w, xq, y, rb, max_blocks);
+        return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
+    /* INFERD_MMVT_CW=8|12 forces the warps (A/B runs) */
+    if (cw == 0)
+        cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm, c->sm);
+    if constexpr (T != QT_Q6_K) {
+        if (cw == 12) {
+            const int rc = mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks);
+            if (rc != -1)
+                return rc;
+        }
+    }
+    return mmvt_launch_rb<T, 3, 8>(c, w, xq, y, rb, max_blocks);
 }
 
 template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int, int);
+                                int, int, int);
 template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int, int);
+                                int, int, int);
 template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
-                                int, int);
+                                int, int, int);

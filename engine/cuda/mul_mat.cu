@@ -249,11 +249,11 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         }
     }
     /* one row of a K-quant (the decode step of one stream): the
-     * lane-per-row kernel where the device has bulk copies and
-     * cuda_mmvt_picks the shape (same bits) */
+     * lane-per-row kernel where the device has bulk copies (same bits;
+     * with 12 compute warps on one-group shapes it beats mmvq on every
+     * measured shape: cuda/mmvt.cu's mmvt_cw) */
     if constexpr (kq) {
-        if (n_rows == 1 && c->mmvt && cuda_mmvt_picks(T, w->ne1, c->n_sm) &&
-            cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0) == 0)
+        if (n_rows == 1 && c->mmvt && cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0, 0) == 0)
             return;
     }
     cuda_mmvq<T>(c, w, c->xq, y, n_rows, 0, 0, 0);
@@ -426,7 +426,8 @@ struct mm_variant {
      * n8 tile; 16: two, NT = 2; 40: NT = 2 in three blocks side by side),
      * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVT
      * (one activation row): a = weight rows a group, b = the grid's cap
-     * (0: the dispatcher's; 1: one block, streaming every row group) */
+     * (0: the dispatcher's; 1: one block, streaming every row group), c =
+     * compute warps a block (0: by shape; 12: Q4_K/Q5_K's wide form) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -444,6 +445,7 @@ struct mm_variant {
     {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
 #define MMV_T(t) {t, MMV_MMVT, 32, 0, 0}, {t, MMV_MMVT, 16, 0, 0}, {t, MMV_MMVT, 32, 1, 0}, \
     {t, MMV_MMVT, 16, 1, 0}
+#define MMV_T12(t) MMV_T(t), {t, MMV_MMVT, 32, 0, 12}, {t, MMV_MMVT, 16, 0, 12}, {t, MMV_MMVT, 32, 1, 12}
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
@@ -452,8 +454,9 @@ static const struct mm_variant mm_variants[] = {
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
-    MMV_T(QT_Q4_K),             MMV_T(QT_Q5_K),             MMV_T(QT_Q6_K),
+    MMV_T12(QT_Q4_K),           MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
 };
+#undef MMV_T12
 #undef MMV_T
 #undef MMV_K
 #undef MMV_KW
@@ -490,7 +493,9 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
         break;
-    case MMV_MMVT: snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s", t, v->a, v->b ? " grid=1" : ""); break;
+    case MMV_MMVT:
+        snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "", v->c == 12 ? " cw=12" : "");
+        break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
         break;
@@ -561,9 +566,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMVT) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0);
-        const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b)
-                       : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, c->xq, y, 1, v->a, v->b)
-                                            : cuda_mmvt<QT_Q6_K>(c, w, c->xq, y, 1, v->a, v->b);
+        const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b, v->c)
+                       : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, c->xq, y, 1, v->a, v->b, v->c)
+                                            : cuda_mmvt<QT_Q6_K>(c, w, c->xq, y, 1, v->a, v->b, v->c);
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");

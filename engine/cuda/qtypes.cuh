@@ -230,7 +230,10 @@ static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
  * allocation: every use reads inside its block). Q6_K's 210-byte blocks. */
 template <int N> static __device__ __forceinline__ void cuda_ld_a2(const uint8_t *p, uint32_t o[N])
 {
-    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    /* by pointer arithmetic, not an integer round trip: the compiler then
+     * still knows a shared-memory p as shared (LDS, not generic loads:
+     * ncu of mmvt's Q6_K, bench/RESULTS.md 2026-12-04 06:10-) */
+    const uint32_t *w = (const uint32_t *)(p - ((uintptr_t)p & 3));
     const int sh = (int)((uintptr_t)p & 3) * 8;
     uint32_t v[N + 1];
 #pragma unroll
