@@ -396,12 +396,24 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
         rb = mmvt_rb(w->ne1, c->n_sm);
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
+    /* experiment: INFERD_MMVT_D4=1 a 4-deep ring at 8 warps, INFERD_MMVT_RB=16|32 */
+    static const int d4 = getenv("INFERD_MMVT_D4") != NULL;
+    static const int frb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
+    if (frb == 16 || frb == 32)
+        rb = frb;
     /* INFERD_MMVT_CW=8|12 forces the warps (A/B runs) */
     if (cw == 0)
         cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm, c->sm);
     if constexpr (T != QT_Q6_K) {
         if (cw == 12) {
             const int rc = mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks);
+            if (rc != -1)
+                return rc;
+        }
+    }
+    if constexpr (T != QT_Q6_K) {
+        if (d4 && cw == 8) {
+            const int rc = mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
             if (rc != -1)
                 return rc;
         }
