@@ -60,10 +60,14 @@
 /* CW, the compute warps a block (one more feeds and chains): 8 or 12, by
  * shape (mmvt_cw) */
 
-/* D, the stages in the ring (a template argument): three on sm_90 (a
- * Q4_K block 124 KB, Q5_K 149 KB: one block an SM, two stages of 37-46 KB
- * in flight while one is multiplied); sm_121's ~100 KB per SM holds two
- * (83 / 99 KB; reasoned from its limits, not measured: no GB10 here). */
+/* D, the stages in the ring (a template argument). sm_90: Q4_K/Q5_K at 8
+ * compute warps four (166 / 199 KB: one block an SM, three stages of 37-46
+ * KB in flight while one is multiplied; four against three measured -5% /
+ * -3% on the 7B's 18944-row ffn-up, where a block streams ~9 row groups
+ * and the ring binds: bench/RESULTS.md 2026-12-04 06:10-, call 9), Q6_K
+ * (55 KB stages) and the 12-warp form three; sm_121's ~100 KB per SM
+ * holds two (83 / 99 KB; reasoned from its limits, not measured: no GB10
+ * here). */
 
 /* BS bytes a super-block; QS the offset of Q4_K/Q5_K's 4-bit values; PAD
  * the bytes a row's slot holds past its run: 16 (4 banks a row) where runs
@@ -400,11 +404,12 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (cw == 0)
         cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm, c->sm);
     if constexpr (T != QT_Q6_K) {
-        if (cw == 12) {
-            const int rc = mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks);
-            if (rc != -1)
-                return rc;
-        }
+        /* 12 warps, three stages; 8 warps, four (see D above); -1: the
+         * device cannot hold it, the three-stage 8-warp form then */
+        const int rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
+                                : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+        if (rc != -1)
+            return rc;
     }
     return mmvt_launch_rb<T, 3, 8>(c, w, xq, y, rb, max_blocks);
 }

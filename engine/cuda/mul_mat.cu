@@ -427,7 +427,7 @@ struct mm_variant {
      * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVT
      * (one activation row): a = weight rows a group, b = the grid's cap
      * (0: the dispatcher's; 1: one block, streaming every row group), c =
-     * compute warps a block (0: by shape; 12: Q4_K/Q5_K's wide form) */
+     * compute warps a block (0: by shape; 8 or 12 forced, Q4_K/Q5_K) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -445,7 +445,10 @@ struct mm_variant {
     {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
 #define MMV_T(t) {t, MMV_MMVT, 32, 0, 0}, {t, MMV_MMVT, 16, 0, 0}, {t, MMV_MMVT, 32, 1, 0}, \
     {t, MMV_MMVT, 16, 1, 0}
-#define MMV_T12(t) MMV_T(t), {t, MMV_MMVT, 32, 0, 12}, {t, MMV_MMVT, 16, 0, 12}, {t, MMV_MMVT, 32, 1, 12}
+/* Q4_K/Q5_K: both warp counts forced (by shape, a 64-row scratch weight
+ * would only ever get 12) */
+#define MMV_T12(t) {t, MMV_MMVT, 32, 0, 8}, {t, MMV_MMVT, 16, 0, 8}, {t, MMV_MMVT, 32, 1, 8}, \
+    {t, MMV_MMVT, 16, 1, 8}, {t, MMV_MMVT, 32, 0, 12}, {t, MMV_MMVT, 16, 0, 12}, {t, MMV_MMVT, 32, 1, 12}
 static const struct mm_variant mm_variants[] = {
     {QT_F32, MMV_FLOAT, 0, 0},  {QT_F16, MMV_FLOAT, 0, 0},  {QT_BF16, MMV_FLOAT, 0, 0},
     {QT_F32, MMV_CUBLAS, 0, 0}, {QT_F16, MMV_CUBLAS, 0, 0}, {QT_BF16, MMV_CUBLAS, 0, 0},
@@ -494,7 +497,8 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
         break;
     case MMV_MMVT:
-        snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "", v->c == 12 ? " cw=12" : "");
+        snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "",
+                 v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "");
         break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
