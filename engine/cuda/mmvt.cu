@@ -406,8 +406,14 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if constexpr (T != QT_Q6_K) {
         /* 12 warps, three stages; 8 warps, four (see D above); -1: the
          * device cannot hold it, the three-stage 8-warp form then */
-        const int rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
-                                : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+        int rc;
+        if constexpr (T == QT_Q4_K) /* experiment: INFERD_MMVT_CW=14 */
+            rc = cw == 14 ? mmvt_launch_rb<T, 3, 14>(c, w, xq, y, rb, max_blocks)
+                 : cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
+                            : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+        else
+            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
+                          : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
         if (rc != -1)
             return rc;
     }
