@@ -676,7 +676,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* INFERD_MMVT_CW=8|12: its compute warps a block, forced (A/B runs;
      * the bits do not change) */
     const char *mcw = getenv("INFERD_MMVT_CW");
-    c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12) ? atoi(mcw) : 0;
+    c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);

@@ -371,12 +371,16 @@ static inline int mmvt_rb(int64_t n_w, int n_sm)
  * -> 15.4; the 7B's 18944-row ffn-up 12.4 -> 13.5 (q4_K), 14.6 -> 15.0
  * (q5_K); 16 warps (two stages, 165-198 KB) lost to 12 everywhere. Q6_K
  * stays at 8: 12 needs 16-row groups (24 columns of 210 bytes a stage)
- * and then only two stages fit (20.8 against 18.6 us). 12 warps need
- * 186 / 223 KB (Q4_K / Q5_K, three stages): sm_90's 227 KB, not sm_121's
- * ~100 KB (there 8 warps, two stages). */
+ * and then only two stages fit (20.8 against 18.6 us). Q4_K takes 14
+ * (call 11: the 7B's ffn-down 12.9 -> 11.5 us, 74 super-blocks a row in 6
+ * stages instead of 7; 4096 x 14336 10.7 -> 10.6), 217 KB with three
+ * stages; 12 warps need 186 / 223 KB (Q4_K / Q5_K): sm_90's 227 KB, not
+ * sm_121's ~100 KB (there 8 warps, two stages). */
 static inline int mmvt_cw(int type, int64_t n_w, int n_sm, int sm)
 {
-    return type != QT_Q6_K && sm < 120 && (n_w + 31) / 32 <= n_sm ? 12 : 8;
+    if (type == QT_Q6_K || sm >= 120 || (n_w + 31) / 32 > n_sm)
+        return 8;
+    return type == QT_Q4_K ? 14 : 12;
 }
 
 template <int T, int D, int CW>
@@ -406,8 +410,14 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if constexpr (T != QT_Q6_K) {
         /* 12 warps, three stages; 8 warps, four (see D above); -1: the
          * device cannot hold it, the three-stage 8-warp form then */
-        const int rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
-                                : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+        int rc;
+        if constexpr (T == QT_Q4_K) /* 14 warps: Q4_K only (Q5_K's three stages do not fit) */
+            rc = cw == 14 ? mmvt_launch_rb<T, 3, 14>(c, w, xq, y, rb, max_blocks)
+                 : cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
+                            : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+        else
+            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
+                          : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
         if (rc != -1)
             return rc;
     }

@@ -427,7 +427,7 @@ struct mm_variant {
      * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVT
      * (one activation row): a = weight rows a group, b = the grid's cap
      * (0: the dispatcher's; 1: one block, streaming every row group), c =
-     * compute warps a block (0: by shape; 8 or 12 forced, Q4_K/Q5_K) */
+     * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -457,7 +457,8 @@ static const struct mm_variant mm_variants[] = {
     MMV_K(QT_Q5_K),             MMV_K(QT_Q6_K),             {QT_Q6_K, MMV_MMQK, 1, 1, 0},
     {QT_Q6_K, MMV_MMQK, 2, 1, 0}, MMV_MMQW(QT_Q6_K, 1), {QT_Q6_K, MMV_MMQS, 8, 1, 0},
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
-    MMV_T12(QT_Q4_K),           MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
+    MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
+    MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
 };
 #undef MMV_T12
 #undef MMV_T
@@ -498,7 +499,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         break;
     case MMV_MMVT:
         snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "",
-                 v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "");
+                 v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "");
         break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
