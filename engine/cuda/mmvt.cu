@@ -48,9 +48,11 @@
  * for every type, 7B tg128 355 -> 390 tok/s. On one-group shapes (4096
  * and 3584 rows: a block's lanes do their row-super-blocks in series,
  * ~1 us each: ncu 17% issue, DRAM 52%, 35% of stall samples on the
- * activations' L2 loads) 12 compute warps instead of 8 (mmvt_cw): q4_K
- * 4096 x 14336 12.6 -> 10.6 us. Staging the activations in shared memory
- * (a stage's, or the whole row once) measured slower everywhere.
+ * activations' L2 loads) 14 (Q4_K) or 12 compute warps instead of 8
+ * (mmvt_cw): q4_K 4096 x 14336 12.6 -> 10.5 us, the 7B's ffn-down 14.8 ->
+ * 11.5; elsewhere 8 warps with a four-stage ring. Staging the
+ * activations in shared memory (a stage's, or the whole row once), or
+ * prefetching them to L1, measured slower everywhere.
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
@@ -404,24 +406,23 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
         rb = mmvt_rb(w->ne1, c->n_sm);
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
-    /* INFERD_MMVT_CW=8|12 forces the warps (A/B runs) */
+    /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
     if (cw == 0)
         cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm, c->sm);
+    /* 14 (Q4_K only: Q5_K's three stages do not fit) or 12 warps with
+     * three stages, 8 with four (see D above); -1 (the device cannot hold
+     * it, or no such form) falls to 8 warps with three */
+    int rc = -1;
     if constexpr (T != QT_Q6_K) {
-        /* 12 warps, three stages; 8 warps, four (see D above); -1: the
-         * device cannot hold it, the three-stage 8-warp form then */
-        int rc;
-        if constexpr (T == QT_Q4_K) /* 14 warps: Q4_K only (Q5_K's three stages do not fit) */
-            rc = cw == 14 ? mmvt_launch_rb<T, 3, 14>(c, w, xq, y, rb, max_blocks)
-                 : cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
-                            : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
-        else
+        if (cw == 14) {
+            if constexpr (T == QT_Q4_K)
+                rc = mmvt_launch_rb<T, 3, 14>(c, w, xq, y, rb, max_blocks);
+        } else {
             rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
                           : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
-        if (rc != -1)
-            return rc;
+        }
     }
-    return mmvt_launch_rb<T, 3, 8>(c, w, xq, y, rb, max_blocks);
+    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, xq, y, rb, max_blocks);
 }
 
 template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
