@@ -116,8 +116,8 @@ def test_hot_session(lb, backends):
     """Nine workers sending one session id at once: the bounded-load hash
     (hash-balance-factor 150) lets the id's daemon take at most ~1.5x the
     average and gives the rest to the next daemon on the ring (without it
-    all would go to one). One worker alone with the same id stays on one
-    daemon."""
+    all would go to one). One client alone with the same id stays on one
+    daemon (18 of 20 requests at least: see below)."""
     hdr = {"X-Session-Id": "hot-session"}
     load = C.Load(lb.port, 9, body(48), headers=hdr)
     time.sleep(6 if LONG else 3)
@@ -129,11 +129,18 @@ def test_hot_session(lb, backends):
     print("  hot session, 9 at once: %d requests, by backend %r" % (len(res), seen))
     check(len(seen) >= 2, "one session id at 9 concurrent requests stayed on %r" % seen)
     check(max(seen.values()) <= 0.75 * len(res), "one daemon took %r" % seen)
-    load = C.Load(lb.port, 1, body(16), headers=hdr)
-    time.sleep(2)
-    res = load.stop()
-    one = {r.backend for r in res}
-    check(len(one) == 1 and all(r.ok for r in res), "serial requests of one id: %r" % one)
+    # One at a time: the id's daemon. Not every one: the bounded load
+    # counts a connection until HAProxy has seen it close, and a serial
+    # client's next request can arrive before that (CI, 12-04: 1 of 28
+    # went to the next daemon), so a pause between requests and 18 of 20.
+    one = {}
+    for _ in range(20):
+        r = C.complete(lb.port, body(16), hdr)
+        check(r.ok, "serial request failed: %r" % r)
+        one[r.backend] = one.get(r.backend, 0) + 1
+        time.sleep(0.05)
+    print("  one at a time: %r" % one)
+    check(max(one.values()) >= 18, "serial requests of one id: %r" % one)
 
 
 def test_agent(lb, backends):
