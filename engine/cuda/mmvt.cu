@@ -59,8 +59,8 @@
 #include "engine/cuda/qtypes.cuh"
 #include "engine/cuda/tiles.cuh"
 
-/* CW, the compute warps a block (one more feeds and chains): 8 or 12, by
- * shape (mmvt_cw) */
+/* CW, the compute warps a block (one more feeds and chains): 8, 12 or 14,
+ * by shape (mmvt_cw) */
 
 /* D, the stages in the ring (a template argument). sm_90: Q4_K/Q5_K at 8
  * compute warps four (166 / 199 KB: one block an SM, three stages of 37-46
@@ -91,7 +91,7 @@ template <int T, int RB, int D, int CW> struct mmvt_geom {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
-        RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (C % 8 == 0, so CB % 16 == 0) */
+        RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
         SMEM = D * (SLOT + PARK) + 2 * D * 8, /* the ring, its park, full[D], done[D] */
