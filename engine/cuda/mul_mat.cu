@@ -250,7 +250,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     /* one row of a K-quant (the decode step of one stream): the
      * lane-per-row kernel where the device has bulk copies (same bits;
-     * with 12 compute warps on one-group shapes it beats mmvq on every
+     * with 12-14 compute warps on one-group shapes it beats mmvq on every
      * measured shape: cuda/mmvt.cu's mmvt_cw) */
     if constexpr (kq) {
         if (n_rows == 1 && c->mmvt && cuda_mmvt<T>(c, w, c->xq, y, 1, 0, 0, 0) == 0)
@@ -445,8 +445,8 @@ struct mm_variant {
     {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
 #define MMV_T(t) {t, MMV_MMVT, 32, 0, 0}, {t, MMV_MMVT, 16, 0, 0}, {t, MMV_MMVT, 32, 1, 0}, \
     {t, MMV_MMVT, 16, 1, 0}
-/* Q4_K/Q5_K: both warp counts forced (by shape, a 64-row scratch weight
- * would only ever get 12) */
+/* Q4_K/Q5_K: 8 and 12 warps forced (by shape, a 64-row scratch weight
+ * would only ever get the one-group count), Q4_K's 14 beside them */
 #define MMV_T12(t) {t, MMV_MMVT, 32, 0, 8}, {t, MMV_MMVT, 16, 0, 8}, {t, MMV_MMVT, 32, 1, 8}, \
     {t, MMV_MMVT, 16, 1, 8}, {t, MMV_MMVT, 32, 0, 12}, {t, MMV_MMVT, 16, 0, 12}, {t, MMV_MMVT, 32, 1, 12}
 static const struct mm_variant mm_variants[] = {
