@@ -673,7 +673,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * them to mmvq for A/B runs (the bits do not change) */
     const char *mvt = getenv("INFERD_MMVT");
     c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0"));
-    /* INFERD_MMVT_CW=8|12: its compute warps a block, forced (A/B runs;
+    /* INFERD_MMVT_CW=8|12|14: its compute warps a block, forced (A/B runs;
      * the bits do not change) */
     const char *mcw = getenv("INFERD_MMVT_CW");
     c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;

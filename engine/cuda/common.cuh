@@ -109,7 +109,7 @@ struct cuda_ctx {
     int att_sc_nold;
     size_t att_sc_fail;  /* the largest score buffer cudaMalloc refused (not asked again) */
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
-    int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12, A/B) */
+    int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
     int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */

@@ -70,8 +70,8 @@ int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * streamed by bulk copies (cuda/mmvt.cu: Q4_K, Q5_K, Q6_K; sm_90+):
  * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);
  * max_blocks > 0 caps the grid (each block then streams several row
- * groups: tests and A/B); cw: compute warps a block (0 by shape, 8, or 12
- * for Q4_K/Q5_K where it fits, else 8). 0, INF_EUNSUPPORTED (n_rows != 1,
+ * groups: tests and A/B); cw: compute warps a block (0 by shape; 8, 12,
+ * or 14 for Q4_K, where it fits, else 8). 0, INF_EUNSUPPORTED (n_rows != 1,
  * a weight not 16-byte aligned, before sm_90), or -1 when the device
  * cannot hold its shared memory (the caller falls back to cuda_mmvq). */
 template <int T>

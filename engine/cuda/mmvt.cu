@@ -377,10 +377,11 @@ static inline int mmvt_rb(int64_t n_w, int n_sm)
  * (call 11: the 7B's ffn-down 12.9 -> 11.5 us, 74 super-blocks a row in 6
  * stages instead of 7; 4096 x 14336 10.7 -> 10.6), 217 KB with three
  * stages; 12 warps need 186 / 223 KB (Q4_K / Q5_K): sm_90's 227 KB, not
- * sm_121's ~100 KB (there 8 warps, two stages). */
-static inline int mmvt_cw(int type, int64_t n_w, int n_sm, int sm)
+ * sm_121's ~100 KB (there cuda_mmvt takes 8 warps, two stages, before
+ * asking). */
+static inline int mmvt_cw(int type, int64_t n_w, int n_sm)
 {
-    if (type == QT_Q6_K || sm >= 120 || (n_w + 31) / 32 > n_sm)
+    if (type == QT_Q6_K || (n_w + 31) / 32 > n_sm)
         return 8;
     return type == QT_Q4_K ? 14 : 12;
 }
@@ -408,7 +409,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
     if (cw == 0)
-        cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm, c->sm);
+        cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm);
     /* 14 (Q4_K only: Q5_K's three stages do not fit) or 12 warps with
      * three stages, 8 with four (see D above); -1 (the device cannot hold
      * it, or no such form) falls to 8 warps with three */
