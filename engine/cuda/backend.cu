@@ -677,6 +677,13 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * the bits do not change) */
     const char *mcw = getenv("INFERD_MMVT_CW");
     c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;
+    /* the K-quant products mmqs would take at up to 8 rows through its form
+     * fed by bulk copies (cuda/mmqt_impl.cuh: Q4_K, Q5_K; sm_90 and later);
+     * INFERD_MMQT=0 leaves them to mmqs for A/B runs, =tl1|tl2 forces its
+     * 16-row tiles a block (the same bits either way) */
+    const char *mqt = getenv("INFERD_MMQT");
+    c->mmqt = c->sm >= 90 && !(mqt && !strcmp(mqt, "0"));
+    c->mmqt_tl = mqt && (!strcmp(mqt, "tl1") || !strcmp(mqt, "tl2")) ? mqt[2] - '0' : 0;
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);

@@ -111,6 +111,8 @@ struct cuda_ctx {
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
+    int mmqt;          /* K-quant products of 2-8 rows through mmqt (sm_90+; INFERD_MMQT=0: mmqs, A/B) */
+    int mmqt_tl;       /* its 16-row tiles a block, forced (0: by shape; INFERD_MMQT=tl1|tl2, A/B) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
     int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has

@@ -66,6 +66,17 @@ template <int T>
 int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
               int exp, int k);
 
+/* The K-quant small-batch product on the tensor cores fed by bulk copies
+ * (cuda/mmqt_impl.cuh: mmqt_kernel<T, TL, C, D>, Q4_K and Q5_K, sm_90+):
+ * 1..8 activation rows, the bits of cuda_mmqs. tl: 16-row tiles a block
+ * (1 or 2; 0 by shape); max_blocks > 0 caps the grid (each block then
+ * streams several row groups: tests). 0, INF_EUNSUPPORTED (Q6_K, more than 8 rows, a
+ * weight not 16-byte aligned, before sm_90), or -1 when the device cannot
+ * hold its shared memory (the caller falls back to cuda_mmqs). */
+template <int T>
+int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
+              int tl, int max_blocks);
+
 /* The one-row K-quant product with a lane per weight row, its weights
  * streamed by bulk copies (cuda/mmvt.cu: Q4_K, Q5_K, Q6_K; sm_90+):
  * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);

@@ -11,9 +11,11 @@
  * results: both give the same int8 values to the same mma. */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqs_impl.cuh"
+#include "engine/cuda/mmqt_impl.cuh"
 
 MMQK_DEFINE(QT_Q6_K)
 MMQS_DEFINE(QT_Q6_K)
+MMQT_DEFINE(QT_Q6_K)
 
 /* one warp per super-block, 8 values per lane (engine/quant.c's
  * dequant_q6_K order: half h, quarter t, l) */

@@ -76,6 +76,138 @@ template <int T, bool EXP, int KK, int NT> struct mmqs_smem {
     uint64_t full[MMQS_PARK], empty[MMQS_PARK]; /* mbarriers of the park slots */
 };
 
+/* One super-block's terms of a 16-row weight tile x NT n8 activation
+ * tiles (mmqs's step, and mmqt's in cuda/mmqt_impl.cuh): out[nt][i] =
+ * (p1, v1, p2, v2) of accumulator i of the lane (rows g, g + 8 x
+ * activation rows 2 t4, 2 t4 + 1), cuda/qtypes.cuh's head and exact
+ * terms. rg, rg8: the word rows of weight rows g and g + 8 (heads, the
+ * 32-bit fragment loads; sw words a row); sa: the lane's ldmatrix address
+ * of the A fragments (cuda_ldsm_x4: row (l % 8) + 8 ((l / 8) % 2), word
+ * 4 (l / 16)); kd: the super-block's index in those rows; sh: Q6_K raw
+ * rows' byte offsets in their words; the activations from xf:
+ * xf.bfrag(nt, p, r): n8 tile nt's B fragment words {b0, b1} of sub-block
+ * 2p, then of 2p + 1 (the lane's activation row g, bytes 4 t4.. and 16 +
+ * 4 t4.. of each); xf.hl(nt): the lane's 4 bytes of the activation sums
+ * (row g, bytes 4 t4..), xf.d(nt, c): the scale of activation row 8 nt + 2
+ * t4 + c. */
+template <int T, bool EXP, int NT, class XF>
+static __device__ __forceinline__ void mmqs_terms(float4 out[NT][4], const uint32_t *rg, const uint32_t *rg8, int sw,
+                                                  uint32_t sa, int kd, const int sh[2], int t4, const XF &xf)
+{
+    typedef mmqk_w<T, 1, EXP> W; /* heads, offsets and fragments do not depend on the stage depth */
+    mmqk_head hd[2];
+    W::head(rg, kd, W::G16 ? sh[0] : t4, hd[0]);
+    W::head(rg8, kd, W::G16 ? sh[1] : t4, hd[1]);
+    int sum[NT][4] = {};
+    uint32_t bx[NT][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        if (j % 2 == 0) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                xf.bfrag(nt, j / 2, bx[nt]);
+        }
+        if constexpr (!W::G16) {
+            /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one fragment load */
+            if (j % 2)
+                continue;
+            uint32_t wf[4];
+            mmqk_afrag<W::LDSM>(wf, sa, rg, sw, W::aoff(kd, j / 2), t4);
+            int lo[4], hi[4];
+            W::frag2(wf, j / 2, hd[0], hd[1], lo, hi);
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                const int sj = j + jj;
+                const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int b[2] = {(int)bx[nt][2 * jj], (int)bx[nt][2 * jj + 1]};
+                    int c[4];
+                    cuda_mma_k32(c, jj ? hi : lo, b);
+                    sum[nt][0] += s0 * c[0];
+                    sum[nt][1] += s0 * c[1];
+                    sum[nt][2] += s1 * c[2];
+                    sum[nt][3] += s1 * c[3];
+                }
+            }
+        } else {
+            int a[4];
+            if constexpr (W::LDSM)
+                cuda_ldsm_x4((uint32_t *)a, sa + 4 * W::aoff(kd, j));
+            else
+                W::frag(rg, rg8, j, t4, hd[0], hd[1], a);
+            const uint32_t wa = hd[0].sc[j >> 1], wb = hd[1].sc[j >> 1];
+            /* scales 2j (elements 32j..+15) and 2j+1, int8 */
+            const int s0 = (j & 1) ? mmqk_sx8<2>(wa) : mmqk_sx8<0>(wa);
+            const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
+            const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
+            const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int b0 = (int)bx[nt][2 * (j & 1)], b1 = (int)bx[nt][2 * (j & 1) + 1];
+                int c[4];
+                cuda_mma_k16(c, a[0], a[1], b0);
+                sum[nt][0] += s0 * c[0];
+                sum[nt][1] += s0 * c[1];
+                sum[nt][2] += s1 * c[2];
+                sum[nt][3] += s1 * c[3];
+                cuda_mma_k16(c, a[2], a[3], b1);
+                sum[nt][0] += s0b * c[0];
+                sum[nt][1] += s0b * c[1];
+                sum[nt][2] += s1b * c[2];
+                sum[nt][3] += s1b * c[3];
+            }
+        }
+    }
+    /* the min term v2 by two k16 mma, as cuda/mmqk_impl.cuh takes it */
+    int mh[2] = {0, 0}, ml[2] = {0, 0};
+    if (W::MIN) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
+            mh[h] = t4 < 2 ? mw : 0;
+            ml[h] = t4 < 2 ? 0 : mw;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+        if (W::MIN) {
+            const int bhl = xf.hl(nt);
+            cuda_mma_k16(ch, mh[0], mh[1], bhl);
+            cuda_mma_k16(cl, ml[0], ml[1], bhl);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const mmqk_head &H = hd[i >> 1];
+            const float x = xf.d(nt, i & 1);
+            const float p1 = __fmul_rn(H.d, x);
+            const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
+            out[nt][i] = make_float4(p1, (float)sum[nt][i], p2, (float)(ch[i] * 128 + cl[i]));
+        }
+    }
+}
+
+/* mmqs's activations, from its stage (rows of K super-blocks: 256 K
+ * int8 values at sx, by ldmatrix: the lane's row l % 8, byte 32 (l / 16) +
+ * 16 ((l / 8) % 2) of super-block kd's first pair; CUDA_Q8K_HL K bytes of
+ * sums, K floats) */
+template <int K> struct mmqs_xsm {
+    const int8_t *xhl; /* [8 NT][CUDA_Q8K_HL K] */
+    const float *xd;   /* [8 NT][K] */
+    int kd, g, t4;
+    uint32_t sx, xtile; /* the lane's ldmatrix address; bytes to the next n8 tile */
+    __device__ __forceinline__ void bfrag(int nt, int p, uint32_t r[4]) const
+    {
+        cuda_ldsm_x4(r, sx + nt * xtile + 64 * p);
+    }
+    __device__ __forceinline__ int hl(int nt) const
+    {
+        return *(const int *)(xhl + (8 * nt + g) * CUDA_Q8K_HL * K + CUDA_Q8K_HL * kd + 4 * t4);
+    }
+    __device__ __forceinline__ float d(int nt, int c) const { return xd[(8 * nt + 2 * t4 + c) * K + kd]; }
+};
+
 /* Warps 0 .. MMQS_WARPS - 1 load and multiply; warp MMQS_WARPS (the chain
  * warp) runs the float chains and stores. They meet only at the park's
  * mbarriers, so a producer waits for the chain only when it is
@@ -217,101 +349,22 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         for (int kd = 0; kd < K; kd++) {
             if (gs >= n_gs)
                 break;
-            mmqk_head hd[2];
+            int sh[2] = {0, 0};
+            if constexpr (!EXP && T == QT_Q6_K) {
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int sh = EXP || T != QT_Q6_K ? 0 : (int)(((uintptr_t)(wr2[h] + (size_t)gs * K * 210)) & 3);
-                W::head(M.w[q][slot][g + 8 * h], kd, W::G16 ? sh : t4, hd[h]);
+                for (int h = 0; h < 2; h++)
+                    sh[h] = (int)(((uintptr_t)(wr2[h] + (size_t)gs * K * 210)) & 3);
             }
-            int sum[NT][4] = {};
-            uint32_t bx[NT][4];
+            const mmqs_xsm<K> xf = {&M.xhl[q][slot][0][0], &M.xd[q][slot][0][0], kd, g, t4,
+                                    sx + slot * xslot + 256 * kd, xtile};
+            float4 out[NT][4];
+            mmqs_terms<T, EXP, NT>(out, M.w[q][slot][g], M.w[q][slot][g + 8], W::SW, sa + slot * wslot, kd, sh,
+                                   t4, xf);
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                if (j % 2 == 0) {
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        cuda_ldsm_x4(bx[nt], sx + slot * xslot + nt * xtile + 256 * kd + 32 * j);
-                }
-                if constexpr (!W::G16) {
-                    /* Q4_K/Q5_K: sub-blocks 2p and 2p+1 from one fragment load */
-                    if (j % 2)
-                        continue;
-                    uint32_t wf[4];
-                    mmqk_afrag<W::LDSM>(wf, sa + slot * wslot, M.w[q][slot][g], W::SW, W::aoff(kd, j / 2), t4);
-                    int lo[4], hi[4];
-                    W::frag2(wf, j / 2, hd[0], hd[1], lo, hi);
-#pragma unroll
-                    for (int jj = 0; jj < 2; jj++) {
-                        const int sj = j + jj;
-                        const int s0 = mmqk_ux8(hd[0].sc[sj >> 2], sj & 3), s1 = mmqk_ux8(hd[1].sc[sj >> 2], sj & 3);
-#pragma unroll
-                        for (int nt = 0; nt < NT; nt++) {
-                            const int b[2] = {(int)bx[nt][2 * jj], (int)bx[nt][2 * jj + 1]};
-                            int c[4];
-                            cuda_mma_k32(c, jj ? hi : lo, b);
-                            sum[nt][0] += s0 * c[0];
-                            sum[nt][1] += s0 * c[1];
-                            sum[nt][2] += s1 * c[2];
-                            sum[nt][3] += s1 * c[3];
-                        }
-                    }
-                } else {
-                    int a[4];
-                    if constexpr (W::LDSM)
-                        cuda_ldsm_x4((uint32_t *)a, sa + slot * wslot + 4 * W::aoff(kd, j));
-                    else
-                        W::frag(M.w[q][slot][g], M.w[q][slot][g + 8], j, t4, hd[0], hd[1], a);
-                    const uint32_t wa = hd[0].sc[j >> 1], wb = hd[1].sc[j >> 1];
-                    /* scales 2j (elements 32j..+15) and 2j+1, int8 */
-                    const int s0 = (j & 1) ? mmqk_sx8<2>(wa) : mmqk_sx8<0>(wa);
-                    const int s0b = (j & 1) ? mmqk_sx8<3>(wa) : mmqk_sx8<1>(wa);
-                    const int s1 = (j & 1) ? mmqk_sx8<2>(wb) : mmqk_sx8<0>(wb);
-                    const int s1b = (j & 1) ? mmqk_sx8<3>(wb) : mmqk_sx8<1>(wb);
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++) {
-                        const int b0 = (int)bx[nt][2 * (j & 1)], b1 = (int)bx[nt][2 * (j & 1) + 1];
-                        int c[4];
-                        cuda_mma_k16(c, a[0], a[1], b0);
-                        sum[nt][0] += s0 * c[0];
-                        sum[nt][1] += s0 * c[1];
-                        sum[nt][2] += s1 * c[2];
-                        sum[nt][3] += s1 * c[3];
-                        cuda_mma_k16(c, a[2], a[3], b1);
-                        sum[nt][0] += s0b * c[0];
-                        sum[nt][1] += s0b * c[1];
-                        sum[nt][2] += s1b * c[2];
-                        sum[nt][3] += s1b * c[3];
-                    }
-                }
-            }
-            /* the min term v2 by two k16 mma, as cuda/mmqk_impl.cuh takes it */
-            int mh[2] = {0, 0}, ml[2] = {0, 0};
-            if (W::MIN) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
-                    mh[h] = t4 < 2 ? mw : 0;
-                    ml[h] = t4 < 2 ? 0 : mw;
-                }
-            }
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
-                if (W::MIN) {
-                    const int bhl = *(const int *)&M.xhl[q][slot][8 * nt + g][CUDA_Q8K_HL * kd + 4 * t4];
-                    cuda_mma_k16(ch, mh[0], mh[1], bhl);
-                    cuda_mma_k16(cl, ml[0], ml[1], bhl);
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const mmqk_head &H = hd[i >> 1];
-                    const float x = M.xd[q][slot][8 * nt + 2 * t4 + (i & 1)][kd];
-                    const float p1 = __fmul_rn(H.d, x);
-                    const float p2 = W::MIN ? -__fmul_rn(H.dmin, x) : 0.0f;
-                    M.park[pk][K * q + kd][nt][i][lane] =
-                        make_float4(p1, (float)sum[nt][i], p2, (float)(ch[i] * 128 + cl[i]));
-                }
-            }
+                for (int i = 0; i < 4; i++)
+                    M.park[pk][K * q + kd][nt][i][lane] = out[nt][i];
         }
         cuda_mbar_arrive(&M.full[pk]); /* round r parked (or nothing to park) */
     }

@@ -232,6 +232,15 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
      * device cannot hold the tensor-core one's shared memory, rc -1, or it
      * does not take the shape). */
     if constexpr (kq) {
+        /* 2-8 rows of Q4_K/Q5_K: mmqs's form fed by bulk copies (sm_90+;
+         * cuda/mmqt_impl.cuh; -1 or INF_EUNSUPPORTED: the rules below). It
+         * beats the dp4a kernel from 2 rows (bench/RESULTS.md 2026-12-04
+         * 10:50-: q4_K 4096 x 14336 15.7 / 17.9 us, the 7B's ffn-up 19.4 /
+         * 21.7; q5_K 17.0 / 19.2, 20.8 / 24.1), so it takes them from 2
+         * (INFERD_MMQS_MIN moves that too, for A/B runs). */
+        if (n_rows >= (c->mmqs_min ? c->mmqs_min : 2) && n_rows <= 8 && c->mmqt && w->ne0 % 256 == 0 &&
+            cuda_mmqt<T>(c, w, c->xq, y, n_rows, c->mmqt_tl, 0) == 0)
+            return;
         if ((n_rows >= mm_mmqs_min(c, T) || n_rows > MM_COLS) && w->ne0 % 256 == 0) {
             const int rc = cuda_mmqs<T>(c, w, c->xq, y, n_rows, -1, 0);
             if (rc == 0)
@@ -417,7 +426,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
@@ -427,7 +436,10 @@ struct mm_variant {
      * b = EXP, c = super-blocks a stage (0: the kernel's choice; 1); MMVT
      * (one activation row): a = weight rows a group, b = the grid's cap
      * (0: the dispatcher's; 1: one block, streaming every row group), c =
-     * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced) */
+     * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced);
+     * MMQT: a = activation rows, b = 16-row tiles a block (1 or 2), c =
+     * the grid's cap (0: the dispatcher's; 1: one block, streaming every
+     * row group) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -459,6 +471,8 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
+    {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
+    {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
 };
 #undef MMV_T12
 #undef MMV_T
@@ -496,6 +510,9 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
+        break;
+    case MMV_MMQT:
+        snprintf(buf, n, "mul_mat<%s> mmqt tl=%d rows=%d%s", t, v->b, v->a, v->c ? " grid=1" : "");
         break;
     case MMV_MMVT:
         snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "",
@@ -569,6 +586,14 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         }
         return mm_variant_status(c, rc, "mmqs kernel");
     }
+    if (v->kind == MMV_MMQT) {
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        const int rc = v->type == QT_Q4_K ? cuda_mmqt<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c)
+                                          : cuda_mmqt<QT_Q5_K>(c, w, c->xq, y, v->a, v->b, v->c);
+        /* before sm_90 (no bulk copies) never picked: as a device that
+         * cannot hold it */
+        return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmqt kernel");
+    }
     if (v->kind == MMV_MMVT) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0);
         const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, c->xq, y, 1, v->a, v->b, v->c)
@@ -615,7 +640,7 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const struct mm_variant *v = &mm_variants[i];
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
-                 : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS) ? v->a
+                 : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS || v->kind == MMV_MMQT) ? v->a
                  : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
                                                                  : 1;
     return rc;

@@ -1,0 +1,343 @@
+/* cuda/mmqt_impl — the K-quant small-batch product (2-8 activation rows)
+ * on the tensor cores, fed by the tensor memory accelerator:
+ * mmqt_kernel<T, TL, C, D> (Q4_K, Q5_K; sm_90 and later). Included by
+ * mmq_q4_k.cu, mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqs_impl.cuh,
+ * whose super-block step (mmqs_terms) it runs.
+ *
+ * Why (ncu on the H200, bench/RESULTS.md 2026-12-03 20:30): mmqs gives
+ * each of a block's 4 producer warps its own cp.async ring (two stages of
+ * K super-blocks of 16 rows) and one slice of k, so a 4096 x 14336 Q4_K
+ * weight at 8 rows runs 2 blocks of 5 warps an SM, each producer 7 rounds
+ * of ~620 instructions in series: 15% of issue slots, 10 cycles a warp
+ * between issues, DRAM 27%, 25 us against the 7.4 us read. The fix is the
+ * one that made the one-row kernel (cuda/mmvt.cu) fast: one feed warp
+ * streams a block's stages with bulk copies into a ring the whole block
+ * shares, so a warp needs no ring of its own and 16 compute warps fit an
+ * SM, each doing one super-block of one 16-row tile a stage.
+ *
+ * Shape: a block holds RB = 16 TL weight rows (a row group; blocks take
+ * groups blockIdx.x, + gridDim.x, ..., the ring running on from one group
+ * into the next). A stage is C consecutive super-blocks of each weight
+ * row (one bulk copy a row, rows RS bytes apart; RS / 16 odd, so the 8
+ * row reads of an ldmatrix fall in 8 distinct bank groups, as in
+ * cuda/mmqk_impl.cuh). Compute warp w takes tile w / C, super-block w % C
+ * of the stage: its 16 rows x (up to) 8 activation rows' exact terms
+ * (mmqs_terms; the activations' fragments, sums and scales by the
+ * read-only path from L2, loaded before the warp waits for the stage),
+ * parked (p1, v1, p2, v2) per output; chain warp t then runs tile t's
+ * float chains over the stage in k order (cuda/qtypes.cuh's chain: a
+ * row's bits are mmqs's, mmvq's and MMQ's) and stores at the group's last
+ * stage.
+ *
+ * Barriers: full[D] (the feed's one arrival with the stage's bytes, then
+ * the copies'), rfree[D] (every compute lane, once it has read the slot),
+ * pfull[PD] (every compute lane, after its park) and pfree[PD] (the chain
+ * warps' lanes, after their chains read the park). The feed warp queues
+ * the first D stages before the PDL wait (cuda/common.cuh).
+ */
+#ifndef INFERD_CUDA_MMQT_IMPL_CUH
+#define INFERD_CUDA_MMQT_IMPL_CUH
+
+#define MMQT_SMEM_MAX (227 * 1024) /* sm_90's dynamic shared memory a block */
+
+/* TL: 16-row tiles a block; C: super-blocks a stage (even: RS / 16 odd);
+ * D: stages in the ring */
+template <int T, int TL, int C, int D> struct mmqt_geom {
+    enum {
+        BS = T == QT_Q4_K ? 144 : 176, /* bytes a super-block (Q4_K, Q5_K) */
+        RB = 16 * TL,
+        CW = TL * C,       /* compute warps: one (tile, super-block) task a stage */
+        RS = C * BS + 16,  /* a weight row's stride in the slot */
+        XS = C * QK_K + 16, /* an activation row's */
+        WSL = RB * RS,
+        SLOT = WSL + 8 * XS,
+        PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
+        PARK = CW * 4 * CUDA_WARP * 16,
+        SMEM = D * SLOT + PD * PARK + (2 * D + 2 * PD) * 8,
+        NCH = 2, /* chain warps: TL = 2 one a tile; TL = 1 one for rows g, one for g + 8 */
+        THREADS = (CW + 1 + NCH) * CUDA_WARP, /* compute warps, the feed warp, the chain warps */
+    };
+    static_assert(C % 2 == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1, "odd 16-byte granules a row");
+};
+
+/* The deepest ring (2..4) that fits sm_90's shared memory (at least 2). */
+template <int T, int TL, int C> struct mmqt_depth {
+    enum {
+        D = mmqt_geom<T, TL, C, 4>::SMEM <= MMQT_SMEM_MAX   ? 4
+            : mmqt_geom<T, TL, C, 3>::SMEM <= MMQT_SMEM_MAX ? 3
+                                                             : 2
+    };
+};
+
+/* The activations of one super-block (mmqs_terms's xf): B fragments by
+ * ldmatrix from the stage (sx: the lane's row l % 8, byte 32 (l / 16) +
+ * 16 ((l / 8) % 2) of the super-block), the lane's 4 bytes of the sums
+ * and the scales of rows 2 t4, 2 t4 + 1, read by the read-only path before
+ * the compute warp waits for its stage, so their L2 latency passes inside
+ * the wait. */
+struct mmqt_xv {
+    uint32_t sx;
+    int vhl;
+    float d0, d1;
+    __device__ __forceinline__ void bfrag(int nt, int p, uint32_t r[4]) const
+    {
+        (void)nt;
+        cuda_ldsm_x4(r, sx + 64 * p);
+    }
+    __device__ __forceinline__ int hl(int nt) const
+    {
+        (void)nt;
+        return vhl;
+    }
+    __device__ __forceinline__ float d(int nt, int c) const
+    {
+        (void)nt;
+        return c ? d1 : d0;
+    }
+};
+
+/* stage of a block: row group g (global), its stage st, cnt super-blocks */
+struct mmqt_pos {
+    int32_t g, st, cnt;
+};
+
+template <int C> static __device__ __forceinline__ void mmqt_next(mmqt_pos &p, int32_t ns, int32_t nbr)
+{
+    if (++p.st == ns) {
+        p.st = 0;
+        p.g += gridDim.x;
+    }
+    p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
+}
+
+template <int T, int TL, int C, int D>
+static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
+mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    typedef mmqt_geom<T, TL, C, D> G;
+    extern __shared__ __align__(128) uint8_t mmqt_sm[];
+    float4 *park = (float4 *)(mmqt_sm + D * G::SLOT); /* [PD][CW][4][lane] */
+    uint64_t *full = (uint64_t *)(mmqt_sm + D * G::SLOT + G::PD * G::PARK);
+    uint64_t *rfree = full + D, *pfull = rfree + D, *pfree = pfull + G::PD;
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int32_t n_grp = (n_w + G::RB - 1) / G::RB;
+    const int32_t ns = (nbr + C - 1) / C; /* stages a row group */
+    const int32_t n_st = ((n_grp - 1 - (int32_t)blockIdx.x) / (int32_t)gridDim.x + 1) * ns;
+    const int xrows = n_rows < 8 ? n_rows : 8;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < D; i++) {
+            cuda_mbar_init(&full[i], 1);
+            cuda_mbar_init(&rfree[i], G::CW * CUDA_WARP);
+        }
+        for (int i = 0; i < G::PD; i++) {
+            cuda_mbar_init(&pfull[i], G::CW * CUDA_WARP);
+            cuda_mbar_init(&pfree[i], G::NCH * CUDA_WARP);
+        }
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+    const mmqt_pos p0 = {(int32_t)blockIdx.x, 0, nbr < C ? nbr : C};
+    if (warp == G::CW) {
+        /* the feed warp: stage f into slot f % D, lane r < rows copying
+         * weight row r's run, lane r < xrows activation row r's. The first
+         * D stages' weights go before the PDL wait, their activations (the
+         * kernel before's output) after it; from stage D on a stage goes
+         * into the slot of stage f - D once every compute warp has read it. */
+        auto feed_w = [&](int32_t f, const mmqt_pos &p) {
+            uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
+            const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
+            const uint32_t wb = (uint32_t)p.cnt * G::BS;
+            if (lane == 0)
+                cuda_mbar_expect(&full[f % D], (uint32_t)rows * wb + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
+            __syncwarp();
+            if (lane < rows)
+                cuda_bulk_copy(slot + lane * G::RS,
+                               w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS, wb,
+                               &full[f % D]);
+        };
+        auto feed_x = [&](int32_t f, const mmqt_pos &p) {
+            if (lane < xrows)
+                cuda_bulk_copy(mmqt_sm + (f % D) * G::SLOT + G::WSL + lane * G::XS,
+                               X.qs + ((size_t)lane * nbr + (size_t)p.st * C) * QK_K, (uint32_t)p.cnt * QK_K,
+                               &full[f % D]);
+        };
+        mmqt_pos fp = p0;
+        int32_t f = 0;
+        for (; f < n_st && f < D; f++, mmqt_next<C>(fp, ns, nbr))
+            feed_w(f, fp);
+        cuda_pdl_wait();
+        mmqt_pos xp = p0;
+        for (int32_t s = 0; s < f; s++, mmqt_next<C>(xp, ns, nbr))
+            feed_x(s, xp);
+        for (; f < n_st; f++, mmqt_next<C>(fp, ns, nbr)) {
+            cuda_mbar_wait(&rfree[f % D], (uint32_t)((f - D) / D) & 1);
+            feed_w(f, fp);
+            feed_x(f, fp);
+        }
+        return;
+    }
+    if (warp > G::CW) {
+        /* chain warp h: TL = 2 tile h's outputs, TL = 1 the tile's rows g + 8 h
+         * (the lane's accumulators i = 2 h, 2 h + 1); each over the stage in
+         * k order */
+        const int h = warp - G::CW - 1;
+        enum { NI = TL == 2 ? 4 : 2 };
+        const int t = TL == 2 ? h : 0, i0 = TL == 2 ? 0 : 2 * h;
+        cuda_pdl_wait();
+        mmqt_pos cp = p0;
+        float acc[NI];
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+            acc[i] = 0.0f;
+        for (int32_t s = 0; s < n_st; s++, mmqt_next<C>(cp, ns, nbr)) {
+            const int pk = s % G::PD;
+            cuda_mbar_wait(&pfull[pk], (uint32_t)(s / G::PD) & 1);
+            const float4 *pp = park + (((size_t)pk * G::CW + t * C) * 4 + i0) * CUDA_WARP + lane;
+#pragma unroll
+            for (int j = 0; j < C; j++) {
+                if (j < cp.cnt) {
+#pragma unroll
+                    for (int i = 0; i < NI; i++) {
+                        const float4 v = pp[(j * 4 + i) * CUDA_WARP];
+                        acc[i] = __fmaf_rn(v.x, v.y, acc[i]);
+                        acc[i] = __fmaf_rn(v.z, v.w, acc[i]);
+                    }
+                }
+            }
+            cuda_mbar_arrive(&pfree[pk]);
+            if (cp.st == ns - 1) {
+#pragma unroll
+                for (int i = 0; i < NI; i++) {
+                    const int ii = i0 + i;
+                    const int32_t row = cp.g * G::RB + 16 * t + g + 8 * (ii >> 1), col = 2 * t4 + (ii & 1);
+                    if (row < n_w && col < n_rows)
+                        cuda_epi_store(y, col, row, n_w, acc[i], E);
+                    acc[i] = 0.0f;
+                }
+            }
+        }
+        return;
+    }
+    cuda_pdl_wait();
+    const int tile = warp / C, j = warp % C;
+    const uint32_t base = cuda_saddr(mmqt_sm);
+    /* the lane's ldmatrix rows: A (weight row (l % 8) + 8 ((l / 8) % 2) of
+     * the tile, word 4 (l / 16)), B (activation row l % 8, byte 32 (l / 16)
+     * + 16 ((l / 8) % 2) of super-block j) */
+    const uint32_t xoff = (uint32_t)(G::WSL + (lane & 7) * G::XS + 32 * (lane >> 4) + 16 * ((lane >> 3) & 1) + QK_K * j);
+    const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
+    const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
+                  r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
+    const int sh[2] = {0, 0};
+    mmqt_pos cp = p0;
+    for (int32_t s = 0; s < n_st; s++, mmqt_next<C>(cp, ns, nbr)) {
+        const int pk = s % G::PD;
+        const bool have = j < cp.cnt && cp.g * G::RB + 16 * tile < n_w;
+        const int64_t sb = (int64_t)cp.st * C + j;
+        /* rows past the batch read row n_rows - 1 (never stored) */
+        mmqt_xv xf = {0u, 0, 0.0f, 0.0f};
+        if (have) {
+            xf.vhl = __ldg((const int *)(X.hl + (rg * (int64_t)nbr + sb) * CUDA_Q8K_HL) + t4);
+            xf.d0 = __ldg(X.d + r0 * (int64_t)nbr + sb);
+            xf.d1 = __ldg(X.d + r1 * (int64_t)nbr + sb);
+        }
+        cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        float4 out[1][4];
+        if (have) {
+            const uint32_t so = (uint32_t)(s % D) * G::SLOT;
+            const uint32_t *rw = (const uint32_t *)(mmqt_sm + so + (16 * tile + g) * G::RS);
+            xf.sx = base + so + xoff;
+            mmqs_terms<T, false, 1>(out, rw, rw + 8 * G::RS / 4, G::RS / 4, base + so + aoff, j, sh, t4, xf);
+        }
+        /* the slot is read: the feed warp may refill it */
+        cuda_mbar_arrive(&rfree[s % D]);
+        /* the chains have read this park slot's last stage */
+        cuda_mbar_wait(&pfree[pk], (uint32_t)(((s / G::PD) & 1) ^ 1));
+        if (have) {
+            float4 *pp = park + ((size_t)pk * G::CW + warp) * 4 * CUDA_WARP + lane;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                pp[i * CUDA_WARP] = out[0][i];
+        }
+        cuda_mbar_arrive(&pfull[pk]);
+    }
+#endif
+}
+
+/* blocks of mmqt_kernel<T, TL, C, D> an SM holds (0: none), asked once */
+template <int T, int TL, int C, int D> static int mmqt_occupancy(void)
+{
+    static int occ = -1;
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)mmqt_kernel<T, TL, C, D>, mmqt_geom<T, TL, C, D>::SMEM,
+                            mmqt_geom<T, TL, C, D>::THREADS);
+    return occ;
+}
+
+template <int T, int TL, int C>
+static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                       int32_t n_rows, int max_blocks)
+{
+    enum { D = mmqt_depth<T, TL, C>::D };
+    typedef mmqt_geom<T, TL, C, D> G;
+    const int occ = mmqt_occupancy<T, TL, C, D>();
+    if (occ == 0)
+        return -1;
+    const int64_t nbr = w->ne0 / QK_K;
+    int64_t blocks = (w->ne1 + G::RB - 1) / G::RB;
+    if (blocks > (int64_t)occ * c->n_sm)
+        blocks = (int64_t)occ * c->n_sm;
+    if (max_blocks > 0 && blocks > max_blocks)
+        blocks = max_blocks;
+    cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
+                (int32_t)nbr, y, n_rows, c->epi);
+    return 0;
+}
+
+/* Tiles a block by shape (speed only: every form runs each output's chain
+ * in the same order): two (32 rows: the activations of a stage serve two
+ * tiles) unless 32-row groups spread worse over the SMs than 16-row ones
+ * (cuda/mmvt.cu's rule: the 7B's 18944-row weights). */
+static inline int mmqt_tl(int64_t n_w, int n_sm)
+{
+    const int64_t g32 = (n_w + 31) / 32, g16 = (n_w + 15) / 16;
+    const double b32 = (double)g32 / (double)(((g32 + n_sm - 1) / n_sm) * n_sm);
+    const double b16 = (double)g16 / (double)(((g16 + n_sm - 1) / n_sm) * n_sm);
+    return b16 > b32 + 0.05 ? 1 : 2;
+}
+
+/* 0, INF_EUNSUPPORTED (Q6_K, n_rows outside 1..8, a row not whole
+ * super-blocks, a weight not 16-byte aligned, before sm_90) or -1 (the
+ * device cannot hold the block). tl: tiles a block (1 or 2; 0 by shape);
+ * max_blocks > 0 caps the grid (each block then streams several row
+ * groups: tests). */
+template <int T>
+static int mmqt_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                        int32_t n_rows, int tl, int max_blocks)
+{
+    if constexpr (T == QT_Q6_K) {
+        return INF_EUNSUPPORTED;
+    } else {
+        if (n_rows < 1 || n_rows > 8 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || w->row_bytes % 16 ||
+            c->sm < 90 || w->ne1 > INT32_MAX - 32 || w->ne0 / QK_K > INT32_MAX)
+            return INF_EUNSUPPORTED;
+        if (tl <= 0)
+            tl = mmqt_tl(w->ne1, c->n_sm);
+        return tl == 1 ? mmqt_launch<T, 1, 16>(c, w, xq, y, n_rows, max_blocks)
+                       : mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
+    }
+}
+
+#define MMQT_DEFINE(T)                                                                            \
+    template <>                                                                                   \
+    int cuda_mmqt<T>(struct cuda_ctx * c, const struct backend_weight *w, const void *xq, float *y, \
+                     int32_t n_rows, int tl, int max_blocks)                                      \
+    {                                                                                             \
+        return mmqt_variant<T>(c, w, xq, y, n_rows, tl, max_blocks);                              \
+    }
+
+#endif
