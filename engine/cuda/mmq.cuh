@@ -67,11 +67,12 @@ int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
               int exp, int k);
 
 /* The K-quant small-batch product on the tensor cores fed by bulk copies
- * (cuda/mmqt_impl.cuh: mmqt_kernel<T, TL, C, D>, Q4_K and Q5_K, sm_90+):
- * 1..8 activation rows, the bits of cuda_mmqs. tl: 16-row tiles a block
- * (1 or 2; 0 by shape); max_blocks > 0 caps the grid (each block then
- * streams several row groups: tests). 0, INF_EUNSUPPORTED (Q6_K, more than 8 rows, a
- * weight not 16-byte aligned, before sm_90), or -1 when the device cannot
+ * (cuda/mmqt_impl.cuh: mmqt_kernel<T, TL, C, D>, Q4_K, Q5_K and Q6_K's raw
+ * blocks, sm_90+): 1..8 activation rows, the bits of cuda_mmqs. tl: 16-row
+ * tiles a block (1 or 2; 0 by shape; Q6_K 2); max_blocks > 0 caps the grid
+ * (each block then streams several row groups: tests). 0,
+ * INF_EUNSUPPORTED (more than 8 rows, a weight not 16-byte aligned,
+ * before sm_90), or -1 when the device cannot
  * hold its shared memory (the caller falls back to cuda_mmqs). */
 template <int T>
 int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,

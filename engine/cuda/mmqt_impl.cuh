@@ -1,6 +1,7 @@
 /* cuda/mmqt_impl — the K-quant small-batch product (2-8 activation rows)
  * on the tensor cores, fed by the tensor memory accelerator:
- * mmqt_kernel<T, TL, C, D> (Q4_K, Q5_K; sm_90 and later). Included by
+ * mmqt_kernel<T, TL, C, D> (Q4_K, Q5_K, Q6_K's raw blocks; sm_90 and
+ * later). Included by
  * mmq_q4_k.cu, mmq_q5_k.cu and mmq_q6_k.cu after cuda/mmqs_impl.cuh,
  * whose super-block step (mmqs_terms) it runs.
  *
@@ -44,10 +45,13 @@
  * D: stages in the ring */
 template <int T, int TL, int C, int D> struct mmqt_geom {
     enum {
-        BS = T == QT_Q4_K ? 144 : 176, /* bytes a super-block (Q4_K, Q5_K) */
+        BS = T == QT_Q4_K ? 144 : T == QT_Q5_K ? 176 : 210, /* bytes a super-block */
         RB = 16 * TL,
         CW = TL * C,       /* compute warps: one (tile, super-block) task a stage */
-        RS = C * BS + 16,  /* a weight row's stride in the slot */
+        /* a weight row's stride in the slot: Q6_K's runs (210-byte blocks,
+         * 2-byte aligned) are copied from the 16-byte granule their first
+         * byte lies in, up to 14 bytes early, so 32 bytes of pad */
+        RS = C * BS + (T == QT_Q6_K ? 32 : 16),
         XS = C * QK_K + 16, /* an activation row's */
         WSL = RB * RS,
         SLOT = WSL + 8 * XS,
@@ -149,14 +153,17 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         auto feed_w = [&](int32_t f, const mmqt_pos &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
-            const uint32_t wb = (uint32_t)p.cnt * G::BS;
+            /* from the 16-byte granule the run starts in to the one it ends
+             * in (Q4_K/Q5_K: the run itself; Q6_K up to 15 bytes past a
+             * weight's end: CUDA_W_SLACK) */
+            const uintptr_t src = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS);
+            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)p.cnt * G::BS + 15) & ~(uintptr_t)15);
+            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
             if (lane == 0)
-                cuda_mbar_expect(&full[f % D], (uint32_t)rows * wb + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
+                cuda_mbar_expect(&full[f % D], all + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
             __syncwarp();
             if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS,
-                               w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS, wb,
-                               &full[f % D]);
+                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
         };
         auto feed_x = [&](int32_t f, const mmqt_pos &p) {
             if (lane < xrows)
@@ -203,7 +210,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     for (int i = 0; i < NI; i++) {
                         const float4 v = pp[(j * 4 + i) * CUDA_WARP];
                         acc[i] = __fmaf_rn(v.x, v.y, acc[i]);
-                        acc[i] = __fmaf_rn(v.z, v.w, acc[i]);
+                        if (T != QT_Q6_K) /* no min term (cuda/qtypes.cuh's chain) */
+                            acc[i] = __fmaf_rn(v.z, v.w, acc[i]);
                     }
                 }
             }
@@ -231,7 +239,6 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
-    const int sh[2] = {0, 0};
     mmqt_pos cp = p0;
     for (int32_t s = 0; s < n_st; s++, mmqt_next<C>(cp, ns, nbr)) {
         const int pk = s % G::PD;
@@ -248,9 +255,21 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         float4 out[1][4];
         if (have) {
             const uint32_t so = (uint32_t)(s % D) * G::SLOT;
-            const uint32_t *rw = (const uint32_t *)(mmqt_sm + so + (16 * tile + g) * G::RS);
+            /* rows g, g + 8: each run starts (row * row_bytes + its stage's
+             * first byte) % 16 bytes into its slot row (Q4_K/Q5_K: 0); the
+             * word row holding that byte, and its offset in the word (Q6_K:
+             * 0 or 2) */
+            const uint32_t *rw[2];
+            int sh[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = 16 * tile + g + 8 * h;
+                const uint32_t mis = (uint32_t)(((size_t)(cp.g * G::RB + r) * row_bytes + (size_t)cp.st * C * G::BS) & 15);
+                rw[h] = (const uint32_t *)(mmqt_sm + so + r * G::RS + (mis & ~3u));
+                sh[h] = (int)(mis & 3);
+            }
             xf.sx = base + so + xoff;
-            mmqs_terms<T, false, 1>(out, rw, rw + 8 * G::RS / 4, G::RS / 4, base + so + aoff, j, sh, t4, xf);
+            mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, j, sh, t4, xf);
         }
         /* the slot is read: the feed warp may refill it */
         cuda_mbar_arrive(&rfree[s % D]);
@@ -310,25 +329,48 @@ static inline int mmqt_tl(int64_t n_w, int n_sm)
     return b16 > b32 + 0.05 ? 1 : 2;
 }
 
-/* 0, INF_EUNSUPPORTED (Q6_K, n_rows outside 1..8, a row not whole
+/* Whether mmqt's ring fills on a shape (its default path; speed only):
+ * a block streams at least 4 stages and the row groups cover at least
+ * half the SMs. Measured on the H200 (bench/RESULTS.md 2026-12-04 10:50-,
+ * call 6, n = 2-8): the 7B's 3584 x 3584 attn-q (2 stages a block) and
+ * 512 x 3584 attn-kv (16 blocks) are 5-50% slower than mmqs or the dp4a
+ * kernel; 4096 x 14336 (7 stages), 3584 x 18944 (10) and 18944 x 3584 (9
+ * one-stage groups a block) 15-35% faster. */
+static inline bool mmqt_fills(int64_t n_w, int64_t nbr, int tl, int n_sm)
+{
+    const int64_t rb = 16 * tl, c = tl == 1 ? 16 : 8;
+    const int64_t groups = (n_w + rb - 1) / rb, blocks = groups < n_sm ? groups : n_sm;
+    const int64_t stages = (groups + blocks - 1) / blocks * ((nbr + c - 1) / c);
+    return 2 * groups >= n_sm && stages >= 4;
+}
+
+/* 0, INF_EUNSUPPORTED (n_rows outside 1..8, a row not whole
  * super-blocks, a weight not 16-byte aligned, before sm_90) or -1 (the
- * device cannot hold the block). tl: tiles a block (1 or 2; 0 by shape);
+ * device cannot hold the block). tl: tiles a block (1 or 2; 0 by shape,
+ * and then INF_EUNSUPPORTED too where the ring would not fill: mmqt_fills);
  * max_blocks > 0 caps the grid (each block then streams several row
  * groups: tests). */
 template <int T>
 static int mmqt_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows, int tl, int max_blocks)
 {
-    if constexpr (T == QT_Q6_K) {
-        return INF_EUNSUPPORTED;
-    } else {
-        if (n_rows < 1 || n_rows > 8 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || w->row_bytes % 16 ||
+    {
+        if (n_rows < 1 || n_rows > 8 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) ||
+            (T != QT_Q6_K && w->row_bytes % 16) ||
             c->sm < 90 || w->ne1 > INT32_MAX - 32 || w->ne0 / QK_K > INT32_MAX)
             return INF_EUNSUPPORTED;
-        if (tl <= 0)
-            tl = mmqt_tl(w->ne1, c->n_sm);
-        return tl == 1 ? mmqt_launch<T, 1, 16>(c, w, xq, y, n_rows, max_blocks)
-                       : mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
+        if (tl <= 0) {
+            tl = T == QT_Q6_K ? 2 : mmqt_tl(w->ne1, c->n_sm);
+            if (!mmqt_fills(w->ne1, w->ne0 / QK_K, tl, c->n_sm))
+                return INF_EUNSUPPORTED;
+        }
+        /* Q6_K: two tiles only (16 x 16 super-blocks of 210 bytes and 32 KB
+         * of activations a stage do not fit two stages) */
+        if constexpr (T == QT_Q6_K)
+            return mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
+        else
+            return tl == 1 ? mmqt_launch<T, 1, 16>(c, w, xq, y, n_rows, max_blocks)
+                           : mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
     }
 }
 

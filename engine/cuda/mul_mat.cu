@@ -232,13 +232,16 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
      * device cannot hold the tensor-core one's shared memory, rc -1, or it
      * does not take the shape). */
     if constexpr (kq) {
-        /* 2-8 rows of Q4_K/Q5_K: mmqs's form fed by bulk copies (sm_90+;
-         * cuda/mmqt_impl.cuh; -1 or INF_EUNSUPPORTED: the rules below). It
-         * beats the dp4a kernel from 2 rows (bench/RESULTS.md 2026-12-04
-         * 10:50-: q4_K 4096 x 14336 15.7 / 17.9 us, the 7B's ffn-up 19.4 /
-         * 21.7; q5_K 17.0 / 19.2, 20.8 / 24.1), so it takes them from 2
-         * (INFERD_MMQS_MIN moves that too, for A/B runs). */
-        if (n_rows >= (c->mmqs_min ? c->mmqs_min : 2) && n_rows <= 8 && c->mmqt && w->ne0 % 256 == 0 &&
+        /* 2-8 rows (Q6_K 3-8): mmqs's form fed by bulk copies where its
+         * ring fills (sm_90+; cuda/mmqt_impl.cuh, mmqt_fills; -1 or
+         * INF_EUNSUPPORTED: the rules below). On such shapes it beats the
+         * dp4a kernel from 2 rows (bench/RESULTS.md 2026-12-04 10:50-, us
+         * mmqt / dp4a: q4_K 4096 x 14336 15.7 / 17.9, the 7B's ffn-up 19.4 /
+         * 21.7; q5_K 17.0 / 19.2, 20.8 / 24.1), Q6_K from 3 (25.8 / 34.3,
+         * 34.9 / 37.2; at 2 ffn-up 34.3 / 30.3). INFERD_MMQS_MIN moves the
+         * start too, for A/B runs. */
+        if (n_rows >= (c->mmqs_min ? c->mmqs_min : T == QT_Q6_K ? 3 : 2) && n_rows <= 8 && c->mmqt &&
+            w->ne0 % 256 == 0 &&
             cuda_mmqt<T>(c, w, c->xq, y, n_rows, c->mmqt_tl, 0) == 0)
             return;
         if ((n_rows >= mm_mmqs_min(c, T) || n_rows > MM_COLS) && w->ne0 % 256 == 0) {
@@ -473,6 +476,7 @@ static const struct mm_variant mm_variants[] = {
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
+    {QT_Q6_K, MMV_MMQT, 8, 2, 0}, {QT_Q6_K, MMV_MMQT, 5, 2, 1},
 };
 #undef MMV_T12
 #undef MMV_T
@@ -588,8 +592,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMQT) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
-        const int rc = v->type == QT_Q4_K ? cuda_mmqt<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c)
-                                          : cuda_mmqt<QT_Q5_K>(c, w, c->xq, y, v->a, v->b, v->c);
+        const int rc = v->type == QT_Q4_K   ? cuda_mmqt<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c)
+                       : v->type == QT_Q5_K ? cuda_mmqt<QT_Q5_K>(c, w, c->xq, y, v->a, v->b, v->c)
+                                            : cuda_mmqt<QT_Q6_K>(c, w, c->xq, y, v->a, v->b, v->c);
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmqt kernel");
