@@ -677,10 +677,11 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * the bits do not change) */
     const char *mcw = getenv("INFERD_MMVT_CW");
     c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;
-    /* the K-quant products mmqs would take at up to 8 rows through its form
-     * fed by bulk copies (cuda/mmqt_impl.cuh: Q4_K, Q5_K; sm_90 and later);
-     * INFERD_MMQT=0 leaves them to mmqs for A/B runs, =tl1|tl2 forces its
-     * 16-row tiles a block (the same bits either way) */
+    /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
+     * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
+     * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B
+     * runs, =tl1|tl2 forces its 16-row tiles a block (the same bits either
+     * way) */
     const char *mqt = getenv("INFERD_MMQT");
     c->mmqt = c->sm >= 90 && !(mqt && !strcmp(mqt, "0"));
     c->mmqt_tl = mqt && (!strcmp(mqt, "tl1") || !strcmp(mqt, "tl2")) ? mqt[2] - '0' : 0;

@@ -72,8 +72,9 @@ int cuda_mmqs(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * tiles a block (1 or 2; 0 by shape; Q6_K 2); max_blocks > 0 caps the grid
  * (each block then streams several row groups: tests). 0,
  * INF_EUNSUPPORTED (more than 8 rows, a weight not 16-byte aligned,
- * before sm_90), or -1 when the device cannot
- * hold its shared memory (the caller falls back to cuda_mmqs). */
+ * before sm_90; at tl 0 a shape whose ring would not fill: mmqt_fills), or
+ * -1 when the device cannot hold its shared memory (the caller falls back
+ * to cuda_mmqs). */
 template <int T>
 int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
               int tl, int max_blocks);

@@ -461,10 +461,7 @@ mmq0_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 
 template <int T, int KDR, int NT> static int mmq0_occupancy(void)
 {
-    static int occ = -1;
-    if (occ < 0)
-        occ = mmq_occupancy((const void *)mmq0_kernel<T, KDR, NT>, sizeof(mmq0_smem<T, KDR, NT>));
-    return occ;
+    return mmq_occupancy_once<mmq0_kernel<T, KDR, NT>>(sizeof(mmq0_smem<T, KDR, NT>));
 }
 
 /* 0, -1 when this device cannot hold KDR's shared memory, INF_EUNSUPPORTED

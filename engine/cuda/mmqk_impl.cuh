@@ -259,6 +259,23 @@ static __device__ __forceinline__ void mmqk_sub(int sum[2][NT][4], const int a[2
         }
 }
 
+/* The min term's A words of rows g, g + 8 (hd[0], hd[1]): the min term v2 =
+ * sum_j m_j s_j of K-quants with mins runs as two m16n8k16 mma, A the
+ * rows' 8 mins in the half of K the mma takes (thread t4 holds k = 4 t4..:
+ * mins 4 (t4 & 1).., kept for t4 < 2 in the first mma, mh, for t4 >= 2 in
+ * the second, ml), B the activation sums' bytes (cuda_q8k.hl: hi_0..7,
+ * lo_0..7); v2 = 128 (m . hi) + (m . lo), the exact integer the decode
+ * kernel's dp4a give. */
+static __device__ __forceinline__ void mmqk_min_words(const mmqk_head hd[2], int t4, int mh[2], int ml[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
+        mh[h] = t4 < 2 ? mw : 0;
+        ml[h] = t4 < 2 ? 0 : mw;
+    }
+}
+
 /* The A fragment words of rows g, g + 8 x words o + t, o + 4 + t (o: the
  * chunk's first word, a multiple of 4): one ldmatrix from the lane's row
  * address `sa` (LDSM), or four 32-bit loads from row g (`ra`, sw words a
@@ -466,14 +483,8 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     mmqk_sub<1, NT>(sum, a, b, s0, s1, s0b, s1b);
                 }
             }
-            /* the super-block ends: its terms enter each element's chain.
-             * The min term v2 = sum_j m_j s_j (K-quants with mins) by two
-             * m16n8k16 mma a tile: A the rows' 8 mins in the half of K the
-             * mma takes (thread t4 holds k = 4 t4..: mins 4 (t4 & 1)..,
-             * kept for t4 < 2 in the first mma, t4 >= 2 in the second), B
-             * the activation sums' bytes (cuda_q8k.hl: hi_0..7, lo_0..7);
-             * v2 = 128 (m . hi) + (m . lo), the exact integer the decode
-             * kernel's dp4a give. */
+            /* the super-block ends: its terms enter each element's chain,
+             * the min term by mma (mmqk_min_words) */
             float xd[NT][2];
             int bhl[NT];
 #pragma unroll
@@ -486,14 +497,8 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
                 int mh[2] = {0, 0}, ml[2] = {0, 0};
-                if (W::MIN) {
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int mw = (int)((t4 & 1) ? hd[mt][h].sc[3] : hd[mt][h].sc[2]);
-                        mh[h] = t4 < 2 ? mw : 0;
-                        ml[h] = t4 < 2 ? 0 : mw;
-                    }
-                }
+                if (W::MIN)
+                    mmqk_min_words(hd[mt], t4, mh, ml);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
@@ -525,10 +530,7 @@ mmqk_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 /* blocks per SM of one instantiation (cuda/tiles.cuh), asked once */
 template <int T, int KDR, bool EXP, int NT> static int mmqk_occupancy(void)
 {
-    static int occ = -1;
-    if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqk_kernel<T, KDR, EXP, NT>, sizeof(mmqk_smem<T, KDR, EXP, NT>));
-    return occ;
+    return mmq_occupancy_once<mmqk_kernel<T, KDR, EXP, NT>>(sizeof(mmqk_smem<T, KDR, EXP, NT>));
 }
 
 /* Launch one instantiation; 0, or -1 when this device cannot hold its

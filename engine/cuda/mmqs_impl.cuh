@@ -159,16 +159,10 @@ static __device__ __forceinline__ void mmqs_terms(float4 out[NT][4], const uint3
             }
         }
     }
-    /* the min term v2 by two k16 mma, as cuda/mmqk_impl.cuh takes it */
+    /* the min term v2 by two k16 mma (mmqk_min_words) */
     int mh[2] = {0, 0}, ml[2] = {0, 0};
-    if (W::MIN) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int mw = (int)((t4 & 1) ? hd[h].sc[3] : hd[h].sc[2]);
-            mh[h] = t4 < 2 ? mw : 0;
-            ml[h] = t4 < 2 ? 0 : mw;
-        }
-    }
+    if (W::MIN)
+        mmqk_min_words(hd, t4, mh, ml);
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
@@ -371,15 +365,6 @@ mmqs_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #undef MMQS_ISSUE
 }
 
-template <int T, bool EXP, int K, int NT> static int mmqs_occupancy(void)
-{
-    static int occ = -1;
-    if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqs_kernel<T, EXP, K, NT>, sizeof(mmqs_smem<T, EXP, K, NT>),
-                            (MMQS_WARPS + 1) * CUDA_WARP);
-    return occ;
-}
-
 /* 0, -1 when this device cannot hold the block's shared memory, or
  * INF_EUNSUPPORTED (EXP without w->aux, more than CUDA_MMQS_MAX rows, a
  * row not whole stages). The grid: (activation tiles of 8 NT rows, weight
@@ -390,7 +375,8 @@ static int mmqs_launch(struct cuda_ctx *c, const struct backend_weight *w, const
 {
     if (n_rows > CUDA_MMQS_MAX || w->ne0 % (QK_K * K) || (EXP && !w->aux))
         return INF_EUNSUPPORTED;
-    if (mmqs_occupancy<T, EXP, K, NT>() == 0)
+    if (mmq_occupancy_once<mmqs_kernel<T, EXP, K, NT>>(sizeof(mmqs_smem<T, EXP, K, NT>),
+                                                       (MMQS_WARPS + 1) * CUDA_WARP) == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const uint8_t *wd = EXP ? (const uint8_t *)w->aux : (const uint8_t *)w->data;

@@ -18,17 +18,21 @@
  *
  * Shape: a block holds RB = 16 TL weight rows (a row group; blocks take
  * groups blockIdx.x, + gridDim.x, ..., the ring running on from one group
- * into the next). A stage is C consecutive super-blocks of each weight
- * row (one bulk copy a row, rows RS bytes apart; RS / 16 odd, so the 8
- * row reads of an ldmatrix fall in 8 distinct bank groups, as in
- * cuda/mmqk_impl.cuh). Compute warp w takes tile w / C, super-block w % C
- * of the stage: its 16 rows x (up to) 8 activation rows' exact terms
- * (mmqs_terms; the activations' fragments, sums and scales by the
- * read-only path from L2, loaded before the warp waits for the stage),
- * parked (p1, v1, p2, v2) per output; chain warp t then runs tile t's
- * float chains over the stage in k order (cuda/qtypes.cuh's chain: a
- * row's bits are mmqs's, mmvq's and MMQ's) and stores at the group's last
- * stage.
+ * into the next: cuda/tiles.cuh's cuda_stage). A stage is C consecutive
+ * super-blocks of each weight row (one bulk copy a row, rows RS bytes
+ * apart) and of each activation row's int8 values (one bulk copy a row,
+ * XS bytes apart); RS / 16 and XS / 16 are odd, so the 8 row reads of an
+ * ldmatrix fall in 8 distinct bank groups, as in cuda/mmqk_impl.cuh.
+ * Compute warp w takes tile w / C, super-block w % C of the stage: its 16
+ * rows x (up to) 8 activation rows' exact terms (mmqs_terms; the
+ * activation sums and scales by the read-only path, loaded before the
+ * warp waits for the stage), parked (p1, v1, p2, v2) per output; the two
+ * chain warps then run the float chains over the stage in k order (TL =
+ * 2: one a tile; TL = 1: rows g and g + 8 of the tile; cuda/qtypes.cuh's
+ * chain: a row's bits are mmqs's, mmvq's and MMQ's) and store at the
+ * group's last stage. (Activations by the read-only path instead of the
+ * ring, for a fourth stage of weights, measured slower at 8 rows:
+ * bench/RESULTS.md 2026-12-04 10:15-, call 4.)
  *
  * Barriers: full[D] (the feed's one arrival with the stage's bytes, then
  * the copies'), rfree[D] (every compute lane, once it has read the slot),
@@ -100,20 +104,6 @@ struct mmqt_xv {
     }
 };
 
-/* stage of a block: row group g (global), its stage st, cnt super-blocks */
-struct mmqt_pos {
-    int32_t g, st, cnt;
-};
-
-template <int C> static __device__ __forceinline__ void mmqt_next(mmqt_pos &p, int32_t ns, int32_t nbr)
-{
-    if (++p.st == ns) {
-        p.st = 0;
-        p.g += gridDim.x;
-    }
-    p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
-}
-
 template <int T, int TL, int C, int D>
 static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
 mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
@@ -143,14 +133,14 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_init_fence();
     }
     __syncthreads();
-    const mmqt_pos p0 = {(int32_t)blockIdx.x, 0, nbr < C ? nbr : C};
+    const cuda_stage p0 = cuda_stage_first<C>(nbr);
     if (warp == G::CW) {
         /* the feed warp: stage f into slot f % D, lane r < rows copying
          * weight row r's run, lane r < xrows activation row r's. The first
          * D stages' weights go before the PDL wait, their activations (the
          * kernel before's output) after it; from stage D on a stage goes
          * into the slot of stage f - D once every compute warp has read it. */
-        auto feed_w = [&](int32_t f, const mmqt_pos &p) {
+        auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
             /* from the 16-byte granule the run starts in to the one it ends
@@ -165,21 +155,21 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (lane < rows)
                 cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
         };
-        auto feed_x = [&](int32_t f, const mmqt_pos &p) {
+        auto feed_x = [&](int32_t f, const cuda_stage &p) {
             if (lane < xrows)
                 cuda_bulk_copy(mmqt_sm + (f % D) * G::SLOT + G::WSL + lane * G::XS,
                                X.qs + ((size_t)lane * nbr + (size_t)p.st * C) * QK_K, (uint32_t)p.cnt * QK_K,
                                &full[f % D]);
         };
-        mmqt_pos fp = p0;
+        cuda_stage fp = p0;
         int32_t f = 0;
-        for (; f < n_st && f < D; f++, mmqt_next<C>(fp, ns, nbr))
+        for (; f < n_st && f < D; f++, cuda_stage_next<C>(fp, ns, nbr))
             feed_w(f, fp);
         cuda_pdl_wait();
-        mmqt_pos xp = p0;
-        for (int32_t s = 0; s < f; s++, mmqt_next<C>(xp, ns, nbr))
+        cuda_stage xp = p0;
+        for (int32_t s = 0; s < f; s++, cuda_stage_next<C>(xp, ns, nbr))
             feed_x(s, xp);
-        for (; f < n_st; f++, mmqt_next<C>(fp, ns, nbr)) {
+        for (; f < n_st; f++, cuda_stage_next<C>(fp, ns, nbr)) {
             cuda_mbar_wait(&rfree[f % D], (uint32_t)((f - D) / D) & 1);
             feed_w(f, fp);
             feed_x(f, fp);
@@ -194,12 +184,12 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         enum { NI = TL == 2 ? 4 : 2 };
         const int t = TL == 2 ? h : 0, i0 = TL == 2 ? 0 : 2 * h;
         cuda_pdl_wait();
-        mmqt_pos cp = p0;
+        cuda_stage cp = p0;
         float acc[NI];
 #pragma unroll
         for (int i = 0; i < NI; i++)
             acc[i] = 0.0f;
-        for (int32_t s = 0; s < n_st; s++, mmqt_next<C>(cp, ns, nbr)) {
+        for (int32_t s = 0; s < n_st; s++, cuda_stage_next<C>(cp, ns, nbr)) {
             const int pk = s % G::PD;
             cuda_mbar_wait(&pfull[pk], (uint32_t)(s / G::PD) & 1);
             const float4 *pp = park + (((size_t)pk * G::CW + t * C) * 4 + i0) * CUDA_WARP + lane;
@@ -239,8 +229,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
-    mmqt_pos cp = p0;
-    for (int32_t s = 0; s < n_st; s++, mmqt_next<C>(cp, ns, nbr)) {
+    cuda_stage cp = p0;
+    for (int32_t s = 0; s < n_st; s++, cuda_stage_next<C>(cp, ns, nbr)) {
         const int pk = s % G::PD;
         const bool have = j < cp.cnt && cp.g * G::RB + 16 * tile < n_w;
         const int64_t sb = (int64_t)cp.st * C + j;
@@ -264,7 +254,9 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int r = 16 * tile + g + 8 * h;
-                const uint32_t mis = (uint32_t)(((size_t)(cp.g * G::RB + r) * row_bytes + (size_t)cp.st * C * G::BS) & 15);
+                uint32_t mis = 0; /* Q4_K/Q5_K: rows and stages 16-byte aligned (mmqt_variant) */
+                if constexpr (T == QT_Q6_K)
+                    mis = (uint32_t)(((size_t)(cp.g * G::RB + r) * row_bytes + (size_t)cp.st * C * G::BS) & 15);
                 rw[h] = (const uint32_t *)(mmqt_sm + so + r * G::RS + (mis & ~3u));
                 sh[h] = (int)(mis & 3);
             }
@@ -286,52 +278,26 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-/* blocks of mmqt_kernel<T, TL, C, D> an SM holds (0: none), asked once */
-template <int T, int TL, int C, int D> static int mmqt_occupancy(void)
-{
-    static int occ = -1;
-    if (occ < 0)
-        occ = mmq_occupancy((const void *)mmqt_kernel<T, TL, C, D>, mmqt_geom<T, TL, C, D>::SMEM,
-                            mmqt_geom<T, TL, C, D>::THREADS);
-    return occ;
-}
-
 template <int T, int TL, int C>
 static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int32_t n_rows, int max_blocks)
 {
     enum { D = mmqt_depth<T, TL, C>::D };
     typedef mmqt_geom<T, TL, C, D> G;
-    const int occ = mmqt_occupancy<T, TL, C, D>();
+    const int occ = mmq_occupancy_once<mmqt_kernel<T, TL, C, D>>(G::SMEM, G::THREADS);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
-    int64_t blocks = (w->ne1 + G::RB - 1) / G::RB;
-    if (blocks > (int64_t)occ * c->n_sm)
-        blocks = (int64_t)occ * c->n_sm;
-    if (max_blocks > 0 && blocks > max_blocks)
-        blocks = max_blocks;
+    const int64_t blocks = cuda_stream_blocks((w->ne1 + G::RB - 1) / G::RB, occ, c->n_sm, max_blocks);
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
                 (int32_t)nbr, y, n_rows, c->epi);
     return 0;
 }
 
-/* Tiles a block by shape (speed only: every form runs each output's chain
- * in the same order): two (32 rows: the activations of a stage serve two
- * tiles) unless 32-row groups spread worse over the SMs than 16-row ones
- * (cuda/mmvt.cu's rule: the 7B's 18944-row weights). */
-static inline int mmqt_tl(int64_t n_w, int n_sm)
-{
-    const int64_t g32 = (n_w + 31) / 32, g16 = (n_w + 15) / 16;
-    const double b32 = (double)g32 / (double)(((g32 + n_sm - 1) / n_sm) * n_sm);
-    const double b16 = (double)g16 / (double)(((g16 + n_sm - 1) / n_sm) * n_sm);
-    return b16 > b32 + 0.05 ? 1 : 2;
-}
-
 /* Whether mmqt's ring fills on a shape (its default path; speed only):
  * a block streams at least 4 stages and the row groups cover at least
- * half the SMs. Measured on the H200 (bench/RESULTS.md 2026-12-04 10:50-,
+ * half the SMs. Measured on the H200 (bench/RESULTS.md 2026-12-04 10:15-,
  * call 6, n = 2-8): the 7B's 3584 x 3584 attn-q (2 stages a block) and
  * 512 x 3584 attn-kv (16 blocks) are 5-50% slower than mmqs or the dp4a
  * kernel; 4096 x 14336 (7 stages), 3584 x 18944 (10) and 18944 x 3584 (9
@@ -354,24 +320,24 @@ template <int T>
 static int mmqt_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                         int32_t n_rows, int tl, int max_blocks)
 {
-    {
-        if (n_rows < 1 || n_rows > 8 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) ||
-            (T != QT_Q6_K && w->row_bytes % 16) ||
-            c->sm < 90 || w->ne1 > INT32_MAX - 32 || w->ne0 / QK_K > INT32_MAX)
+    if (n_rows < 1 || n_rows > 8 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) ||
+        (T != QT_Q6_K && w->row_bytes % 16) || c->sm < 90 || w->ne1 > INT32_MAX - 32 ||
+        w->ne0 / QK_K > INT32_MAX)
+        return INF_EUNSUPPORTED;
+    if (tl <= 0) {
+        /* two tiles (32 rows: a stage's activations serve both) unless
+         * 32-row groups spread worse over the SMs (cuda_group_rows) */
+        tl = T == QT_Q6_K ? 2 : cuda_group_rows(w->ne1, c->n_sm) / 16;
+        if (!mmqt_fills(w->ne1, w->ne0 / QK_K, tl, c->n_sm))
             return INF_EUNSUPPORTED;
-        if (tl <= 0) {
-            tl = T == QT_Q6_K ? 2 : mmqt_tl(w->ne1, c->n_sm);
-            if (!mmqt_fills(w->ne1, w->ne0 / QK_K, tl, c->n_sm))
-                return INF_EUNSUPPORTED;
-        }
-        /* Q6_K: two tiles only (16 x 16 super-blocks of 210 bytes and 32 KB
-         * of activations a stage do not fit two stages) */
-        if constexpr (T == QT_Q6_K)
-            return mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
-        else
-            return tl == 1 ? mmqt_launch<T, 1, 16>(c, w, xq, y, n_rows, max_blocks)
-                           : mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
     }
+    /* Q6_K: two tiles only (16 x 16 super-blocks of 210 bytes and 32 KB
+     * of activations a stage do not fit two stages) */
+    if constexpr (T == QT_Q6_K)
+        return mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
+    else
+        return tl == 1 ? mmqt_launch<T, 1, 16>(c, w, xq, y, n_rows, max_blocks)
+                       : mmqt_launch<T, 2, 8>(c, w, xq, y, n_rows, max_blocks);
 }
 
 #define MMQT_DEFINE(T)                                                                            \

@@ -204,23 +204,6 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-/* stage s of this block: row group g (global), its stage st, cnt columns */
-struct mmvt_pos {
-    int32_t g, st, cnt;
-};
-
-/* The block's next stage after p: the row group's next C columns, or the
- * first ones of the block's next group (ns stages a group of nbr). */
-template <int C>
-static __device__ __forceinline__ void mmvt_next(mmvt_pos &p, int32_t ns, int32_t nbr)
-{
-    if (++p.st == ns) {
-        p.st = 0;
-        p.g += gridDim.x;
-    }
-    p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
-}
-
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
@@ -249,7 +232,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * copying row r's run (rows past the weight copy nothing) from the
          * 16-byte granule it starts in to the one it ends in (Q6_K: up to
          * 15 bytes past a weight's end: CUDA_W_SLACK) */
-        mmvt_pos fp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
+        cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
             uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
@@ -263,14 +246,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (lane < rows)
                 cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
             f++;
-            mmvt_next<G::C>(fp, ns, nbr);
+            cuda_stage_next<G::C>(fp, ns, nbr);
         };
         while (f < n_st && f < D)
             feed();
         cuda_pdl_wait();
-        mmvt_pos cp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
+        cuda_stage cp = cuda_stage_first<G::C>(nbr);
         float acc = 0.0f;
-        for (int32_t s = 0; s < n_st; s++, mmvt_next<G::C>(cp, ns, nbr)) {
+        for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
             cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
             const int32_t row = cp.g * RB + lane;
             if (lane < RB && row < n_w) {
@@ -297,8 +280,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
-    mmvt_pos cp = {(int32_t)blockIdx.x, 0, nbr < G::C ? nbr : G::C};
-    for (int32_t s = 0; s < n_st; s++, mmvt_next<G::C>(cp, ns, nbr)) {
+    cuda_stage cp = cuda_stage_first<G::C>(nbr);
+    for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (j < cp.cnt && cp.g * RB + r < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
@@ -319,46 +302,20 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-/* blocks of mmvt_kernel<T, RB, D, CW> an SM holds (0: none), asked once */
-template <int T, int RB, int D, int CW> static int mmvt_occupancy(void)
-{
-    static int occ = -1;
-    if (occ < 0)
-        occ = mmq_occupancy((const void *)mmvt_kernel<T, RB, D, CW>, mmvt_geom<T, RB, D, CW>::SMEM,
-                            (CW + 1) * CUDA_WARP);
-    return occ;
-}
-
 template <int T, int RB, int D, int CW>
 static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                        int max_blocks)
 {
-    const int occ = mmvt_occupancy<T, RB, D, CW>();
+    const int occ =
+        mmq_occupancy_once<mmvt_kernel<T, RB, D, CW>>(mmvt_geom<T, RB, D, CW>::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
-    int64_t blocks = (w->ne1 + RB - 1) / RB;
-    if (blocks > (int64_t)occ * c->n_sm)
-        blocks = (int64_t)occ * c->n_sm;
-    if (max_blocks > 0 && blocks > max_blocks)
-        blocks = max_blocks;
+    const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
                 cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
     return 0;
-}
-
-/* Rows a group by shape (speed only: every choice runs each row's chain
- * in the same order): 32 (one warp instruction covers 32 rows of one
- * super-block, the activations a pure broadcast) unless the row groups
- * spread worse over the SMs than 16-row groups do (a 18944-row weight:
- * 592 groups are 4.5 an SM, 1,184 are 8.97). */
-static inline int mmvt_rb(int64_t n_w, int n_sm)
-{
-    const int64_t g32 = (n_w + 31) / 32, g16 = (n_w + 15) / 16;
-    const double b32 = (double)g32 / (double)(((g32 + n_sm - 1) / n_sm) * n_sm);
-    const double b16 = (double)g16 / (double)(((g16 + n_sm - 1) / n_sm) * n_sm);
-    return b16 > b32 + 0.05 ? 16 : 32;
 }
 
 /* Compute warps a block by shape (speed only). Where a block has one
@@ -404,7 +361,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
     if (rb <= 0)
-        rb = mmvt_rb(w->ne1, c->n_sm);
+        rb = cuda_group_rows(w->ne1, c->n_sm); /* 32: one warp instruction covers 32 rows of a super-block */
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */

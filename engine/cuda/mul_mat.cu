@@ -235,13 +235,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
         /* 2-8 rows (Q6_K 3-8): mmqs's form fed by bulk copies where its
          * ring fills (sm_90+; cuda/mmqt_impl.cuh, mmqt_fills; -1 or
          * INF_EUNSUPPORTED: the rules below). On such shapes it beats the
-         * dp4a kernel from 2 rows (bench/RESULTS.md 2026-12-04 10:50-, us
+         * dp4a kernel from 2 rows (bench/RESULTS.md 2026-12-04 10:15-, us
          * mmqt / dp4a: q4_K 4096 x 14336 15.7 / 17.9, the 7B's ffn-up 19.4 /
          * 21.7; q5_K 17.0 / 19.2, 20.8 / 24.1), Q6_K from 3 (25.8 / 34.3,
          * 34.9 / 37.2; at 2 ffn-up 34.3 / 30.3). INFERD_MMQS_MIN moves the
          * start too, for A/B runs. */
         if (n_rows >= (c->mmqs_min ? c->mmqs_min : T == QT_Q6_K ? 3 : 2) && n_rows <= 8 && c->mmqt &&
-            w->ne0 % 256 == 0 &&
             cuda_mmqt<T>(c, w, c->xq, y, n_rows, c->mmqt_tl, 0) == 0)
             return;
         if ((n_rows >= mm_mmqs_min(c, T) || n_rows > MM_COLS) && w->ne0 % 256 == 0) {

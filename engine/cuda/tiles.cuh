@@ -146,6 +146,65 @@ static inline int mmq_occupancy(const void *kernel, size_t smem, int threads = M
     return n;
 }
 
+/* mmq_occupancy of kernel K, asked once: an instantiation's shared
+ * memory and threads are fixed, so its first answer stands */
+template <auto K> static int mmq_occupancy_once(size_t smem, int threads = MMQ_THREADS)
+{
+    static int occ = -1;
+    if (occ < 0)
+        occ = mmq_occupancy((const void *)K, smem, threads);
+    return occ;
+}
+
+/* The weight rows a block's row group of the streaming kernels (cuda/
+ * mmvt.cu, cuda/mmqt_impl.cuh) holds, by shape (speed only: every choice
+ * runs each output's chain in the same order): 32 unless 32-row groups
+ * spread worse over the SMs than 16-row ones do (a 18944-row weight: 592
+ * groups are 4.5 an SM, 1,184 are 8.97). */
+static inline int cuda_group_rows(int64_t n_w, int n_sm)
+{
+    const int64_t g32 = (n_w + 31) / 32, g16 = (n_w + 15) / 16;
+    const double b32 = (double)g32 / (double)(((g32 + n_sm - 1) / n_sm) * n_sm);
+    const double b16 = (double)g16 / (double)(((g16 + n_sm - 1) / n_sm) * n_sm);
+    return b16 > b32 + 0.05 ? 16 : 32;
+}
+
+/* The grid of a streaming kernel: a block a row group, at most occ an SM
+ * (the blocks then stream several groups each), at most max_blocks where
+ * that is > 0 (tests) */
+static inline int64_t cuda_stream_blocks(int64_t groups, int occ, int n_sm, int max_blocks)
+{
+    int64_t blocks = groups < (int64_t)occ * n_sm ? groups : (int64_t)occ * n_sm;
+    if (max_blocks > 0 && blocks > max_blocks)
+        blocks = max_blocks;
+    return blocks;
+}
+
+/* A streaming kernel's stage (cuda/mmvt.cu, cuda/mmqt_impl.cuh): row group
+ * g (global), its stage st, cnt super-blocks. Blocks take groups
+ * blockIdx.x, + gridDim.x, ...; a group has ns stages of C super-blocks
+ * out of nbr. */
+struct cuda_stage {
+    int32_t g, st, cnt;
+};
+
+/* the block's first stage */
+template <int C> static __device__ __forceinline__ cuda_stage cuda_stage_first(int32_t nbr)
+{
+    return {(int32_t)blockIdx.x, 0, nbr < C ? nbr : C};
+}
+
+/* the stage after p: the group's next C super-blocks, or the first ones of
+ * the block's next group */
+template <int C> static __device__ __forceinline__ void cuda_stage_next(cuda_stage &p, int32_t ns, int32_t nbr)
+{
+    if (++p.st == ns) {
+        p.st = 0;
+        p.g += gridDim.x;
+    }
+    p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
+}
+
 /* The store of a 64 x 32 NT tile's results, the same in every MMQ kernel:
  * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
  * activation rows 8 NT wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
