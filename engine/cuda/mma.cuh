@@ -131,6 +131,26 @@ static __device__ __forceinline__ void cuda_bulk_copy(void *dst, const void *src
 #endif
 }
 
+/* The tensor memory accelerator's tiled copy of a box of rows (sm_90 and
+ * later): one instruction of one thread moves box_rows rows of box_bytes
+ * each (cuda_tmap_rows's map) from element (x8 8-byte words into a row,
+ * row y) to shared dst (128-byte aligned), densely, rows box_bytes apart;
+ * parts of the box past the weight's rows or a row's end land as zeros
+ * and every byte of the box counts against bar. Why not a bulk copy a
+ * row: the accelerator took ~33 ns a copy on the H200 whatever its size
+ * (bench/RESULTS.md 2026-12-04 12:00-, call 1), so a stage of 32 row
+ * copies took ~1.1 us to queue. `map`: a __grid_constant__ kernel
+ * parameter's address. */
+static __device__ __forceinline__ void cuda_tma_rows(void *dst, const void *map, int32_t x8, int32_t y, uint64_t *bar)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];\n" ::"r"(cuda_saddr(dst)),
+                 "l"(map), "r"(x8), "r"(y), "r"(cuda_saddr(bar))
+                 : "memory");
+#endif
+}
+
 /* Arrive on bar and add `bytes` of expected transactions to its phase:
  * the phase completes when its arrivals are in and the bulk copies
  * counted against it have landed. */

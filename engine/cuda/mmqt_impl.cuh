@@ -43,6 +43,8 @@
 #ifndef INFERD_CUDA_MMQT_IMPL_CUH
 #define INFERD_CUDA_MMQT_IMPL_CUH
 
+#include "engine/cuda/trace.cuh"
+
 #define MMQT_SMEM_MAX (227 * 1024) /* sm_90's dynamic shared memory a block */
 
 /* TL: 16-row tiles a block; C: super-blocks a stage (even: RS / 16 odd);
@@ -58,7 +60,7 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         RS = C * BS + (T == QT_Q6_K ? 32 : 16),
         XS = C * QK_K + 16, /* an activation row's */
         WSL = RB * RS,
-        SLOT = WSL + 8 * XS,
+        SLOT = (WSL + 8 * XS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
         PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
         PARK = CW * 4 * CUDA_WARP * 16,
         SMEM = D * SLOT + PD * PARK + (2 * D + 2 * PD) * 8,
@@ -107,7 +109,8 @@ struct mmqt_xv {
 template <int T, int TL, int C, int D>
 static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
 mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E, const __grid_constant__ CUtensorMap tm,
+            int tma)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmqt_geom<T, TL, C, D> G;
@@ -133,6 +136,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_init_fence();
     }
     __syncthreads();
+    if (threadIdx.x == 0)
+        cuda_tr_block(0);
     const cuda_stage p0 = cuda_stage_first<C>(nbr);
     if (warp == G::CW) {
         /* the feed warp: stage f into slot f % D, lane r < rows copying
@@ -142,6 +147,16 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * into the slot of stage f - D once every compute warp has read it. */
         auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
+            if (tma) {
+                /* one tensor copy: the group's RB rows x RS bytes from the
+                 * stage's first super-block (rows past the weight, and a
+                 * row's last 16 bytes past its end, land as zeros) */
+                if (lane == 0) {
+                    cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
+                    cuda_tma_rows(slot, &tm, p.st * C * G::BS / 8, p.g * G::RB, &full[f % D]);
+                }
+                return;
+            }
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
             /* from the 16-byte granule the run starts in to the one it ends
              * in (Q4_K/Q5_K: the run itself; Q6_K up to 15 bytes past a
@@ -163,8 +178,10 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         };
         cuda_stage fp = p0;
         int32_t f = 0;
-        for (; f < n_st && f < D; f++, cuda_stage_next<C>(fp, ns, nbr))
+        for (; f < n_st && f < D; f++, cuda_stage_next<C>(fp, ns, nbr)) {
             feed_w(f, fp);
+            cuda_tr(f, CUDA_TR_FEED);
+        }
         cuda_pdl_wait();
         cuda_stage xp = p0;
         for (int32_t s = 0; s < f; s++, cuda_stage_next<C>(xp, ns, nbr))
@@ -173,6 +190,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             cuda_mbar_wait(&rfree[f % D], (uint32_t)((f - D) / D) & 1);
             feed_w(f, fp);
             feed_x(f, fp);
+            cuda_tr(f, CUDA_TR_FEED);
         }
         return;
     }
@@ -206,6 +224,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 }
             }
             cuda_mbar_arrive(&pfree[pk]);
+            if (h == 0)
+                cuda_tr(s, CUDA_TR_CHAIN);
             if (cp.st == ns - 1) {
 #pragma unroll
                 for (int i = 0; i < NI; i++) {
@@ -217,6 +237,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 }
             }
         }
+        if (h == 0)
+            cuda_tr_block(1);
         return;
     }
     cuda_pdl_wait();
@@ -242,6 +264,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             xf.d1 = __ldg(X.d + r1 * (int64_t)nbr + sb);
         }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        if (warp == 0 || warp == G::CW - 1)
+            cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         float4 out[1][4];
         if (have) {
             const uint32_t so = (uint32_t)(s % D) * G::SLOT;
@@ -264,6 +288,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, j, sh, t4, xf);
         }
         /* the slot is read: the feed warp may refill it */
+        if (warp == 0 || warp == G::CW - 1)
+            cuda_tr(s, warp ? CUDA_TR_DONEL : CUDA_TR_DONE0);
         cuda_mbar_arrive(&rfree[s % D]);
         /* the chains have read this park slot's last stage */
         cuda_mbar_wait(&pfree[pk], (uint32_t)(((s / G::PD) & 1) ^ 1));
@@ -273,6 +299,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             for (int i = 0; i < 4; i++)
                 pp[i * CUDA_WARP] = out[0][i];
         }
+        if (warp == 0)
+            cuda_tr(s, CUDA_TR_PARK0);
         cuda_mbar_arrive(&pfull[pk]);
     }
 #endif
@@ -289,9 +317,16 @@ static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + G::RB - 1) / G::RB, occ, c->n_sm, max_blocks);
+    /* a stage's weight rows by one tensor copy where the rows allow a map
+     * (Q4_K/Q5_K: RS <= 2048 bytes; INFERD_TMA=0 copies a row at a
+     * time, A/B); else a bulk copy a row */
+    CUtensorMap tm;
+    memset(&tm, 0, sizeof(tm));
+    const int tma = T != QT_Q6_K && c->tma_rows &&
+                    cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, G::RB) == 0;
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
-                (int32_t)nbr, y, n_rows, c->epi);
+                (int32_t)nbr, y, n_rows, c->epi, tm, tma);
     return 0;
 }
 

@@ -58,6 +58,7 @@
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
 #include "engine/cuda/tiles.cuh"
+#include "engine/cuda/trace.cuh"
 
 /* CW, the compute warps a block (one more feeds and chains): 8, 12 or 14,
  * by shape (mmvt_cw) */
@@ -92,7 +93,7 @@ template <int T, int RB, int D, int CW> struct mmvt_geom {
         C = CW * KL,            /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
         RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
-        SLOT = RB * RS,
+        SLOT = (RB * RS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
         PARK = C * RB * 16,
         SMEM = D * (SLOT + PARK) + 2 * D * 8, /* the ring, its park, full[D], done[D] */
     };
@@ -207,7 +208,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, struct cuda_epi E)
+            float *__restrict__ y, struct cuda_epi E, const __grid_constant__ CUtensorMap tm, int tma)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW> G;
@@ -227,6 +228,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_init_fence();
     }
     __syncthreads();
+    if (threadIdx.x == 0)
+        cuda_tr_block(0);
     if (warp == CW) {
         /* the feed and chain warp: stage f into its slot, lane r < RB
          * copying row r's run (rows past the weight copy nothing) from the
@@ -236,15 +239,28 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         int32_t f = 0;
         auto feed = [&]() {
             uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
-            const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
-            const uintptr_t src = (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
-            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
-            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
-            if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all);
-            __syncwarp();
-            if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
+            if (tma) {
+                /* one tensor copy: the group's RB rows x RS bytes (rows past
+                 * the weight, and a row's last 16 bytes past its end, land
+                 * as zeros) */
+                if (lane == 0) {
+                    cuda_mbar_expect(&full[f % D], (uint32_t)(RB * G::RS));
+                    cuda_tma_rows(slot, &tm, fp.st * G::CB / 8, fp.g * RB, &full[f % D]);
+                }
+            } else {
+                const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
+                const uintptr_t src =
+                    (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
+                const uint32_t sz =
+                    (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
+                const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
+                if (lane == 0)
+                    cuda_mbar_expect(&full[f % D], all);
+                __syncwarp();
+                if (lane < rows)
+                    cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
+            }
+            cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
         };
@@ -273,9 +289,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 }
             }
             __syncwarp();
+            cuda_tr(s, CUDA_TR_CHAIN);
             if (f < n_st)
                 feed();
         }
+        cuda_tr_block(1);
         return;
     }
     cuda_pdl_wait();
@@ -283,6 +301,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        if (warp == 0 || warp == CW - 1)
+            cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         if (j < cp.cnt && cp.g * RB + r < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
              * (the weight 16-byte aligned, G::CB a multiple of 16) */
@@ -297,6 +317,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 t = mmvt_terms<T>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
+        if (warp == 0 || warp == CW - 1)
+            cuda_tr(s, warp ? CUDA_TR_DONEL : CUDA_TR_DONE0);
         cuda_mbar_arrive(&done[s % D]);
     }
 #endif
@@ -312,9 +334,16 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
+    /* a stage's rows by one tensor copy where the rows allow a map
+     * (Q4_K/Q5_K with RS <= 2048 bytes; INFERD_TMA=0 copies a row at a time,
+     * A/B); else a bulk copy a row */
+    CUtensorMap tm;
+    memset(&tm, 0, sizeof(tm));
+    const int tma = T != QT_Q6_K && c->tma_rows &&
+                    cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, mmvt_geom<T, RB, D, CW>::RS, RB) == 0;
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
+                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi, tm, tma);
     return 0;
 }
 

@@ -50,6 +50,8 @@
 #define MMQ_BN 64      /* activation rows per block */
 #define MMQ_THREADS 256
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,6 +253,39 @@ template <typename F> static inline int mmq_launch_picked(int kdr, F launch)
 {
     const int rc = launch(kdr);
     return rc == -1 && kdr == 2 ? launch(1) : rc;
+}
+
+/* ---- tensor maps (host) ------------------------------------------------ *
+ * A 2-D map of a weight's rows for cuda_tma_rows: rows of row_bytes, seen
+ * as 8-byte words, boxes of box_rows rows x box_bytes. 0, or -1 where the
+ * driver has no tensor maps or the weight does not fit one (its base not
+ * 16-byte aligned, rows not a multiple of 16 bytes: Q6_K's on most
+ * widths; box_bytes past 2048, 256 words). The caller then copies a row at
+ * a time. cuTensorMapEncodeTiled is the driver's (libcuda), found through
+ * the runtime so the build links nothing more; encoding is host work only. */
+static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_bytes, int64_t rows, uint32_t box_bytes,
+                                 uint32_t box_rows)
+{
+    static const PFN_cuTensorMapEncodeTiled_v12000 enc = [] {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f = NULL;
+        return (PFN_cuTensorMapEncodeTiled_v12000)f;
+    }();
+    if (!enc || ((uintptr_t)base & 15) || row_bytes % 16 || box_bytes % 16 || box_bytes > 2048 || box_rows < 1 ||
+        box_rows > 256 || rows < 1 || rows > INT32_MAX)
+        return -1;
+    const cuuint64_t dim[2] = {(cuuint64_t)(row_bytes / 8), (cuuint64_t)rows};
+    const cuuint64_t stride[1] = {(cuuint64_t)row_bytes};
+    const cuuint32_t box[2] = {box_bytes / 8, box_rows}, es[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+                   CUDA_SUCCESS
+               ? 0
+               : -1;
 }
 
 #endif

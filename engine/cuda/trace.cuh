@@ -1,0 +1,57 @@
+/* cuda/trace — clock marks of a streaming kernel's pipeline (mmvt, mmqt),
+ * compiled in only by bench/mmq_trace.cu (-DINFERD_CUDA_TRACE): per block
+ * and stage, when the feed warp queued the stage's copies, when the first
+ * and last compute warp saw it land and finished it, when the chain had
+ * read it. Why: a stage's period (~2.6 us in both kernels on the H200,
+ * bench/RESULTS.md 2026-12-04 10:15-) is either the copies' latency or the
+ * compute warps' series, and ncu's stall samples do not say which. In the
+ * product builds every mark is nothing. */
+#ifndef INFERD_CUDA_TRACE_CUH
+#define INFERD_CUDA_TRACE_CUH
+
+/* marks of a stage */
+enum {
+    CUDA_TR_FEED,   /* the feed warp queued the stage's copies */
+    CUDA_TR_LAND0,  /* compute warp 0 saw the stage land */
+    CUDA_TR_DONE0,  /* compute warp 0 had read the slot */
+    CUDA_TR_LANDL,  /* the last compute warp saw it land */
+    CUDA_TR_DONEL,  /* the last compute warp had read the slot */
+    CUDA_TR_PARK0,  /* compute warp 0 had parked its terms */
+    CUDA_TR_CHAIN,  /* the (first) chain warp had read the stage's park */
+    CUDA_TR_BLOCK,  /* stage 0: the block's start (clock), 1: start
+                     * (globaltimer, ns), 2: end (clock), 3: end (globaltimer) */
+    CUDA_TR_MARKS
+};
+
+#ifdef INFERD_CUDA_TRACE
+#define CUDA_TR_BLOCKS 256
+#define CUDA_TR_STAGES 64
+__device__ long long cuda_tr_buf[CUDA_TR_BLOCKS][CUDA_TR_STAGES][CUDA_TR_MARKS];
+
+static __device__ __forceinline__ long long cuda_tr_gtime(void)
+{
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* lane 0 of the calling warp records mark m of stage s */
+static __device__ __forceinline__ void cuda_tr(int32_t s, int m)
+{
+    if ((threadIdx.x & 31) == 0 && blockIdx.x < CUDA_TR_BLOCKS && s < CUDA_TR_STAGES)
+        cuda_tr_buf[blockIdx.x][s][m] = clock64();
+}
+
+static __device__ __forceinline__ void cuda_tr_block(int end)
+{
+    if ((threadIdx.x & 31) == 0 && blockIdx.x < CUDA_TR_BLOCKS) {
+        cuda_tr_buf[blockIdx.x][2 * end][CUDA_TR_BLOCK] = clock64();
+        cuda_tr_buf[blockIdx.x][2 * end + 1][CUDA_TR_BLOCK] = cuda_tr_gtime();
+    }
+}
+#else
+#define cuda_tr(s, m) ((void)0)
+#define cuda_tr_block(end) ((void)0)
+#endif
+
+#endif
