@@ -91,7 +91,7 @@ int main(int argc, char **argv)
     c.pdl = 1;
     c.mmvt = 1;
     c.mmqt = 1;
-    c.tma_rows = !(getenv("INFERD_TMA") && !strcmp(getenv("INFERD_TMA"), "0"));
+    c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     std::vector<uint8_t> h(wbytes);

@@ -148,13 +148,15 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
             if (tma) {
-                /* one tensor copy: the group's RB rows x RS bytes from the
-                 * stage's first super-block (rows past the weight, and a
-                 * row's last 16 bytes past its end, land as zeros) */
-                if (lane == 0) {
+                /* tensor copies of tma rows x RS bytes each from the stage's
+                 * first super-block (rows past the weight, and a row's last
+                 * 16 bytes past its end, land as zeros) */
+                if (lane == 0)
                     cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
-                    cuda_tma_rows(slot, &tm, p.st * C * G::BS / 8, p.g * G::RB, &full[f % D]);
-                }
+                __syncwarp();
+                if (lane < G::RB / tma)
+                    cuda_tma_rows(slot + lane * tma * G::RS, &tm, p.st * C * G::BS / 8, p.g * G::RB + lane * tma,
+                                  &full[f % D]);
                 return;
             }
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
@@ -317,13 +319,12 @@ static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + G::RB - 1) / G::RB, occ, c->n_sm, max_blocks);
-    /* a stage's weight rows by one tensor copy where the rows allow a map
-     * (Q4_K/Q5_K: RS <= 2048 bytes; INFERD_TMA=0 copies a row at a
-     * time, A/B); else a bulk copy a row */
+    /* a stage's weight rows by tensor copies of tma rows where the rows
+     * allow a map (Q4_K/Q5_K: RS <= 2048 bytes); else a bulk copy a row */
     CUtensorMap tm;
     memset(&tm, 0, sizeof(tm));
-    const int tma = T != QT_Q6_K && c->tma_rows &&
-                    cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, G::RB) == 0;
+    const int br = c->tma_rows < G::RB ? c->tma_rows : G::RB;
+    const int tma = T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, br) == 0 ? br : 0;
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
                 (int32_t)nbr, y, n_rows, c->epi, tm, tma);

@@ -240,13 +240,15 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         auto feed = [&]() {
             uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
             if (tma) {
-                /* one tensor copy: the group's RB rows x RS bytes (rows past
-                 * the weight, and a row's last 16 bytes past its end, land
-                 * as zeros) */
-                if (lane == 0) {
+                /* tensor copies of tma rows x RS bytes each (rows past the
+                 * weight, and a row's last 16 bytes past its end, land as
+                 * zeros) */
+                if (lane == 0)
                     cuda_mbar_expect(&full[f % D], (uint32_t)(RB * G::RS));
-                    cuda_tma_rows(slot, &tm, fp.st * G::CB / 8, fp.g * RB, &full[f % D]);
-                }
+                __syncwarp();
+                if (lane < RB / tma)
+                    cuda_tma_rows(slot + lane * tma * G::RS, &tm, fp.st * G::CB / 8, fp.g * RB + lane * tma,
+                                  &full[f % D]);
             } else {
                 const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
                 const uintptr_t src =
@@ -334,13 +336,15 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
-    /* a stage's rows by one tensor copy where the rows allow a map
-     * (Q4_K/Q5_K with RS <= 2048 bytes; INFERD_TMA=0 copies a row at a time,
-     * A/B); else a bulk copy a row */
+    /* a stage's rows by tensor copies of tma rows where the rows allow a
+     * map (Q4_K/Q5_K with RS <= 2048 bytes); else a bulk copy a row */
     CUtensorMap tm;
     memset(&tm, 0, sizeof(tm));
-    const int tma = T != QT_Q6_K && c->tma_rows &&
-                    cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, mmvt_geom<T, RB, D, CW>::RS, RB) == 0;
+    const int br = c->tma_rows < RB ? c->tma_rows : RB;
+    const int tma =
+        T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, mmvt_geom<T, RB, D, CW>::RS, br) == 0
+            ? br
+            : 0;
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
                 cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi, tm, tma);
