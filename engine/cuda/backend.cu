@@ -685,10 +685,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     const char *mqt = getenv("INFERD_MMQT");
     c->mmqt = c->sm >= 90 && !(mqt && !strcmp(mqt, "0"));
     c->mmqt_tl = mqt && (!strcmp(mqt, "tl1") || !strcmp(mqt, "tl2")) ? mqt[2] - '0' : 0;
-    /* mmvt's and mmqt's weight stages by tensor copies of this many rows
-     * where a map fits (cuda/tiles.cuh cuda_tmap_rows); INFERD_TMA=0 copies
-     * a row at a time, =8|16|32 sets the rows a copy (A/B runs; the bytes
-     * that land, so the bits, are the same) */
+    /* mmqt's weight stages by tensor copies of this many rows where a map
+     * fits (cuda/tiles.cuh cuda_tmap_rows); INFERD_TMA=0 copies a row at a
+     * time, =8|16|32 sets the rows a copy (A/B runs; the bytes that land,
+     * so the bits, are the same) */
     const char *tma = getenv("INFERD_TMA");
     c->tma_rows = tma && (!strcmp(tma, "0") || !strcmp(tma, "8") || !strcmp(tma, "16") || !strcmp(tma, "32"))
                       ? atoi(tma)

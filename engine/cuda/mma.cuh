@@ -140,7 +140,9 @@ static __device__ __forceinline__ void cuda_bulk_copy(void *dst, const void *src
  * row: the accelerator took ~33 ns a copy on the H200 whatever its size
  * (bench/RESULTS.md 2026-12-04 12:00-, call 1), so a stage of 32 row
  * copies took ~1.1 us to queue. `map`: a __grid_constant__ kernel
- * parameter's address. */
+ * parameter's address. (mmvt measured slower with it: its 64 KB stages
+ * then arrive a box after the other, bench/RESULTS.md 2026-12-04 12:00-,
+ * calls 2-3; it keeps a copy a row.) */
 static __device__ __forceinline__ void cuda_tma_rows(void *dst, const void *map, int32_t x8, int32_t y, uint64_t *bar)
 {
 #if __CUDA_ARCH__ >= 900
@@ -162,6 +164,13 @@ static __device__ __forceinline__ void cuda_mbar_expect(uint64_t *bar, uint32_t 
                  "r"(bytes)
                  : "memory");
 #endif
+}
+
+/* Arrive on bar once every cp.async this thread has queued so far has
+ * landed (without adding an expected arrival: bar's count includes it). */
+static __device__ __forceinline__ void cuda_mbar_arrive_cp(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(cuda_saddr(bar)) : "memory");
 }
 
 /* After mbarrier.init, before another thread or the async proxy (bulk

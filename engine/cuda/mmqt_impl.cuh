@@ -19,10 +19,20 @@
  * Shape: a block holds RB = 16 TL weight rows (a row group; blocks take
  * groups blockIdx.x, + gridDim.x, ..., the ring running on from one group
  * into the next: cuda/tiles.cuh's cuda_stage). A stage is C consecutive
- * super-blocks of each weight row (one bulk copy a row, rows RS bytes
- * apart) and of each activation row's int8 values (one bulk copy a row,
- * XS bytes apart); RS / 16 and XS / 16 are odd, so the 8 row reads of an
- * ldmatrix fall in 8 distinct bank groups, as in cuda/mmqk_impl.cuh.
+ * super-blocks of each weight row, in column blocks of CB <= 8 (rows RS
+ * bytes apart: CB x BS + 16, or Q6_K's + 32), and of each activation
+ * row's int8 values (XS bytes apart); RS / 16 and XS / 16 are odd, so the
+ * 8 row reads of an ldmatrix fall in 8 distinct bank groups, as in
+ * cuda/mmqk_impl.cuh. The feed warp moves a stage's weights by tensor
+ * copies of a column block's rows (Q4_K/Q5_K: one instruction for 32 rows
+ * x RS bytes; Q6_K, whose rows a tensor map cannot take on most widths,
+ * and INFERD_TMA=0: one bulk copy a row and block) and its activations by
+ * 16-byte cp.async. Why (bench/RESULTS.md 2026-12-04 12:00-, calls 1-3,
+ * clock marks of bench/mmq_trace.cu): the accelerator took ~33 ns a bulk
+ * copy whatever its size and works its queue in order, so 32 row copies
+ * and 8 activation copies a stage held the stage period at ~1.5-1.9 us,
+ * and stage 0's activations, queued after the PDL wait, waited ~3 us
+ * behind the first D stages' weights.
  * Compute warp w takes tile w / C, super-block w % C of the stage: its 16
  * rows x (up to) 8 activation rows' exact terms (mmqs_terms; the
  * activation sums and scales by the read-only path, loaded before the
@@ -34,8 +44,8 @@
  * ring, for a fourth stage of weights, measured slower at 8 rows:
  * bench/RESULTS.md 2026-12-04 10:15-, call 4.)
  *
- * Barriers: full[D] (the feed's one arrival with the stage's bytes, then
- * the copies'), rfree[D] (every compute lane, once it has read the slot),
+ * Barriers: full[D] (the feed's one arrival with the weight bytes, the
+ * copies' bytes, each feed lane once its activation cp.async landed), rfree[D] (every compute lane, once it has read the slot),
  * pfull[PD] (every compute lane, after its park) and pfree[PD] (the chain
  * warps' lanes, after their chains read the park). The feed warp queues
  * the first D stages before the PDL wait (cuda/common.cuh).
@@ -54,12 +64,19 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         BS = T == QT_Q4_K ? 144 : T == QT_Q5_K ? 176 : 210, /* bytes a super-block */
         RB = 16 * TL,
         CW = TL * C,       /* compute warps: one (tile, super-block) task a stage */
-        /* a weight row's stride in the slot: Q6_K's runs (210-byte blocks,
+        /* the slot's weight rows in NB column blocks of CB super-blocks
+         * (Q4_K/Q5_K: at most 8, so a block's row, CB x BS + 16 bytes, is
+         * one tensor box wide: cuda_tmap_rows's 2,048; TL = 1's 16
+         * super-blocks a stage are two blocks) */
+        CB = T == QT_Q6_K || C < 8 ? C : 8,
+        NB = C / CB,
+        /* a weight row's stride in a block: Q6_K's runs (210-byte blocks,
          * 2-byte aligned) are copied from the 16-byte granule their first
          * byte lies in, up to 14 bytes early, so 32 bytes of pad */
-        RS = C * BS + (T == QT_Q6_K ? 32 : 16),
+        RS = CB * BS + (T == QT_Q6_K ? 32 : 16),
         XS = C * QK_K + 16, /* an activation row's */
-        WSL = RB * RS,
+        WCB = RB * RS,     /* a column block */
+        WSL = NB * WCB,
         SLOT = (WSL + 8 * XS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
         PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
         PARK = CW * 4 * CUDA_WARP * 16,
@@ -67,7 +84,8 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         NCH = 2, /* chain warps: TL = 2 one a tile; TL = 1 one for rows g, one for g + 8 */
         THREADS = (CW + 1 + NCH) * CUDA_WARP, /* compute warps, the feed warp, the chain warps */
     };
-    static_assert(C % 2 == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1, "odd 16-byte granules a row");
+    static_assert(C % 2 == 0 && C % CB == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1,
+                  "whole column blocks; odd 16-byte granules a row");
 };
 
 /* The deepest ring (2..4) that fits sm_90's shared memory (at least 2). */
@@ -126,7 +144,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int xrows = n_rows < 8 ? n_rows : 8;
     if (threadIdx.x == 0) {
         for (int i = 0; i < D; i++) {
-            cuda_mbar_init(&full[i], 1);
+            cuda_mbar_init(&full[i], 1 + CUDA_WARP); /* the weights' expect, each feed lane's activations */
             cuda_mbar_init(&rfree[i], G::CW * CUDA_WARP);
         }
         for (int i = 0; i < G::PD; i++) {
@@ -140,43 +158,71 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_tr_block(0);
     const cuda_stage p0 = cuda_stage_first<C>(nbr);
     if (warp == G::CW) {
-        /* the feed warp: stage f into slot f % D, lane r < rows copying
-         * weight row r's run, lane r < xrows activation row r's. The first
-         * D stages' weights go before the PDL wait, their activations (the
-         * kernel before's output) after it; from stage D on a stage goes
-         * into the slot of stage f - D once every compute warp has read it. */
+        /* the feed warp: stage f into slot f % D. The first D stages'
+         * weights go before the PDL wait, their activations (the kernel
+         * before's output) after it; from stage D on a stage goes into the
+         * slot of stage f - D once every compute warp has read it. */
         auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
+            /* column blocks holding super-blocks of this stage */
+            const int nbk = (p.cnt + G::CB - 1) / G::CB;
             if (tma) {
-                /* tensor copies of tma rows x RS bytes each from the stage's
+                /* tensor copies of tma rows x RS bytes each from a block's
                  * first super-block (rows past the weight, and a row's last
                  * 16 bytes past its end, land as zeros) */
+                const int per = G::RB / tma;
                 if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
+                    cuda_mbar_expect(&full[f % D], (uint32_t)(nbk * G::WCB));
                 __syncwarp();
-                if (lane < G::RB / tma)
-                    cuda_tma_rows(slot + lane * tma * G::RS, &tm, p.st * C * G::BS / 8, p.g * G::RB + lane * tma,
-                                  &full[f % D]);
+                if (lane < nbk * per) {
+                    const int b = lane / per, i = lane % per;
+                    cuda_tma_rows(slot + b * G::WCB + i * tma * G::RS, &tm, (p.st * C + b * G::CB) * G::BS / 8,
+                                  p.g * G::RB + i * tma, &full[f % D]);
+                }
                 return;
             }
+            /* lane r < rows: row r's run in each block, from the 16-byte
+             * granule it starts in to the one it ends in (Q4_K/Q5_K: the
+             * run itself; Q6_K up to 15 bytes past a weight's end:
+             * CUDA_W_SLACK) */
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
-            /* from the 16-byte granule the run starts in to the one it ends
-             * in (Q4_K/Q5_K: the run itself; Q6_K up to 15 bytes past a
-             * weight's end: CUDA_W_SLACK) */
-            const uintptr_t src = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS);
-            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)p.cnt * G::BS + 15) & ~(uintptr_t)15);
-            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
+            uintptr_t src[G::NB];
+            uint32_t sz[G::NB], mine = 0;
+#pragma unroll
+            for (int b = 0; b < G::NB; b++) {
+                const int cb = p.cnt - b * G::CB < G::CB ? p.cnt - b * G::CB : G::CB;
+                src[b] = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)(p.st * C + b * G::CB) * G::BS);
+                sz[b] = b < nbk ? (uint32_t)(((src[b] & 15) + (uint32_t)cb * G::BS + 15) & ~(uintptr_t)15) : 0u;
+                mine += sz[b];
+            }
+            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? mine : 0u);
             if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all + (uint32_t)xrows * (uint32_t)p.cnt * QK_K);
+                cuda_mbar_expect(&full[f % D], all);
             __syncwarp();
-            if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
+            if (lane < rows) {
+#pragma unroll
+                for (int b = 0; b < G::NB; b++)
+                    if (b < nbk)
+                        cuda_bulk_copy(slot + b * G::WCB + lane * G::RS, (const void *)(src[b] & ~(uintptr_t)15),
+                                       sz[b], &full[f % D]);
+            }
         };
         auto feed_x = [&](int32_t f, const cuda_stage &p) {
-            if (lane < xrows)
-                cuda_bulk_copy(mmqt_sm + (f % D) * G::SLOT + G::WSL + lane * G::XS,
-                               X.qs + ((size_t)lane * nbr + (size_t)p.st * C) * QK_K, (uint32_t)p.cnt * QK_K,
-                               &full[f % D]);
+            /* the activation rows' cnt x 256 bytes by 16-byte cp.async
+             * (the load path, not the accelerator's queue, which works its
+             * copies in order: queued behind D stages of weights, stage 0's
+             * activations landed ~3 us late, bench/RESULTS.md 2026-12-04
+             * 12:00-, call 3), then each lane's arrival once its own landed */
+            uint8_t *xs = mmqt_sm + (f % D) * G::SLOT + G::WSL;
+            const int n16 = p.cnt * (QK_K / 16);
+            for (int r = 0; r < xrows; r++) {
+                const int8_t *src = X.qs + ((size_t)r * nbr + (size_t)p.st * C) * QK_K;
+#pragma unroll
+                for (int k = lane; k < C * (QK_K / 16); k += CUDA_WARP)
+                    if (k < n16)
+                        __pipeline_memcpy_async(xs + r * G::XS + 16 * k, src + 16 * k, 16);
+            }
+            cuda_mbar_arrive_cp(&full[f % D]);
         };
         cuda_stage fp = p0;
         int32_t f = 0;
@@ -250,7 +296,10 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * the tile, word 4 (l / 16)), B (activation row l % 8, byte 32 (l / 16)
      * + 16 ((l / 8) % 2) of super-block j) */
     const uint32_t xoff = (uint32_t)(G::WSL + (lane & 7) * G::XS + 32 * (lane >> 4) + 16 * ((lane >> 3) & 1) + QK_K * j);
-    const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
+    /* the warp's super-block j is super-block kd of column block j / CB */
+    const int kd = j % G::CB;
+    const uint32_t wcb = (uint32_t)(j / G::CB * G::WCB);
+    const uint32_t aoff = wcb + (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
     cuda_stage cp = p0;
@@ -283,11 +332,11 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 uint32_t mis = 0; /* Q4_K/Q5_K: rows and stages 16-byte aligned (mmqt_variant) */
                 if constexpr (T == QT_Q6_K)
                     mis = (uint32_t)(((size_t)(cp.g * G::RB + r) * row_bytes + (size_t)cp.st * C * G::BS) & 15);
-                rw[h] = (const uint32_t *)(mmqt_sm + so + r * G::RS + (mis & ~3u));
+                rw[h] = (const uint32_t *)(mmqt_sm + so + wcb + r * G::RS + (mis & ~3u));
                 sh[h] = (int)(mis & 3);
             }
             xf.sx = base + so + xoff;
-            mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, j, sh, t4, xf);
+            mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, kd, sh, t4, xf);
         }
         /* the slot is read: the feed warp may refill it */
         if (warp == 0 || warp == G::CW - 1)

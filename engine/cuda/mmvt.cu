@@ -93,7 +93,7 @@ template <int T, int RB, int D, int CW> struct mmvt_geom {
         C = CW * KL,            /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
         RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
-        SLOT = (RB * RS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
+        SLOT = RB * RS,
         PARK = C * RB * 16,
         SMEM = D * (SLOT + PARK) + 2 * D * 8, /* the ring, its park, full[D], done[D] */
     };
@@ -208,7 +208,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, struct cuda_epi E, const __grid_constant__ CUtensorMap tm, int tma)
+            float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW> G;
@@ -239,29 +239,15 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         int32_t f = 0;
         auto feed = [&]() {
             uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
-            if (tma) {
-                /* tensor copies of tma rows x RS bytes each (rows past the
-                 * weight, and a row's last 16 bytes past its end, land as
-                 * zeros) */
-                if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)(RB * G::RS));
-                __syncwarp();
-                if (lane < RB / tma)
-                    cuda_tma_rows(slot + lane * tma * G::RS, &tm, fp.st * G::CB / 8, fp.g * RB + lane * tma,
-                                  &full[f % D]);
-            } else {
-                const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
-                const uintptr_t src =
-                    (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
-                const uint32_t sz =
-                    (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
-                const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
-                if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], all);
-                __syncwarp();
-                if (lane < rows)
-                    cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
-            }
+            const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
+            const uintptr_t src = (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
+            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
+            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
+            if (lane == 0)
+                cuda_mbar_expect(&full[f % D], all);
+            __syncwarp();
+            if (lane < rows)
+                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
@@ -336,18 +322,9 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
-    /* a stage's rows by tensor copies of tma rows where the rows allow a
-     * map (Q4_K/Q5_K with RS <= 2048 bytes); else a bulk copy a row */
-    CUtensorMap tm;
-    memset(&tm, 0, sizeof(tm));
-    const int br = c->tma_rows < RB ? c->tma_rows : RB;
-    const int tma =
-        T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, mmvt_geom<T, RB, D, CW>::RS, br) == 0
-            ? br
-            : 0;
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi, tm, tma);
+                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
     return 0;
 }
 
