@@ -128,7 +128,7 @@ template <int T, int TL, int C, int D>
 static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
 mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E, const __grid_constant__ CUtensorMap tm,
-            int tma)
+            int tma, int xcp)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmqt_geom<T, TL, C, D> G;
@@ -142,9 +142,12 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int32_t ns = (nbr + C - 1) / C; /* stages a row group */
     const int32_t n_st = ((n_grp - 1 - (int32_t)blockIdx.x) / (int32_t)gridDim.x + 1) * ns;
     const int xrows = n_rows < 8 ? n_rows : 8;
+    /* a stage's activation bytes through the accelerator (xcp: by cp.async) */
+    const uint32_t xbytes = xcp ? 0u : (uint32_t)xrows * (uint32_t)C * QK_K;
     if (threadIdx.x == 0) {
         for (int i = 0; i < D; i++) {
-            cuda_mbar_init(&full[i], 1 + CUDA_WARP); /* the weights' expect, each feed lane's activations */
+            /* the weights' expect; with xcp each feed lane's activations too */
+            cuda_mbar_init(&full[i], xcp ? 1 + CUDA_WARP : 1);
             cuda_mbar_init(&rfree[i], G::CW * CUDA_WARP);
         }
         for (int i = 0; i < G::PD; i++) {
@@ -172,7 +175,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                  * 16 bytes past its end, land as zeros) */
                 const int per = G::RB / tma;
                 if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)(nbk * G::WCB));
+                    cuda_mbar_expect(&full[f % D], (uint32_t)(nbk * G::WCB) + xbytes / C * p.cnt);
                 __syncwarp();
                 if (lane < nbk * per) {
                     const int b = lane / per, i = lane % per;
@@ -197,7 +200,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
             const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? mine : 0u);
             if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all);
+                cuda_mbar_expect(&full[f % D], all + xbytes / C * p.cnt);
             __syncwarp();
             if (lane < rows) {
 #pragma unroll
@@ -208,12 +211,18 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
         };
         auto feed_x = [&](int32_t f, const cuda_stage &p) {
-            /* the activation rows' cnt x 256 bytes by 16-byte cp.async
-             * (the load path, not the accelerator's queue, which works its
-             * copies in order: queued behind D stages of weights, stage 0's
-             * activations landed ~3 us late, bench/RESULTS.md 2026-12-04
-             * 12:00-, call 3), then each lane's arrival once its own landed */
             uint8_t *xs = mmqt_sm + (f % D) * G::SLOT + G::WSL;
+            if (!xcp) {
+                /* lane r < xrows: activation row r's cnt x 256 bytes, one
+                 * bulk copy (counted in the weights' expect) */
+                if (lane < xrows)
+                    cuda_bulk_copy(xs + lane * G::XS, X.qs + ((size_t)lane * nbr + (size_t)p.st * C) * QK_K,
+                                   (uint32_t)p.cnt * QK_K, &full[f % D]);
+                return;
+            }
+            /* xcp: by 16-byte cp.async (the load path, beside the
+             * accelerator's queue), then each lane's arrival once its own
+             * landed */
             const int n16 = p.cnt * (QK_K / 16);
             for (int r = 0; r < xrows; r++) {
                 const int8_t *src = X.qs + ((size_t)r * nbr + (size_t)p.st * C) * QK_K;
@@ -376,7 +385,7 @@ static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int tma = T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, br) == 0 ? br : 0;
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
-                (int32_t)nbr, y, n_rows, c->epi, tm, tma);
+                (int32_t)nbr, y, n_rows, c->epi, tm, tma, c->mmqt_xcp);
     return 0;
 }
 
