@@ -92,7 +92,6 @@ int main(int argc, char **argv)
     c.mmvt = 1;
     c.mmqt = 1;
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
-    c.mmqt_xcp = getenv("INFERD_MMQT_XCP") && !strcmp(getenv("INFERD_MMQT_XCP"), "1");
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     std::vector<uint8_t> h(wbytes);

@@ -693,10 +693,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     c->tma_rows = tma && (!strcmp(tma, "0") || !strcmp(tma, "8") || !strcmp(tma, "16") || !strcmp(tma, "32"))
                       ? atoi(tma)
                       : 32;
-    /* INFERD_MMQT_XCP=1: mmqt's activations by 16-byte cp.async instead of
-     * bulk copies (A/B runs; the same bytes) */
-    const char *xcp = getenv("INFERD_MMQT_XCP");
-    c->mmqt_xcp = xcp && !strcmp(xcp, "1");
     /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
      * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
      * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);

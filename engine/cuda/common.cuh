@@ -114,7 +114,6 @@ struct cuda_ctx {
     int mmqt;          /* K-quant products of 2-8 rows through mmqt (sm_90+; INFERD_MMQT=0: mmqs, A/B) */
     int mmqt_tl;       /* its 16-row tiles a block, forced (0: by shape; INFERD_MMQT=tl1|tl2, A/B) */
     int tma_rows;      /* mmqt's stages by tensor copies of this many rows where a map fits (0: a copy a row) */
-    int mmqt_xcp;      /* mmqt's activations by cp.async instead of bulk copies (INFERD_MMQT_XCP, A/B) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
     int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has

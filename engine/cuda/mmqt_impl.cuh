@@ -19,20 +19,24 @@
  * Shape: a block holds RB = 16 TL weight rows (a row group; blocks take
  * groups blockIdx.x, + gridDim.x, ..., the ring running on from one group
  * into the next: cuda/tiles.cuh's cuda_stage). A stage is C consecutive
- * super-blocks of each weight row, in column blocks of CB <= 8 (rows RS
- * bytes apart: CB x BS + 16, or Q6_K's + 32), and of each activation
- * row's int8 values (XS bytes apart); RS / 16 and XS / 16 are odd, so the
- * 8 row reads of an ldmatrix fall in 8 distinct bank groups, as in
- * cuda/mmqk_impl.cuh. The feed warp moves a stage's weights by tensor
- * copies of a column block's rows (Q4_K/Q5_K: one instruction for 32 rows
- * x RS bytes; Q6_K, whose rows a tensor map cannot take on most widths,
- * and INFERD_TMA=0: one bulk copy a row and block) and its activations by
- * 16-byte cp.async. Why (bench/RESULTS.md 2026-12-04 12:00-, calls 1-3,
- * clock marks of bench/mmq_trace.cu): the accelerator took ~33 ns a bulk
- * copy whatever its size and works its queue in order, so 32 row copies
- * and 8 activation copies a stage held the stage period at ~1.5-1.9 us,
- * and stage 0's activations, queued after the PDL wait, waited ~3 us
- * behind the first D stages' weights.
+ * super-blocks of each weight row (rows RS bytes apart: C x BS + 16, or
+ * Q6_K's + 32) and of each activation row's int8 values (XS bytes apart);
+ * RS / 16 and XS / 16 are odd, so the 8 row reads of an ldmatrix fall in 8
+ * distinct bank groups, as in cuda/mmqk_impl.cuh. Where a row of the slot
+ * fits a tensor box (RS <= 2,048 bytes: Q4_K/Q5_K at TL = 2) the feed warp
+ * moves a stage's weights by one tensor copy of the group's 32 rows and
+ * its activations by 16-byte cp.async; elsewhere (TL = 1's 16 super-blocks,
+ * Q6_K's rows, which a tensor map cannot take on most widths, or
+ * INFERD_TMA=0) by one bulk copy a weight row and one an activation row.
+ * Why (bench/RESULTS.md 2026-12-04 12:00-, calls 1-5, clock marks of
+ * bench/mmq_trace.cu): the accelerator took ~33 ns a bulk copy whatever its
+ * size, so 32 weight-row and 8 activation-row copies a stage held the
+ * stage period at ~1.5-1.9 us (4096 x 14336 at 8 rows: 17.7 -> 16.0 us
+ * with the tensor copy); behind the tensor copies, activations by cp.async
+ * measured 3-7% faster at 2-4 rows than bulk copies in the accelerator's
+ * queue, but slower where the weights still come a row at a time (TL = 1,
+ * Q6_K), and TL = 1 itself slower with two tensor copies a stage than with
+ * its 16 row copies.
  * Compute warp w takes tile w / C, super-block w % C of the stage: its 16
  * rows x (up to) 8 activation rows' exact terms (mmqs_terms; the
  * activation sums and scales by the read-only path, loaded before the
@@ -64,19 +68,12 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         BS = T == QT_Q4_K ? 144 : T == QT_Q5_K ? 176 : 210, /* bytes a super-block */
         RB = 16 * TL,
         CW = TL * C,       /* compute warps: one (tile, super-block) task a stage */
-        /* the slot's weight rows in NB column blocks of CB super-blocks
-         * (Q4_K/Q5_K: at most 8, so a block's row, CB x BS + 16 bytes, is
-         * one tensor box wide: cuda_tmap_rows's 2,048; TL = 1's 16
-         * super-blocks a stage are two blocks) */
-        CB = T == QT_Q6_K || C < 8 ? C : 8,
-        NB = C / CB,
         /* a weight row's stride in a block: Q6_K's runs (210-byte blocks,
          * 2-byte aligned) are copied from the 16-byte granule their first
          * byte lies in, up to 14 bytes early, so 32 bytes of pad */
-        RS = CB * BS + (T == QT_Q6_K ? 32 : 16),
+        RS = C * BS + (T == QT_Q6_K ? 32 : 16),
         XS = C * QK_K + 16, /* an activation row's */
-        WCB = RB * RS,     /* a column block */
-        WSL = NB * WCB,
+        WSL = RB * RS,
         SLOT = (WSL + 8 * XS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
         PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
         PARK = CW * 4 * CUDA_WARP * 16,
@@ -84,8 +81,7 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         NCH = 2, /* chain warps: TL = 2 one a tile; TL = 1 one for rows g, one for g + 8 */
         THREADS = (CW + 1 + NCH) * CUDA_WARP, /* compute warps, the feed warp, the chain warps */
     };
-    static_assert(C % 2 == 0 && C % CB == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1,
-                  "whole column blocks; odd 16-byte granules a row");
+    static_assert(C % 2 == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1, "odd 16-byte granules a row");
 };
 
 /* The deepest ring (2..4) that fits sm_90's shared memory (at least 2). */
@@ -128,7 +124,7 @@ template <int T, int TL, int C, int D>
 static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
 mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E, const __grid_constant__ CUtensorMap tm,
-            int tma, int xcp)
+            int tma)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmqt_geom<T, TL, C, D> G;
@@ -142,7 +138,9 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int32_t ns = (nbr + C - 1) / C; /* stages a row group */
     const int32_t n_st = ((n_grp - 1 - (int32_t)blockIdx.x) / (int32_t)gridDim.x + 1) * ns;
     const int xrows = n_rows < 8 ? n_rows : 8;
-    /* a stage's activation bytes through the accelerator (xcp: by cp.async) */
+    /* activations by cp.async where the weights come by tensor copies, else
+     * by bulk copies: a stage's activation bytes through the accelerator */
+    const bool xcp = tma != 0;
     const uint32_t xbytes = xcp ? 0u : (uint32_t)xrows * (uint32_t)C * QK_K;
     if (threadIdx.x == 0) {
         for (int i = 0; i < D; i++) {
@@ -167,48 +165,30 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * slot of stage f - D once every compute warp has read it. */
         auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
-            /* column blocks holding super-blocks of this stage */
-            const int nbk = (p.cnt + G::CB - 1) / G::CB;
             if (tma) {
-                /* tensor copies of tma rows x RS bytes each from a block's
+                /* tensor copies of tma rows x RS bytes each from the stage's
                  * first super-block (rows past the weight, and a row's last
                  * 16 bytes past its end, land as zeros) */
-                const int per = G::RB / tma;
                 if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)(nbk * G::WCB) + xbytes / C * p.cnt);
+                    cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL + xbytes / C * p.cnt);
                 __syncwarp();
-                if (lane < nbk * per) {
-                    const int b = lane / per, i = lane % per;
-                    cuda_tma_rows(slot + b * G::WCB + i * tma * G::RS, &tm, (p.st * C + b * G::CB) * G::BS / 8,
-                                  p.g * G::RB + i * tma, &full[f % D]);
-                }
+                if (lane < G::RB / tma)
+                    cuda_tma_rows(slot + lane * tma * G::RS, &tm, p.st * C * G::BS / 8, p.g * G::RB + lane * tma,
+                                  &full[f % D]);
                 return;
             }
-            /* lane r < rows: row r's run in each block, from the 16-byte
-             * granule it starts in to the one it ends in (Q4_K/Q5_K: the
-             * run itself; Q6_K up to 15 bytes past a weight's end:
-             * CUDA_W_SLACK) */
+            /* lane r < rows: row r's run, from the 16-byte granule it starts
+             * in to the one it ends in (Q4_K/Q5_K: the run itself; Q6_K up
+             * to 15 bytes past a weight's end: CUDA_W_SLACK) */
             const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
-            uintptr_t src[G::NB];
-            uint32_t sz[G::NB], mine = 0;
-#pragma unroll
-            for (int b = 0; b < G::NB; b++) {
-                const int cb = p.cnt - b * G::CB < G::CB ? p.cnt - b * G::CB : G::CB;
-                src[b] = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)(p.st * C + b * G::CB) * G::BS);
-                sz[b] = b < nbk ? (uint32_t)(((src[b] & 15) + (uint32_t)cb * G::BS + 15) & ~(uintptr_t)15) : 0u;
-                mine += sz[b];
-            }
-            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? mine : 0u);
+            const uintptr_t src = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS);
+            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)p.cnt * G::BS + 15) & ~(uintptr_t)15);
+            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
             if (lane == 0)
                 cuda_mbar_expect(&full[f % D], all + xbytes / C * p.cnt);
             __syncwarp();
-            if (lane < rows) {
-#pragma unroll
-                for (int b = 0; b < G::NB; b++)
-                    if (b < nbk)
-                        cuda_bulk_copy(slot + b * G::WCB + lane * G::RS, (const void *)(src[b] & ~(uintptr_t)15),
-                                       sz[b], &full[f % D]);
-            }
+            if (lane < rows)
+                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
         };
         auto feed_x = [&](int32_t f, const cuda_stage &p) {
             uint8_t *xs = mmqt_sm + (f % D) * G::SLOT + G::WSL;
@@ -305,10 +285,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * the tile, word 4 (l / 16)), B (activation row l % 8, byte 32 (l / 16)
      * + 16 ((l / 8) % 2) of super-block j) */
     const uint32_t xoff = (uint32_t)(G::WSL + (lane & 7) * G::XS + 32 * (lane >> 4) + 16 * ((lane >> 3) & 1) + QK_K * j);
-    /* the warp's super-block j is super-block kd of column block j / CB */
-    const int kd = j % G::CB;
-    const uint32_t wcb = (uint32_t)(j / G::CB * G::WCB);
-    const uint32_t aoff = wcb + (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
+    const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
     cuda_stage cp = p0;
@@ -341,11 +318,11 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 uint32_t mis = 0; /* Q4_K/Q5_K: rows and stages 16-byte aligned (mmqt_variant) */
                 if constexpr (T == QT_Q6_K)
                     mis = (uint32_t)(((size_t)(cp.g * G::RB + r) * row_bytes + (size_t)cp.st * C * G::BS) & 15);
-                rw[h] = (const uint32_t *)(mmqt_sm + so + wcb + r * G::RS + (mis & ~3u));
+                rw[h] = (const uint32_t *)(mmqt_sm + so + r * G::RS + (mis & ~3u));
                 sh[h] = (int)(mis & 3);
             }
             xf.sx = base + so + xoff;
-            mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, kd, sh, t4, xf);
+            mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, j, sh, t4, xf);
         }
         /* the slot is read: the feed warp may refill it */
         if (warp == 0 || warp == G::CW - 1)
@@ -385,7 +362,7 @@ static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int tma = T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, br) == 0 ? br : 0;
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
-                (int32_t)nbr, y, n_rows, c->epi, tm, tma, c->mmqt_xcp);
+                (int32_t)nbr, y, n_rows, c->epi, tm, tma);
     return 0;
 }
 
@@ -420,8 +397,11 @@ static int mmqt_variant(struct cuda_ctx *c, const struct backend_weight *w, cons
         return INF_EUNSUPPORTED;
     if (tl <= 0) {
         /* two tiles (32 rows: a stage's activations serve both) unless
-         * 32-row groups spread worse over the SMs (cuda_group_rows) */
-        tl = T == QT_Q6_K ? 2 : cuda_group_rows(w->ne1, c->n_sm) / 16;
+         * 32-row groups spread worse over the SMs (cuda_group_rows); Q5_K
+         * two everywhere: on the 7B's 18944-row ffn-up at 8 rows 24.0 us
+         * against 28.9 with one (bench/RESULTS.md 2026-12-04 12:00-, call
+         * 5: there TL = 2 has the tensor copies, TL = 1 does not) */
+        tl = T != QT_Q4_K ? 2 : cuda_group_rows(w->ne1, c->n_sm) / 16;
         if (!mmqt_fills(w->ne1, w->ne0 / QK_K, tl, c->n_sm))
             return INF_EUNSUPPORTED;
     }
