@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     }
     void *dw, *dx;
     float *dy;
-    const size_t xb = cuda_q8k_bytes((int64_t)n * nbr);
+    const size_t xb = cuda_q8k_act_bytes(n, nbr);
     CK(cudaMalloc(&dw, wbytes + CUDA_W_SLACK));
     CK(cudaMalloc(&dx, xb));
     CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)n * (size_t)ne1));

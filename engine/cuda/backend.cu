@@ -487,7 +487,11 @@ int cuda_scratch_update(struct cuda_ctx *c)
     /* Q8_K or Q8_0 in planes (cuda/qtypes.cuh: cuda_q8k_bytes,
      * cuda_q80_bytes), or the cuBLAS path's F16/BF16 (or copied F32)
      * activation */
-    const size_t k_bytes = cuda_q8k_bytes((int64_t)c->res_rows * (int64_t)blk256);
+    size_t k_bytes = cuda_q8k_act_bytes(c->res_rows, (int64_t)blk256);
+    /* a batch of up to 8 rows holds mmqt's fragment plane as well */
+    const int32_t fr = c->res_rows < CUDA_Q8K_FRAG_ROWS ? c->res_rows : CUDA_Q8K_FRAG_ROWS;
+    if (cuda_q8k_act_bytes(fr, (int64_t)blk256) > k_bytes)
+        k_bytes = cuda_q8k_act_bytes(fr, (int64_t)blk256);
     const size_t o_bytes = cuda_q80_bytes((int64_t)c->res_rows * (int64_t)blk256 * (QK_K / QK8_0));
     const size_t f_bytes = cuda_mmc_act_bytes(c);
     size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;

@@ -72,16 +72,15 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
          * 2-byte aligned) are copied from the 16-byte granule their first
          * byte lies in, up to 14 bytes early, so 32 bytes of pad */
         RS = C * BS + (T == QT_Q6_K ? 32 : 16),
-        XS = C * QK_K + 16, /* an activation row's */
         WSL = RB * RS,
-        SLOT = (WSL + 8 * XS + 127) / 128 * 128, /* 128-byte aligned: tensor copies land there */
+        SLOT = (WSL + 127) / 128 * 128, /* weights only; 128-byte aligned: tensor copies land there */
         PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
         PARK = CW * 4 * CUDA_WARP * 16,
         SMEM = D * SLOT + PD * PARK + (2 * D + 2 * PD) * 8,
         NCH = 2, /* chain warps: TL = 2 one a tile; TL = 1 one for rows g, one for g + 8 */
         THREADS = (CW + 1 + NCH) * CUDA_WARP, /* compute warps, the feed warp, the chain warps */
     };
-    static_assert(C % 2 == 0 && (RS / 16) % 2 == 1 && (XS / 16) % 2 == 1, "odd 16-byte granules a row");
+    static_assert(C % 2 == 0 && (RS / 16) % 2 == 1, "odd 16-byte granules a row");
 };
 
 /* The deepest ring (2..4) that fits sm_90's shared memory (at least 2). */
@@ -93,20 +92,22 @@ template <int T, int TL, int C> struct mmqt_depth {
     };
 };
 
-/* The activations of one super-block (mmqs_terms's xf): B fragments by
- * ldmatrix from the stage (sx: the lane's row l % 8, byte 32 (l / 16) +
- * 16 ((l / 8) % 2) of the super-block), the lane's 4 bytes of the sums
- * and the scales of rows 2 t4, 2 t4 + 1, read by the read-only path before
- * the compute warp waits for its stage, so their L2 latency passes inside
- * the wait. */
-struct mmqt_xv {
-    uint32_t sx;
+/* The activations of one super-block (mmqs_terms's xf): the lane's B
+ * fragments (64 bytes from the fragment plane, cuda_q8k_frag), its 4 bytes
+ * of the sums and the scales of rows 2 t4, 2 t4 + 1, all loaded by the
+ * read-only path before the compute warp waits for its stage, so their L2
+ * latency passes inside the wait. */
+struct mmqt_xg {
+    uint4 b[4];
     int vhl;
     float d0, d1;
     __device__ __forceinline__ void bfrag(int nt, int p, uint32_t r[4]) const
     {
         (void)nt;
-        cuda_ldsm_x4(r, sx + 64 * p);
+        r[0] = b[p].x;
+        r[1] = b[p].y;
+        r[2] = b[p].z;
+        r[3] = b[p].w;
     }
     __device__ __forceinline__ int hl(int nt) const
     {
@@ -122,9 +123,9 @@ struct mmqt_xv {
 
 template <int T, int TL, int C, int D>
 static __global__ void __launch_bounds__(mmqt_geom<T, TL, C, D>::THREADS, 1)
-mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, int32_t n_rows, struct cuda_epi E, const __grid_constant__ CUtensorMap tm,
-            int tma)
+mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X,
+            const uint4 *__restrict__ xfr, int32_t nbr, float *__restrict__ y, int32_t n_rows, struct cuda_epi E,
+            const __grid_constant__ CUtensorMap tm, int tma)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmqt_geom<T, TL, C, D> G;
@@ -138,14 +139,9 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int32_t ns = (nbr + C - 1) / C; /* stages a row group */
     const int32_t n_st = ((n_grp - 1 - (int32_t)blockIdx.x) / (int32_t)gridDim.x + 1) * ns;
     const int xrows = n_rows < 8 ? n_rows : 8;
-    /* activations by cp.async where the weights come by tensor copies, else
-     * by bulk copies: a stage's activation bytes through the accelerator */
-    const bool xcp = tma != 0;
-    const uint32_t xbytes = xcp ? 0u : (uint32_t)xrows * (uint32_t)C * QK_K;
     if (threadIdx.x == 0) {
         for (int i = 0; i < D; i++) {
-            /* the weights' expect; with xcp each feed lane's activations too */
-            cuda_mbar_init(&full[i], xcp ? 1 + CUDA_WARP : 1);
+            cuda_mbar_init(&full[i], 1);
             cuda_mbar_init(&rfree[i], G::CW * CUDA_WARP);
         }
         for (int i = 0; i < G::PD; i++) {
@@ -170,7 +166,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                  * first super-block (rows past the weight, and a row's last
                  * 16 bytes past its end, land as zeros) */
                 if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL + xbytes / C * p.cnt);
+                    cuda_mbar_expect(&full[f % D], (uint32_t)G::WSL);
                 __syncwarp();
                 if (lane < G::RB / tma)
                     cuda_tma_rows(slot + lane * tma * G::RS, &tm, p.st * C * G::BS / 8, p.g * G::RB + lane * tma,
@@ -185,48 +181,16 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)p.cnt * G::BS + 15) & ~(uintptr_t)15);
             const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
             if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all + xbytes / C * p.cnt);
+                cuda_mbar_expect(&full[f % D], all);
             __syncwarp();
             if (lane < rows)
                 cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
         };
-        auto feed_x = [&](int32_t f, const cuda_stage &p) {
-            uint8_t *xs = mmqt_sm + (f % D) * G::SLOT + G::WSL;
-            if (!xcp) {
-                /* lane r < xrows: activation row r's cnt x 256 bytes, one
-                 * bulk copy (counted in the weights' expect) */
-                if (lane < xrows)
-                    cuda_bulk_copy(xs + lane * G::XS, X.qs + ((size_t)lane * nbr + (size_t)p.st * C) * QK_K,
-                                   (uint32_t)p.cnt * QK_K, &full[f % D]);
-                return;
-            }
-            /* xcp: by 16-byte cp.async (the load path, beside the
-             * accelerator's queue), then each lane's arrival once its own
-             * landed */
-            const int n16 = p.cnt * (QK_K / 16);
-            for (int r = 0; r < xrows; r++) {
-                const int8_t *src = X.qs + ((size_t)r * nbr + (size_t)p.st * C) * QK_K;
-#pragma unroll
-                for (int k = lane; k < C * (QK_K / 16); k += CUDA_WARP)
-                    if (k < n16)
-                        __pipeline_memcpy_async(xs + r * G::XS + 16 * k, src + 16 * k, 16);
-            }
-            cuda_mbar_arrive_cp(&full[f % D]);
-        };
         cuda_stage fp = p0;
-        int32_t f = 0;
-        for (; f < n_st && f < D; f++, cuda_stage_next<C>(fp, ns, nbr)) {
+        for (int32_t f = 0; f < n_st; f++, cuda_stage_next<C>(fp, ns, nbr)) {
+            if (f >= D)
+                cuda_mbar_wait(&rfree[f % D], (uint32_t)((f - D) / D) & 1);
             feed_w(f, fp);
-            cuda_tr(f, CUDA_TR_FEED);
-        }
-        cuda_pdl_wait();
-        cuda_stage xp = p0;
-        for (int32_t s = 0; s < f; s++, cuda_stage_next<C>(xp, ns, nbr))
-            feed_x(s, xp);
-        for (; f < n_st; f++, cuda_stage_next<C>(fp, ns, nbr)) {
-            cuda_mbar_wait(&rfree[f % D], (uint32_t)((f - D) / D) & 1);
-            feed_w(f, fp);
-            feed_x(f, fp);
             cuda_tr(f, CUDA_TR_FEED);
         }
         return;
@@ -281,10 +245,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     cuda_pdl_wait();
     const int tile = warp / C, j = warp % C;
     const uint32_t base = cuda_saddr(mmqt_sm);
-    /* the lane's ldmatrix rows: A (weight row (l % 8) + 8 ((l / 8) % 2) of
-     * the tile, word 4 (l / 16)), B (activation row l % 8, byte 32 (l / 16)
-     * + 16 ((l / 8) % 2) of super-block j) */
-    const uint32_t xoff = (uint32_t)(G::WSL + (lane & 7) * G::XS + 32 * (lane >> 4) + 16 * ((lane >> 3) & 1) + QK_K * j);
+    /* the lane's ldmatrix rows of A: weight row (l % 8) + 8 ((l / 8) % 2) of
+     * the tile, word 4 (l / 16) */
     const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
@@ -294,8 +256,12 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         const bool have = j < cp.cnt && cp.g * G::RB + 16 * tile < n_w;
         const int64_t sb = (int64_t)cp.st * C + j;
         /* rows past the batch read row n_rows - 1 (never stored) */
-        mmqt_xv xf = {0u, 0, 0.0f, 0.0f};
+        mmqt_xg xf = {};
         if (have) {
+            const uint4 *fr = xfr + (size_t)sb * 4 * CUDA_WARP + lane;
+#pragma unroll
+            for (int p = 0; p < 4; p++)
+                xf.b[p] = __ldg(fr + p * CUDA_WARP);
             xf.vhl = __ldg((const int *)(X.hl + (rg * (int64_t)nbr + sb) * CUDA_Q8K_HL) + t4);
             xf.d0 = __ldg(X.d + r0 * (int64_t)nbr + sb);
             xf.d1 = __ldg(X.d + r1 * (int64_t)nbr + sb);
@@ -321,7 +287,6 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 rw[h] = (const uint32_t *)(mmqt_sm + so + r * G::RS + (mis & ~3u));
                 sh[h] = (int)(mis & 3);
             }
-            xf.sx = base + so + xoff;
             mmqs_terms<T, false, 1>(out, rw[0], rw[1], G::RS / 4, base + so + aoff, j, sh, t4, xf);
         }
         /* the slot is read: the feed warp may refill it */
@@ -362,7 +327,7 @@ static int mmqt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int tma = T != QT_Q6_K && br > 0 && cuda_tmap_rows(&tm, w->data, w->row_bytes, w->ne1, G::RS, br) == 0 ? br : 0;
     cuda_launch(c, mmqt_kernel<T, TL, C, D>, dim3((unsigned)blocks), G::THREADS, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr),
-                (int32_t)nbr, y, n_rows, c->epi, tm, tma);
+                (const uint4 *)cuda_q8k_frag(xq, n_rows, nbr), (int32_t)nbr, y, n_rows, c->epi, tm, tma);
     return 0;
 }
 

@@ -199,7 +199,7 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     constexpr int kq = Q::QK == QK_K;
     const int64_t nb = w->ne0 / Q::QK;
     /* the activation scratch is sized by ops->reserve */
-    const size_t need = kq ? cuda_q8k_bytes((int64_t)n_rows * nb) : cuda_q80_bytes((int64_t)n_rows * nb);
+    const size_t need = kq ? cuda_q8k_act_bytes(n_rows, nb) : cuda_q80_bytes((int64_t)n_rows * nb);
     if (!c->xq || need > c->xq_bytes) {
         c->err = INF_EINTERNAL;
         snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: %d rows of %lld exceed the reserved scratch",

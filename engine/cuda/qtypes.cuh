@@ -154,6 +154,27 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
     return x;
 }
 
+/* Batches of up to CUDA_Q8K_FRAG_ROWS activation rows also get a fourth
+ * plane after the three (cuda/quantize.cu writes it): their qs in the order
+ * mmqt's B fragments take them (cuda/mmqt_impl.cuh), so a compute lane loads
+ * its 64 bytes of a super-block as 4 coalesced 16-byte loads instead of the
+ * stage carrying 8 rows of activations through shared memory: uint4
+ * [super-block][p = 0..3][lane = 4 g + t4], word q of it = bytes 64 p + 16 q
+ * + 4 t4 .. + 3 of row g's super-block (rows past the batch: stale, never
+ * stored). Size with it: cuda_q8k_act_bytes. */
+#define CUDA_Q8K_FRAG_ROWS 8
+
+static __host__ __device__ __forceinline__ size_t cuda_q8k_act_bytes(int64_t n_rows, int64_t nb)
+{
+    const size_t b = cuda_q8k_bytes(n_rows * nb); /* a multiple of 16 */
+    return n_rows <= CUDA_Q8K_FRAG_ROWS ? b + (size_t)nb * CUDA_Q8K_FRAG_ROWS * QK_K : b;
+}
+
+static __host__ __device__ __forceinline__ uint4 *cuda_q8k_frag(const void *base, int64_t n_rows, int64_t nb)
+{
+    return n_rows <= CUDA_Q8K_FRAG_ROWS ? (uint4 *)((uint8_t *)base + cuda_q8k_bytes(n_rows * nb)) : NULL;
+}
+
 /* Q8_0 activations (the vec-dot type of Q4_0/Q8_0 weights) as the GPU
  * keeps them: the CPU's bytes in two planes, qs [n_blocks][32] (16-byte
  * aligned runs, read by 128-bit loads and cp.async) and d [n_blocks] as

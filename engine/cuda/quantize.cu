@@ -12,8 +12,24 @@
 #include "engine/cuda/qtypes.cuh"
 
 /* One warp per 256-element block, 8 elements per lane; the block's bytes go
- * to the three planes of struct cuda_q8k (cuda/qtypes.cuh). */
-static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks)
+ * to the three planes of struct cuda_q8k (cuda/qtypes.cuh), and where frag
+ * (batches of up to 8 rows of nbr blocks) to the B-fragment plane too: the
+ * lane's two words, bytes 8 l and 8 l + 4 of row r's super-block sb, are
+ * words (8 l / 16) % 4 of lanes 4 r + 2 (l % 2) and + 1 of quarter 8 l / 64
+ * (cuda_q8k_frag). */
+static __device__ __forceinline__ void quantize_frag(uint32_t *frag, int64_t ib, int64_t nbr, int lane, uint32_t w0,
+                                                     uint32_t w1)
+{
+    if (!frag)
+        return;
+    const int64_t r = ib / nbr, sb = ib % nbr;
+    uint32_t *f = frag + (((sb * 4 + (lane >> 3)) * CUDA_WARP + r * 4 + 2 * (lane & 1)) * 4 + ((lane >> 1) & 3));
+    f[0] = w0;
+    f[4] = w1;
+}
+
+static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks, uint32_t *frag,
+                                            int64_t nbr)
 {
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
@@ -44,6 +60,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     int8_t *qs = y.qs + ib * QK_K + 8 * lane;
     if (amax == 0.0f) {
         *(int2 *)qs = make_int2(0, 0);
+        quantize_frag(frag, ib, nbr, lane, 0u, 0u);
         if (lane < CUDA_Q8K_HL)
             y.hl[ib * CUDA_Q8K_HL + lane] = 0;
         if (lane == 0)
@@ -62,6 +79,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
         sum += q;
     }
     *(uint2 *)qs = make_uint2(packed[0], packed[1]);
+    quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
     sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 32 elements = 4 lanes */
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0) {
@@ -97,7 +115,8 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
         cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
-                    cuda_q8k_planes(dst, nb), nb);
+                    cuda_q8k_planes(dst, nb), nb, (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K),
+                    (int64_t)(n / QK_K));
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
