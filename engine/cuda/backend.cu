@@ -488,7 +488,7 @@ int cuda_scratch_update(struct cuda_ctx *c)
      * cuda_q80_bytes), or the cuBLAS path's F16/BF16 (or copied F32)
      * activation */
     size_t k_bytes = cuda_q8k_act_bytes(c->res_rows, (int64_t)blk256);
-    /* a batch of up to 8 rows holds mmqt's fragment plane as well */
+    /* a batch of 2-8 rows holds mmqt's fragment plane as well */
     const int32_t fr = c->res_rows < CUDA_Q8K_FRAG_ROWS ? c->res_rows : CUDA_Q8K_FRAG_ROWS;
     if (cuda_q8k_act_bytes(fr, (int64_t)blk256) > k_bytes)
         k_bytes = cuda_q8k_act_bytes(fr, (int64_t)blk256);

@@ -20,39 +20,41 @@
  * groups blockIdx.x, + gridDim.x, ..., the ring running on from one group
  * into the next: cuda/tiles.cuh's cuda_stage). A stage is C consecutive
  * super-blocks of each weight row (rows RS bytes apart: C x BS + 16, or
- * Q6_K's + 32) and of each activation row's int8 values (XS bytes apart);
- * RS / 16 and XS / 16 are odd, so the 8 row reads of an ldmatrix fall in 8
- * distinct bank groups, as in cuda/mmqk_impl.cuh. Where a row of the slot
+ * Q6_K's + 32; RS / 16 odd, so the 8 row reads of an ldmatrix fall in 8
+ * distinct bank groups, as in cuda/mmqk_impl.cuh). Where a row of the slot
  * fits a tensor box (RS <= 2,048 bytes: Q4_K/Q5_K at TL = 2) the feed warp
- * moves a stage's weights by one tensor copy of the group's 32 rows and
- * its activations by 16-byte cp.async; elsewhere (TL = 1's 16 super-blocks,
- * Q6_K's rows, which a tensor map cannot take on most widths, or
- * INFERD_TMA=0) by one bulk copy a weight row and one an activation row.
- * Why (bench/RESULTS.md 2026-12-04 12:00-, calls 1-5, clock marks of
- * bench/mmq_trace.cu): the accelerator took ~33 ns a bulk copy whatever its
- * size, so 32 weight-row and 8 activation-row copies a stage held the
- * stage period at ~1.5-1.9 us (4096 x 14336 at 8 rows: 17.7 -> 16.0 us
- * with the tensor copy); behind the tensor copies, activations by cp.async
- * measured 3-7% faster at 2-4 rows than bulk copies in the accelerator's
- * queue, but slower where the weights still come a row at a time (TL = 1,
- * Q6_K), and TL = 1 itself slower with two tensor copies a stage than with
- * its 16 row copies.
+ * moves a stage by one tensor copy of the group's 32 rows, elsewhere (TL =
+ * 1's 16 super-blocks, Q6_K's rows, which a tensor map cannot take on most
+ * widths, or INFERD_TMA=0) by one bulk copy a row. The ring holds weights
+ * only: a compute lane loads its B fragments of a super-block (64 bytes of
+ * activation row g) from the plane the quantize kernel writes in fragment
+ * order (cuda/qtypes.cuh cuda_q8k_frag), as 4 coalesced 16-byte loads
+ * issued before it waits for the stage. Why (bench/RESULTS.md 2026-12-04
+ * 12:00-, clock marks of bench/mmq_trace.cu): the accelerator took ~33 ns
+ * a bulk copy whatever its size, so 32 weight-row and 8 activation-row
+ * copies a stage held the stage period at ~1.5-1.9 us (calls 1-2: the
+ * tensor copy, 4096 x 14336 at 8 rows 17.7 -> 16.1 us); and where the
+ * weight comes from DRAM the kernel is bound by its bytes in flight (the
+ * 7B's fused gate-up: 2 stages of 37 KB an SM, 2.2 TB/s), which the
+ * activations' 16.5 KB a stage in the ring kept at D = 3 (call 8: without
+ * them Q4_K holds 4 stages, Q5_K and Q6_K 3: 16.1 -> 14.8 us, the 7B's
+ * Q4_K ffn-up 20.9 -> 16.5, 8-stream decode +5%). (Activations by 16 uncoalesced
+ * 4-byte loads a lane from the Q8_K planes measured 12% slower, 2026-12-04
+ * 10:15-, call 4.)
  * Compute warp w takes tile w / C, super-block w % C of the stage: its 16
- * rows x (up to) 8 activation rows' exact terms (mmqs_terms; the
- * activation sums and scales by the read-only path, loaded before the
- * warp waits for the stage), parked (p1, v1, p2, v2) per output; the two
+ * rows x (up to) 8 activation rows' exact terms (mmqs_terms, through the
+ * activation policy mmqt_xg), parked (p1, v1, p2, v2) per output; the two
  * chain warps then run the float chains over the stage in k order (TL =
  * 2: one a tile; TL = 1: rows g and g + 8 of the tile; cuda/qtypes.cuh's
  * chain: a row's bits are mmqs's, mmvq's and MMQ's) and store at the
- * group's last stage. (Activations by the read-only path instead of the
- * ring, for a fourth stage of weights, measured slower at 8 rows:
- * bench/RESULTS.md 2026-12-04 10:15-, call 4.)
+ * group's last stage.
  *
- * Barriers: full[D] (the feed's one arrival with the weight bytes, the
- * copies' bytes, each feed lane once its activation cp.async landed), rfree[D] (every compute lane, once it has read the slot),
+ * Barriers: full[D] (the feed's one arrival with the stage's bytes, then
+ * the copies'), rfree[D] (every compute lane, once it has read the slot),
  * pfull[PD] (every compute lane, after its park) and pfree[PD] (the chain
- * warps' lanes, after their chains read the park). The feed warp queues
- * the first D stages before the PDL wait (cuda/common.cuh).
+ * warps' lanes, after their chains read the park). The feed warp reads
+ * weights only, so it never waits for the PDL (cuda/common.cuh); the
+ * compute and chain warps do.
  */
 #ifndef INFERD_CUDA_MMQT_IMPL_CUH
 #define INFERD_CUDA_MMQT_IMPL_CUH
@@ -258,10 +260,14 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         /* rows past the batch read row n_rows - 1 (never stored) */
         mmqt_xg xf = {};
         if (have) {
-            const uint4 *fr = xfr + (size_t)sb * 4 * CUDA_WARP + lane;
+            /* the B fragments of activation row g: lanes past the batch
+             * load nothing (their products are never stored) */
+            if (g < xrows) {
+                const uint4 *fr = xfr + (size_t)sb * 4 * CUDA_WARP + lane;
 #pragma unroll
-            for (int p = 0; p < 4; p++)
-                xf.b[p] = __ldg(fr + p * CUDA_WARP);
+                for (int p = 0; p < 4; p++)
+                    xf.b[p] = __ldg(fr + p * CUDA_WARP);
+            }
             xf.vhl = __ldg((const int *)(X.hl + (rg * (int64_t)nbr + sb) * CUDA_Q8K_HL) + t4);
             xf.d0 = __ldg(X.d + r0 * (int64_t)nbr + sb);
             xf.d1 = __ldg(X.d + r1 * (int64_t)nbr + sb);

@@ -154,7 +154,7 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
     return x;
 }
 
-/* Batches of up to CUDA_Q8K_FRAG_ROWS activation rows also get a fourth
+/* Batches of 2 to CUDA_Q8K_FRAG_ROWS activation rows also get a fourth
  * plane after the three (cuda/quantize.cu writes it): their qs in the order
  * mmqt's B fragments take them (cuda/mmqt_impl.cuh), so a compute lane loads
  * its 64 bytes of a super-block as 4 coalesced 16-byte loads instead of the
@@ -167,12 +167,13 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
 static __host__ __device__ __forceinline__ size_t cuda_q8k_act_bytes(int64_t n_rows, int64_t nb)
 {
     const size_t b = cuda_q8k_bytes(n_rows * nb); /* a multiple of 16 */
-    return n_rows <= CUDA_Q8K_FRAG_ROWS ? b + (size_t)nb * CUDA_Q8K_FRAG_ROWS * QK_K : b;
+    return n_rows >= 2 && n_rows <= CUDA_Q8K_FRAG_ROWS ? b + (size_t)nb * CUDA_Q8K_FRAG_ROWS * QK_K : b;
 }
 
 static __host__ __device__ __forceinline__ uint4 *cuda_q8k_frag(const void *base, int64_t n_rows, int64_t nb)
 {
-    return n_rows <= CUDA_Q8K_FRAG_ROWS ? (uint4 *)((uint8_t *)base + cuda_q8k_bytes(n_rows * nb)) : NULL;
+    return n_rows >= 2 && n_rows <= CUDA_Q8K_FRAG_ROWS ? (uint4 *)((uint8_t *)base + cuda_q8k_bytes(n_rows * nb))
+                                                       : NULL;
 }
 
 /* Q8_0 activations (the vec-dot type of Q4_0/Q8_0 weights) as the GPU
