@@ -252,39 +252,22 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t aoff = (uint32_t)((16 * tile + (lane & 7) + 8 * ((lane >> 3) & 1)) * G::RS + 16 * (lane >> 4));
     const int32_t rg = g < xrows ? g : xrows - 1, r0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1,
                   r1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
-    /* the lane's B fragments of stage q's super-block j (activation row g;
-     * lanes past the batch load nothing: their products are never
-     * stored), loaded one stage ahead so their L2 latency passes inside the
-     * stage before */
-    auto frag = [&](const cuda_stage &q, uint4 (&b)[4]) {
-        if (j < q.cnt && q.g * G::RB + 16 * tile < n_w && g < xrows) {
-            const uint4 *fr = xfr + ((size_t)q.st * C + j) * 4 * CUDA_WARP + lane;
-#pragma unroll
-            for (int p = 0; p < 4; p++)
-                b[p] = __ldg(fr + p * CUDA_WARP);
-        }
-    };
-    uint4 nb[4] = {};
     cuda_stage cp = p0;
-    if (n_st > 0)
-        frag(cp, nb);
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<C>(cp, ns, nbr)) {
         const int pk = s % G::PD;
         const bool have = j < cp.cnt && cp.g * G::RB + 16 * tile < n_w;
         const int64_t sb = (int64_t)cp.st * C + j;
         /* rows past the batch read row n_rows - 1 (never stored) */
-        mmqt_xg xf;
-#pragma unroll
-        for (int p = 0; p < 4; p++)
-            xf.b[p] = nb[p];
-        if (s + 1 < n_st) {
-            cuda_stage np = cp;
-            cuda_stage_next<C>(np, ns, nbr);
-            frag(np, nb);
-        }
-        xf.vhl = 0;
-        xf.d0 = xf.d1 = 0.0f;
+        mmqt_xg xf = {};
         if (have) {
+            /* the B fragments of activation row g: lanes past the batch
+             * load nothing (their products are never stored) */
+            if (g < xrows) {
+                const uint4 *fr = xfr + (size_t)sb * 4 * CUDA_WARP + lane;
+#pragma unroll
+                for (int p = 0; p < 4; p++)
+                    xf.b[p] = __ldg(fr + p * CUDA_WARP);
+            }
             xf.vhl = __ldg((const int *)(X.hl + (rg * (int64_t)nbr + sb) * CUDA_Q8K_HL) + t4);
             xf.d0 = __ldg(X.d + r0 * (int64_t)nbr + sb);
             xf.d1 = __ldg(X.d + r1 * (int64_t)nbr + sb);
