@@ -70,7 +70,7 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         BS = T == QT_Q4_K ? 144 : T == QT_Q5_K ? 176 : 210, /* bytes a super-block */
         RB = 16 * TL,
         CW = TL * C,       /* compute warps: one (tile, super-block) task a stage */
-        /* a weight row's stride in a block: Q6_K's runs (210-byte blocks,
+        /* a weight row's stride in the slot: Q6_K's runs (210-byte blocks,
          * 2-byte aligned) are copied from the 16-byte granule their first
          * byte lies in, up to 14 bytes early, so 32 bytes of pad */
         RS = C * BS + (T == QT_Q6_K ? 32 : 16),
@@ -157,10 +157,9 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_tr_block(0);
     const cuda_stage p0 = cuda_stage_first<C>(nbr);
     if (warp == G::CW) {
-        /* the feed warp: stage f into slot f % D. The first D stages'
-         * weights go before the PDL wait, their activations (the kernel
-         * before's output) after it; from stage D on a stage goes into the
-         * slot of stage f - D once every compute warp has read it. */
+        /* the feed warp: stage f into slot f % D, the first D at once
+         * (weights only: no PDL wait), from stage D on into the slot of
+         * stage f - D once every compute warp has read it */
         auto feed_w = [&](int32_t f, const cuda_stage &p) {
             uint8_t *slot = mmqt_sm + (f % D) * G::SLOT;
             if (tma) {
@@ -257,7 +256,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         const int pk = s % G::PD;
         const bool have = j < cp.cnt && cp.g * G::RB + 16 * tile < n_w;
         const int64_t sb = (int64_t)cp.st * C + j;
-        /* rows past the batch read row n_rows - 1 (never stored) */
+        /* sums and scales: rows past the batch read row n_rows - 1 (never
+         * stored) */
         mmqt_xg xf = {};
         if (have) {
             /* the B fragments of activation row g: lanes past the batch

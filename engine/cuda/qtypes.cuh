@@ -161,7 +161,8 @@ static __host__ __device__ __forceinline__ cuda_q8k cuda_q8k_planes(const void *
  * stage carrying 8 rows of activations through shared memory: uint4
  * [super-block][p = 0..3][lane = 4 g + t4], word q of it = bytes 64 p + 16 q
  * + 4 t4 .. + 3 of row g's super-block (rows past the batch: stale, never
- * stored). Size with it: cuda_q8k_act_bytes. */
+ * stored). Written on every device (two 4-byte stores a lane), read only
+ * by mmqt (sm_90 and later). Size with it: cuda_q8k_act_bytes. */
 #define CUDA_Q8K_FRAG_ROWS 8
 
 static __host__ __device__ __forceinline__ size_t cuda_q8k_act_bytes(int64_t n_rows, int64_t nb)
