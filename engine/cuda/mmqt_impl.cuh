@@ -77,7 +77,7 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
         WSL = RB * RS,
         SLOT = (WSL + 127) / 128 * 128, /* weights only; 128-byte aligned: tensor copies land there */
         PD = 2, /* park slots: stages the compute warps may run ahead of the chain */
-        PARK = CW * 4 * CUDA_WARP * 8, /* (v1, v2) as floats an output */
+        PARK = CW * 4 * CUDA_WARP * 16,
         SMEM = D * SLOT + PD * PARK + (2 * D + 2 * PD) * 8,
         NCH = 2, /* chain warps: TL = 2 one a tile; TL = 1 one for rows g, one for g + 8 */
         THREADS = (CW + 1 + NCH) * CUDA_WARP, /* compute warps, the feed warp, the chain warps */
@@ -85,11 +85,10 @@ template <int T, int TL, int C, int D> struct mmqt_geom {
     static_assert(C % 2 == 0 && (RS / 16) % 2 == 1, "odd 16-byte granules a row");
 };
 
-/* The deepest ring (2..5) that fits sm_90's shared memory (at least 2). */
+/* The deepest ring (2..4) that fits sm_90's shared memory (at least 2). */
 template <int T, int TL, int C> struct mmqt_depth {
     enum {
-        D = mmqt_geom<T, TL, C, 5>::SMEM <= MMQT_SMEM_MAX   ? 5
-            : mmqt_geom<T, TL, C, 4>::SMEM <= MMQT_SMEM_MAX ? 4
+        D = mmqt_geom<T, TL, C, 4>::SMEM <= MMQT_SMEM_MAX   ? 4
             : mmqt_geom<T, TL, C, 3>::SMEM <= MMQT_SMEM_MAX ? 3
                                                              : 2
     };
@@ -133,7 +132,7 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmqt_geom<T, TL, C, D> G;
     extern __shared__ __align__(128) uint8_t mmqt_sm[];
-    float2 *park = (float2 *)(mmqt_sm + D * G::SLOT); /* [PD][CW][4][lane] */
+    float4 *park = (float4 *)(mmqt_sm + D * G::SLOT); /* [PD][CW][4][lane] */
     uint64_t *full = (uint64_t *)(mmqt_sm + D * G::SLOT + G::PD * G::PARK);
     uint64_t *rfree = full + D, *pfull = rfree + D, *pfree = pfull + G::PD;
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
@@ -202,11 +201,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * (the lane's accumulators i = 2 h, 2 h + 1); each over the stage in
          * k order */
         const int h = warp - G::CW - 1;
-        enum { NI = TL == 2 ? 4 : 2, NR = TL == 2 ? 2 : 1 };
+        enum { NI = TL == 2 ? 4 : 2 };
         const int t = TL == 2 ? h : 0, i0 = TL == 2 ? 0 : 2 * h;
-        /* the lane's activation rows 2 t4, 2 t4 + 1 (past the batch: the
-         * last row's scales, never stored) */
-        const int c0 = 2 * t4 < xrows ? 2 * t4 : xrows - 1, c1 = 2 * t4 + 1 < xrows ? 2 * t4 + 1 : xrows - 1;
         cuda_pdl_wait();
         cuda_stage cp = p0;
         float acc[NI];
@@ -215,43 +211,17 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             acc[i] = 0.0f;
         for (int32_t s = 0; s < n_st; s++, cuda_stage_next<C>(cp, ns, nbr)) {
             const int pk = s % G::PD;
-            /* the heads' d (and dmin) of the lane's weight rows (TL = 2: g
-             * and g + 8 of tile t; TL = 1: g + 8 h; rows past the weight:
-             * its last) and the activation scales, read before the wait:
-             * the chain forms p1 = d xd and p2 = -(dmin xd) as mmqs_terms
-             * does (cuda/qtypes.cuh's head), so the park holds (v1, v2) only */
-            uint32_t dw[C][NR];
-            float xd[C][2];
-#pragma unroll
-            for (int j = 0; j < C; j++) {
-                if (j < cp.cnt) {
-                    const int64_t sb = (int64_t)cp.st * C + j;
-#pragma unroll
-                    for (int k = 0; k < NR; k++) {
-                        int32_t row = cp.g * G::RB + 16 * t + g + 8 * (TL == 2 ? k : h);
-                        row = row < n_w ? row : n_w - 1;
-                        const uint8_t *b = w + (size_t)row * row_bytes + (size_t)sb * G::BS;
-                        dw[j][k] = T == QT_Q6_K ? (uint32_t)__ldg((const unsigned short *)(b + 208))
-                                                : __ldg((const uint32_t *)b);
-                    }
-                    xd[j][0] = __ldg(X.d + c0 * (int64_t)nbr + sb);
-                    xd[j][1] = __ldg(X.d + c1 * (int64_t)nbr + sb);
-                }
-            }
             cuda_mbar_wait(&pfull[pk], (uint32_t)(s / G::PD) & 1);
-            const float2 *pp = park + (((size_t)pk * G::CW + t * C) * 4 + i0) * CUDA_WARP + lane;
+            const float4 *pp = park + (((size_t)pk * G::CW + t * C) * 4 + i0) * CUDA_WARP + lane;
 #pragma unroll
             for (int j = 0; j < C; j++) {
                 if (j < cp.cnt) {
 #pragma unroll
                     for (int i = 0; i < NI; i++) {
-                        const int ii = i0 + i;
-                        const uint32_t hw = dw[j][TL == 2 ? ii >> 1 : 0];
-                        const float x = xd[j][ii & 1];
-                        const float2 v = pp[(j * 4 + i) * CUDA_WARP];
-                        acc[i] = __fmaf_rn(__fmul_rn(cuda_h2f((quant_f16)(hw & 0xffff)), x), v.x, acc[i]);
+                        const float4 v = pp[(j * 4 + i) * CUDA_WARP];
+                        acc[i] = __fmaf_rn(v.x, v.y, acc[i]);
                         if (T != QT_Q6_K) /* no min term (cuda/qtypes.cuh's chain) */
-                            acc[i] = __fmaf_rn(-__fmul_rn(cuda_h2f((quant_f16)(hw >> 16)), x), v.y, acc[i]);
+                            acc[i] = __fmaf_rn(v.z, v.w, acc[i]);
                     }
                 }
             }
@@ -332,10 +302,10 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         /* the chains have read this park slot's last stage */
         cuda_mbar_wait(&pfree[pk], (uint32_t)(((s / G::PD) & 1) ^ 1));
         if (have) {
-            float2 *pp = park + ((size_t)pk * G::CW + warp) * 4 * CUDA_WARP + lane;
+            float4 *pp = park + ((size_t)pk * G::CW + warp) * 4 * CUDA_WARP + lane;
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                pp[i * CUDA_WARP] = make_float2(out[0][i].y, out[0][i].w);
+                pp[i * CUDA_WARP] = out[0][i];
         }
         if (warp == 0)
             cuda_tr(s, CUDA_TR_PARK0);
