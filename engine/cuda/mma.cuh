@@ -166,13 +166,6 @@ static __device__ __forceinline__ void cuda_mbar_expect(uint64_t *bar, uint32_t 
 #endif
 }
 
-/* Arrive on bar once every cp.async this thread has queued so far has
- * landed (without adding an expected arrival: bar's count includes it). */
-static __device__ __forceinline__ void cuda_mbar_arrive_cp(uint64_t *bar)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(cuda_saddr(bar)) : "memory");
-}
-
 /* After mbarrier.init, before another thread or the async proxy (bulk
  * copies) uses the barriers; a __syncthreads follows. */
 static __device__ __forceinline__ void cuda_mbar_init_fence(void)

@@ -37,6 +37,8 @@ for phase in $phases; do
         step cuda-ops $d/bin/test_cuda_ops
         # the float-kernel fallback of the F32/F16/BF16 products (no cuBLASLt)
         INFERD_NO_CUBLAS=1 step "cuda-ops (no cublas)" $d/bin/test_cuda_ops
+        # mmqt's weight stages a bulk copy a row instead of a tensor copy (A/B knob)
+        INFERD_TMA=0 step "cuda-ops (INFERD_TMA=0)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do
