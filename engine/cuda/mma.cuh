@@ -166,6 +166,31 @@ static __device__ __forceinline__ void cuda_mbar_expect(uint64_t *bar, uint32_t 
 #endif
 }
 
+/* A streaming kernel's feed warp (cuda/mmvt.cu, cuda/mmqt_impl.cuh): one
+ * stage of a row group into its slot by a bulk copy a row. Lane r < the
+ * group's rows (at most rb; rows past the weight copy nothing) copies row
+ * row0 + r's run of `run` bytes from byte `off` of the row, from the
+ * 16-byte granule it starts in to the one it ends in (Q4_K/Q5_K: the run
+ * itself; Q6_K's 2-byte aligned runs land up to 14 bytes into their slot
+ * row and read up to 15 bytes past a weight's end: CUDA_W_SLACK), rows rs
+ * bytes apart; lane 0 has bar expect every lane's bytes first. Every lane
+ * of the warp calls it. */
+static __device__ __forceinline__ void cuda_feed_rows(uint8_t *slot, uint32_t rs, const uint8_t *w, size_t row_bytes,
+                                                      int32_t n_w, int32_t row0, int rb, size_t off, uint32_t run,
+                                                      uint64_t *bar)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t rows = n_w - row0 < rb ? n_w - row0 : rb;
+    const uintptr_t src = (uintptr_t)(w + (size_t)(row0 + lane) * row_bytes + off);
+    const uint32_t sz = (uint32_t)(((src & 15) + run + 15) & ~(uintptr_t)15);
+    const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
+    if (lane == 0)
+        cuda_mbar_expect(bar, all);
+    __syncwarp();
+    if (lane < rows)
+        cuda_bulk_copy(slot + lane * rs, (const void *)(src & ~(uintptr_t)15), sz, bar);
+}
+
 /* After mbarrier.init, before another thread or the async proxy (bulk
  * copies) uses the barriers; a __syncthreads follows. */
 static __device__ __forceinline__ void cuda_mbar_init_fence(void)

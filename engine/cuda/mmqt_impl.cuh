@@ -174,18 +174,8 @@ mmqt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                                   &full[f % D]);
                 return;
             }
-            /* lane r < rows: row r's run, from the 16-byte granule it starts
-             * in to the one it ends in (Q4_K/Q5_K: the run itself; Q6_K up
-             * to 15 bytes past a weight's end: CUDA_W_SLACK) */
-            const int32_t rows = n_w - p.g * G::RB < G::RB ? n_w - p.g * G::RB : G::RB;
-            const uintptr_t src = (uintptr_t)(w + (size_t)(p.g * G::RB + lane) * row_bytes + (size_t)p.st * C * G::BS);
-            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)p.cnt * G::BS + 15) & ~(uintptr_t)15);
-            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
-            if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all);
-            __syncwarp();
-            if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
+            cuda_feed_rows(slot, G::RS, w, row_bytes, n_w, p.g * G::RB, G::RB, (size_t)p.st * C * G::BS,
+                           (uint32_t)p.cnt * G::BS, &full[f % D]);
         };
         cuda_stage fp = p0;
         for (int32_t f = 0; f < n_st; f++, cuda_stage_next<C>(fp, ns, nbr)) {

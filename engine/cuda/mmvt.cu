@@ -231,23 +231,13 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     if (threadIdx.x == 0)
         cuda_tr_block(0);
     if (warp == CW) {
-        /* the feed and chain warp: stage f into its slot, lane r < RB
-         * copying row r's run (rows past the weight copy nothing) from the
-         * 16-byte granule it starts in to the one it ends in (Q6_K: up to
-         * 15 bytes past a weight's end: CUDA_W_SLACK) */
+        /* the feed and chain warp: stage f into its slot, a bulk copy a
+         * row (cuda_feed_rows) */
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
-            const int32_t rows = n_w - fp.g * RB < RB ? n_w - fp.g * RB : RB;
-            const uintptr_t src = (uintptr_t)(w + (size_t)(fp.g * RB + lane) * row_bytes + (size_t)fp.st * G::CB);
-            const uint32_t sz = (uint32_t)(((src & 15) + (uint32_t)(fp.cnt * mmvt_t<T>::BS) + 15) & ~(uintptr_t)15);
-            const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rows ? sz : 0u);
-            if (lane == 0)
-                cuda_mbar_expect(&full[f % D], all);
-            __syncwarp();
-            if (lane < rows)
-                cuda_bulk_copy(slot + lane * G::RS, (const void *)(src & ~(uintptr_t)15), sz, &full[f % D]);
+            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
+                           (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
