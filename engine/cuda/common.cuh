@@ -97,6 +97,8 @@ struct cuda_ctx {
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
+    int pdl_early;     /* the activation quantizers let the product after them launch at their start
+                        * (cuda_pdl_trigger; INFERD_PDL_EARLY=0: at their exit, A/B) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
@@ -196,6 +198,24 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Let the kernel after this one launch now instead of at this grid's exit.
+ * Only the activation quantizers (cuda/quantize.cu) call it, at their
+ * start: the product after them is one grid whose blocks read nothing but
+ * weights before their wait (mmvt's and mmqt's feed warps queue their
+ * first weight stages there), so its weight stream starts while the
+ * quantizer runs instead of after it. The product triggers at its exit as
+ * every other kernel does, so at most one grid ever waits early: an early
+ * trigger in every kernel (2026-12-01 22:08) let a chain of waiting grids
+ * fill the SMs and was slower. Called once all of this grid's blocks have
+ * started (the trigger fires when every block has called it or exited), so
+ * the early grid never takes an SM slot this one still needs. */
+static __device__ __forceinline__ void cuda_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -171,7 +171,9 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
  * quarter), scales 192 + 8h + 2k + l / 16. q - 32 per byte as (q + 0x60) ^
  * 0x80: q < 64, so no byte carries. */
 /* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
-[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const mmvt_x &xa)
+/* xq, xd: the activation super-block's 16 granules of qs and its d, loaded
+ * by the caller before the stage's wait (mmvt_kernel says why) */
+[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     int v1 = 0;
@@ -183,7 +185,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
         cuda_ld_a2<2>(b + 192 + 8 * h, sw);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const uint4 a0 = __ldg(xa.qs + 8 * h + 2 * k), a1 = __ldg(xa.qs + 8 * h + 2 * k + 1);
+            const uint4 a0 = xq[8 * h + 2 * k], a1 = xq[8 * h + 2 * k + 1];
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
             int d0 = 0, d1 = 0;
 #pragma unroll
@@ -201,7 +203,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
             v1 += s0 * d0 + s1 * d1;
         }
     }
-    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), __ldg(xa.d));
+    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
@@ -278,6 +280,23 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
+        const int64_t sb = (int64_t)cp.st * G::C + j;
+        /* Q6_K: the activation super-block (256 bytes, an L2 read every
+         * lane of the warp shares) is loaded before the stage's wait, so
+         * its latency passes while the weights land; loaded inside the
+         * terms, 8 dependent pairs of reads made a Q6_K task ~2-2.5 us
+         * against Q4_K's ~0.6 (bench/mmq_trace, 2026-12-04). Q4_K/Q5_K at
+         * 12-14 warps have no 64 registers to spare. */
+        uint4 xq[T == QT_Q6_K ? 16 : 1];
+        float xd = 0.0f;
+        if constexpr (T == QT_Q6_K) {
+            if (j < cp.cnt) {
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    xq[i] = __ldg((const uint4 *)(X.qs + sb * QK_K) + i);
+                xd = __ldg(X.d + sb);
+            }
+        }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
@@ -286,13 +305,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
              * (the weight 16-byte aligned, G::CB a multiple of 16) */
             const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
                                (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
-            const int64_t sb = (int64_t)cp.st * G::C + j;
-            const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
             float4 t;
-            if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6(b, xa);
-            else
+            if constexpr (T == QT_Q6_K) {
+                t = mmvt_terms_q6(b, xq, xd);
+            } else {
+                const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL),
+                                   X.d + sb};
                 t = mmvt_terms<T>(b, xa);
+            }
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         if (warp == 0 || warp == CW - 1)
