@@ -200,6 +200,14 @@ static __device__ __forceinline__ void cuda_mbar_init_fence(void)
 #endif
 }
 
+/* Bring the 128-byte line holding p (global memory) into L2, nothing
+ * returned: a read to come, started before the kernel may read anything
+ * else (the PDL wait) */
+static __device__ __forceinline__ void cuda_prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 /* dot of four unsigned bytes a with four signed bytes b, plus c */
 static __device__ __forceinline__ int cuda_dp4a_us(uint32_t a, int b, int c)
 {

@@ -207,10 +207,29 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
+/* One row-super-block's terms from b (the ring's slot, or the weight
+ * itself for the block's first stage): Q6_K with its activations already
+ * loaded (xq, xd), Q4_K/Q5_K reading them here (super-block sb of X). */
+template <int T>
+static __device__ __forceinline__ float4 mmvt_task(const uint8_t *b, const uint4 *xq, float xd, const cuda_q8k &X,
+                                                   int64_t sb)
+{
+    if constexpr (T == QT_Q6_K) {
+        (void)X;
+        (void)sb;
+        return mmvt_terms_q6(b, xq, xd);
+    } else {
+        (void)xq;
+        (void)xd;
+        const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
+        return mmvt_terms<T>(b, xa);
+    }
+}
+
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, struct cuda_epi E)
+            float *__restrict__ y, struct cuda_epi E, int direct)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW> G;
@@ -238,8 +257,13 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
-                           (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+            if (direct && f == 0) {
+                if (lane == 0)
+                    cuda_mbar_arrive(&full[0]); /* read from the weight by the compute lanes */
+            } else {
+                cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
+                               (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+            }
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
@@ -276,11 +300,26 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_tr_block(1);
         return;
     }
-    cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
+    /* The block's first stage (direct): each lane reads its row-super-block
+     * from global memory itself instead of from the ring, so the compute
+     * starts one DRAM read after the block does, not after the feed warp
+     * has queued the stage's 32 row copies (~1.1 us at ~33 ns a copy:
+     * bench/mmq_trace, 2026-12-04); the feed warp queues stage 1 at once
+     * and only arrives on full[0] (its first phase; slot 0 idles until
+     * stage D). The lane's bytes are prefetched to L2 before the PDL wait
+     * (weights only), so their read overlaps the quantizer's. */
+    if (direct && j < cp.cnt && cp.g * RB + r < n_w) {
+        const uint8_t *b0 = w + (size_t)(cp.g * RB + r) * row_bytes + (size_t)cp.st * G::CB + j * mmvt_t<T>::BS;
+        cuda_prefetch_l2(b0);
+        cuda_prefetch_l2(b0 + mmvt_t<T>::BS / 2);
+        cuda_prefetch_l2(b0 + mmvt_t<T>::BS - 1);
+    }
+    cuda_pdl_wait();
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
         const int64_t sb = (int64_t)cp.st * G::C + j;
+        const int32_t row = cp.g * RB + r;
         /* Q6_K: the activation super-block (256 bytes, an L2 read every
          * lane of the warp shares) is loaded before the stage's wait, so
          * its latency passes while the weights land; loaded inside the
@@ -297,21 +336,21 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 xd = __ldg(X.d + sb);
             }
         }
-        cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        const bool from_w = direct && s == 0;
+        if (!from_w)
+            cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        if (j < cp.cnt && cp.g * RB + r < n_w) {
-            /* the run starts (row * row_bytes) % 16 bytes into the slot's row
-             * (the weight 16-byte aligned, G::CB a multiple of 16) */
-            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
-                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
+        if (j < cp.cnt && row < n_w) {
             float4 t;
-            if constexpr (T == QT_Q6_K) {
-                t = mmvt_terms_q6(b, xq, xd);
+            if (from_w) {
+                t = mmvt_task<T>(w + (size_t)row * row_bytes + (size_t)sb * mmvt_t<T>::BS, xq, xd, X, sb);
             } else {
-                const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL),
-                                   X.d + sb};
-                t = mmvt_terms<T>(b, xa);
+                /* the run starts (row * row_bytes) % 16 bytes into the slot's
+                 * row (the weight 16-byte aligned, G::CB a multiple of 16) */
+                const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS + (((size_t)row * row_bytes) & 15) +
+                                   j * mmvt_t<T>::BS;
+                t = mmvt_task<T>(b, xq, xd, X, sb);
             }
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
@@ -334,7 +373,7 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
+                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi, c->mmvt_direct);
     return 0;
 }
 
