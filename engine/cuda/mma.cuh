@@ -200,12 +200,14 @@ static __device__ __forceinline__ void cuda_mbar_init_fence(void)
 #endif
 }
 
-/* Bring the 128-byte line holding p (global memory) into L2, nothing
- * returned: a read to come, started before the kernel may read anything
- * else (the PDL wait) */
-static __device__ __forceinline__ void cuda_prefetch_l2(const void *p)
+/* Order this thread's earlier shared-memory accesses (cp.async's writes
+ * included) before later async-proxy (bulk copy) accesses to the same
+ * bytes that a barrier hands over */
+static __device__ __forceinline__ void cuda_fence_proxy_async(void)
 {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 
 /* dot of four unsigned bytes a with four signed bytes b, plus c */

@@ -207,23 +207,11 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-/* One row-super-block's terms from b (the ring's slot, or the weight
- * itself for the block's first stage): Q6_K with its activations already
- * loaded (xq, xd), Q4_K/Q5_K reading them here (super-block sb of X). */
-template <int T>
-static __device__ __forceinline__ float4 mmvt_task(const uint8_t *b, const uint4 *xq, float xd, const cuda_q8k &X,
-                                                   int64_t sb)
+/* the first stage by the compute lanes' own copies (mmvt_kernel): Q4_K and
+ * Q5_K (Q6_K's 210-byte super-blocks share granules with their neighbours) */
+template <int T> static __device__ __forceinline__ bool mmvt_direct(int direct)
 {
-    if constexpr (T == QT_Q6_K) {
-        (void)X;
-        (void)sb;
-        return mmvt_terms_q6(b, xq, xd);
-    } else {
-        (void)xq;
-        (void)xd;
-        const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
-        return mmvt_terms<T>(b, xa);
-    }
+    return T != QT_Q6_K && direct;
 }
 
 template <int T, int RB, int D, int CW>
@@ -257,7 +245,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            if (direct && f == 0) {
+            if (mmvt_direct<T>(direct) && f == 0) {
                 if (lane == 0)
                     cuda_mbar_arrive(&full[0]); /* read from the weight by the compute lanes */
             } else {
@@ -302,19 +290,25 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
-    /* The block's first stage (direct): each lane reads its row-super-block
-     * from global memory itself instead of from the ring, so the compute
-     * starts one DRAM read after the block does, not after the feed warp
-     * has queued the stage's 32 row copies (~1.1 us at ~33 ns a copy:
-     * bench/mmq_trace, 2026-12-04); the feed warp queues stage 1 at once
-     * and only arrives on full[0] (its first phase; slot 0 idles until
-     * stage D). The lane's bytes are prefetched to L2 before the PDL wait
-     * (weights only), so their read overlaps the quantizer's. */
-    if (direct && j < cp.cnt && cp.g * RB + r < n_w) {
-        const uint8_t *b0 = w + (size_t)(cp.g * RB + r) * row_bytes + (size_t)cp.st * G::CB + j * mmvt_t<T>::BS;
-        cuda_prefetch_l2(b0);
-        cuda_prefetch_l2(b0 + mmvt_t<T>::BS / 2);
-        cuda_prefetch_l2(b0 + mmvt_t<T>::BS - 1);
+    /* The block's first stage (direct; Q4_K/Q5_K, whose super-blocks are
+     * whole 16-byte granules): each lane copies its own row-super-block
+     * into its place in slot 0 by cp.async before the PDL wait (weights
+     * only) and waits for its own copies, so the compute starts one DRAM
+     * read after the block does instead of after the feed warp has queued
+     * the stage's 32 row copies (~1.1 us at ~33 ns a bulk copy:
+     * bench/mmq_trace, 2026-12-04); the feed warp queues stage 1 at once and
+     * only arrives on full[0] (its first phase). Read straight from global
+     * memory instead, the lanes' 32 rows a warp instruction made the task
+     * 5x slower (RESULTS, 2026-12-04 14:35- call 2). */
+    const bool direct0 = mmvt_direct<T>(direct);
+    if (direct0 && j < cp.cnt && cp.g * RB + r < n_w) {
+        const int32_t row = cp.g * RB + r;
+        uint8_t *dst = mmvt_sm + r * G::RS + j * mmvt_t<T>::BS; /* Q4_K/Q5_K: (row * row_bytes) % 16 == 0 */
+        const uint8_t *src = w + (size_t)row * row_bytes + (size_t)cp.st * G::CB + j * mmvt_t<T>::BS;
+#pragma unroll
+        for (int i = 0; i < mmvt_t<T>::BS / 16; i++)
+            __pipeline_memcpy_async(dst + 16 * i, src + 16 * i, 16);
+        __pipeline_commit();
     }
     cuda_pdl_wait();
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
@@ -336,21 +330,28 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 xd = __ldg(X.d + sb);
             }
         }
-        const bool from_w = direct && s == 0;
-        if (!from_w)
+        if (direct0 && s == 0) {
+            /* this lane's own copies; the bulk copy of stage D into slot 0
+             * (async proxy) comes after them through done[0] */
+            __pipeline_wait_prior(0);
+            cuda_fence_proxy_async();
+        } else {
             cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
+        }
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         if (j < cp.cnt && row < n_w) {
+            /* the run starts (row * row_bytes) % 16 bytes into the slot's row
+             * (the weight 16-byte aligned, G::CB a multiple of 16) */
+            const uint8_t *b =
+                mmvt_sm + (s % D) * G::SLOT + r * G::RS + (((size_t)row * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
-            if (from_w) {
-                t = mmvt_task<T>(w + (size_t)row * row_bytes + (size_t)sb * mmvt_t<T>::BS, xq, xd, X, sb);
+            if constexpr (T == QT_Q6_K) {
+                t = mmvt_terms_q6(b, xq, xd);
             } else {
-                /* the run starts (row * row_bytes) % 16 bytes into the slot's
-                 * row (the weight 16-byte aligned, G::CB a multiple of 16) */
-                const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS + (((size_t)row * row_bytes) & 15) +
-                                   j * mmvt_t<T>::BS;
-                t = mmvt_task<T>(b, xq, xd, X, sb);
+                const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL),
+                                   X.d + sb};
+                t = mmvt_terms<T>(b, xa);
             }
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
