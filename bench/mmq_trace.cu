@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     c.mmvt = 1;
     c.mmqt = 1;
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
-    c.mmvt_direct = !(getenv("INFERD_MMVT_DIRECT") && !strcmp(getenv("INFERD_MMVT_DIRECT"), "0"));
+    c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     std::vector<uint8_t> h(wbytes);

@@ -685,10 +685,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * the bits do not change) */
     const char *mcw = getenv("INFERD_MMVT_CW");
     c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;
-    /* INFERD_MMVT_DIRECT=0: mmvt's first stage through the ring like the
-     * others (A/B runs; results do not change) */
-    const char *mdi = getenv("INFERD_MMVT_DIRECT");
-    c->mmvt_direct = !(mdi && !strcmp(mdi, "0"));
+    /* INFERD_MMVT_RB=16|32: mmvt's rows a group, forced (A/B runs; results
+     * do not change) */
+    const char *mrb = getenv("INFERD_MMVT_RB");
+    c->mmvt_rb = mrb && (atoi(mrb) == 16 || atoi(mrb) == 32) ? atoi(mrb) : 0;
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
      * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
      * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B

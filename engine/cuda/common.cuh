@@ -112,7 +112,7 @@ struct cuda_ctx {
     size_t att_sc_fail;  /* the largest score buffer cudaMalloc refused (not asked again) */
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
-    int mmvt_direct;   /* mmvt's first stage read by its compute lanes (INFERD_MMVT_DIRECT=0: by the ring, A/B) */
+    int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqt;          /* K-quant products of 2-8 rows through mmqt (sm_90+; INFERD_MMQT=0: mmqs, A/B) */
     int mmqt_tl;       /* its 16-row tiles a block, forced (0: by shape; INFERD_MMQT=tl1|tl2, A/B) */

@@ -200,16 +200,6 @@ static __device__ __forceinline__ void cuda_mbar_init_fence(void)
 #endif
 }
 
-/* Order this thread's earlier shared-memory accesses (cp.async's writes
- * included) before later async-proxy (bulk copy) accesses to the same
- * bytes that a barrier hands over */
-static __device__ __forceinline__ void cuda_fence_proxy_async(void)
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
 /* dot of four unsigned bytes a with four signed bytes b, plus c */
 static __device__ __forceinline__ int cuda_dp4a_us(uint32_t a, int b, int c)
 {

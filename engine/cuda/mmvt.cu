@@ -207,17 +207,10 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-/* the first stage by the compute lanes' own copies (mmvt_kernel): Q4_K and
- * Q5_K (Q6_K's 210-byte super-blocks share granules with their neighbours) */
-template <int T> static __device__ __forceinline__ bool mmvt_direct(int direct)
-{
-    return T != QT_Q6_K && direct;
-}
-
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
-            float *__restrict__ y, struct cuda_epi E, int direct)
+            float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW> G;
@@ -245,13 +238,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            if (mmvt_direct<T>(direct) && f == 0) {
-                if (lane == 0)
-                    cuda_mbar_arrive(&full[0]); /* read from the weight by the compute lanes */
-            } else {
-                cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
-                               (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
-            }
+            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
+                           (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
@@ -288,32 +276,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_tr_block(1);
         return;
     }
+    cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
-    /* The block's first stage (direct; Q4_K/Q5_K, whose super-blocks are
-     * whole 16-byte granules): each lane copies its own row-super-block
-     * into its place in slot 0 by cp.async before the PDL wait (weights
-     * only) and waits for its own copies, so the compute starts one DRAM
-     * read after the block does instead of after the feed warp has queued
-     * the stage's 32 row copies (~1.1 us at ~33 ns a bulk copy:
-     * bench/mmq_trace, 2026-12-04); the feed warp queues stage 1 at once and
-     * only arrives on full[0] (its first phase). Read straight from global
-     * memory instead, the lanes' 32 rows a warp instruction made the task
-     * 5x slower (RESULTS, 2026-12-04 14:35- call 2). */
-    const bool direct0 = mmvt_direct<T>(direct);
-    if (direct0 && j < cp.cnt && cp.g * RB + r < n_w) {
-        const int32_t row = cp.g * RB + r;
-        uint8_t *dst = mmvt_sm + r * G::RS + j * mmvt_t<T>::BS; /* Q4_K/Q5_K: (row * row_bytes) % 16 == 0 */
-        const uint8_t *src = w + (size_t)row * row_bytes + (size_t)cp.st * G::CB + j * mmvt_t<T>::BS;
-#pragma unroll
-        for (int i = 0; i < mmvt_t<T>::BS / 16; i++)
-            __pipeline_memcpy_async(dst + 16 * i, src + 16 * i, 16);
-        __pipeline_commit();
-    }
-    cuda_pdl_wait();
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
         const int64_t sb = (int64_t)cp.st * G::C + j;
-        const int32_t row = cp.g * RB + r;
         /* Q6_K: the activation super-block (256 bytes, an L2 read every
          * lane of the warp shares) is loaded before the stage's wait, so
          * its latency passes while the weights land; loaded inside the
@@ -330,21 +297,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 xd = __ldg(X.d + sb);
             }
         }
-        if (direct0 && s == 0) {
-            /* this lane's own copies; the bulk copy of stage D into slot 0
-             * (async proxy) comes after them through done[0] */
-            __pipeline_wait_prior(0);
-            cuda_fence_proxy_async();
-        } else {
-            cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
-        }
+        cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        if (j < cp.cnt && row < n_w) {
+        if (j < cp.cnt && cp.g * RB + r < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
              * (the weight 16-byte aligned, G::CB a multiple of 16) */
-            const uint8_t *b =
-                mmvt_sm + (s % D) * G::SLOT + r * G::RS + (((size_t)row * row_bytes) & 15) + j * mmvt_t<T>::BS;
+            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
+                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
             if constexpr (T == QT_Q6_K) {
                 t = mmvt_terms_q6(b, xq, xd);
@@ -374,7 +334,7 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi, c->mmvt_direct);
+                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
     return 0;
 }
 
@@ -421,7 +381,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
     if (rb <= 0)
-        rb = cuda_group_rows(w->ne1, c->n_sm); /* 32: one warp instruction covers 32 rows of a super-block */
+        rb = c->mmvt_rb ? c->mmvt_rb : cuda_group_rows(w->ne1, c->n_sm); /* 32: one warp instruction covers 32 rows of a super-block */
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
