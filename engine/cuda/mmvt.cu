@@ -363,6 +363,28 @@ static inline int mmvt_cw(int type, int64_t n_w, int n_sm)
     return type == QT_Q4_K ? 14 : 12;
 }
 
+/* Rows a group by shape (speed only). Where a block streams several
+ * groups (more 32-row groups than SMs: 8 compute warps, 8 super-block
+ * columns a stage at 32 rows, 16 at 16), its feed warp queues a bulk copy
+ * a row each stage at ~33 ns a copy, and that queue paces the stream:
+ * 16-row stages carry as many bytes for half the copies. Measured (H200,
+ * bench/RESULTS.md 2026-12-04 14:35- call 5, harness, us, 32 -> 16 rows):
+ * the 7B's fused gate-up (37888 x 3584 Q4_K) 25.8 -> 23.0, its output
+ * head (152064 x 3584 Q6_K) 121.8 -> 112.0. Not where the 16-row stages
+ * would leave more columns empty than the 32-row ones (q6_K 4096 x 14336
+ * forced to 16: 14.8 -> 21.6, four stages a group with the last half
+ * empty); one-group shapes keep cuda_group_rows (q4_K 4096 x 14336 8.8 ->
+ * 9.0 at 16, the 7B's ffn-down 10.1 -> 10.9). */
+static inline int mmvt_rows(int64_t n_w, int64_t nbr, int n_sm)
+{
+    if ((n_w + 31) / 32 > n_sm) {
+        const int64_t idle32 = (nbr + 7) / 8 * 8 - nbr, idle16 = (nbr + 15) / 16 * 16 - nbr;
+        if (idle16 <= idle32)
+            return 16;
+    }
+    return cuda_group_rows(n_w, n_sm);
+}
+
 template <int T, int D, int CW>
 static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int rb,
                           int max_blocks)
@@ -381,7 +403,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
     if (rb <= 0)
-        rb = c->mmvt_rb ? c->mmvt_rb : cuda_group_rows(w->ne1, c->n_sm); /* 32: one warp instruction covers 32 rows of a super-block */
+        rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
