@@ -51,10 +51,10 @@ int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *f
 static int launch(struct cuda_ctx *c, const char *kern, int type, const struct backend_weight *w, const void *xq,
                   float *y, int n, int tl)
 {
-    if (!strcmp(kern, "mmvt"))
-        return type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, xq, y, 1, 0, 0, 0)
-               : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, xq, y, 1, 0, 0, 0)
-                                 : cuda_mmvt<QT_Q6_K>(c, w, xq, y, 1, 0, 0, 0);
+    if (!strcmp(kern, "mmvt")) /* xq: the float row (mmvt quantizes it itself) */
+        return type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, (const float *)xq, y, 1, 0, 0, 0)
+               : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, (const float *)xq, y, 1, 0, 0, 0)
+                                 : cuda_mmvt<QT_Q6_K>(c, w, (const float *)xq, y, 1, 0, 0, 0);
     return type == QT_Q4_K   ? mmqt_variant<QT_Q4_K>(c, w, xq, y, n, tl, 0)
            : type == QT_Q5_K ? mmqt_variant<QT_Q5_K>(c, w, xq, y, n, tl, 0)
                              : mmqt_variant<QT_Q6_K>(c, w, xq, y, n, tl, 0);
@@ -104,7 +104,8 @@ int main(int argc, char **argv)
     }
     void *dw, *dx;
     float *dy;
-    const size_t xb = cuda_q8k_act_bytes(n, nbr);
+    /* mmqt's quantized activations, or mmvt's float row */
+    const size_t xb = std::max(cuda_q8k_act_bytes(n, nbr), sizeof(float) * (size_t)ne0 * (size_t)n);
     CK(cudaMalloc(&dw, wbytes + CUDA_W_SLACK));
     CK(cudaMalloc(&dx, xb));
     CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)n * (size_t)ne1));

@@ -647,10 +647,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
      * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
     c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
-    /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
-     * leaves it out (A/B runs; results do not change) */
-    const char *early = getenv("INFERD_PDL_EARLY");
-    c->pdl_early = c->pdl && !(early && !strcmp(early, "0"));
     const char *wpr = getenv("INFERD_MMVQ_WPR");
     c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul

@@ -97,8 +97,6 @@ struct cuda_ctx {
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
-    int pdl_early;     /* the activation quantizer before mmvt lets it launch at the quantizer's start
-                        * (cuda_pdl_trigger; INFERD_PDL_EARLY=0: at its exit, A/B) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
@@ -199,26 +197,6 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* Let the kernel after this one launch now instead of at this grid's exit.
- * Only the activation quantizer before mmvt (one row of a K-quant) calls
- * it, at its start: mmvt is one wave of blocks whose feed warps queue
- * their first weight stages before the wait, so the weight stream starts
- * while the quantizer runs instead of after it (bench/RESULTS.md
- * 2026-12-04 14:35-: q4_K 4096 x 14336 n = 1 10.6 -> 9.7 us, the 7B's
- * tg128 +5%). Before the other products it measured slower (Q4_0/Q8_0 up
- * to 1.4x, mmqt's Q5_K 1.03-1.09x): they are left at the exit trigger.
- * mmvt triggers at its exit as every other kernel does, so at most one
- * grid ever waits early (an early trigger in every kernel, 2026-12-01
- * 22:08, let a chain of waiting grids fill the SMs). The trigger fires
- * once every block of this grid has called it or exited, so the early
- * grid never takes an SM slot this one still needs. */
-static __device__ __forceinline__ void cuda_pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
@@ -427,10 +405,8 @@ void cuda_mmc_free(struct cuda_ctx *c);
 int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
                         int32_t n_rows);
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
- * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu).
- * before_mmvt: the next launch is mmvt (one row of a K-quant), which then
- * launches at the quantizer's start (cuda_pdl_trigger; c->pdl_early). */
+ * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
-                       int32_t n_rows, int64_t n, int before_mmvt);
+                       int32_t n_rows, int64_t n);
 
 #endif

@@ -88,7 +88,7 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * a weight not 16-byte aligned, before sm_90), or -1 when the device
  * cannot hold its shared memory (the caller falls back to cuda_mmvq). */
 template <int T>
-int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows, int rb,
               int max_blocks, int cw);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds

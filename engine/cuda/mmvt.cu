@@ -87,6 +87,8 @@ template <int T> struct mmvt_t {
     };
 };
 
+#define MMVT_XS (QK_K + CUDA_Q8K_HL + 16) /* a quantized activation super-block in shared memory */
+
 template <int T, int RB, int D, int CW> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
@@ -95,19 +97,23 @@ template <int T, int RB, int D, int CW> struct mmvt_geom {
         RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
-        SMEM = D * (SLOT + PARK) + 2 * D * 8, /* the ring, its park, full[D], done[D] */
+        XS = MMVT_XS * C,       /* the stage's activations, quantized by the compute warps */
+        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
 };
 
-/* The activations of one super-block, from the global planes by the
- * read-only path. (Staged in shared memory instead, whole or a stage at a
- * time, every shape measured slower: bench/RESULTS.md 2026-12-04 05:43
- * and 06:10-.) */
+/* The activations of one super-block in shared memory (MMVT_XS bytes: qs,
+ * hl, d as cuda_q8k's planes hold them), quantized there from the float
+ * row by the warp whose lanes read it (mmvt_kernel says why). */
 struct mmvt_x {
     const uint4 *qs, *hl;
     const float *d;
 };
+static __device__ __forceinline__ mmvt_x mmvt_xat(const uint8_t *xs)
+{
+    return {(const uint4 *)xs, (const uint4 *)(xs + QK_K), (const float *)(xs + QK_K + CUDA_Q8K_HL)};
+}
 
 /* Row-super-block (smem block b, activation super-block sb of the one
  * activation row): p1 = d * xd, p2 = -(dmin * xd), v1 = sum_j sc_j dot_j,
@@ -130,8 +136,8 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
         const uint4 q0 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p);
         const uint4 q1 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p + 16);
         const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        const uint4 a0 = __ldg(xa.qs + 4 * p), a1 = __ldg(xa.qs + 4 * p + 1);
-        const uint4 a2 = __ldg(xa.qs + 4 * p + 2), a3 = __ldg(xa.qs + 4 * p + 3);
+        const uint4 a0 = xa.qs[4 * p], a1 = xa.qs[4 * p + 1];
+        const uint4 a2 = xa.qs[4 * p + 2], a3 = xa.qs[4 * p + 3];
         const int al[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
         const int ah[8] = {(int)a2.x, (int)a2.y, (int)a2.z, (int)a2.w, (int)a3.x, (int)a3.y, (int)a3.z, (int)a3.w};
         int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p + 1 */
@@ -159,7 +165,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     }
     float p1, p2;
     int v2;
-    cuda_k45_head(hd, __ldg(xa.d), __ldg(xa.hl), &p1, &p2, &v2);
+    cuda_k45_head(hd, *xa.d, *xa.hl, &p1, &p2, &v2);
     return make_float4(p1, (float)v1, p2, (float)v2);
 }
 
@@ -209,7 +215,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 
 template <int T, int RB, int D, int CW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
-mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int32_t nbr,
+mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const float *__restrict__ x, int32_t nbr,
             float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -218,6 +224,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
     uint64_t *done = full + D;
+    uint8_t *xs = mmvt_sm + D * (G::SLOT + G::PARK) + 2 * D * 8;
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t n_grp = (n_w + RB - 1) / RB;
     const int32_t ns = (nbr + G::C - 1) / G::C; /* stages a row group */
@@ -280,21 +287,47 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
-        const int64_t sb = (int64_t)cp.st * G::C + j;
-        /* Q6_K: the activation super-block (256 bytes, an L2 read every
-         * lane of the warp shares) is loaded before the stage's wait, so
-         * its latency passes while the weights land; loaded inside the
-         * terms, 8 dependent pairs of reads made a Q6_K task ~2-2.5 us
-         * against Q4_K's ~0.6 (bench/mmq_trace, 2026-12-04). Q4_K/Q5_K at
-         * 12-14 warps have no 64 registers to spare. */
+        /* The warp's columns of the stage, quantized from the float row
+         * into xs by the warp itself (cuda_q8k_warp: the quantizer
+         * kernel's bytes), while the stage's weights land: mmvt needs no
+         * quantizer kernel before it, whose launch and completion sat
+         * between two products (bench/RESULTS.md 2026-12-04 14:35-: one
+         * row's q4_K 4096 x 14336 product 9.6 us with it, 8.8 back to
+         * back without). A row group's columns are quantized again for
+         * every group a block streams: an L2 read of 1 KB a column. */
+        __syncwarp(); /* the lanes are done reading the previous stage's */
+#pragma unroll
+        for (int kk = 0; kk < G::KL; kk++) {
+            const int jq = warp * G::KL + kk;
+            if (jq < cp.cnt) {
+                uint32_t q[2];
+                int sum;
+                float d;
+                cuda_q8k_warp(x + ((int64_t)cp.st * G::C + jq) * QK_K, lane, q, &sum, &d);
+                uint8_t *xb = xs + jq * MMVT_XS;
+                *(uint2 *)(xb + 8 * lane) = make_uint2(q[0], q[1]);
+                if ((lane & 3) == 0) {
+                    xb[QK_K + lane / 4] = (uint8_t)(int8_t)cuda_q8k_hi(sum);
+                    xb[QK_K + QK_K / 32 + lane / 4] = (uint8_t)(int8_t)cuda_q8k_lo(sum);
+                }
+                if (lane == 0)
+                    *(float *)(xb + QK_K + CUDA_Q8K_HL) = d;
+            }
+        }
+        __syncwarp();
+        const mmvt_x xa = mmvt_xat(xs + j * MMVT_XS);
+        /* Q6_K: the activation super-block into registers before the
+         * stage's wait (loaded inside the terms, from global memory as it
+         * then was, a Q6_K task took ~2-2.5 us against Q4_K's ~0.6:
+         * bench/mmq_trace, 2026-12-04) */
         uint4 xq[T == QT_Q6_K ? 16 : 1];
         float xd = 0.0f;
         if constexpr (T == QT_Q6_K) {
             if (j < cp.cnt) {
 #pragma unroll
                 for (int i = 0; i < 16; i++)
-                    xq[i] = __ldg((const uint4 *)(X.qs + sb * QK_K) + i);
-                xd = __ldg(X.d + sb);
+                    xq[i] = xa.qs[i];
+                xd = *xa.d;
             }
         }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
@@ -306,13 +339,10 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
                                (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
-            if constexpr (T == QT_Q6_K) {
+            if constexpr (T == QT_Q6_K)
                 t = mmvt_terms_q6(b, xq, xd);
-            } else {
-                const mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL),
-                                   X.d + sb};
+            else
                 t = mmvt_terms<T>(b, xa);
-            }
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         if (warp == 0 || warp == CW - 1)
@@ -323,7 +353,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 }
 
 template <int T, int RB, int D, int CW>
-static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
                        int max_blocks)
 {
     const int occ =
@@ -334,7 +364,7 @@ static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
                 (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                cuda_q8k_planes(xq, nbr), (int32_t)nbr, y, c->epi);
+                x, (int32_t)nbr, y, c->epi);
     return 0;
 }
 
@@ -386,15 +416,15 @@ static inline int mmvt_rows(int64_t n_w, int64_t nbr, int n_sm)
 }
 
 template <int T, int D, int CW>
-static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int rb,
+static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int rb,
                           int max_blocks)
 {
-    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, xq, y, max_blocks)
-                    : mmvt_launch<T, 32, D, CW>(c, w, xq, y, max_blocks);
+    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, y, max_blocks)
+                    : mmvt_launch<T, 32, D, CW>(c, w, x, y, max_blocks);
 }
 
 template <int T>
-int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int rb,
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows, int rb,
               int max_blocks, int cw)
 {
     /* one activation row; whole super-blocks; a 16-byte aligned weight
@@ -405,7 +435,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if (rb <= 0)
         rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
     if (c->sm >= 120)
-        return mmvt_launch_rb<T, 2, 8>(c, w, xq, y, rb, max_blocks);
+        return mmvt_launch_rb<T, 2, 8>(c, w, x, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
     if (cw == 0)
         cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm);
@@ -416,18 +446,18 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if constexpr (T != QT_Q6_K) {
         if (cw == 14) {
             if constexpr (T == QT_Q4_K)
-                rc = mmvt_launch_rb<T, 3, 14>(c, w, xq, y, rb, max_blocks);
+                rc = mmvt_launch_rb<T, 3, 14>(c, w, x, y, rb, max_blocks);
         } else {
-            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, xq, y, rb, max_blocks)
-                          : mmvt_launch_rb<T, 4, 8>(c, w, xq, y, rb, max_blocks);
+            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, x, y, rb, max_blocks)
+                          : mmvt_launch_rb<T, 4, 8>(c, w, x, y, rb, max_blocks);
         }
     }
-    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, xq, y, rb, max_blocks);
+    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, y, rb, max_blocks);
 }
 
-template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
                                 int, int, int);
-template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
                                 int, int, int);
-template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t,
+template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
                                 int, int, int);

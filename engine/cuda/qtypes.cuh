@@ -238,6 +238,56 @@ static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
     return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
+/* One Q8_K block (256 activations at xb) by one warp, byte for byte what
+ * engine/quant.c's reference quantizer writes (cuda/quantize.cu says how):
+ * lane l holds elements 8 l .. 8 l + 7. Out: w, the lane's 8 bytes; *sum,
+ * the sum of the 32 qs of the lane's group of 4 lanes (every lane of it);
+ * *d, the block's d (every lane). The quantizer kernel and mmvt (which
+ * quantizes its one activation row itself) both run it. */
+static __device__ __forceinline__ void cuda_q8k_warp(const float *__restrict__ xb, int lane, uint32_t w[2], int *sum,
+                                                     float *d)
+{
+    float v[8], amax = 0.0f;
+    int imax = 8 * lane;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        v[k] = xb[8 * lane + k];
+        if (fabsf(v[k]) > amax) {
+            amax = fabsf(v[k]);
+            imax = 8 * lane + k;
+        }
+    }
+    /* the largest magnitude, the first index on ties (the CPU scans in order) */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, imax, o);
+        if (a2 > amax || (a2 == amax && i2 < imax)) {
+            amax = a2;
+            imax = i2;
+        }
+    }
+    w[0] = w[1] = 0;
+    *sum = 0;
+    *d = 0.0f;
+    if (amax == 0.0f)
+        return;
+    const float max = xb[imax];
+    const float iscale = -127.0f / max;
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        int q = (int)rintf(__fmul_rn(iscale, v[k]));
+        q = q > 127 ? 127 : q;
+        w[k / 4] |= (uint32_t)(uint8_t)(int8_t)q << (8 * (k % 4));
+        s += q;
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1); /* 32 elements = 4 lanes */
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    *sum = s;
+    *d = 1.0f / iscale;
+}
+
 /* int32 dot of 8 packed int8 quads with 8 quads of activations */
 static __device__ __forceinline__ int cuda_dot8(const int q[8], const int *x)
 {

@@ -29,75 +29,31 @@ static __device__ __forceinline__ void quantize_frag(uint32_t *frag, int64_t ib,
 }
 
 static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks, uint32_t *frag,
-                                            int64_t nbr, int early)
+                                            int64_t nbr)
 {
-    if (early)
-        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     if (ib >= n_blocks)
         return;
-    const float *xb = x + ib * QK_K + 8 * lane;
-    float v[8], amax = 0.0f;
-    int imax = 8 * lane;
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        v[k] = xb[k];
-        if (fabsf(v[k]) > amax) {
-            amax = fabsf(v[k]);
-            imax = 8 * lane + k;
-        }
-    }
-    /* the largest magnitude, the first index on ties (the CPU scans in order) */
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
-        const int i2 = __shfl_xor_sync(0xffffffffu, imax, o);
-        if (a2 > amax || (a2 == amax && i2 < imax)) {
-            amax = a2;
-            imax = i2;
-        }
-    }
-    int8_t *qs = y.qs + ib * QK_K + 8 * lane;
-    if (amax == 0.0f) {
-        *(int2 *)qs = make_int2(0, 0);
-        quantize_frag(frag, ib, nbr, lane, 0u, 0u);
-        if (lane < CUDA_Q8K_HL)
-            y.hl[ib * CUDA_Q8K_HL + lane] = 0;
-        if (lane == 0)
-            y.d[ib] = 0.0f;
-        return;
-    }
-    const float max = x[ib * QK_K + imax];
-    const float iscale = -127.0f / max;
-    int sum = 0;
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        int q = (int)rintf(__fmul_rn(iscale, v[k]));
-        q = q > 127 ? 127 : q;
-        packed[k / 4] |= (uint32_t)(uint8_t)(int8_t)q << (8 * (k % 4));
-        sum += q;
-    }
-    *(uint2 *)qs = make_uint2(packed[0], packed[1]);
+    uint32_t packed[2];
+    int sum;
+    float d;
+    cuda_q8k_warp(x + ib * QK_K, lane, packed, &sum, &d);
+    *(uint2 *)(y.qs + ib * QK_K + 8 * lane) = make_uint2(packed[0], packed[1]);
     quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* 32 elements = 4 lanes */
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     if ((lane & 3) == 0) {
         y.hl[ib * CUDA_Q8K_HL + lane / 4] = (int8_t)cuda_q8k_hi(sum);
         y.hl[ib * CUDA_Q8K_HL + QK_K / 32 + lane / 4] = (int8_t)cuda_q8k_lo(sum);
     }
     if (lane == 0)
-        y.d[ib] = 1.0f / iscale;
+        y.d[ib] = d;
 }
 
 /* One warp per 32-element block, into the planes of struct cuda_q80
  * (cuda/qtypes.cuh): d is the F16 scale the CPU stores, held as float. */
-static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks, int early)
+static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks)
 {
-    if (early)
-        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -113,19 +69,18 @@ static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q8
 }
 
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
-                       int32_t n_rows, int64_t n, int before_mmvt)
+                       int32_t n_rows, int64_t n)
 {
-    const int early = before_mmvt && c->pdl_early;
     const int per = 8; /* warps per thread block */
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
         cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
                     cuda_q8k_planes(dst, nb), nb, (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K),
-                    (int64_t)(n / QK_K), early);
+                    (int64_t)(n / QK_K));
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
-                    cuda_q80_planes(dst, nb), nb, 0);
+                    cuda_q80_planes(dst, nb), nb);
     }
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }
