@@ -51,10 +51,17 @@ int cuda_fail(struct cuda_ctx *c, cudaError_t e, const char *stmt, const char *f
 static int launch(struct cuda_ctx *c, const char *kern, int type, const struct backend_weight *w, const void *xq,
                   float *y, int n, int tl)
 {
-    if (!strcmp(kern, "mmvt")) /* xq: the float row (mmvt quantizes it itself) */
-        return type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, (const float *)xq, y, 1, 0, 0, 0)
-               : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, (const float *)xq, y, 1, 0, 0, 0)
-                                 : cuda_mmvt<QT_Q6_K>(c, w, (const float *)xq, y, 1, 0, 0, 0);
+    if (!strcmp(kern, "mmvt")) {
+        /* xq: the float row where mmvt quantizes it itself, else read as
+         * the quantizer's planes (no quantizer kernel runs here) */
+        auto vt = [&](const float *xf, const void *xp) {
+            return type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, xf, xp, y, 1, 0, 0, 0)
+                   : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, xf, xp, y, 1, 0, 0, 0)
+                                     : cuda_mmvt<QT_Q6_K>(c, w, xf, xp, y, 1, 0, 0, 0);
+        };
+        const int rc = vt((const float *)xq, NULL);
+        return rc == INF_EUNSUPPORTED ? vt(NULL, xq) : rc;
+    }
     return type == QT_Q4_K   ? mmqt_variant<QT_Q4_K>(c, w, xq, y, n, tl, 0)
            : type == QT_Q5_K ? mmqt_variant<QT_Q5_K>(c, w, xq, y, n, tl, 0)
                              : mmqt_variant<QT_Q6_K>(c, w, xq, y, n, tl, 0);
@@ -94,6 +101,7 @@ int main(int argc, char **argv)
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
+    c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : MMVT_FQ_SB;
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     std::vector<uint8_t> h(wbytes);

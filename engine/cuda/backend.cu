@@ -647,6 +647,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
      * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
     c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
+    /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
+     * leaves it out (A/B runs; results do not change) */
+    const char *early = getenv("INFERD_PDL_EARLY");
+    c->pdl_early = c->pdl && !(early && !strcmp(early, "0"));
     const char *wpr = getenv("INFERD_MMVQ_WPR");
     c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
@@ -685,6 +689,12 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * do not change) */
     const char *mrb = getenv("INFERD_MMVT_RB");
     c->mmvt_rb = mrb && (atoi(mrb) == 16 || atoi(mrb) == 32) ? atoi(mrb) : 0;
+    /* INFERD_MMVT_FQ=N: the longest rows (super-blocks) mmvt quantizes its
+     * activation row for itself (cuda/mmvt.cu MMVT_FQ_SB by default; 0:
+     * never, the quantizer kernel runs first; A/B runs; results do not
+     * change) */
+    const char *mfq = getenv("INFERD_MMVT_FQ");
+    c->mmvt_fq = mfq ? atoi(mfq) : MMVT_FQ_SB;
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
      * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
      * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B

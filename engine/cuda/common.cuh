@@ -97,6 +97,8 @@ struct cuda_ctx {
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
+    int pdl_early;     /* the activation quantizer before mmvt lets it launch at the quantizer's start
+                        * (cuda_pdl_trigger; INFERD_PDL_EARLY=0: at its exit, A/B) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */
     int att_tc;        /* attention scores by tensor cores (config attention_scores = "tensor"); 0: the CPU's bits */
     int att_pair;      /* exact scores: two rows a block from ATT_PAIR_MIN rows (INFERD_ATT_PAIR=0: one; A/B) */
@@ -111,6 +113,8 @@ struct cuda_ctx {
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
+    int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
+                        * many super-blocks (cuda/mmvt.cu; INFERD_MMVT_FQ=N, 0: never, A/B) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqt;          /* K-quant products of 2-8 rows through mmqt (sm_90+; INFERD_MMQT=0: mmqs, A/B) */
     int mmqt_tl;       /* its 16-row tiles a block, forced (0: by shape; INFERD_MMQT=tl1|tl2, A/B) */
@@ -197,6 +201,27 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Let the kernel after this one launch now instead of at this grid's exit.
+ * Only the activation quantizer before mmvt (one row of a K-quant, where
+ * mmvt does not quantize the row itself: cuda/mmvt.cu) calls it, at its
+ * start: mmvt is one wave of blocks whose feed warps queue
+ * their first weight stages before the wait, so the weight stream starts
+ * while the quantizer runs instead of after it (bench/RESULTS.md
+ * 2026-12-04 14:35-: q4_K 4096 x 14336 n = 1 10.6 -> 9.7 us, the 7B's
+ * tg128 +5%). Before the other products it measured slower (Q4_0/Q8_0 up
+ * to 1.4x, mmqt's Q5_K 1.03-1.09x): they are left at the exit trigger.
+ * mmvt triggers at its exit as every other kernel does, so at most one
+ * grid ever waits early (an early trigger in every kernel, 2026-12-01
+ * 22:08, let a chain of waiting grids fill the SMs). The trigger fires
+ * once every block of this grid has called it or exited, so the early
+ * grid never takes an SM slot this one still needs. */
+static __device__ __forceinline__ void cuda_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
@@ -405,8 +430,10 @@ void cuda_mmc_free(struct cuda_ctx *c);
 int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
                         int32_t n_rows);
 /* Activations to vec_dot_type (QT_Q8_K: n % 256 == 0, or QT_Q8_0: n % 32
- * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu). */
+ * == 0), n_rows rows of n floats, the CPU's bytes (cuda/quantize.cu).
+ * before_mmvt: the next launch is mmvt (one row of a K-quant), which then
+ * launches at the quantizer's start (cuda_pdl_trigger; c->pdl_early). */
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
-                       int32_t n_rows, int64_t n);
+                       int32_t n_rows, int64_t n, int before_mmvt);
 
 #endif

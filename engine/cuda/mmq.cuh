@@ -84,12 +84,17 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * the bits of cuda_mmvq. rb: rows a group (16 or 32; 0 by shape);
  * max_blocks > 0 caps the grid (each block then streams several row
  * groups: tests and A/B); cw: compute warps a block (0 by shape; 8, 12,
- * or 14 for Q4_K, where it fits, else 8). 0, INF_EUNSUPPORTED (n_rows != 1,
- * a weight not 16-byte aligned, before sm_90), or -1 when the device
- * cannot hold its shared memory (the caller falls back to cuda_mmvq). */
+ * or 14 for Q4_K, where it fits, else 8). x: the float row, which mmvt
+ * quantizes itself where each block has one row group (c->mmvt_fq), or
+ * NULL; xq: the quantizer kernel's planes of it, or NULL. 0,
+ * INF_EUNSUPPORTED (n_rows != 1, a weight not 16-byte aligned, before
+ * sm_90, or x alone where mmvt does not quantize: the caller then
+ * quantizes and asks again with xq), or -1 when the device cannot hold its
+ * shared memory (the caller falls back to cuda_mmvq). */
+#define MMVT_FQ_SB 1024 /* c->mmvt_fq's default: the longest rows mmvt quantizes for itself */
 template <int T>
-int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows, int rb,
-              int max_blocks, int cw);
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
+              int32_t n_rows, int rb, int max_blocks, int cw);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share

@@ -89,7 +89,7 @@ template <int T> struct mmvt_t {
 
 #define MMVT_XS (QK_K + CUDA_Q8K_HL + 16) /* a quantized activation super-block in shared memory */
 
-template <int T, int RB, int D, int CW> struct mmvt_geom {
+template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
@@ -97,15 +97,17 @@ template <int T, int RB, int D, int CW> struct mmvt_geom {
         RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
-        XS = MMVT_XS * C,       /* the stage's activations, quantized by the compute warps */
+        XS = FQ ? MMVT_XS * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
 };
 
-/* The activations of one super-block in shared memory (MMVT_XS bytes: qs,
- * hl, d as cuda_q8k's planes hold them), quantized there from the float
- * row by the warp whose lanes read it (mmvt_kernel says why). */
+/* The activations of one super-block: in the global planes of the
+ * quantizer kernel (read by the read-only path), or, FQ, in shared memory
+ * (MMVT_XS bytes: qs, hl, d as the planes hold them), quantized there from
+ * the float row by the warp whose lanes read them (mmvt_kernel says when
+ * and why). */
 struct mmvt_x {
     const uint4 *qs, *hl;
     const float *d;
@@ -114,13 +116,20 @@ static __device__ __forceinline__ mmvt_x mmvt_xat(const uint8_t *xs)
 {
     return {(const uint4 *)xs, (const uint4 *)(xs + QK_K), (const float *)(xs + QK_K + CUDA_Q8K_HL)};
 }
+template <bool FQ, typename V> static __device__ __forceinline__ V mmvt_ld(const V *p)
+{
+    if constexpr (FQ)
+        return *p;
+    else
+        return __ldg(p);
+}
 
 /* Row-super-block (smem block b, activation super-block sb of the one
  * activation row): p1 = d * xd, p2 = -(dmin * xd), v1 = sum_j sc_j dot_j,
  * v2 = sum_j m_j s_j (cuda/qtypes.cuh's head and terms). Q4_K's high
  * nibbles are multiplied in place, as 16 x their value, by an unsigned x
  * signed dp4a: the sum is exactly 16 x the dot. */
-template <int T>
+template <int T, bool FQ>
 static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt_x &xa)
 {
     const uint32_t m = 0x0f0f0f0fu;
@@ -136,8 +145,8 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
         const uint4 q0 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p);
         const uint4 q1 = *(const uint4 *)(b + mmvt_t<T>::QS + 32 * p + 16);
         const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        const uint4 a0 = xa.qs[4 * p], a1 = xa.qs[4 * p + 1];
-        const uint4 a2 = xa.qs[4 * p + 2], a3 = xa.qs[4 * p + 3];
+        const uint4 a0 = mmvt_ld<FQ>(xa.qs + 4 * p), a1 = mmvt_ld<FQ>(xa.qs + 4 * p + 1);
+        const uint4 a2 = mmvt_ld<FQ>(xa.qs + 4 * p + 2), a3 = mmvt_ld<FQ>(xa.qs + 4 * p + 3);
         const int al[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
         const int ah[8] = {(int)a2.x, (int)a2.y, (int)a2.z, (int)a2.w, (int)a3.x, (int)a3.y, (int)a3.z, (int)a3.w};
         int sc0, sc1; /* the 6-bit scales of sub-blocks 2p, 2p + 1 */
@@ -165,7 +174,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     }
     float p1, p2;
     int v2;
-    cuda_k45_head(hd, *xa.d, *xa.hl, &p1, &p2, &v2);
+    cuda_k45_head(hd, mmvt_ld<FQ>(xa.d), mmvt_ld<FQ>(xa.hl), &p1, &p2, &v2);
     return make_float4(p1, (float)v1, p2, (float)v2);
 }
 
@@ -213,13 +222,13 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-template <int T, int RB, int D, int CW>
+template <int T, int RB, int D, int CW, bool FQ>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
-mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const float *__restrict__ x, int32_t nbr,
-            float *__restrict__ y, struct cuda_epi E)
+mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D, CW> G;
+    typedef mmvt_geom<T, RB, D, CW, FQ> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
@@ -286,48 +295,74 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const 
     cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
-    for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
-        /* The warp's columns of the stage, quantized from the float row
-         * into xs by the warp itself (cuda_q8k_warp: the quantizer
-         * kernel's bytes), while the stage's weights land: mmvt needs no
-         * quantizer kernel before it, whose launch and completion sat
-         * between two products (bench/RESULTS.md 2026-12-04 14:35-: one
-         * row's q4_K 4096 x 14336 product 9.6 us with it, 8.8 back to
-         * back without). A row group's columns are quantized again for
-         * every group a block streams: an L2 read of 1 KB a column. */
-        __syncwarp(); /* the lanes are done reading the previous stage's */
+    /* FQ (a block with one row group: cuda_mmvt's mmvt_fq): each compute
+     * warp quantizes its columns of a stage from the float row into xs
+     * (cuda_q8k_warp: the quantizer kernel's bytes) while the stage's
+     * weights land, so no quantizer kernel runs before the product: its
+     * launch and completion sat between two products (RESULTS 2026-12-04
+     * 14:35- calls 6-7). The floats of the next stage's columns are loaded
+     * during this one (xf), so their L2 read is off the stage's path. */
+    float xf[FQ ? G::KL : 1][8];
+    auto xload = [&](const cuda_stage &st) {
 #pragma unroll
         for (int kk = 0; kk < G::KL; kk++) {
             const int jq = warp * G::KL + kk;
-            if (jq < cp.cnt) {
-                uint32_t q[2];
-                int sum;
-                float d;
-                cuda_q8k_warp(x + ((int64_t)cp.st * G::C + jq) * QK_K, lane, q, &sum, &d);
-                uint8_t *xb = xs + jq * MMVT_XS;
-                *(uint2 *)(xb + 8 * lane) = make_uint2(q[0], q[1]);
-                if ((lane & 3) == 0) {
-                    xb[QK_K + lane / 4] = (uint8_t)(int8_t)cuda_q8k_hi(sum);
-                    xb[QK_K + QK_K / 32 + lane / 4] = (uint8_t)(int8_t)cuda_q8k_lo(sum);
-                }
-                if (lane == 0)
-                    *(float *)(xb + QK_K + CUDA_Q8K_HL) = d;
+            if (jq < st.cnt) {
+                const float4 *p = (const float4 *)(x + ((int64_t)st.st * G::C + jq) * QK_K + 8 * lane);
+                const float4 a = p[0], b = p[1];
+                xf[kk][0] = a.x, xf[kk][1] = a.y, xf[kk][2] = a.z, xf[kk][3] = a.w;
+                xf[kk][4] = b.x, xf[kk][5] = b.y, xf[kk][6] = b.z, xf[kk][7] = b.w;
             }
         }
-        __syncwarp();
-        const mmvt_x xa = mmvt_xat(xs + j * MMVT_XS);
+    };
+    if constexpr (FQ) {
+        if (n_st > 0)
+            xload(cp);
+    }
+    for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
+        const int64_t sb = (int64_t)cp.st * G::C + j;
+        mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
+        if constexpr (FQ) {
+            __syncwarp(); /* the lanes are done reading the previous stage's */
+#pragma unroll
+            for (int kk = 0; kk < G::KL; kk++) {
+                const int jq = warp * G::KL + kk;
+                if (jq < cp.cnt) {
+                    uint32_t q[2];
+                    int sum;
+                    float d;
+                    cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
+                    uint8_t *xb = xs + jq * MMVT_XS;
+                    *(uint2 *)(xb + 8 * lane) = make_uint2(q[0], q[1]);
+                    if ((lane & 3) == 0) {
+                        xb[QK_K + lane / 4] = (uint8_t)(int8_t)cuda_q8k_hi(sum);
+                        xb[QK_K + QK_K / 32 + lane / 4] = (uint8_t)(int8_t)cuda_q8k_lo(sum);
+                    }
+                    if (lane == 0)
+                        *(float *)(xb + QK_K + CUDA_Q8K_HL) = d;
+                }
+            }
+            __syncwarp();
+            xa = mmvt_xat(xs + j * MMVT_XS);
+            if (s + 1 < n_st) {
+                cuda_stage nx = cp;
+                cuda_stage_next<G::C>(nx, ns, nbr);
+                xload(nx);
+            }
+        }
         /* Q6_K: the activation super-block into registers before the
-         * stage's wait (loaded inside the terms, from global memory as it
-         * then was, a Q6_K task took ~2-2.5 us against Q4_K's ~0.6:
-         * bench/mmq_trace, 2026-12-04) */
+         * stage's wait (loaded inside the terms from global memory, a Q6_K
+         * task took ~2-2.5 us against Q4_K's ~0.6: bench/mmq_trace,
+         * 2026-12-04); Q4_K/Q5_K at 12-14 warps have no 64 registers to
+         * spare */
         uint4 xq[T == QT_Q6_K ? 16 : 1];
         float xd = 0.0f;
         if constexpr (T == QT_Q6_K) {
             if (j < cp.cnt) {
 #pragma unroll
                 for (int i = 0; i < 16; i++)
-                    xq[i] = xa.qs[i];
-                xd = *xa.d;
+                    xq[i] = mmvt_ld<FQ>(xa.qs + i);
+                xd = mmvt_ld<FQ>(xa.d);
             }
         }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
@@ -342,7 +377,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const 
             if constexpr (T == QT_Q6_K)
                 t = mmvt_terms_q6(b, xq, xd);
             else
-                t = mmvt_terms<T>(b, xa);
+                t = mmvt_terms<T, FQ>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         if (warp == 0 || warp == CW - 1)
@@ -352,20 +387,30 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, const 
 #endif
 }
 
-template <int T, int RB, int D, int CW>
-static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
-                       int max_blocks)
+template <int T, int RB, int D, int CW, bool FQ>
+static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
+                          int max_blocks)
 {
-    const int occ =
-        mmq_occupancy_once<mmvt_kernel<T, RB, D, CW>>(mmvt_geom<T, RB, D, CW>::SMEM, (CW + 1) * CUDA_WARP);
+    typedef mmvt_geom<T, RB, D, CW, FQ> G;
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP,
-                (size_t)mmvt_geom<T, RB, D, CW>::SMEM, (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1,
-                x, (int32_t)nbr, y, c->epi);
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, nbr), x, (int32_t)nbr,
+                y, c->epi);
     return 0;
+}
+
+/* x: the float row, quantized by mmvt itself (FQ); else xq: the quantizer
+ * kernel's planes */
+template <int T, int RB, int D, int CW>
+static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
+                       int max_blocks)
+{
+    return x ? mmvt_launch_fq<T, RB, D, CW, true>(c, w, x, NULL, y, max_blocks)
+             : mmvt_launch_fq<T, RB, D, CW, false>(c, w, NULL, xq, y, max_blocks);
 }
 
 /* Compute warps a block by shape (speed only). Where a block has one
@@ -416,16 +461,16 @@ static inline int mmvt_rows(int64_t n_w, int64_t nbr, int n_sm)
 }
 
 template <int T, int D, int CW>
-static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int rb,
-                          int max_blocks)
+static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq,
+                          float *y, int rb, int max_blocks)
 {
-    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, y, max_blocks)
-                    : mmvt_launch<T, 32, D, CW>(c, w, x, y, max_blocks);
+    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, xq, y, max_blocks)
+                    : mmvt_launch<T, 32, D, CW>(c, w, x, xq, y, max_blocks);
 }
 
 template <int T>
-int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows, int rb,
-              int max_blocks, int cw)
+int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
+              int32_t n_rows, int rb, int max_blocks, int cw)
 {
     /* one activation row; whole super-blocks; a 16-byte aligned weight
      * (Q4_K/Q5_K rows are then aligned too: 144 / 176 bytes a block);
@@ -434,8 +479,16 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
         return INF_EUNSUPPORTED;
     if (rb <= 0)
         rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
+    /* the row quantized here only where each block has one row group (one
+     * block an SM: every mmvt form's shared memory); where blocks stream
+     * several groups every group would quantize its columns again: the 7B's
+     * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7) */
+    if (x && !(w->ne0 / QK_K <= c->mmvt_fq && (w->ne1 + rb - 1) / rb <= c->n_sm))
+        x = NULL;
+    if (!x && !xq)
+        return INF_EUNSUPPORTED;
     if (c->sm >= 120)
-        return mmvt_launch_rb<T, 2, 8>(c, w, x, y, rb, max_blocks);
+        return mmvt_launch_rb<T, 2, 8>(c, w, x, xq, y, rb, max_blocks);
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
     if (cw == 0)
         cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm);
@@ -446,18 +499,18 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
     if constexpr (T != QT_Q6_K) {
         if (cw == 14) {
             if constexpr (T == QT_Q4_K)
-                rc = mmvt_launch_rb<T, 3, 14>(c, w, x, y, rb, max_blocks);
+                rc = mmvt_launch_rb<T, 3, 14>(c, w, x, xq, y, rb, max_blocks);
         } else {
-            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, x, y, rb, max_blocks)
-                          : mmvt_launch_rb<T, 4, 8>(c, w, x, y, rb, max_blocks);
+            rc = cw == 12 ? mmvt_launch_rb<T, 3, 12>(c, w, x, xq, y, rb, max_blocks)
+                          : mmvt_launch_rb<T, 4, 8>(c, w, x, xq, y, rb, max_blocks);
         }
     }
-    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, y, rb, max_blocks);
+    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, xq, y, rb, max_blocks);
 }
 
-template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
-                                int, int, int);
-template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
-                                int, int, int);
-template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const float *, float *, int32_t,
-                                int, int, int);
+template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
+                                float *, int32_t, int, int, int);
+template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
+                                float *, int32_t, int, int, int);
+template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
+                                float *, int32_t, int, int, int);

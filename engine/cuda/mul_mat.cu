@@ -208,18 +208,20 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     /* one row of a K-quant: the lane-per-row kernel where the device has
      * bulk copies (same bits; with 12-14 compute warps on one-group shapes
-     * it beats mmvq on every measured shape: cuda/mmvt.cu's mmvt_cw). It
-     * quantizes the float row itself, so no quantizer kernel comes first
-     * (*held stays: the scratch is not written). */
-    if constexpr (kq) {
-        if (n_rows == 1 && c->mmvt && cuda_mmvt<T>(c, w, x, y, 1, 0, 0, 0) == 0)
-            return;
-    }
+     * it beats mmvq on every measured shape: cuda/mmvt.cu's mmvt_cw). Where
+     * it quantizes the float row itself no quantizer kernel comes first
+     * (*held stays: the scratch is not written); elsewhere it takes the
+     * quantizer's planes below. */
+    const bool vt = kq && n_rows == 1 && c->mmvt && c->sm >= 90;
+    if (vt && cuda_mmvt<T>(c, w, x, NULL, y, 1, 0, 0, 0) == 0)
+        return;
     const int vdt = kq ? QT_Q8_K : QT_Q8_0;
     if (*held != vdt) {
-        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0);
+        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, vt);
         *held = vdt;
     }
+    if (vt && cuda_mmvt<T>(c, w, NULL, c->xq, y, 1, 0, 0, 0) == 0)
+        return;
     /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
      * every batch (cuda_q0_packed) */
     if constexpr (!kq) {
@@ -581,7 +583,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return c->err;
     }
     if (v->kind == MMV_MMQS) {
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0, 0);
         int rc = 0;
         switch (v->type) {
         case QT_Q4_K: rc = cuda_mmqs<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c); break;
@@ -591,7 +593,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return mm_variant_status(c, rc, "mmqs kernel");
     }
     if (v->kind == MMV_MMQT) {
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0, 0);
         const int rc = v->type == QT_Q4_K   ? cuda_mmqt<QT_Q4_K>(c, w, c->xq, y, v->a, v->b, v->c)
                        : v->type == QT_Q5_K ? cuda_mmqt<QT_Q5_K>(c, w, c->xq, y, v->a, v->b, v->c)
                                             : cuda_mmqt<QT_Q6_K>(c, w, c->xq, y, v->a, v->b, v->c);
@@ -600,15 +602,23 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmqt kernel");
     }
     if (v->kind == MMV_MMVT) {
-        const int rc = v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, x, y, 1, v->a, v->b, v->c)
-                       : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, x, y, 1, v->a, v->b, v->c)
-                                            : cuda_mmvt<QT_Q6_K>(c, w, x, y, 1, v->a, v->b, v->c);
+        auto vt = [&](const float *xf, const void *xq) {
+            return v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c)
+                   : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c)
+                                        : cuda_mmvt<QT_Q6_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c);
+        };
+        /* the float row where mmvt quantizes it itself, else the planes */
+        int rc = c->sm >= 90 ? vt(x, NULL) : INF_EUNSUPPORTED;
+        if (rc == INF_EUNSUPPORTED) {
+            cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0, c->sm >= 90);
+            rc = vt(NULL, c->xq);
+        }
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");
     }
     if (v->kind == MMV_MMVQ) {
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0);
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0, 0);
         switch (v->type) {
         case QT_Q4_K: cuda_mmvq<QT_Q4_K>(c, w, c->xq, y, v->a, v->a, v->b, v->c); break;
         case QT_Q5_K: cuda_mmvq<QT_Q5_K>(c, w, c->xq, y, v->a, v->a, v->b, v->c); break;
@@ -617,7 +627,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         CUDA_CHECK_LAUNCH(c, "mmvq kernel");
         return c->err;
     }
-    cuda_quantize_act(c, q0 ? QT_Q8_0 : QT_Q8_K, x, c->xq, n_rows, w->ne0);
+    cuda_quantize_act(c, q0 ? QT_Q8_0 : QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
     int rc = 0;
     switch (v->type) {
     case QT_Q4_0: rc = cuda_mmqk_variant<QT_Q4_0>(c, w, c->xq, y, n_rows, v->a, v->b, v->c); break;

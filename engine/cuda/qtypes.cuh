@@ -238,33 +238,35 @@ static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
     return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
-/* One Q8_K block (256 activations at xb) by one warp, byte for byte what
- * engine/quant.c's reference quantizer writes (cuda/quantize.cu says how):
- * lane l holds elements 8 l .. 8 l + 7. Out: w, the lane's 8 bytes; *sum,
- * the sum of the 32 qs of the lane's group of 4 lanes (every lane of it);
- * *d, the block's d (every lane). The quantizer kernel and mmvt (which
- * quantizes its one activation row itself) both run it. */
-static __device__ __forceinline__ void cuda_q8k_warp(const float *__restrict__ xb, int lane, uint32_t w[2], int *sum,
-                                                     float *d)
+/* One Q8_K block by one warp, byte for byte what engine/quant.c's
+ * reference quantizer writes (cuda/quantize.cu says how): lane l holds
+ * elements 8 l .. 8 l + 7 in v. Out: w, the lane's 8 bytes; *sum, the sum
+ * of the 32 qs of the lane's group of 4 lanes (every lane of it); *d, the
+ * block's d (every lane). The quantizer kernel and mmvt (which quantizes
+ * its one activation row itself) both run it. */
+static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lane, uint32_t w[2], int *sum, float *d)
 {
-    float v[8], amax = 0.0f;
+    /* the largest magnitude, the first index on ties (the CPU scans in
+     * order), and its signed value */
+    float amax = 0.0f, vmax = 0.0f;
     int imax = 8 * lane;
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-        v[k] = xb[8 * lane + k];
         if (fabsf(v[k]) > amax) {
             amax = fabsf(v[k]);
             imax = 8 * lane + k;
+            vmax = v[k];
         }
     }
-    /* the largest magnitude, the first index on ties (the CPU scans in order) */
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
         const int i2 = __shfl_xor_sync(0xffffffffu, imax, o);
+        const float v2 = __shfl_xor_sync(0xffffffffu, vmax, o);
         if (a2 > amax || (a2 == amax && i2 < imax)) {
             amax = a2;
             imax = i2;
+            vmax = v2;
         }
     }
     w[0] = w[1] = 0;
@@ -272,8 +274,7 @@ static __device__ __forceinline__ void cuda_q8k_warp(const float *__restrict__ x
     *d = 0.0f;
     if (amax == 0.0f)
         return;
-    const float max = xb[imax];
-    const float iscale = -127.0f / max;
+    const float iscale = -127.0f / vmax;
     int s = 0;
 #pragma unroll
     for (int k = 0; k < 8; k++) {
@@ -286,6 +287,17 @@ static __device__ __forceinline__ void cuda_q8k_warp(const float *__restrict__ x
     s += __shfl_xor_sync(0xffffffffu, s, 2);
     *sum = s;
     *d = 1.0f / iscale;
+}
+
+/* the same from the 256 floats at xb */
+static __device__ __forceinline__ void cuda_q8k_warp(const float *__restrict__ xb, int lane, uint32_t w[2], int *sum,
+                                                     float *d)
+{
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        v[k] = xb[8 * lane + k];
+    cuda_q8k_warp_v(v, lane, w, sum, d);
 }
 
 /* int32 dot of 8 packed int8 quads with 8 quads of activations */

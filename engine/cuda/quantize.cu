@@ -29,8 +29,10 @@ static __device__ __forceinline__ void quantize_frag(uint32_t *frag, int64_t ib,
 }
 
 static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks, uint32_t *frag,
-                                            int64_t nbr)
+                                            int64_t nbr, int early)
 {
+    if (early)
+        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -52,8 +54,10 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
 
 /* One warp per 32-element block, into the planes of struct cuda_q80
  * (cuda/qtypes.cuh): d is the F16 scale the CPU stores, held as float. */
-static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks)
+static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks, int early)
 {
+    if (early)
+        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -69,18 +73,19 @@ static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q8
 }
 
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
-                       int32_t n_rows, int64_t n)
+                       int32_t n_rows, int64_t n, int before_mmvt)
 {
+    const int early = before_mmvt && c->pdl_early;
     const int per = 8; /* warps per thread block */
     if (vec_dot_type == QT_Q8_K) {
         const int64_t nb = (int64_t)n_rows * (n / QK_K);
         cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
                     cuda_q8k_planes(dst, nb), nb, (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K),
-                    (int64_t)(n / QK_K));
+                    (int64_t)(n / QK_K), early);
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
-                    cuda_q80_planes(dst, nb), nb);
+                    cuda_q80_planes(dst, nb), nb, 0);
     }
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }
