@@ -91,7 +91,10 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * sm_90, or x alone where mmvt does not quantize: the caller then
  * quantizes and asks again with xq), or -1 when the device cannot hold its
  * shared memory (the caller falls back to cuda_mmvq). */
-#define MMVT_FQ_SB 1024 /* c->mmvt_fq's default: the longest rows mmvt quantizes for itself */
+/* c->mmvt_fq's default: the longest rows (super-blocks) mmvt quantizes its
+ * row for itself (cuda/mmvt.cu; 14336-wide rows: measured, bench/RESULTS.md
+ * 2026-12-04 14:35- call 8) */
+#define MMVT_FQ_SB 56
 template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
               int32_t n_rows, int rb, int max_blocks, int cw);

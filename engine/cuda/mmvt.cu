@@ -40,6 +40,12 @@
  *
  * Before the PDL wait (cuda/common.cuh) the feed warp queues the first D
  * stages (weights only); activations and y come after it.
+ * The activations: where each block has one row group (FQ), the compute
+ * warps quantize the float row themselves, a stage's columns at a time,
+ * into shared memory, and no quantizer kernel runs before the product;
+ * elsewhere (blocks streaming several groups, whose every group would
+ * quantize again) they read the quantizer kernel's planes, and that
+ * quantizer lets mmvt launch at its start (cuda_pdl_trigger).
  * sm_90 and later (bulk copies); the dispatcher asks for it nowhere else.
  *
  * Measured (H200, bench/RESULTS.md 2026-12-04 03:15- and 06:10-; bits
@@ -50,9 +56,15 @@
  * ~1 us each: ncu 17% issue, DRAM 52%, 35% of stall samples on the
  * activations' L2 loads) 14 (Q4_K) or 12 compute warps instead of 8
  * (mmvt_cw): q4_K 4096 x 14336 12.6 -> 10.5 us, the 7B's ffn-down 14.8 ->
- * 11.5; elsewhere 8 warps with a four-stage ring. Staging the
- * activations in shared memory (a stage's, or the whole row once), or
- * prefetching them to L1, measured slower everywhere.
+ * 11.5; elsewhere 8 warps with a four-stage ring. Staging the quantized
+ * activations in shared memory by copies (a stage's, or the whole row
+ * once), or prefetching them to L1, measured slower everywhere; written
+ * there by the warps that quantize them (FQ) they are faster (2026-12-04
+ * 14:35-: q4_K 4096 x 14336 9.6 -> 8.2 us, the 7B's tg128 433 -> 440).
+ * Also measured there and not kept: the block's first stage read by the
+ * compute lanes themselves from global memory or by their own cp.async
+ * (1.1-1.4x slower: 32 rows a warp instruction), 16-row groups on
+ * one-group shapes.
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
@@ -295,13 +307,17 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
-    /* FQ (a block with one row group: cuda_mmvt's mmvt_fq): each compute
-     * warp quantizes its columns of a stage from the float row into xs
-     * (cuda_q8k_warp: the quantizer kernel's bytes) while the stage's
-     * weights land, so no quantizer kernel runs before the product: its
-     * launch and completion sat between two products (RESULTS 2026-12-04
-     * 14:35- calls 6-7). The floats of the next stage's columns are loaded
-     * during this one (xf), so their L2 read is off the stage's path. */
+    /* FQ (a block with one row group, rows of at most c->mmvt_fq
+     * super-blocks: cuda_mmvt): each compute warp quantizes its columns of
+     * a stage from the float row into xs (cuda_q8k_warp_v: the quantizer
+     * kernel's bytes) before the stage's wait, so no quantizer kernel runs
+     * before the product: its launch and completion sat between two
+     * products. The floats of the next stage's columns are loaded during
+     * this one (xf): without that the L2 read sat on every stage's path and
+     * long rows lost (call 7). Measured (H200, bench/RESULTS.md 2026-12-04
+     * 14:35- call 8, us, quantizer + planes -> FQ): q4_K 4096 x 14336 9.6
+     * -> 8.2, the 7B's attn-q 6.3 -> 3.8, q5_K 4096 x 14336 10.7 -> 10.4,
+     * q6_K 15.6 both; the 7B's tg128 433 -> 440. */
     float xf[FQ ? G::KL : 1][8];
     auto xload = [&](const cuda_stage &st) {
 #pragma unroll
@@ -482,7 +498,10 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
     /* the row quantized here only where each block has one row group (one
      * block an SM: every mmvt form's shared memory); where blocks stream
      * several groups every group would quantize its columns again: the 7B's
-     * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7) */
+     * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7).
+     * Rows past c->mmvt_fq super-blocks take the quantizer's planes: the
+     * 7B's 18944-wide ffn-down was 21.2 -> 22.0 us for Q6_K with FQ (10.9
+     * -> 10.2 for Q4_K), 440 against 438 tok/s at tg128 (call 8) */
     if (x && !(w->ne0 / QK_K <= c->mmvt_fq && (w->ne1 + rb - 1) / rb <= c->n_sm))
         x = NULL;
     if (!x && !xq)
