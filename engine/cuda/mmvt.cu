@@ -336,9 +336,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             xload(cp);
     }
     for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
-        const int64_t sb = (int64_t)cp.st * G::C + j;
-        mmvt_x xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
-        if constexpr (FQ) {
+        mmvt_x xa;
+        if constexpr (!FQ) {
+            const int64_t sb = (int64_t)cp.st * G::C + j;
+            xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
+        } else {
             __syncwarp(); /* the lanes are done reading the previous stage's */
 #pragma unroll
             for (int kk = 0; kk < G::KL; kk++) {
@@ -413,9 +415,9 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
+    const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
     cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
-                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, nbr), x, (int32_t)nbr,
-                y, c->epi);
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi);
     return 0;
 }
 
@@ -501,8 +503,9 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7).
      * Rows past c->mmvt_fq super-blocks take the quantizer's planes: the
      * 7B's 18944-wide ffn-down was 21.2 -> 22.0 us for Q6_K with FQ (10.9
-     * -> 10.2 for Q4_K), 440 against 438 tok/s at tg128 (call 8) */
-    if (x && !(w->ne0 / QK_K <= c->mmvt_fq && (w->ne1 + rb - 1) / rb <= c->n_sm))
+     * -> 10.2 for Q4_K), 440 against 438 tok/s at tg128 (call 8). The
+     * warps read the row's floats 16 bytes at a time. */
+    if (x && !(w->ne0 / QK_K <= c->mmvt_fq && (w->ne1 + rb - 1) / rb <= c->n_sm && !((uintptr_t)x & 15)))
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;

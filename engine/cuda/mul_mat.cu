@@ -607,9 +607,10 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
                    : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c)
                                         : cuda_mmvt<QT_Q6_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c);
         };
-        /* the float row where mmvt quantizes it itself, else the planes */
+        /* the float row where mmvt quantizes it itself, else (or where the
+         * device cannot hold that form) the planes */
         int rc = c->sm >= 90 ? vt(x, NULL) : INF_EUNSUPPORTED;
-        if (rc == INF_EUNSUPPORTED) {
+        if (rc == INF_EUNSUPPORTED || rc == -1) {
             cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0, c->sm >= 90);
             rc = vt(NULL, c->xq);
         }
