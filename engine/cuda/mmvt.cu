@@ -350,14 +350,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     int sum;
                     float d;
                     cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
-                    uint8_t *xb = xs + jq * MMVT_XS;
-                    *(uint2 *)(xb + 8 * lane) = make_uint2(q[0], q[1]);
-                    if ((lane & 3) == 0) {
-                        xb[QK_K + lane / 4] = (uint8_t)(int8_t)cuda_q8k_hi(sum);
-                        xb[QK_K + QK_K / 32 + lane / 4] = (uint8_t)(int8_t)cuda_q8k_lo(sum);
-                    }
-                    if (lane == 0)
-                        *(float *)(xb + QK_K + CUDA_Q8K_HL) = d;
+                    int8_t *xb = (int8_t *)(xs + jq * MMVT_XS); /* mmvt_xat's layout */
+                    cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
                 }
             }
             __syncwarp();

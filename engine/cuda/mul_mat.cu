@@ -188,6 +188,27 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
     }
 }
 
+/* One row of a K-quant through mmvt (rb, max_blocks, cw as cuda_mmvt
+ * takes them): the float row where mmvt quantizes it itself (no quantizer
+ * kernel, the scratch not written); else, or where the device cannot hold
+ * that form, the quantizer's planes in c->xq (quantized here unless *held
+ * says they are there; the quantizer then lets mmvt launch at its start).
+ * cuda_mmvt's result: 0, INF_EUNSUPPORTED or -1 (the caller falls back to
+ * mmvq, whose planes are then in c->xq). */
+template <int T>
+static int mm_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int rb,
+                   int max_blocks, int cw, int *held)
+{
+    const int rc = cuda_mmvt<T>(c, w, x, NULL, y, 1, rb, max_blocks, cw);
+    if (rc != INF_EUNSUPPORTED && rc != -1)
+        return rc;
+    if (*held != QT_Q8_K) {
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0, 1);
+        *held = QT_Q8_K;
+    }
+    return cuda_mmvt<T>(c, w, NULL, c->xq, y, 1, rb, max_blocks, cw);
+}
+
 /* *held: the vec-dot type the scratch c->xq already holds x in (-1:
  * nothing), so products sharing an activation quantize it once
  * (mul_mat_ex); updated here. */
@@ -208,20 +229,16 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     /* one row of a K-quant: the lane-per-row kernel where the device has
      * bulk copies (same bits; with 12-14 compute warps on one-group shapes
-     * it beats mmvq on every measured shape: cuda/mmvt.cu's mmvt_cw). Where
-     * it quantizes the float row itself no quantizer kernel comes first
-     * (*held stays: the scratch is not written); elsewhere it takes the
-     * quantizer's planes below. */
-    const bool vt = kq && n_rows == 1 && c->mmvt && c->sm >= 90;
-    if (vt && cuda_mmvt<T>(c, w, x, NULL, y, 1, 0, 0, 0) == 0)
-        return;
+     * it beats mmvq on every measured shape: cuda/mmvt.cu's mmvt_cw) */
+    if constexpr (kq) {
+        if (n_rows == 1 && c->mmvt && mm_mmvt<T>(c, w, x, y, 0, 0, 0, held) == 0)
+            return;
+    }
     const int vdt = kq ? QT_Q8_K : QT_Q8_0;
     if (*held != vdt) {
-        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, vt);
+        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
         *held = vdt;
     }
-    if (vt && cuda_mmvt<T>(c, w, NULL, c->xq, y, 1, 0, 0, 0) == 0)
-        return;
     /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
      * every batch (cuda_q0_packed) */
     if constexpr (!kq) {
@@ -602,18 +619,10 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmqt kernel");
     }
     if (v->kind == MMV_MMVT) {
-        auto vt = [&](const float *xf, const void *xq) {
-            return v->type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c)
-                   : v->type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c)
-                                        : cuda_mmvt<QT_Q6_K>(c, w, xf, xq, y, 1, v->a, v->b, v->c);
-        };
-        /* the float row where mmvt quantizes it itself, else (or where the
-         * device cannot hold that form) the planes */
-        int rc = c->sm >= 90 ? vt(x, NULL) : INF_EUNSUPPORTED;
-        if (rc == INF_EUNSUPPORTED || rc == -1) {
-            cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w->ne0, c->sm >= 90);
-            rc = vt(NULL, c->xq);
-        }
+        int held = -1;
+        const int rc = v->type == QT_Q4_K   ? mm_mmvt<QT_Q4_K>(c, w, x, y, v->a, v->b, v->c, &held)
+                       : v->type == QT_Q5_K ? mm_mmvt<QT_Q5_K>(c, w, x, y, v->a, v->b, v->c, &held)
+                                            : mm_mmvt<QT_Q6_K>(c, w, x, y, v->a, v->b, v->c, &held);
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");

@@ -42,22 +42,14 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     int sum;
     float d;
     cuda_q8k_warp(x + ib * QK_K, lane, packed, &sum, &d);
-    *(uint2 *)(y.qs + ib * QK_K + 8 * lane) = make_uint2(packed[0], packed[1]);
+    cuda_q8k_put(y.qs + ib * QK_K, y.hl + ib * CUDA_Q8K_HL, y.d + ib, lane, packed, sum, d);
     quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
-    if ((lane & 3) == 0) {
-        y.hl[ib * CUDA_Q8K_HL + lane / 4] = (int8_t)cuda_q8k_hi(sum);
-        y.hl[ib * CUDA_Q8K_HL + QK_K / 32 + lane / 4] = (int8_t)cuda_q8k_lo(sum);
-    }
-    if (lane == 0)
-        y.d[ib] = d;
 }
 
 /* One warp per 32-element block, into the planes of struct cuda_q80
  * (cuda/qtypes.cuh): d is the F16 scale the CPU stores, held as float. */
-static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks, int early)
+static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q80 y, int64_t n_blocks)
 {
-    if (early)
-        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t ib = (int64_t)blockIdx.x * (blockDim.x / CUDA_WARP) + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -85,7 +77,7 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
-                    cuda_q80_planes(dst, nb), nb, 0);
+                    cuda_q80_planes(dst, nb), nb);
     }
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
 }
