@@ -1,0 +1,310 @@
+/* cuda/mmqg — the Q4_K / Q5_K MMQ on Hopper's warpgroup tensor-core
+ * instruction (wgmma.mma_async, sm_90a only): 64 weight rows x 64
+ * activation rows a block of one warpgroup (128 threads).
+ *
+ * Why (bench/RESULTS.md, the ncu census of mmqk_kernel<q4_K, 1, false, 4>
+ * at n = 512, 2026-12-02/03): 117.8 M warp instructions for 7.34 M mma, 16
+ * an mma; 29.4 M of them are the sub-block scale `sum += s * c` (4 IMAD
+ * for every m16n8k32 mma: each of its 4 int32 results a thread holds is
+ * scaled by its row's 6-bit scale), 11.5 M the B fragments' shared loads,
+ * 9.2 M the mma themselves. The mma.sync form cannot drop the scale
+ * multiply: a 16 x 8 result is 4 registers a thread whatever the tile.
+ * Here the scale goes into the weights instead, where it costs a multiply
+ * per 4 weight bytes rather than per output:
+ *  - q * s (Q4_K: q <= 15, s <= 63, up to 945) does not fit a byte, but
+ *    s = 16 sh + sl (sl <= 15, sh <= 3) gives two u8 planes q * sl <= 225
+ *    and q * sh <= 45 (Q5_K: q <= 31, s = 8 sh + sl, sl, sh <= 7: 217);
+ *    a plane's 4-byte A fragment word is one IMUL of the nibble word by
+ *    the row's scale (every byte product < 256: no carry between bytes);
+ *  - one accumulator: the 8 sub-blocks' sh planes accumulate into D (the
+ *    first with scale-d = 0), D <<= 4 (3), then the sl planes accumulate
+ *    into the same D, which is then sum_j s_j (q_j . x_j), the exact int32
+ *    block sum mmqk builds with its IMADs (|D| <= 30.7 M: no overflow,
+ *    same integer), so the same bits;
+ *  - the activations are wgmma's B operand straight from shared memory
+ *    (a matrix descriptor over the stage's tile in the core-matrix layout,
+ *    below): no B fragment loads at all;
+ *  - the tensor work doubles (two planes) but wgmma's int8 rate is ~1.5x
+ *    mma.sync's and it runs asynchronously beside the float chain.
+ * The super-block's end is mmqk's, operation for operation: the min term
+ * by two m16n8k16 mma on the activation sums (mmqk_min_words), then the
+ * float chain of cuda/qtypes.cuh (p1 = d * xd, fma, p2 = -dmin * xd,
+ * fma) in k order; so a row's bits are mmqk's, mmvt's and the CPU's.
+ *
+ * Layouts. A (registers, per warp w of the group: tile rows 16w..16w+15):
+ * the m16n8k32 fragment (rows g, g + 8 x bytes 4t.., 16 + 4t..), built as
+ * mmqk builds it (one ldmatrix of nibbles for two sub-blocks, mmqk_w's
+ * frag2), then the IMUL. B (shared memory): the stage's 64 activation rows
+ * x 256 bytes as 16-byte chunks, chunk-major: byte k of row n at
+ * (k / 16) * 1024 + n * 16 + k % 16, so each 8-row x 16-byte core matrix
+ * is 128 contiguous bytes; the descriptor of sub-block j starts at chunk
+ * 2j, the next chunk along K 1,024 bytes on (leading byte offset), the
+ * next 8 rows 128 bytes on (stride byte offset), no swizzle. D (registers):
+ * d[4i + e] = row g + 8 (e >> 1), activation row 8i + 2t + (e & 1).
+ *
+ * Staging: mmqk's (cp.async, double-buffered, one barrier a stage), plus a
+ * proxy fence, since wgmma reads shared memory through the async proxy.
+ */
+#include "engine/cuda/mmqk_impl.cuh"
+
+#define MMQG_BM 64
+#define MMQG_BN 64
+#define MMQG_THREADS 128
+#define MMQG_CH (QK_K / 16) /* 16-byte chunks of an activation super-block */
+
+template <int T> struct mmqg_t {
+    typedef mmqk_w<T, 1, false> W;
+    /* sl = s & LO, sh = s >> SH (both as bytes of a packed scale word) */
+    enum { SH = T == QT_Q4_K ? 4 : 3, LO = T == QT_Q4_K ? 15 : 7, HI = T == QT_Q4_K ? 3 : 7 };
+};
+
+template <int T> struct mmqg_smem {
+    typedef typename mmqg_t<T>::W W;
+    uint32_t w[2][MMQG_BM][W::SW];
+    int8_t x[2][MMQG_CH][MMQG_BN][16];
+    int8_t xhl[2][MMQG_BN][CUDA_Q8K_HL];
+    float xd[2][MMQG_BN];
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MMQG_DEVICE 1
+/* the wgmma of the kernel: D(64 x 64 s32) (+)= A(64 x 32 u8, registers) x
+ * B(32 x 64 s8, descriptor); scale_d = 0 ignores D's old value */
+static __device__ __forceinline__ void mmqg_mma(int d[32], const uint32_t a[4], uint64_t desc, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+                   "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),
+                   "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]),
+                   "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]),
+                   "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+/* Pin d's registers at this point of the program: the asm "reads and
+ * writes" them, so the compiler cannot move their uses across it (the
+ * hardware writes them between the wgmma and its wait_group). */
+static __device__ __forceinline__ void mmqg_pin(int d[32])
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
+}
+#else
+#define MMQG_DEVICE 0
+#endif
+
+/* the shared-memory matrix descriptor of the core-matrix tile at byte
+ * address sa: 14-bit fields of address, leading (K) and stride (M/N) byte
+ * offsets, each in 16-byte units; bits 62-63 = 0, no swizzle */
+static __device__ __forceinline__ uint64_t mmqg_desc(uint32_t sa, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+
+template <int T>
+static __global__ void __launch_bounds__(MMQG_THREADS, 4)
+mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+            float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+#if MMQG_DEVICE
+    cuda_pdl_enter();
+    typedef mmqg_t<T> G;
+    typedef typename G::W W;
+    typedef mmqg_smem<T> SM;
+    extern __shared__ __align__(128) uint8_t mmqg_smem_raw[];
+    SM &S = *(SM *)mmqg_smem_raw;
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int32_t m0 = blockIdx.x * MMQG_BM, n0 = blockIdx.y * MMQG_BN;
+
+    /* loader: 2 threads a weight row (granules lp, lp + 2, ...) and 2 an
+     * activation row (chunks 8 lp .. 8 lp + 7; lp 0 its scale d, lp 1 its
+     * sums); 32-bit offsets from block-uniform bases, as mmqk's */
+    const int lr = tid >> 1, lp = tid & 1;
+    const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);
+    const int32_t wr0 = E.glu ? m0 / 2 : m0;
+    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
+    const uint32_t woff = (uint32_t)((size_t)((wrl >= 0 ? wrl : wr0) - wr0) * row_bytes);
+    const bool wload = wrl >= 0, xload = n0 + lr < n_rows;
+    const uint32_t xb0 = (uint32_t)(xload ? n0 + lr : 0) * (uint32_t)nbr;
+
+    /* ldmatrix row address of the warp's 16 tile rows in buffer 0 */
+    const uint32_t sa = cuda_saddr(&S.w[0][16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
+    const uint32_t sx = cuda_saddr(&S.x[0][0][0][0]);
+
+    float acc[8][4];
+    int d[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        acc[i >> 2][i & 3] = 0.0f;
+        d[i] = 0;
+    }
+
+#define MMQG_ISSUE(s)                                                                              \
+    do {                                                                                           \
+        const int bf = (int)((s) & 1);                                                             \
+        if (wload)                                                                                 \
+            cuda_copy16<W::BW / 4, 2>(S.w[bf][lr], wbase + woff + (size_t)(s) * (W::BW * 4), lp);   \
+        if (xload) {                                                                               \
+            const uint32_t xb = xb0 + (uint32_t)(s);                                               \
+            _Pragma("unroll") for (int c = 0; c < MMQG_CH / 2; c++)                                \
+                __pipeline_memcpy_async(S.x[bf][8 * lp + c][lr], X.qs + (size_t)xb * QK_K + 16 * (8 * lp + c), 16); \
+            if (lp)                                                                                \
+                __pipeline_memcpy_async(S.xhl[bf][lr], X.hl + (size_t)xb * CUDA_Q8K_HL, CUDA_Q8K_HL); \
+            else                                                                                   \
+                __pipeline_memcpy_async(&S.xd[bf][lr], X.d + xb, 4);                               \
+        }                                                                                          \
+        __pipeline_commit();                                                                       \
+    } while (0)
+
+    MMQG_ISSUE((int64_t)0);
+    for (int64_t s = 0; s < nbr; s++) {
+        __pipeline_wait_prior(0);
+        /* this thread's copies are in; order them before the async
+         * proxy's reads (wgmma), then wait for everyone's */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        if (s + 1 < nbr)
+            MMQG_ISSUE(s + 1);
+        const int bf = (int)(s & 1);
+        const uint32_t *ra = S.w[bf][16 * warp + g];
+        mmqk_head hd[2];
+        W::head(ra, 0, t4, hd[0]);
+        W::head(ra + 8 * W::SW, 0, t4, hd[1]);
+        /* the planes' scales, bytes of the packed words: [row][sub-blocks
+         * 4h..4h+3] */
+        uint32_t slo[2][2], shi[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                slo[r][h] = hd[r].sc[h] & (0x01010101u * G::LO);
+                shi[r][h] = (hd[r].sc[h] >> G::SH) & (0x01010101u * G::HI);
+            }
+        const uint32_t xs = sx + (uint32_t)bf * (uint32_t)sizeof(S.x[0]);
+        /* plane 0: the sh planes; plane 1: D <<= SH, the sl planes */
+#pragma unroll
+        for (int pl = 0; pl < 2; pl++) {
+            if (pl) {
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    d[i] = (int)((uint32_t)d[i] << G::SH);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t a[4][4];
+#pragma unroll
+                for (int pp = 0; pp < 2; pp++) {
+                    const int p = 2 * h + pp;
+                    uint32_t wf[4];
+                    int lo[4], hi[4];
+                    mmqk_afrag<W::LDSM>(wf, sa + bf * (uint32_t)sizeof(S.w[0]), ra, W::SW, W::aoff(0, p), t4);
+                    W::frag2(wf, p, hd[0], hd[1], lo, hi);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        /* word i is of row g (i even) or g + 8 */
+                        const uint32_t *sw = pl ? slo[i & 1] : shi[i & 1];
+                        a[2 * pp][i] = (uint32_t)lo[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p) & 3);
+                        a[2 * pp + 1][i] = (uint32_t)hi[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p + 1) & 3);
+                    }
+                }
+                mmqg_pin(d);
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const int j = 4 * h + jj;
+                    mmqg_mma(d, a[jj], mmqg_desc(xs + 2 * j * (MMQG_BN * 16), MMQG_BN * 16, 128),
+                             pl | h | jj);
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                mmqg_pin(d);
+            }
+        }
+        /* the super-block's end: mmqk's min term and float chain */
+        int mh[2], ml[2];
+        mmqk_min_words(hd, t4, mh, ml);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            const int bhl = *(const int *)&S.xhl[bf][8 * nt + g][4 * t4];
+            int ch[4], cl[4];
+            cuda_mma_k16(ch, mh[0], mh[1], bhl);
+            cuda_mma_k16(cl, ml[0], ml[1], bhl);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const mmqk_head &H = hd[i >> 1];
+                const float x = S.xd[bf][8 * nt + 2 * t4 + (i & 1)];
+                const float p1 = __fmul_rn(H.d, x);
+                float a2 = __fmaf_rn(p1, (float)d[4 * nt + i], acc[nt][i]);
+                const float p2 = -__fmul_rn(H.dmin, x);
+                acc[nt][i] = __fmaf_rn(p2, (float)(ch[i] * 128 + cl[i]), a2);
+            }
+        }
+    }
+#undef MMQG_ISSUE
+    /* the store: mmq_tile_store's, for one 16-row tile a warp */
+    if (E.glu) {
+        const int32_t j = mmq_glu_out(m0, warp, g);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int32_t r = n0 + 8 * nt + 2 * t4 + i;
+                if (j < E.glu && r < n_rows)
+                    y[(int64_t)r * E.glu + j] = __fmul_rn(cuda_silu(acc[nt][i], j, E.glu), acc[nt][i + 2]);
+            }
+        return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int32_t j = m0 + 16 * warp + g + 8 * (i >> 1);
+            const int32_t r = n0 + 8 * nt + 2 * t4 + (i & 1);
+            if (j < n_w && r < n_rows)
+                cuda_epi_store(y, r, j, n_w, acc[nt][i], E);
+        }
+#else
+    (void)w, (void)row_bytes, (void)n_w, (void)X, (void)nbr, (void)y, (void)n_rows, (void)E;
+#endif
+}
+
+template <int T>
+int cuda_mmqg(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
+{
+#if defined(INFERD_MMQG) && INFERD_MMQG
+    if constexpr (T != QT_Q4_K && T != QT_Q5_K) {
+        return INF_EUNSUPPORTED;
+    } else {
+        typedef mmqg_smem<T> SM;
+        /* the sm_90a code runs on compute capability 9.0 only */
+        if (c->sm != 90)
+            return -1;
+        if (w->ne0 % QK_K)
+            return INF_EUNSUPPORTED;
+        if (mmq_occupancy_once<mmqg_kernel<T>>(sizeof(SM), MMQG_THREADS) == 0)
+            return -1;
+        const int64_t nbr = w->ne0 / QK_K;
+        /* the loader's 32-bit offsets, as mmqk_launch checks them */
+        if ((uint64_t)n_rows * (uint64_t)w->ne0 >= (1ull << 32) ||
+            (uint64_t)(c->epi.glu + MMQG_BM) * w->row_bytes >= (1ull << 32))
+            return INF_EUNSUPPORTED;
+        const dim3 grid(cuda_blocks(w->ne1, MMQG_BM), cuda_blocks(n_rows, MMQG_BN));
+        cuda_launch(c, mmqg_kernel<T>, grid, MMQG_THREADS, sizeof(SM), (const uint8_t *)w->data, w->row_bytes,
+                    (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+        return 0;
+    }
+#else
+    (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
+    return -1; /* built without sm_90a */
+#endif
+}
+
+template int cuda_mmqg<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t);
+template int cuda_mmqg<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t);
+template int cuda_mmqg<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const void *, float *, int32_t);
