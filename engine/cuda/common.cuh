@@ -123,6 +123,7 @@ struct cuda_ctx {
     int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
     int mmqg;          /* Q4_K/Q5_K MMQ products of at least this many rows through the wgmma kernel
                         * (cuda/mmqg.cu, sm_90a builds on compute capability 9.0); 0: never (INFERD_MMQG) */
+    int mmqg_cfg;      /* its block form, forced (0: the default; INFERD_MMQG_CFG=1..3, A/B) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;

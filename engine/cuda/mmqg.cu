@@ -47,23 +47,31 @@
  */
 #include "engine/cuda/mmqk_impl.cuh"
 
-#define MMQG_BM 64
 #define MMQG_BN 64
-#define MMQG_THREADS 128
 #define MMQG_CH (QK_K / 16) /* 16-byte chunks of an activation super-block */
 
-template <int T> struct mmqg_t {
+/* WG warpgroups a block (64 weight rows each, the activation tile shared),
+ * ST stages in the cp.async ring (ST - 1 in flight while one computes),
+ * OV: the next four sub-blocks' planes built while the wgmma of the four
+ * before run (two register sets) instead of after their wait */
+template <int T, int WG, int ST> struct mmqg_t {
     typedef mmqk_w<T, 1, false> W;
     /* sl = s & LO, sh = s >> SH (both as bytes of a packed scale word) */
-    enum { SH = T == QT_Q4_K ? 4 : 3, LO = T == QT_Q4_K ? 15 : 7, HI = T == QT_Q4_K ? 3 : 7 };
+    enum {
+        SH = T == QT_Q4_K ? 4 : 3,
+        LO = T == QT_Q4_K ? 15 : 7,
+        HI = T == QT_Q4_K ? 3 : 7,
+        BM = 64 * WG,
+        THREADS = 128 * WG,
+    };
 };
 
-template <int T> struct mmqg_smem {
-    typedef typename mmqg_t<T>::W W;
-    uint32_t w[2][MMQG_BM][W::SW];
-    int8_t x[2][MMQG_CH][MMQG_BN][16];
-    int8_t xhl[2][MMQG_BN][CUDA_Q8K_HL];
-    float xd[2][MMQG_BN];
+template <int T, int WG, int ST> struct mmqg_smem {
+    typedef typename mmqg_t<T, WG, ST>::W W;
+    uint32_t w[ST][64 * WG][W::SW];
+    int8_t x[ST][MMQG_CH][MMQG_BN][16];
+    int8_t xhl[ST][MMQG_BN][CUDA_Q8K_HL];
+    float xd[ST][MMQG_BN];
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -98,6 +106,7 @@ static __device__ __forceinline__ void mmqg_pin(int d[32])
 #define MMQG_DEVICE 0
 #endif
 
+
 /* the shared-memory matrix descriptor of the core-matrix tile at byte
  * address sa: 14-bit fields of address, leading (K) and stride (M/N) byte
  * offsets, each in 16-byte units; bits 62-63 = 0, no swizzle */
@@ -106,35 +115,40 @@ static __device__ __forceinline__ uint64_t mmqg_desc(uint32_t sa, uint32_t lbo, 
     return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
 }
 
-template <int T>
-static __global__ void __launch_bounds__(MMQG_THREADS, 4)
+template <int T, int WG, int ST, bool OV>
+static __global__ void __launch_bounds__(128 * WG, WG == 1 ? 4 : 2)
 mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
             float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if MMQG_DEVICE
     cuda_pdl_enter();
-    typedef mmqg_t<T> G;
+    typedef mmqg_t<T, WG, ST> G;
     typedef typename G::W W;
-    typedef mmqg_smem<T> SM;
+    typedef mmqg_smem<T, WG, ST> SM;
     extern __shared__ __align__(128) uint8_t mmqg_smem_raw[];
     SM &S = *(SM *)mmqg_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
-    const int32_t m0 = blockIdx.x * MMQG_BM, n0 = blockIdx.y * MMQG_BN;
+    const int wg = warp >> 2, wq = warp & 3; /* warpgroup, its warp: tile rows 64 wg + 16 wq.. */
+    const int32_t m0 = blockIdx.x * G::BM, n0 = blockIdx.y * MMQG_BN;
 
-    /* loader: 2 threads a weight row (granules lp, lp + 2, ...) and 2 an
-     * activation row (chunks 8 lp .. 8 lp + 7; lp 0 its scale d, lp 1 its
-     * sums); 32-bit offsets from block-uniform bases, as mmqk's */
+    /* loader: 2 threads a weight row (granules lp, lp + 2, ...), 128 / WG
+     * an activation row's chunks (WG = 1: 8 a thread, lp 0 its scale d, lp
+     * 1 its sums; WG = 2: 4, parts 0 and 1 likewise); 32-bit offsets from
+     * block-uniform bases, as mmqk's */
     const int lr = tid >> 1, lp = tid & 1;
-    const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);
+    const int32_t wrl = mmq_wrow(m0 + 64 * (lr >> 6), lr & 63, n_w, E.glu);
     const int32_t wr0 = E.glu ? m0 / 2 : m0;
     const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
     const uint32_t woff = (uint32_t)((size_t)((wrl >= 0 ? wrl : wr0) - wr0) * row_bytes);
-    const bool wload = wrl >= 0, xload = n0 + lr < n_rows;
-    const uint32_t xb0 = (uint32_t)(xload ? n0 + lr : 0) * (uint32_t)nbr;
+    const bool wload = wrl >= 0;
+    enum { XP = 2 * WG, XC = MMQG_CH / XP }; /* threads an activation row, chunks a thread */
+    const int xr = tid / XP, xp = tid % XP;
+    const bool xload = n0 + xr < n_rows;
+    const uint32_t xb0 = (uint32_t)(xload ? n0 + xr : 0) * (uint32_t)nbr;
 
     /* ldmatrix row address of the warp's 16 tile rows in buffer 0 */
-    const uint32_t sa = cuda_saddr(&S.w[0][16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
+    const uint32_t sa = cuda_saddr(&S.w[0][64 * wg + 16 * wq + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
     const uint32_t sx = cuda_saddr(&S.x[0][0][0][0]);
 
     float acc[8][4];
@@ -145,34 +159,39 @@ mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         d[i] = 0;
     }
 
+    /* queue stage s into buffer s % ST (an empty group past the end, so
+     * the ring's group count stays uniform) */
 #define MMQG_ISSUE(s)                                                                              \
     do {                                                                                           \
-        const int bf = (int)((s) & 1);                                                             \
-        if (wload)                                                                                 \
-            cuda_copy16<W::BW / 4, 2>(S.w[bf][lr], wbase + woff + (size_t)(s) * (W::BW * 4), lp);   \
-        if (xload) {                                                                               \
-            const uint32_t xb = xb0 + (uint32_t)(s);                                               \
-            _Pragma("unroll") for (int c = 0; c < MMQG_CH / 2; c++)                                \
-                __pipeline_memcpy_async(S.x[bf][8 * lp + c][lr], X.qs + (size_t)xb * QK_K + 16 * (8 * lp + c), 16); \
-            if (lp)                                                                                \
-                __pipeline_memcpy_async(S.xhl[bf][lr], X.hl + (size_t)xb * CUDA_Q8K_HL, CUDA_Q8K_HL); \
-            else                                                                                   \
-                __pipeline_memcpy_async(&S.xd[bf][lr], X.d + xb, 4);                               \
+        if ((s) < nbr) {                                                                           \
+            const int bf = (int)((s) % ST);                                                        \
+            if (wload)                                                                             \
+                cuda_copy16<W::BW / 4, 2>(S.w[bf][lr], wbase + woff + (size_t)(s) * (W::BW * 4), lp); \
+            if (xload) {                                                                           \
+                const uint32_t xb = xb0 + (uint32_t)(s);                                           \
+                _Pragma("unroll") for (int c = 0; c < XC; c++)                                     \
+                    __pipeline_memcpy_async(S.x[bf][XC * xp + c][xr], X.qs + (size_t)xb * QK_K + 16 * (XC * xp + c), 16); \
+                if (xp == 1)                                                                       \
+                    __pipeline_memcpy_async(S.xhl[bf][xr], X.hl + (size_t)xb * CUDA_Q8K_HL, CUDA_Q8K_HL); \
+                else if (xp == 0)                                                                  \
+                    __pipeline_memcpy_async(&S.xd[bf][xr], X.d + xb, 4);                           \
+            }                                                                                      \
         }                                                                                          \
         __pipeline_commit();                                                                       \
     } while (0)
 
-    MMQG_ISSUE((int64_t)0);
+#pragma unroll
+    for (int p = 0; p < ST - 1; p++)
+        MMQG_ISSUE((int64_t)p);
     for (int64_t s = 0; s < nbr; s++) {
-        __pipeline_wait_prior(0);
+        __pipeline_wait_prior(ST - 2);
         /* this thread's copies are in; order them before the async
          * proxy's reads (wgmma), then wait for everyone's */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
-        if (s + 1 < nbr)
-            MMQG_ISSUE(s + 1);
-        const int bf = (int)(s & 1);
-        const uint32_t *ra = S.w[bf][16 * warp + g];
+        MMQG_ISSUE(s + ST - 1);
+        const int bf = (int)(s % ST);
+        const uint32_t *ra = S.w[bf][64 * wg + 16 * wq + g];
         mmqk_head hd[2];
         W::head(ra, 0, t4, hd[0]);
         W::head(ra + 8 * W::SW, 0, t4, hd[1]);
@@ -187,7 +206,35 @@ mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 shi[r][h] = (hd[r].sc[h] >> G::SH) & (0x01010101u * G::HI);
             }
         const uint32_t xs = sx + (uint32_t)bf * (uint32_t)sizeof(S.x[0]);
-        /* plane 0: the sh planes; plane 1: D <<= SH, the sl planes */
+        const uint32_t wsa = sa + (uint32_t)bf * (uint32_t)sizeof(S.w[0]);
+        /* the A words of sub-blocks 4h..4h+3 in plane pl (0: sh, 1: sl) */
+        auto planes = [&](uint32_t a[4][4], int pl, int h) {
+#pragma unroll
+            for (int pp = 0; pp < 2; pp++) {
+                const int p = 2 * h + pp;
+                uint32_t wf[4];
+                int lo[4], hi[4];
+                mmqk_afrag<W::LDSM>(wf, wsa, ra, W::SW, W::aoff(0, p), t4);
+                W::frag2(wf, p, hd[0], hd[1], lo, hi);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    /* word i is of row g (i even) or g + 8 */
+                    const uint32_t *sw = pl ? slo[i & 1] : shi[i & 1];
+                    a[2 * pp][i] = (uint32_t)lo[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p) & 3);
+                    a[2 * pp + 1][i] = (uint32_t)hi[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p + 1) & 3);
+                }
+            }
+        };
+        auto issue = [&](const uint32_t a[4][4], int pl, int h) {
+            mmqg_pin(d);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++)
+                mmqg_mma(d, a[jj], mmqg_desc(xs + 2 * (4 * h + jj) * (MMQG_BN * 16), MMQG_BN * 16, 128),
+                         pl | h | jj);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        };
+        /* plane 0: the sh planes; then D <<= SH; plane 1: the sl planes */
 #pragma unroll
         for (int pl = 0; pl < 2; pl++) {
             if (pl) {
@@ -195,35 +242,23 @@ mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 for (int i = 0; i < 32; i++)
                     d[i] = (int)((uint32_t)d[i] << G::SH);
             }
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint32_t a[4][4];
-#pragma unroll
-                for (int pp = 0; pp < 2; pp++) {
-                    const int p = 2 * h + pp;
-                    uint32_t wf[4];
-                    int lo[4], hi[4];
-                    mmqk_afrag<W::LDSM>(wf, sa + bf * (uint32_t)sizeof(S.w[0]), ra, W::SW, W::aoff(0, p), t4);
-                    W::frag2(wf, p, hd[0], hd[1], lo, hi);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        /* word i is of row g (i even) or g + 8 */
-                        const uint32_t *sw = pl ? slo[i & 1] : shi[i & 1];
-                        a[2 * pp][i] = (uint32_t)lo[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p) & 3);
-                        a[2 * pp + 1][i] = (uint32_t)hi[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p + 1) & 3);
-                    }
-                }
-                mmqg_pin(d);
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const int j = 4 * h + jj;
-                    mmqg_mma(d, a[jj], mmqg_desc(xs + 2 * j * (MMQG_BN * 16), MMQG_BN * 16, 128),
-                             pl | h | jj);
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            if constexpr (OV) {
+                uint32_t a0[4][4], a1[4][4];
+                planes(a0, pl, 0);
+                issue(a0, pl, 0);
+                planes(a1, pl, 1); /* while the first four run */
+                issue(a1, pl, 1);
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                 mmqg_pin(d);
+            } else {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    uint32_t a[4][4];
+                    planes(a, pl, h);
+                    issue(a, pl, h);
+                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    mmqg_pin(d);
+                }
             }
         }
         /* the super-block's end: mmqk's min term and float chain */
@@ -248,8 +283,9 @@ mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
 #undef MMQG_ISSUE
     /* the store: mmq_tile_store's, for one 16-row tile a warp */
+    const int32_t mt0 = m0 + 64 * wg;
     if (E.glu) {
-        const int32_t j = mmq_glu_out(m0, warp, g);
+        const int32_t j = mmq_glu_out(mt0, wq, g);
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
@@ -264,13 +300,36 @@ mmqg_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int32_t j = m0 + 16 * warp + g + 8 * (i >> 1);
+            const int32_t j = mt0 + 16 * wq + g + 8 * (i >> 1);
             const int32_t r = n0 + 8 * nt + 2 * t4 + (i & 1);
             if (j < n_w && r < n_rows)
                 cuda_epi_store(y, r, j, n_w, acc[nt][i], E);
         }
 #else
     (void)w, (void)row_bytes, (void)n_w, (void)X, (void)nbr, (void)y, (void)n_rows, (void)E;
+#endif
+}
+
+/* Launch mmqg_kernel<T, WG, ST, OV>: 0, or -1 where the device cannot hold
+ * its shared memory */
+template <int T, int WG, int ST, bool OV>
+static int mmqg_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                       int32_t n_rows)
+{
+#if defined(INFERD_MMQG) && INFERD_MMQG
+    typedef mmqg_smem<T, WG, ST> SM;
+    typedef mmqg_t<T, WG, ST> G;
+    if (mmq_occupancy_once<mmqg_kernel<T, WG, ST, OV>>(sizeof(SM), G::THREADS) == 0)
+        return -1;
+    const int64_t nbr = w->ne0 / QK_K;
+    const dim3 grid(cuda_blocks(w->ne1, G::BM), cuda_blocks(n_rows, MMQG_BN));
+    cuda_launch(c, mmqg_kernel<T, WG, ST, OV>, grid, G::THREADS, sizeof(SM), (const uint8_t *)w->data,
+                w->row_bytes, (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows,
+                c->epi);
+    return 0;
+#else
+    (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
+    return -1;
 #endif
 }
 
@@ -281,23 +340,24 @@ int cuda_mmqg(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
     if constexpr (T != QT_Q4_K && T != QT_Q5_K) {
         return INF_EUNSUPPORTED;
     } else {
-        typedef mmqg_smem<T> SM;
         /* the sm_90a code runs on compute capability 9.0 only */
         if (c->sm != 90)
             return -1;
         if (w->ne0 % QK_K)
             return INF_EUNSUPPORTED;
-        if (mmq_occupancy_once<mmqg_kernel<T>>(sizeof(SM), MMQG_THREADS) == 0)
-            return -1;
-        const int64_t nbr = w->ne0 / QK_K;
         /* the loader's 32-bit offsets, as mmqk_launch checks them */
         if ((uint64_t)n_rows * (uint64_t)w->ne0 >= (1ull << 32) ||
-            (uint64_t)(c->epi.glu + MMQG_BM) * w->row_bytes >= (1ull << 32))
+            (uint64_t)(c->epi.glu + 128) * w->row_bytes >= (1ull << 32))
             return INF_EUNSUPPORTED;
-        const dim3 grid(cuda_blocks(w->ne1, MMQG_BM), cuda_blocks(n_rows, MMQG_BN));
-        cuda_launch(c, mmqg_kernel<T>, grid, MMQG_THREADS, sizeof(SM), (const uint8_t *)w->data, w->row_bytes,
-                    (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
-        return 0;
+        switch (c->mmqg_cfg) {
+        case 1: return mmqg_launch<T, 1, 2, false>(c, w, xq, y, n_rows);
+        case 2: return mmqg_launch<T, 2, 3, false>(c, w, xq, y, n_rows);
+        case 3: return mmqg_launch<T, 2, 2, true>(c, w, xq, y, n_rows);
+        default:
+            /* Q5_K's rows (176 bytes a block) hold two blocks an SM at two stages */
+            return T == QT_Q4_K ? mmqg_launch<T, 2, 3, true>(c, w, xq, y, n_rows)
+                                : mmqg_launch<T, 2, 2, true>(c, w, xq, y, n_rows);
+        }
     }
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
