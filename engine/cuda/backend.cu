@@ -730,7 +730,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     const char *mqg = getenv("INFERD_MMQG");
     c->mmqg = mqg && atoi(mqg) >= 0 ? atoi(mqg) : CUDA_MMQG_MIN;
     const char *mqc = getenv("INFERD_MMQG_CFG");
-    c->mmqg_cfg = mqc && atoi(mqc) >= 1 && atoi(mqc) <= 3 ? atoi(mqc) : 0;
+    c->mmqg_cfg = mqc && atoi(mqc) >= 1 && atoi(mqc) <= 4 ? atoi(mqc) : 0;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

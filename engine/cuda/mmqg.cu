@@ -93,6 +93,22 @@ static __device__ __forceinline__ void mmqg_mma(int d[32], const uint32_t a[4], 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
+/* the same with D = A x B (the stage's first: no accumulator read) */
+static __device__ __forceinline__ void mmqg_mma0(int d[32], const uint32_t a[4], uint64_t desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p;\n}\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]),
+                   "=r"(d[7]), "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]),
+                   "=r"(d[14]), "=r"(d[15]), "=r"(d[16]), "=r"(d[17]), "=r"(d[18]), "=r"(d[19]), "=r"(d[20]),
+                   "=r"(d[21]), "=r"(d[22]), "=r"(d[23]), "=r"(d[24]), "=r"(d[25]), "=r"(d[26]), "=r"(d[27]),
+                   "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
 /* Pin d's registers at this point of the program: the asm "reads and
  * writes" them, so the compiler cannot move their uses across it (the
  * hardware writes them between the wgmma and its wait_group). */
@@ -333,6 +349,241 @@ static int mmqg_launch(struct cuda_ctx *c, const struct backend_weight *w, const
 #endif
 }
 
+
+/* ---- the warp-specialized form ------------------------------------------
+ * Two pairs of warpgroups a block (128 weight rows x 64 activation rows):
+ * in each pair one warpgroup runs the planes and the wgmma of stage s and
+ * parks its D in shared memory, the other runs the min term and the float
+ * chain of stage s - 1 from the park, so a stage's chain no longer waits
+ * for its wgmma and the wgmma no longer wait for a chain. One block
+ * barrier a stage orders everything: the park of stage s is written
+ * before barrier s + 1 and read after it; the ring has four stages, two
+ * in flight, the chain's one, the wgmma's one. */
+#define MMQG_WS_ST 4
+template <int T> struct mmqg_ws_smem {
+    typedef mmqk_w<T, 1, false> W;
+    uint32_t w[MMQG_WS_ST][128][W::SW];
+    int8_t x[MMQG_WS_ST][MMQG_CH][MMQG_BN][16];
+    int8_t xhl[MMQG_WS_ST][MMQG_BN][CUDA_Q8K_HL];
+    float xd[MMQG_WS_ST][MMQG_BN];
+    int4 park[2][2][4][8][32]; /* [pair][stage & 1][warp][d / 4][lane] */
+};
+
+template <int T>
+static __global__ void __launch_bounds__(512, 1)
+mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
+               float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+#if MMQG_DEVICE
+    cuda_pdl_enter();
+    typedef mmqg_t<T, 2, MMQG_WS_ST> G;
+    typedef typename G::W W;
+    typedef mmqg_ws_smem<T> SM;
+    enum { ST = MMQG_WS_ST };
+    extern __shared__ __align__(128) uint8_t mmqg_smem_raw[];
+    SM &S = *(SM *)mmqg_smem_raw;
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int chain = warp >> 3, pr = (warp >> 2) & 1, wq = warp & 3; /* role, pair, warp of the group */
+    const int32_t m0 = blockIdx.x * 128, n0 = blockIdx.y * MMQG_BN;
+
+    /* loader: 4 threads a weight row, 8 an activation row (2 chunks each;
+     * part 0 its scale d, part 1 its sums) */
+    const int lr = tid >> 2, lp = tid & 3;
+    const int32_t wrl = mmq_wrow(m0 + 64 * (lr >> 6), lr & 63, n_w, E.glu);
+    const int32_t wr0 = E.glu ? m0 / 2 : m0;
+    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
+    const uint32_t woff = (uint32_t)((size_t)((wrl >= 0 ? wrl : wr0) - wr0) * row_bytes);
+    const bool wload = wrl >= 0;
+    const int xr = tid >> 3, xp = tid & 7;
+    const bool xload = n0 + xr < n_rows;
+    const uint32_t xb0 = (uint32_t)(xload ? n0 + xr : 0) * (uint32_t)nbr;
+    auto issue_stage = [&](int64_t s) {
+        if (s < nbr) {
+            const int bf = (int)(s % ST);
+            if (wload)
+                cuda_copy16<W::BW / 4, 4>(S.w[bf][lr], wbase + woff + (size_t)s * (W::BW * 4), lp);
+            if (xload) {
+                const uint32_t xb = xb0 + (uint32_t)s;
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+                    __pipeline_memcpy_async(S.x[bf][2 * xp + c][xr], X.qs + (size_t)xb * QK_K + 16 * (2 * xp + c), 16);
+                if (xp == 1)
+                    __pipeline_memcpy_async(S.xhl[bf][xr], X.hl + (size_t)xb * CUDA_Q8K_HL, CUDA_Q8K_HL);
+                else if (xp == 0)
+                    __pipeline_memcpy_async(&S.xd[bf][xr], X.d + xb, 4);
+            }
+        }
+        __pipeline_commit();
+    };
+    /* step s: stage s has landed everywhere, stage s - 2's readers are
+     * done; queue stage s + 2 */
+    auto step = [&](int64_t s) {
+        __pipeline_wait_prior(ST - 3);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        issue_stage(s + ST - 2);
+    };
+#pragma unroll
+    for (int p = 0; p < ST - 2; p++)
+        issue_stage(p);
+    const int rt = 64 * pr + 16 * wq; /* the warp's first tile row */
+
+    if (!chain) {
+        const uint32_t sa = cuda_saddr(&S.w[0][rt + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
+        const uint32_t sx = cuda_saddr(&S.x[0][0][0][0]);
+        for (int64_t s = 0; s <= nbr; s++) {
+            step(s);
+            if (s == nbr)
+                break;
+            const int bf = (int)(s % ST);
+            const uint32_t *ra = S.w[bf][rt + g];
+            mmqk_head hd[2];
+            W::head(ra, 0, t4, hd[0]);
+            W::head(ra + 8 * W::SW, 0, t4, hd[1]);
+            uint32_t slo[2][2], shi[2][2];
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    slo[r][h] = hd[r].sc[h] & (0x01010101u * G::LO);
+                    shi[r][h] = (hd[r].sc[h] >> G::SH) & (0x01010101u * G::HI);
+                }
+            const uint32_t xs = sx + (uint32_t)bf * (uint32_t)sizeof(S.x[0]);
+            const uint32_t wsa = sa + (uint32_t)bf * (uint32_t)sizeof(S.w[0]);
+            auto planes = [&](uint32_t a[4][4], int pl, int h) {
+#pragma unroll
+                for (int pp = 0; pp < 2; pp++) {
+                    const int p = 2 * h + pp;
+                    uint32_t wf[4];
+                    int lo[4], hi[4];
+                    mmqk_afrag<W::LDSM>(wf, wsa, ra, W::SW, W::aoff(0, p), t4);
+                    W::frag2(wf, p, hd[0], hd[1], lo, hi);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const uint32_t *sw = pl ? slo[i & 1] : shi[i & 1];
+                        a[2 * pp][i] = (uint32_t)lo[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p) & 3);
+                        a[2 * pp + 1][i] = (uint32_t)hi[i] * (uint32_t)mmqk_ux8(sw[h], (2 * p + 1) & 3);
+                    }
+                }
+            };
+            int d[32];
+            auto issue = [&](const uint32_t a[4][4], int pl, int h) {
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const uint64_t ds = mmqg_desc(xs + 2 * (4 * h + jj) * (MMQG_BN * 16), MMQG_BN * 16, 128);
+                    if ((pl | h | jj) == 0)
+                        mmqg_mma0(d, a[jj], ds);
+                    else
+                        mmqg_mma(d, a[jj], ds, 1);
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            };
+#pragma unroll
+            for (int pl = 0; pl < 2; pl++) {
+                uint32_t a0[4][4], a1[4][4];
+                planes(a0, pl, 0);
+                if (pl) {
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        d[i] = (int)((uint32_t)d[i] << G::SH);
+                }
+                mmqg_pin(d);
+                issue(a0, pl, 0);
+                planes(a1, pl, 1); /* while the first four run */
+                issue(a1, pl, 1);
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                mmqg_pin(d);
+            }
+            int4 *pk = S.park[pr][s & 1][wq][0] + lane;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                pk[32 * k] = make_int4(d[4 * k], d[4 * k + 1], d[4 * k + 2], d[4 * k + 3]);
+        }
+        return;
+    }
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        acc[i >> 2][i & 3] = 0.0f;
+    for (int64_t s = 0; s <= nbr; s++) {
+        step(s);
+        if (s == 0)
+            continue;
+        const int bf = (int)((s - 1) % ST);
+        const uint32_t *ra = S.w[bf][rt + g];
+        mmqk_head hd[2];
+        W::head(ra, 0, t4, hd[0]);
+        W::head(ra + 8 * W::SW, 0, t4, hd[1]);
+        int mh[2], ml[2];
+        mmqk_min_words(hd, t4, mh, ml);
+        const int4 *pk = S.park[pr][(s - 1) & 1][wq][0] + lane;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            const int4 dv = pk[32 * nt];
+            const int dd[4] = {dv.x, dv.y, dv.z, dv.w};
+            const int bhl = *(const int *)&S.xhl[bf][8 * nt + g][4 * t4];
+            int ch[4], cl[4];
+            cuda_mma_k16(ch, mh[0], mh[1], bhl);
+            cuda_mma_k16(cl, ml[0], ml[1], bhl);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const mmqk_head &H = hd[i >> 1];
+                const float x = S.xd[bf][8 * nt + 2 * t4 + (i & 1)];
+                const float p1 = __fmul_rn(H.d, x);
+                float a2 = __fmaf_rn(p1, (float)dd[i], acc[nt][i]);
+                const float p2 = -__fmul_rn(H.dmin, x);
+                acc[nt][i] = __fmaf_rn(p2, (float)(ch[i] * 128 + cl[i]), a2);
+            }
+        }
+    }
+    const int32_t mt0 = m0 + 64 * pr;
+    if (E.glu) {
+        const int32_t j = mmq_glu_out(mt0, wq, g);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int32_t r = n0 + 8 * nt + 2 * t4 + i;
+                if (j < E.glu && r < n_rows)
+                    y[(int64_t)r * E.glu + j] = __fmul_rn(cuda_silu(acc[nt][i], j, E.glu), acc[nt][i + 2]);
+            }
+        return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int32_t j = mt0 + 16 * wq + g + 8 * (i >> 1);
+            const int32_t r = n0 + 8 * nt + 2 * t4 + (i & 1);
+            if (j < n_w && r < n_rows)
+                cuda_epi_store(y, r, j, n_w, acc[nt][i], E);
+        }
+#else
+    (void)w, (void)row_bytes, (void)n_w, (void)X, (void)nbr, (void)y, (void)n_rows, (void)E;
+#endif
+}
+
+template <int T>
+static int mmqg_ws_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                          int32_t n_rows)
+{
+#if defined(INFERD_MMQG) && INFERD_MMQG
+    typedef mmqg_ws_smem<T> SM;
+    if (mmq_occupancy_once<mmqg_ws_kernel<T>>(sizeof(SM), 512) == 0)
+        return -1;
+    const int64_t nbr = w->ne0 / QK_K;
+    const dim3 grid(cuda_blocks(w->ne1, 128), cuda_blocks(n_rows, MMQG_BN));
+    cuda_launch(c, mmqg_ws_kernel<T>, grid, 512, sizeof(SM), (const uint8_t *)w->data, w->row_bytes,
+                (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
+    return 0;
+#else
+    (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
+    return -1;
+#endif
+}
+
 template <int T>
 int cuda_mmqg(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
 {
@@ -353,6 +604,7 @@ int cuda_mmqg(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
         case 1: return mmqg_launch<T, 1, 2, false>(c, w, xq, y, n_rows);
         case 2: return mmqg_launch<T, 2, 3, false>(c, w, xq, y, n_rows);
         case 3: return mmqg_launch<T, 2, 2, true>(c, w, xq, y, n_rows);
+        case 4: return mmqg_ws_launch<T>(c, w, xq, y, n_rows);
         default:
             /* Q5_K's rows (176 bytes a block) hold two blocks an SM at two stages */
             return T == QT_Q4_K ? mmqg_launch<T, 2, 3, true>(c, w, xq, y, n_rows)
