@@ -350,52 +350,87 @@ static int mmqg_launch(struct cuda_ctx *c, const struct backend_weight *w, const
 }
 
 
-/* ---- the warp-specialized form ------------------------------------------
- * Two pairs of warpgroups a block (128 weight rows x 64 activation rows):
- * in each pair one warpgroup runs the planes and the wgmma of stage s and
- * parks its D in shared memory, the other runs the min term and the float
- * chain of stage s - 1 from the park, so a stage's chain no longer waits
- * for its wgmma and the wgmma no longer wait for a chain. One block
- * barrier a stage orders everything: the park of stage s is written
- * before barrier s + 1 and read after it; the ring has four stages, two
- * in flight, the chain's one, the wgmma's one. */
-#define MMQG_WS_ST 4
+/* ---- the warp-specialized form (INFERD_MMQG_CFG=4) -------------------
+ * One pair of warpgroups a block, 64 weight rows x 128 activation rows:
+ * warpgroup 0 builds the planes and runs the wgmma of stage s at N = 128
+ * (m64n128k32: twice the work of an m64n64 for the same A fragment) and
+ * parks its D (64 int32 a thread) in shared memory; warpgroup 1 runs the
+ * min term and the float chain of stage s - 1 from the park, so neither
+ * waits for the other inside a stage. One block barrier a stage (the
+ * non-aligned form: the two roles reach it from their own loops) orders
+ * the park (written before barrier s + 1, read after it) and the ring of
+ * three stages (the wgmma's, the chain's, the one in flight). */
+#define MMQG_WS_ST 3
+#define MMQG_WS_BN 128
 template <int T> struct mmqg_ws_smem {
     typedef mmqk_w<T, 1, false> W;
-    uint32_t w[MMQG_WS_ST][128][W::SW];
-    int8_t x[MMQG_WS_ST][MMQG_CH][MMQG_BN][16];
-    int8_t xhl[MMQG_WS_ST][MMQG_BN][CUDA_Q8K_HL];
-    float xd[MMQG_WS_ST][MMQG_BN];
-    int4 park[2][2][4][8][32]; /* [pair][stage & 1][warp][d / 4][lane] */
+    uint32_t w[MMQG_WS_ST][64][W::SW];
+    int8_t x[MMQG_WS_ST][MMQG_CH][MMQG_WS_BN][16];
+    int8_t xhl[MMQG_WS_ST][MMQG_WS_BN][CUDA_Q8K_HL];
+    float xd[MMQG_WS_ST][MMQG_WS_BN];
+    int4 park[2][4][16][32]; /* [stage & 1][warp][d / 4][lane] */
 };
 
+#if MMQG_DEVICE
+/* D(64 x 128 s32) (+)= A(64 x 32 u8, registers) x B(32 x 128 s8) */
+#define MMQG_D64                                                                                   \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                      \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "              \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "               \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define MMQG_DOPS(c)                                                                               \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]),      \
+        c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]),  \
+        c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]),  \
+        c(d[28]), c(d[29]), c(d[30]), c(d[31]), c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]),  \
+        c(d[37]), c(d[38]), c(d[39]), c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]),  \
+        c(d[46]), c(d[47]), c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]),  \
+        c(d[55]), c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
+#define MMQG_RW(x) "+r"(x)
+#define MMQG_WO(x) "=r"(x)
+static __device__ __forceinline__ void mmqg_mma128(int d[64], const uint32_t a[4], uint64_t desc)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " MMQG_D64
+                 ", {%64, %65, %66, %67}, %68, 1;\n"
+                 : MMQG_DOPS(MMQG_RW)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+static __device__ __forceinline__ void mmqg_mma128_0(int d[64], const uint32_t a[4], uint64_t desc)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " MMQG_D64
+                 ", {%64, %65, %66, %67}, %68, 0;\n"
+                 : MMQG_DOPS(MMQG_WO)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+#endif
+
 template <int T>
-static __global__ void __launch_bounds__(512, 1)
+static __global__ void __launch_bounds__(256, 1)
 mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, int64_t nbr,
                float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if MMQG_DEVICE
     cuda_pdl_enter();
-    typedef mmqg_t<T, 2, MMQG_WS_ST> G;
+    typedef mmqg_t<T, 1, MMQG_WS_ST> G;
     typedef typename G::W W;
     typedef mmqg_ws_smem<T> SM;
-    enum { ST = MMQG_WS_ST };
+    enum { ST = MMQG_WS_ST, BN = MMQG_WS_BN };
     extern __shared__ __align__(128) uint8_t mmqg_smem_raw[];
     SM &S = *(SM *)mmqg_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int g = lane >> 2, t4 = lane & 3;
-    const int chain = warp >> 3, pr = (warp >> 2) & 1, wq = warp & 3; /* role, pair, warp of the group */
-    const int32_t m0 = blockIdx.x * 128, n0 = blockIdx.y * MMQG_BN;
+    const int chain = warp >> 2, wq = warp & 3; /* role, warp of the group */
+    const int32_t m0 = blockIdx.x * 64, n0 = blockIdx.y * BN;
 
-    /* loader: 4 threads a weight row, 8 an activation row (2 chunks each;
+    /* loader: 4 threads a weight row, 2 an activation row (8 chunks each;
      * part 0 its scale d, part 1 its sums) */
     const int lr = tid >> 2, lp = tid & 3;
-    const int32_t wrl = mmq_wrow(m0 + 64 * (lr >> 6), lr & 63, n_w, E.glu);
+    const int32_t wrl = mmq_wrow(m0, lr, n_w, E.glu);
     const int32_t wr0 = E.glu ? m0 / 2 : m0;
     const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
     const uint32_t woff = (uint32_t)((size_t)((wrl >= 0 ? wrl : wr0) - wr0) * row_bytes);
     const bool wload = wrl >= 0;
-    const int xr = tid >> 3, xp = tid & 7;
+    const int xr = tid >> 1, xp = tid & 1;
     const bool xload = n0 + xr < n_rows;
     const uint32_t xb0 = (uint32_t)(xload ? n0 + xr : 0) * (uint32_t)nbr;
     auto issue_stage = [&](int64_t s) {
@@ -406,28 +441,26 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
             if (xload) {
                 const uint32_t xb = xb0 + (uint32_t)s;
 #pragma unroll
-                for (int c = 0; c < 2; c++)
-                    __pipeline_memcpy_async(S.x[bf][2 * xp + c][xr], X.qs + (size_t)xb * QK_K + 16 * (2 * xp + c), 16);
-                if (xp == 1)
+                for (int c = 0; c < 8; c++)
+                    __pipeline_memcpy_async(S.x[bf][8 * xp + c][xr], X.qs + (size_t)xb * QK_K + 16 * (8 * xp + c), 16);
+                if (xp)
                     __pipeline_memcpy_async(S.xhl[bf][xr], X.hl + (size_t)xb * CUDA_Q8K_HL, CUDA_Q8K_HL);
-                else if (xp == 0)
+                else
                     __pipeline_memcpy_async(&S.xd[bf][xr], X.d + xb, 4);
             }
         }
         __pipeline_commit();
     };
-    /* step s: stage s has landed everywhere, stage s - 2's readers are
-     * done; queue stage s + 2 */
+    /* step s: stage s has landed everywhere and stage s - 2's readers are
+     * done; queue stage s + 1 */
     auto step = [&](int64_t s) {
-        __pipeline_wait_prior(ST - 3);
+        __pipeline_wait_prior(0);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        issue_stage(s + ST - 2);
+        asm volatile("barrier.sync 0;\n" ::: "memory");
+        issue_stage(s + 1);
     };
-#pragma unroll
-    for (int p = 0; p < ST - 2; p++)
-        issue_stage(p);
-    const int rt = 64 * pr + 16 * wq; /* the warp's first tile row */
+    issue_stage(0);
+    const int rt = 16 * wq; /* the warp's first tile row */
 
     if (!chain) {
         const uint32_t sa = cuda_saddr(&S.w[0][rt + (lane & 7) + 8 * ((lane >> 3) & 1)][4 * (lane >> 4)]);
@@ -467,16 +500,16 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
                     }
                 }
             };
-            int d[32];
+            int d[64];
             auto issue = [&](const uint32_t a[4][4], int pl, int h) {
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
                 for (int jj = 0; jj < 4; jj++) {
-                    const uint64_t ds = mmqg_desc(xs + 2 * (4 * h + jj) * (MMQG_BN * 16), MMQG_BN * 16, 128);
+                    const uint64_t ds = mmqg_desc(xs + 2 * (4 * h + jj) * (BN * 16), BN * 16, 128);
                     if ((pl | h | jj) == 0)
-                        mmqg_mma0(d, a[jj], ds);
+                        mmqg_mma128_0(d, a[jj], ds);
                     else
-                        mmqg_mma(d, a[jj], ds, 1);
+                        mmqg_mma128(d, a[jj], ds);
                 }
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             };
@@ -486,26 +519,30 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
                 planes(a0, pl, 0);
                 if (pl) {
 #pragma unroll
-                    for (int i = 0; i < 32; i++)
+                    for (int i = 0; i < 64; i++)
                         d[i] = (int)((uint32_t)d[i] << G::SH);
                 }
-                mmqg_pin(d);
+#pragma unroll
+                for (int i = 0; i < 64; i++)
+                    asm volatile("" : "+r"(d[i])::"memory");
                 issue(a0, pl, 0);
                 planes(a1, pl, 1); /* while the first four run */
                 issue(a1, pl, 1);
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                mmqg_pin(d);
-            }
-            int4 *pk = S.park[pr][s & 1][wq][0] + lane;
 #pragma unroll
-            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < 64; i++)
+                    asm volatile("" : "+r"(d[i])::"memory");
+            }
+            int4 *pk = S.park[s & 1][wq][0] + lane;
+#pragma unroll
+            for (int k = 0; k < 16; k++)
                 pk[32 * k] = make_int4(d[4 * k], d[4 * k + 1], d[4 * k + 2], d[4 * k + 3]);
         }
         return;
     }
-    float acc[8][4];
+    float acc[16][4];
 #pragma unroll
-    for (int i = 0; i < 32; i++)
+    for (int i = 0; i < 64; i++)
         acc[i >> 2][i & 3] = 0.0f;
     for (int64_t s = 0; s <= nbr; s++) {
         step(s);
@@ -518,9 +555,9 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
         W::head(ra + 8 * W::SW, 0, t4, hd[1]);
         int mh[2], ml[2];
         mmqk_min_words(hd, t4, mh, ml);
-        const int4 *pk = S.park[pr][(s - 1) & 1][wq][0] + lane;
+        const int4 *pk = S.park[(s - 1) & 1][wq][0] + lane;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < 16; nt++) {
             const int4 dv = pk[32 * nt];
             const int dd[4] = {dv.x, dv.y, dv.z, dv.w};
             const int bhl = *(const int *)&S.xhl[bf][8 * nt + g][4 * t4];
@@ -538,11 +575,10 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
             }
         }
     }
-    const int32_t mt0 = m0 + 64 * pr;
     if (E.glu) {
-        const int32_t j = mmq_glu_out(mt0, wq, g);
+        const int32_t j = mmq_glu_out(m0, wq, g);
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int nt = 0; nt < 16; nt++)
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int32_t r = n0 + 8 * nt + 2 * t4 + i;
@@ -552,10 +588,10 @@ mmqg_ws_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cud
         return;
     }
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < 16; nt++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int32_t j = mt0 + 16 * wq + g + 8 * (i >> 1);
+            const int32_t j = m0 + rt + g + 8 * (i >> 1);
             const int32_t r = n0 + 8 * nt + 2 * t4 + (i & 1);
             if (j < n_w && r < n_rows)
                 cuda_epi_store(y, r, j, n_w, acc[nt][i], E);
@@ -571,11 +607,11 @@ static int mmqg_ws_launch(struct cuda_ctx *c, const struct backend_weight *w, co
 {
 #if defined(INFERD_MMQG) && INFERD_MMQG
     typedef mmqg_ws_smem<T> SM;
-    if (mmq_occupancy_once<mmqg_ws_kernel<T>>(sizeof(SM), 512) == 0)
+    if (mmq_occupancy_once<mmqg_ws_kernel<T>>(sizeof(SM), 256) == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
-    const dim3 grid(cuda_blocks(w->ne1, 128), cuda_blocks(n_rows, MMQG_BN));
-    cuda_launch(c, mmqg_ws_kernel<T>, grid, 512, sizeof(SM), (const uint8_t *)w->data, w->row_bytes,
+    const dim3 grid(cuda_blocks(w->ne1, 64), cuda_blocks(n_rows, MMQG_WS_BN));
+    cuda_launch(c, mmqg_ws_kernel<T>, grid, 256, sizeof(SM), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, cuda_q8k_planes(xq, (int64_t)n_rows * nbr), nbr, y, n_rows, c->epi);
     return 0;
 #else
