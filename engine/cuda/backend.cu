@@ -724,13 +724,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * rule before) */
     const char *qmax = getenv("INFERD_MMQS_MAX");
     c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
-    /* Q4_K/Q5_K MMQ products through the wgmma kernel (cuda/mmqg.cu) from
-     * this many rows; INFERD_MMQG=0 leaves them to mmqk (A/B runs; the bits
-     * do not change), =N moves the start */
-    const char *mqg = getenv("INFERD_MMQG");
-    c->mmqg = mqg && atoi(mqg) >= 0 ? atoi(mqg) : CUDA_MMQG_MIN;
-    const char *mqc = getenv("INFERD_MMQG_CFG");
-    c->mmqg_cfg = mqc && atoi(mqc) >= 1 && atoi(mqc) <= 4 ? atoi(mqc) : 0;
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,

@@ -121,9 +121,6 @@ struct cuda_ctx {
     int tma_rows;      /* mmqt's stages by tensor copies of this many rows where a map fits (0: a copy a row) */
     int mmqs_min;      /* K-quant rows from which mmqs serves, <= 8; 0: per type (cuda/mul_mat.cu; INFERD_MMQS_MIN) */
     int mmqs_max;      /* K-quant rows up to which mmqs may serve, 8..64 (CUDA_MMQS_MAX; INFERD_MMQS_MAX) */
-    int mmqg;          /* Q4_K/Q5_K MMQ products of at least this many rows through the wgmma kernel
-                        * (cuda/mmqg.cu, sm_90a builds on compute capability 9.0); 0: never (INFERD_MMQG) */
-    int mmqg_cfg;      /* its block form, forced (0: the default; INFERD_MMQG_CFG=1..3, A/B) */
     /* test builds, INFERD_FAULT_DEVICE_FREE (engine/fault.h): the device has
      * budget bytes free at cuda_backend_new; cuda_malloc counts against it */
     int budget_set;

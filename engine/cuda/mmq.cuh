@@ -32,18 +32,6 @@ template <int T>
 int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                       int32_t n_rows, int kdr, int exp, int bn);
 
-/* The Q4_K/Q5_K MMQ on the warpgroup instruction (cuda/mmqg.cu,
- * mmqg_kernel<T>: wgmma with the sub-block scales folded into two weight
- * planes; sm_90a code, so compute capability 9.0 only): the bits of
- * cuda_mmq's mmqk. 0, INF_EUNSUPPORTED (Q6_K and other types, ne0 not a
- * multiple of 256, offsets past 4 GB), or -1 where this build or device
- * has no such kernel (built without sm_90a, not a 9.0 device) or cannot
- * hold its shared memory; the caller then takes mmqk. cuda_mmq asks it
- * first for n_rows >= c->mmqg (CUDA_MMQG_MIN; 0: never). */
-#define CUDA_MMQG_MIN 1
-template <int T>
-int cuda_mmqg(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
-
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
 template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);

@@ -609,11 +609,6 @@ template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
-    /* Q4_K/Q5_K: the wgmma kernel first where this device runs it */
-    if constexpr (T != QT_Q6_K) {
-        if (c->mmqg && n_rows >= c->mmqg && cuda_mmqg<T>(c, w, xq, y, n_rows) == 0)
-            return;
-    }
     const int exp = T == QT_Q6_K && w->aux != NULL;
     int occ[2][2] = {{0, 0}, {0, 0}};
     if constexpr (T == QT_Q6_K) {

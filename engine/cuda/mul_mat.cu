@@ -448,7 +448,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT, MMV_MMQG };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
@@ -461,7 +461,7 @@ struct mm_variant {
      * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced);
      * MMQT: a = activation rows, b = 16-row tiles a block (1 or 2), c =
      * the grid's cap (0: the dispatcher's; 1: one block, streaming every
-     * row group); MMQG: the wgmma MMQ (cuda/mmqg.cu), no parameters */
+     * row group) */
     int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -496,7 +496,6 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
     {QT_Q6_K, MMV_MMQT, 8, 2, 0}, {QT_Q6_K, MMV_MMQT, 5, 2, 1},
-    {QT_Q4_K, MMV_MMQG, 0, 0, 0}, {QT_Q5_K, MMV_MMQG, 0, 0, 0},
 };
 #undef MMV_T12
 #undef MMV_T
@@ -538,7 +537,6 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_MMQT:
         snprintf(buf, n, "mul_mat<%s> mmqt tl=%d rows=%d%s", t, v->b, v->a, v->c ? " grid=1" : "");
         break;
-    case MMV_MMQG: snprintf(buf, n, "mul_mat<%s> mmq<wgmma>", t); break;
     case MMV_MMVT:
         snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "",
                  v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "");
@@ -629,12 +627,6 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");
     }
-    if (v->kind == MMV_MMQG) {
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
-        const int rc = v->type == QT_Q4_K ? cuda_mmqg<QT_Q4_K>(c, w, c->xq, y, n_rows)
-                                          : cuda_mmqg<QT_Q5_K>(c, w, c->xq, y, n_rows);
-        return mm_variant_status(c, rc, "mmqg kernel");
-    }
     if (v->kind == MMV_MMVQ) {
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, v->a, w->ne0, 0);
         switch (v->type) {
@@ -673,7 +665,7 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
                  : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS || v->kind == MMV_MMQT) ? v->a
-                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS || v->kind == MMV_MMQG) ? n_rows
+                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
                                                                  : 1;
     return rc;
 }
