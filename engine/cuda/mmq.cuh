@@ -91,10 +91,13 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * sm_90, or x alone where mmvt does not quantize: the caller then
  * quantizes and asks again with xq), or -1 when the device cannot hold its
  * shared memory (the caller falls back to cuda_mmvq). */
-/* c->mmvt_fq's default: the longest rows (super-blocks) mmvt quantizes its
- * row for itself (cuda/mmvt.cu; 14336-wide rows: measured, bench/RESULTS.md
- * 2026-12-04 14:35- call 8) */
+/* c->mmvt_fq's default (-1), by type: the longest rows (super-blocks) mmvt
+ * quantizes its row for itself (cuda/mmvt.cu). Q6_K: 14336-wide rows; on the
+ * 7B's 18944-wide ffn-down it lost (21.2 -> 22.0 us); Q4_K/Q5_K gained
+ * there (10.9 -> 10.2, 14.6 -> 13.8), so their bound is that row, the
+ * longest measured (bench/RESULTS.md 2026-12-04 14:35- call 8) */
 #define MMVT_FQ_SB 56
+#define MMVT_FQ_SB_Q45 74
 template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
               int32_t n_rows, int rb, int max_blocks, int cw);

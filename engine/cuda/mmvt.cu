@@ -495,11 +495,12 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * block an SM: every mmvt form's shared memory); where blocks stream
      * several groups every group would quantize its columns again: the 7B's
      * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7).
-     * Rows past c->mmvt_fq super-blocks take the quantizer's planes: the
-     * 7B's 18944-wide ffn-down was 21.2 -> 22.0 us for Q6_K with FQ (10.9
-     * -> 10.2 for Q4_K), 440 against 438 tok/s at tg128 (call 8). The
-     * warps read the row's floats 16 bytes at a time. */
-    if (x && !(w->ne0 / QK_K <= c->mmvt_fq && (w->ne1 + rb - 1) / rb <= c->n_sm && !((uintptr_t)x & 15)))
+     * Rows past the type's bound (c->mmvt_fq, or by type: cuda/mmq.cuh)
+     * take the quantizer's planes: the 7B's 18944-wide ffn-down was 21.2 ->
+     * 22.0 us for Q6_K with FQ, 10.9 -> 10.2 for Q4_K (call 8). The warps
+     * read the row's floats 16 bytes at a time. */
+    const int64_t fq_sb = c->mmvt_fq >= 0 ? c->mmvt_fq : T == QT_Q6_K ? MMVT_FQ_SB : MMVT_FQ_SB_Q45;
+    if (x && !(w->ne0 / QK_K <= fq_sb && (w->ne1 + rb - 1) / rb <= c->n_sm && !((uintptr_t)x & 15)))
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;
