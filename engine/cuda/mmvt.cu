@@ -84,18 +84,13 @@
  * holds two (83 / 99 KB; reasoned from its limits, not measured: no GB10
  * here). */
 
-/* BS bytes a super-block; QS the offset of Q4_K/Q5_K's 4-bit values; PAD
- * the bytes a row's slot holds past its run: 16 (4 banks a row) where runs
- * start 16-byte aligned, Q6_K 32 (its 210-byte blocks: a run is copied
- * from the 16-byte granule its first byte lies in, up to 14 bytes early,
- * and 16 more keep rows 12 banks apart) */
+/* BS bytes a super-block; QS the offset of Q4_K/Q5_K's 4-bit values */
 template <int T> struct mmvt_t {
     enum {
         BS = T == QT_Q4_K   ? sizeof(struct block_q4_K)
              : T == QT_Q5_K ? sizeof(struct block_q5_K)
                             : sizeof(struct block_q6_K),
         QS = T == QT_Q5_K ? 48 : 16,
-        PAD = T == QT_Q6_K ? 32 : 16,
     };
 };
 
@@ -106,7 +101,18 @@ template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
-        RS = CB + mmvt_t<T>::PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
+        /* PAD: the bytes a row's slot holds past its run, 16 or 32, so that
+         * the row stride RS is an odd number of 16-byte granules: the
+         * 16-byte reads of 8 neighbouring rows then fall in 8 distinct bank
+         * groups (Q4_K/Q5_K: CB / 16 is even, 16), and Q6_K's word reads
+         * (its 210-byte blocks are 2-byte aligned: a run is copied from the
+         * granule its first byte lies in, up to 14 bytes early, so at least
+         * 16) stay 4-way at worst. Q6_K was 32 for every geometry: right at
+         * 8 columns a stage (RS 1,712 B), but at 16 (the 16-row groups of
+         * the multi-group shapes) RS was 3,392 B = 64 mod 128, rows two bank
+         * groups apart: 8-way conflicts on every word a half-warp read. */
+        PAD = (CB / 16) % 2 ? 32 : 16,
+        RS = CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
         XS = FQ ? MMVT_XS * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
