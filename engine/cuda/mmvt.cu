@@ -347,22 +347,28 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const int64_t sb = (int64_t)cp.st * G::C + j;
             xa = {(const uint4 *)(X.qs + sb * QK_K), (const uint4 *)(X.hl + sb * CUDA_Q8K_HL), X.d + sb};
         } else {
-            __syncwarp(); /* the lanes are done reading the previous stage's */
+            /* a row of one stage (ns == 1: every group's stage is the whole
+             * row, and a warp's columns are the same in each) is quantized
+             * once, at the block's first stage; the groups after it read
+             * the same bytes */
+            if (ns > 1 || s == 0) {
+                __syncwarp(); /* the lanes are done reading the previous stage's */
 #pragma unroll
-            for (int kk = 0; kk < G::KL; kk++) {
-                const int jq = warp * G::KL + kk;
-                if (jq < cp.cnt) {
-                    uint32_t q[2];
-                    int sum;
-                    float d;
-                    cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
-                    int8_t *xb = (int8_t *)(xs + jq * MMVT_XS); /* mmvt_xat's layout */
-                    cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
+                for (int kk = 0; kk < G::KL; kk++) {
+                    const int jq = warp * G::KL + kk;
+                    if (jq < cp.cnt) {
+                        uint32_t q[2];
+                        int sum;
+                        float d;
+                        cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
+                        int8_t *xb = (int8_t *)(xs + jq * MMVT_XS); /* mmvt_xat's layout */
+                        cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
+                    }
                 }
+                __syncwarp();
             }
-            __syncwarp();
             xa = mmvt_xat(xs + j * MMVT_XS);
-            if (s + 1 < n_st) {
+            if (ns > 1 && s + 1 < n_st) {
                 cuda_stage nx = cp;
                 cuda_stage_next<G::C>(nx, ns, nbr);
                 xload(nx);
@@ -497,24 +503,34 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
         return INF_EUNSUPPORTED;
     if (rb <= 0)
         rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
-    /* the row quantized here only where each block has one row group (one
-     * block an SM: every mmvt form's shared memory); where blocks stream
-     * several groups every group would quantize its columns again: the 7B's
-     * 18944-row ffn-up 11.1 -> 16.1 us (RESULTS 2026-12-04 14:35- call 7).
-     * Rows past the type's bound (c->mmvt_fq, or by type: cuda/mmq.cuh)
+    /* the row quantized here where each block has one row group (one
+     * block an SM: every mmvt form's shared memory), or where a row is one
+     * stage (below); where blocks stream several groups of several stages
+     * every group would quantize its columns again: the 7B's 18944-row
+     * ffn-up (rows of 14 super-blocks, then 8 a stage) 11.1 -> 16.1 us
+     * (RESULTS 2026-12-04 14:35- call 7). Rows past the type's bound (c->mmvt_fq, or by type: cuda/mmq.cuh)
      * take the quantizer's planes: the 7B's 18944-wide ffn-down was 21.2 ->
      * 22.0 us for Q6_K with FQ, 10.9 -> 10.2 for Q4_K (call 8). The warps
      * read the row's floats 16 bytes at a time. */
     const int64_t fq_sb = c->mmvt_fq >= 0 ? c->mmvt_fq : T == QT_Q6_K ? MMVT_FQ_SB : MMVT_FQ_SB_Q45;
-    if (x && !(w->ne0 / QK_K <= fq_sb && (w->ne1 + rb - 1) / rb <= c->n_sm && !((uintptr_t)x & 15)))
+    /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs); sm_121: 8 */
+    if (cw == 0)
+        cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm);
+    if (c->sm >= 120)
+        cw = 8;
+    /* Where blocks stream several groups but a row is one stage (at most
+     * cw * 32 / rb super-blocks: the 7B's 3584-wide gate-up, ffn-up and
+     * output head), each block quantizes the row once, at its first stage
+     * (mmvt_kernel), and no quantizer kernel runs either. */
+    const int64_t nbr = w->ne0 / QK_K;
+    const bool one_grp = (w->ne1 + rb - 1) / rb <= c->n_sm, one_st = nbr <= (int64_t)cw * 32 / rb;
+    const bool fq_on = c->mmvt_fq != 0 && (one_st || (one_grp && nbr <= fq_sb));
+    if (x && !(fq_on && !((uintptr_t)x & 15)))
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, x, xq, y, rb, max_blocks);
-    /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs) */
-    if (cw == 0)
-        cw = c->mmvt_cw ? c->mmvt_cw : mmvt_cw(T, w->ne1, c->n_sm);
     /* 14 (Q4_K only: Q5_K's three stages do not fit) or 12 warps with
      * three stages, 8 with four (see D above); -1 (the device cannot hold
      * it, or no such form) falls to 8 warps with three */
