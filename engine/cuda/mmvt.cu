@@ -37,15 +37,6 @@
  * bulk copies' bytes) and done[slot] (every compute lane, after its
  * park). The park of a slot is rewritten only after full[slot] of the
  * next use, which the feed warp arms after its chain has read the park.
- * Forms of 8 compute warps and three or four stages (those the
- * multi-group shapes take, mmvt_geom SC) have a chain warp of their own
- * and a park of 2D stages: the compute lanes arrive on parked[s % 2D]
- * after their park, the chain warp waits there, runs the chains, and
- * arrives on chained[s % 2D], which the compute lanes of stage s + 2D
- * wait for before they write that park; the feed warp then only queues
- * copies (its queue of ~0.55 us and the chains' ~0.45 us made the stage
- * period of the 7B's gate-up ~1.03 us against DRAM's ~0.94: bench/
- * RESULTS.md 2026-12-04 17:45- call 9).
  *
  * Before the PDL wait (cuda/common.cuh) the feed warp queues the first D
  * stages (weights only); activations and y come after it.
@@ -129,16 +120,8 @@ template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
         RS = CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = RB * RS,
         PARK = C * RB * 16,
-        /* SC: a chain warp of its own (8 compute warps and at least three
-         * stages: the forms the multi-group shapes take, where the feed
-         * warp's queue and chains paced the stream), with a park of 2D
-         * stages so the chains may lag the compute by up to D; PS: park
-         * slots */
-        SC = CW == 8 && D >= 3,
-        PS = SC ? 2 * D : D,
         XS = FQ ? MMVT_XS * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
-        /* the ring, its park, full[D], done[D], (SC) parked[PS], chained[PS], the activations */
-        SMEM = D * SLOT + PS * PARK + (2 * D + (SC ? 2 * PS : 0)) * 8 + XS,
+        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
 };
@@ -263,7 +246,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 }
 
 template <int T, int RB, int D, int CW, bool FQ>
-static __global__ void __launch_bounds__((CW + 1 + mmvt_geom<T, RB, D, CW, FQ>::SC) * CUDA_WARP, 1)
+static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
             int32_t nbr, float *__restrict__ y, struct cuda_epi E)
 {
@@ -271,10 +254,9 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     typedef mmvt_geom<T, RB, D, CW, FQ> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
-    uint64_t *full = (uint64_t *)(mmvt_sm + D * G::SLOT + G::PS * G::PARK);
+    uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
     uint64_t *done = full + D;
-    uint64_t *parked = done + D, *chained = parked + G::PS; /* SC only */
-    uint8_t *xs = mmvt_sm + D * G::SLOT + G::PS * G::PARK + (2 * D + (G::SC ? 2 * G::PS : 0)) * 8;
+    uint8_t *xs = mmvt_sm + D * (G::SLOT + G::PARK) + 2 * D * 8;
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t n_grp = (n_w + RB - 1) / RB;
     const int32_t ns = (nbr + G::C - 1) / G::C; /* stages a row group */
@@ -284,44 +266,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             cuda_mbar_init(&full[i], 1);
             cuda_mbar_init(&done[i], CW * CUDA_WARP);
         }
-        if constexpr (G::SC) {
-            for (int i = 0; i < G::PS; i++) {
-                cuda_mbar_init(&parked[i], CW * CUDA_WARP);
-                cuda_mbar_init(&chained[i], CUDA_WARP);
-            }
-        }
         cuda_mbar_init_fence();
     }
     __syncthreads();
     if (threadIdx.x == 0)
         cuda_tr_block(0);
-    /* row lane's float chain over stage s's columns (park slot s % PS),
-     * stored at its group's last stage */
-    float acc = 0.0f;
-    auto chain_stage = [&](int32_t s, const cuda_stage &cs) {
-        const int32_t row = cs.g * RB + lane;
-        if (lane < RB && row < n_w) {
-            const float4 *pk = park + (size_t)(s % G::PS) * G::C * RB + lane;
-#pragma unroll
-            for (int j = 0; j < G::C; j++) {
-                if (j < cs.cnt) {
-                    const float4 t = pk[j * RB];
-                    acc = __fmaf_rn(t.x, t.y, acc);
-                    if (T != QT_Q6_K)
-                        acc = __fmaf_rn(t.z, t.w, acc);
-                }
-            }
-            if (cs.st == ns - 1) {
-                cuda_epi_store(y, 0, row, n_w, acc, E);
-                acc = 0.0f;
-            }
-        }
-        __syncwarp();
-        cuda_tr(s, CUDA_TR_CHAIN);
-    };
     if (warp == CW) {
-        /* the feed warp (and, without SC, the chain warp): stage f into its
-         * slot, a bulk copy a row (cuda_feed_rows) */
+        /* the feed and chain warp: stage f into its slot, a bulk copy a
+         * row (cuda_feed_rows) */
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
@@ -335,29 +287,33 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             feed();
         cuda_pdl_wait();
         cuda_stage cp = cuda_stage_first<G::C>(nbr);
+        float acc = 0.0f;
         for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
             cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
-            if constexpr (!G::SC)
-                chain_stage(s, cp);
+            const int32_t row = cp.g * RB + lane;
+            if (lane < RB && row < n_w) {
+                const float4 *pk = park + (size_t)(s % D) * G::C * RB + lane;
+#pragma unroll
+                for (int j = 0; j < G::C; j++) {
+                    if (j < cp.cnt) {
+                        const float4 t = pk[j * RB];
+                        acc = __fmaf_rn(t.x, t.y, acc);
+                        if (T != QT_Q6_K)
+                            acc = __fmaf_rn(t.z, t.w, acc);
+                    }
+                }
+                if (cp.st == ns - 1) {
+                    cuda_epi_store(y, 0, row, n_w, acc, E);
+                    acc = 0.0f;
+                }
+            }
+            __syncwarp();
+            cuda_tr(s, CUDA_TR_CHAIN);
             if (f < n_st)
                 feed();
         }
         cuda_tr_block(1);
         return;
-    }
-    if constexpr (G::SC) {
-        if (warp == CW + 1) {
-            /* the chain warp: stage s's park once every compute lane has
-             * written it (parked), then frees the park slot (chained) */
-            cuda_pdl_wait();
-            cuda_stage cp = cuda_stage_first<G::C>(nbr);
-            for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
-                cuda_mbar_wait(&parked[s % G::PS], (uint32_t)(s / G::PS) & 1);
-                chain_stage(s, cp);
-                cuda_mbar_arrive(&chained[s % G::PS]);
-            }
-            return;
-        }
     }
     cuda_pdl_wait();
     const int r = lane % RB, j = warp * G::KL + lane / RB;
@@ -451,18 +407,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 t = mmvt_terms_q6(b, xq, xd);
             else
                 t = mmvt_terms<T, FQ>(b, xa);
-            /* SC: the park slot's chain of stage s - PS has read it */
-            if constexpr (G::SC) {
-                if (s >= G::PS)
-                    cuda_mbar_wait(&chained[s % G::PS], (uint32_t)(s / G::PS - 1) & 1);
-            }
-            park[((size_t)(s % G::PS) * G::C + j) * RB + r] = t;
+            park[((size_t)(s % D) * G::C + j) * RB + r] = t;
         }
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_DONEL : CUDA_TR_DONE0);
         cuda_mbar_arrive(&done[s % D]);
-        if constexpr (G::SC)
-            cuda_mbar_arrive(&parked[s % G::PS]);
     }
 #endif
 }
@@ -472,13 +421,13 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
                           int max_blocks)
 {
     typedef mmvt_geom<T, RB, D, CW, FQ> G;
-    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1 + G::SC) * CUDA_WARP);
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1 + G::SC) * CUDA_WARP, (size_t)G::SMEM,
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi);
     return 0;
 }
