@@ -651,10 +651,6 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");
     c->pdl_early = c->pdl && !(early && !strcmp(early, "0"));
-    /* mmvt's early trigger (cuda/mmvt.cu); INFERD_MMVT_TRIG=0 leaves it
-     * out (A/B runs; results do not change) */
-    const char *mtr = getenv("INFERD_MMVT_TRIG");
-    c->mmvt_trig = c->pdl && !(mtr && !strcmp(mtr, "0"));
     const char *wpr = getenv("INFERD_MMVQ_WPR");
     c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul

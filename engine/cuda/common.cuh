@@ -97,7 +97,6 @@ struct cuda_ctx {
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
-    int mmvt_trig;     /* mmvt lets the kernel after it launch at its start (cuda/mmvt.cu; INFERD_MMVT_TRIG=0: at its exit) */
     int pdl_early;     /* the activation quantizer before mmvt lets it launch at the quantizer's start
                         * (cuda_pdl_trigger; INFERD_PDL_EARLY=0: at its exit, A/B) */
     int mmvq_wpr;      /* INFERD_MMVQ_WPR=1|2|4: the decode kernel's warps per row, forced (A/B) */

@@ -248,7 +248,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 template <int T, int RB, int D, int CW, bool FQ>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int early)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW, FQ> G;
@@ -271,11 +271,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     __syncthreads();
     if (threadIdx.x == 0)
         cuda_tr_block(0);
-    /* early (c->mmvt_trig): the kernel after this one may launch now: mmvt
-     * is one wave (every block resident), so its blocks take only what the
-     * SMs have left, and wait in cuda_pdl_wait until this grid completes */
-    if (early)
-        cuda_pdl_trigger();
     if (warp == CW) {
         /* the feed and chain warp: stage f into its slot, a bulk copy a
          * row (cuda_feed_rows) */
@@ -433,8 +428,7 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
     cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
-                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
-                c->mmvt_trig);
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi);
     return 0;
 }
 
