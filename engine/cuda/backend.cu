@@ -690,9 +690,10 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     const char *mrb = getenv("INFERD_MMVT_RB");
     c->mmvt_rb = mrb && (atoi(mrb) == 16 || atoi(mrb) == 32) ? atoi(mrb) : 0;
     /* INFERD_MMVT_FQ=N: the longest rows (super-blocks) mmvt quantizes its
-     * activation row for itself, every type (by default -1: per type,
-     * cuda/mmq.cuh MMVT_FQ_SB / MMVT_FQ_SB_Q45; 0: never, the quantizer
-     * kernel runs first; A/B runs; results do not change) */
+     * activation row for itself where a block has one row group, every
+     * type (by default -1: per type, cuda/mmq.cuh MMVT_FQ_SB /
+     * MMVT_FQ_SB_Q45; rows of one stage always); 0: never, the quantizer
+     * kernel runs first; A/B runs; results do not change */
     const char *mfq = getenv("INFERD_MMVT_FQ");
     c->mmvt_fq = mfq && atoi(mfq) >= 0 ? atoi(mfq) : -1;
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by

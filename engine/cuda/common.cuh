@@ -114,7 +114,8 @@ struct cuda_ctx {
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
-                        * many super-blocks (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh; INFERD_MMVT_FQ=N, 0: never, A/B) */
+                        * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;
+                        * INFERD_MMVT_FQ=N, 0: never, A/B) */
     int glu_off;       /* INFERD_NO_GLU: no SwiGLU epilogue (cuda_op_mul_mat_swiglu) */
     int mmqt;          /* K-quant products of 2-8 rows through mmqt (sm_90+; INFERD_MMQT=0: mmqs, A/B) */
     int mmqt_tl;       /* its 16-row tiles a block, forced (0: by shape; INFERD_MMQT=tl1|tl2, A/B) */

@@ -85,8 +85,8 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * max_blocks > 0 caps the grid (each block then streams several row
  * groups: tests and A/B); cw: compute warps a block (0 by shape; 8, 12,
  * or 14 for Q4_K, where it fits, else 8). x: the float row, which mmvt
- * quantizes itself where each block has one row group (c->mmvt_fq), or
- * NULL; xq: the quantizer kernel's planes of it, or NULL. 0,
+ * quantizes itself where each block has one row group (rows up to
+ * c->mmvt_fq super-blocks) or a row fits one stage, or NULL; xq: the quantizer kernel's planes of it, or NULL. 0,
  * INF_EUNSUPPORTED (n_rows != 1, a weight not 16-byte aligned, before
  * sm_90, or x alone where mmvt does not quantize: the caller then
  * quantizes and asks again with xq), or -1 when the device cannot hold its

@@ -513,10 +513,11 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * stage (below); where blocks stream several groups of several stages
      * every group would quantize its columns again: the 7B's 18944-row
      * ffn-up (rows of 14 super-blocks, then 8 a stage) 11.1 -> 16.1 us
-     * (RESULTS 2026-12-04 14:35- call 7). Rows past the type's bound (c->mmvt_fq, or by type: cuda/mmq.cuh)
-     * take the quantizer's planes: the 7B's 18944-wide ffn-down was 21.2 ->
-     * 22.0 us for Q6_K with FQ, 10.9 -> 10.2 for Q4_K (call 8). The warps
-     * read the row's floats 16 bytes at a time. */
+     * (RESULTS 2026-12-04 14:35- call 7). Rows past the type's bound
+     * (c->mmvt_fq, or by type: cuda/mmq.cuh) take the quantizer's planes:
+     * the 7B's 18944-wide ffn-down was 21.2 -> 22.0 us for Q6_K with FQ,
+     * 10.9 -> 10.2 for Q4_K (call 8). The warps read the row's floats 16
+     * bytes at a time. */
     const int64_t fq_sb = c->mmvt_fq >= 0 ? c->mmvt_fq : T == QT_Q6_K ? MMVT_FQ_SB : MMVT_FQ_SB_Q45;
     /* INFERD_MMVT_CW=8|12|14 forces the warps (A/B runs); sm_121: 8 */
     if (cw == 0)
