@@ -473,7 +473,11 @@ static int graph_prepare(struct graph *g, const struct graph_batch *b)
  * synchronous one. */
 /* Products of one activation x: through ops->mul_mat_ex (the activation
  * quantized once, bias and residual adds where the product is stored) or,
- * on a backend without it, mul_mat then add_bias / add, the same bits. */
+ * on a backend without it, mul_mat then add_bias / add, the same bits.
+ * Every product of the step goes through here, and each call is followed
+ * by a small kernel (a norm, rope, silu_mul, gather or the sampler), which
+ * the CUDA backend's one-row product lets launch early (cuda/common.cuh
+ * cuda_mmvt_trig). */
 static void graph_mm(struct graph *g, const float *x, int32_t n, const struct backend_mm_out *o, int k)
 {
     struct backend *be = g->be;
@@ -531,7 +535,8 @@ static void graph_launch(struct graph *g)
             break;
         if (last && g->p.late_out_rows) {
             op->attention(be, q, g->kv, il, g->att, nr, pos, seq, g->d_bt, attn);
-            op->mul_mat(be, L->wo, g->att, g->tmp, nr);
+            const struct backend_mm_out o = {L->wo, g->tmp, NULL, 0};
+            graph_mm(g, g->att, nr, &o, 1);
             op->gather(be, g->tmp, g->d_out_rows, n_out, E, g->tg);
             op->gather(be, g->x, g->d_out_rows, n_out, E, g->xg);
             x = g->xg;
@@ -571,7 +576,8 @@ static void graph_launch(struct graph *g)
 
         if (last) {
             op->rms_norm(be, x, W->output_norm, g->xn, nr, E, eps);
-            op->mul_mat(be, W->output, g->xn, g->logits, nr);
+            const struct backend_mm_out out = {W->output, g->logits, NULL, 0};
+            graph_mm(g, g->xn, nr, &out, 1);
             if (!g->logits_on_device) /* else ops->sample reads g->logits */
                 op->download_async(be, g->h_logits, g->logits,
                                    (size_t)nr * hp->n_vocab * sizeof(float));

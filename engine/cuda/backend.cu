@@ -263,6 +263,9 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
     }
     w->data = p;
     c->weight_bytes += bytes;
+    /* a matrix one-row products would not give to mmvt (cuda_small_early) */
+    if (w->ne1 > 1 && w->type != QT_Q4_K && w->type != QT_Q5_K && w->type != QT_Q6_K)
+        c->mm_not_k++;
     /* Q4_0/Q8_0: the 16-byte aligned layout every GPU reader of them uses
      * (cuda/qtypes.cuh: cuda_q0_packed), rewritten in place; F32/F16/BF16
      * matrices: their cuBLASLt algorithms, chosen now (never inside a
@@ -696,6 +699,20 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
      * kernel runs first; A/B runs; results do not change */
     const char *mfq = getenv("INFERD_MMVT_FQ");
     c->mmvt_fq = mfq && atoi(mfq) >= 0 ? atoi(mfq) : -1;
+    /* mmvt's early trigger (cuda_mmvt_trig): by the op sequence;
+     * INFERD_MMVT_TRIG=0 never, =2 before every successor (A/B runs; results
+     * do not change) */
+    const char *mtr = getenv("INFERD_MMVT_TRIG");
+    c->mmvt_trig = !c->pdl ? 0 : mtr && (!strcmp(mtr, "0") || !strcmp(mtr, "2")) ? mtr[0] - '0' : 1;
+    /* the early trigger of the small kernels before one-row products
+     * (cuda_small_early); INFERD_PDL_SMALL=0 leaves it out, =N (2-8) takes
+     * it to batches of N rows (A/B runs; results do not change);
+     * INFERD_PDL_ATT=0 leaves the attention's walk out of it */
+    const char *psm = getenv("INFERD_PDL_SMALL");
+    const int psn = psm ? atoi(psm) : 1;
+    c->pdl_small = !c->pdl ? 0 : psn < 0 || psn > 8 ? 1 : psn;
+    const char *pat = getenv("INFERD_PDL_ATT");
+    c->pdl_att = !(pat && !strcmp(pat, "0"));
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
      * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
      * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B

@@ -112,6 +112,13 @@ struct cuda_ctx {
     size_t att_sc_fail;  /* the largest score buffer cudaMalloc refused (not asked again) */
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
+    int mmvt_trig;     /* mmvt's early trigger (cuda_mmvt_trig): 1 where the op says its successor is a small
+                        * kernel (default), 0 never, 2 always (INFERD_MMVT_TRIG=0|2, A/B) */
+    int pdl_small;     /* cuda_small_early up to this many rows (1; INFERD_PDL_SMALL=0: off, =2..8, A/B) */
+    int pdl_att;       /* the decode attention's walk triggers wo early too (INFERD_PDL_ATT=0: not, A/B) */
+    int mm_not_k;      /* matrices registered that are not K-quants (cuda_small_early) */
+    int mm_tail;       /* the product being launched is the last of its op, whose next launch is not a
+                        * product (set by mul_mat_ex around its last launch; cuda_mmvt_trig) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
                         * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;
@@ -224,6 +231,39 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+/* Whether the mmvt being launched triggers its successor once every block
+ * has queued its last weight stage (mmvt_kernel) instead of at its exit.
+ * Where the next kernel is a small one (an elementwise, a norm: every
+ * decode product of the step is followed by one, ops->mul_mat_ex says so
+ * by c->mm_tail), that kernel then launches and waits on the SMs while
+ * mmvt's last stages are multiplied, and starts at mmvt's completion
+ * instead of a launch later. Where the next kernel is another product it
+ * is not done: the early grid's feed warps then stream into the current
+ * grid's last stages and back-to-back products lose (bench/RESULTS.md
+ * 2026-12-04 17:45- call 12 and 20:30- call 1: `bench --op` rows up to
+ * 1.08x with the trigger everywhere). Measured: 20:30- calls 1-2. */
+static inline int cuda_mmvt_trig(const struct cuda_ctx *c)
+{
+    return c->mmvt_trig == 2 || (c->mmvt_trig == 1 && c->mm_tail);
+}
+
+/* Whether a small kernel that a product reads next (the model-width
+ * rms_norm, silu_mul: engine/graph.c) lets that product launch at its
+ * start, as the activation quantizer does before mmvt. One-row steps
+ * (c->pdl_small rows) of a model whose every matrix is a K-quant (so
+ * every one-row product is an mmvt, one wave whose feed warps then queue
+ * their first weight stages while the small kernel runs; Q4_0/Q8_0's
+ * products measured up to 1.4x slower launched early: bench/RESULTS.md
+ * 2026-12-04 14:35-).
+ * A trigger fires only once every block of its grid has issued it, so
+ * the grids it lets launch never hold an SM slot its own blocks need.
+ * Measured (20:30- calls 2-3): 7B tg128 +3% over the mmvt trigger alone,
+ * +1.3% more with the attention's walk (before wo). */
+static inline int cuda_small_early(const struct cuda_ctx *c, int32_t n_rows)
+{
+    return n_rows <= c->pdl_small && c->mmvt && c->mm_not_k == 0;
 }
 
 /* the first statement of a kernel with nothing to read before the wait */

@@ -42,8 +42,10 @@ void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight 
 
 /* g = silu(g) * u, rows of row_len (cuda_silu: the CPU's bits) */
 static __global__ void silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n,
-                                       int64_t row_len)
+                                       int64_t row_len, int32_t early)
 {
+    if (early) /* cuda_small_early */
+        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -56,7 +58,9 @@ void cuda_op_silu_mul(struct backend *be, float *gate, const float *up, int64_t 
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (cuda_op_begin(c) || n <= 0)
         return;
-    cuda_launch(c, silu_mul_kernel, cuda_blocks(n, 256), 256, 0, gate, up, n, row_len);
+    /* the ffn-down product reads it next (engine/graph.c) */
+    cuda_launch(c, silu_mul_kernel, cuda_blocks(n, 256), 256, 0, gate, up, n, row_len,
+                (int32_t)cuda_small_early(c, (int32_t)(n / row_len)));
     CUDA_CHECK_LAUNCH(c, "silu_mul_kernel");
 }
 

@@ -248,7 +248,7 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 template <int T, int RB, int D, int CW, bool FQ>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW, FQ> G;
@@ -286,6 +286,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         while (f < n_st && f < D)
             feed();
         cuda_pdl_wait();
+        /* trig (cuda_mmvt_trig): the kernel after this one may launch once
+         * every block has queued its last stage; only after the wait, so
+         * at most one grid ever waits early */
+        if (trig && f == n_st)
+            cuda_pdl_trigger();
         cuda_stage cp = cuda_stage_first<G::C>(nbr);
         float acc = 0.0f;
         for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
@@ -309,8 +314,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
             __syncwarp();
             cuda_tr(s, CUDA_TR_CHAIN);
-            if (f < n_st)
+            if (f < n_st) {
                 feed();
+                if (trig && f == n_st)
+                    cuda_pdl_trigger();
+            }
         }
         cuda_tr_block(1);
         return;
@@ -428,7 +436,8 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
     cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
-                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi);
+                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
+                (int32_t)cuda_mmvt_trig(c));
     return 0;
 }
 

@@ -383,6 +383,11 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
             }
         if (c->err)
             break;
+        /* the last launch of the op: in the step (engine/graph.c) every
+         * mul_mat_ex and mul_mat_swiglu is followed by a small kernel (a
+         * norm, rope, silu_mul), so mmvt may trigger it early
+         * (cuda_mmvt_trig); not before another product of this op */
+        c->mm_tail = i + k == n_out;
         if (k == 1) {
             c->epi.bias = out[i].bias ? (const float *)out[i].bias->data : NULL;
             c->epi.accumulate = out[i].accumulate;
@@ -404,9 +409,11 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
             mul_mat_one(c, &v, x, out[i].y, n_rows, &held);
         }
         c->epi = cuda_epi{};
+        c->mm_tail = 0;
         i += k;
     }
     c->epi = cuda_epi{};
+    c->mm_tail = 0;
 }
 
 /* ops->mul_mat_swiglu. Where the product runs through MMQ (mm_takes_mmq)

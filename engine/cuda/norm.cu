@@ -12,8 +12,10 @@
 template <int NT>
 static __global__ void __launch_bounds__(NT == CUDA_WARP ? 4 * CUDA_WARP : NT)
 rms_norm_kernel(const float *x, const float *__restrict__ w, float *y, int32_t n, /* y may be x */
-                float eps, int32_t n_rows)
+                float eps, int32_t n_rows, int32_t early)
 {
+    if (early) /* cuda_small_early */
+        cuda_pdl_trigger();
     const int32_t r = NT == CUDA_WARP ? blockIdx.x * 4 + threadIdx.y : blockIdx.x;
     const float *xr = x + (int64_t)r * n;
     float *yr = y + (int64_t)r * n;
@@ -91,9 +93,11 @@ void cuda_op_rms_norm(struct backend *be, const float *x, const struct backend_w
     const float *wd = w ? (const float *)w->data : NULL;
     if (n <= 256) {
         cuda_launch(c, rms_norm_kernel<CUDA_WARP>, cuda_blocks(n_rows, 4), dim3(CUDA_WARP, 4), 0, x, wd, y, n,
-                    eps, n_rows);
+                    eps, n_rows, 0);
     } else {
-        cuda_launch(c, rms_norm_kernel<256>, n_rows, 256, 0, x, wd, y, n, eps, n_rows);
+        /* a model-width norm: a product reads it next (engine/graph.c) */
+        cuda_launch(c, rms_norm_kernel<256>, n_rows, 256, 0, x, wd, y, n, eps, n_rows,
+                    (int32_t)cuda_small_early(c, n_rows));
     }
     CUDA_CHECK_LAUNCH(c, "rms_norm_kernel");
 }
