@@ -202,7 +202,8 @@ static inline unsigned cuda_blocks(int64_t n, int per)
  *    kernel, not only the last.
  * An explicit trigger at each kernel's start was measured and is slower
  * (bench/RESULTS.md, 2026-12-01 22:08): the next kernels' blocks then take
- * SM slots while the current grid still has work. Off (INFERD_NO_PDL=1, or
+ * SM slots while the current grid still has work; the few kernels that
+ * trigger early are listed at cuda_pdl_trigger. Off (INFERD_NO_PDL=1, or
  * a device before sm_90): launches are ordinary and the wait is a no-op.
  * Results do not depend on it. */
 static __device__ __forceinline__ void cuda_pdl_wait(void)
@@ -213,19 +214,24 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
 }
 
 /* Let the kernel after this one launch now instead of at this grid's exit.
- * Only the activation quantizer before mmvt (one row of a K-quant, where
- * mmvt does not quantize the row itself: cuda/mmvt.cu) calls it, at its
- * start: mmvt is one wave of blocks whose feed warps queue
- * their first weight stages before the wait, so the weight stream starts
- * while the quantizer runs instead of after it (bench/RESULTS.md
- * 2026-12-04 14:35-: q4_K 4096 x 14336 n = 1 10.6 -> 9.7 us, the 7B's
- * tg128 +5%). Before the other products it measured slower (Q4_0/Q8_0 up
- * to 1.4x, mmqt's Q5_K 1.03-1.09x): they are left at the exit trigger.
- * mmvt triggers at its exit as every other kernel does, so at most one
- * grid ever waits early (an early trigger in every kernel, 2026-12-01
- * 22:08, let a chain of waiting grids fill the SMs). The trigger fires
- * once every block of this grid has called it or exited, so the early
- * grid never takes an SM slot this one still needs. */
+ * Who calls it (each chosen by measurement, bench/RESULTS.md):
+ *  - the activation quantizer before mmvt, at its start (where mmvt does
+ *    not quantize its row itself: cuda/mmvt.cu): mmvt is one wave of
+ *    blocks whose feed warps queue their first weight stages before the
+ *    wait, so the weight stream starts while the quantizer runs (2026-12-04
+ *    14:35-: q4_K 4096 x 14336 n = 1 10.6 -> 9.7 us, the 7B's tg128 +5%);
+ *    before the other products it measured slower (Q4_0/Q8_0 up to 1.4x,
+ *    mmqt's Q5_K 1.03-1.09x);
+ *  - the small kernels a one-row product reads next (rms_norm, silu_mul,
+ *    the decode attention's walk), at their start, on K-quant models
+ *    (cuda_small_early);
+ *  - mmvt, once its last stage is queued and after its own wait, where
+ *    the op says a small kernel follows (cuda_mmvt_trig).
+ * mmvt triggers only after its own wait, so a chain of grids waiting
+ * early ends at the next product: at most a small kernel, the quantizer
+ * and the mmvt (an early trigger in every kernel, 2026-12-01 22:08, let a
+ * chain of waiting grids fill the SMs). The trigger fires once every block of this grid has called it or
+ * exited, so the early grid never takes an SM slot this one still needs. */
 static __device__ __forceinline__ void cuda_pdl_trigger(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
