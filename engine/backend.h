@@ -352,6 +352,15 @@ struct backend_ops {
     void (*mul_mat_swiglu)(struct backend *be, const float *x, int32_t n_rows,
                            const struct backend_weight *gate, const struct backend_weight *up, float *y,
                            float *u);
+
+    /* Optional (NULL: the graph calls rope on q and on k, then kv_store):
+     * the three in one call, with their bits. q ([n_rows][n_head][r->n_dims])
+     * and k ([n_rows][n_head_kv][r->n_dims]) rotated in place, then row i of
+     * k and of v to slot slots[i] of the layer's cache. */
+    void (*rope_kv_store)(struct backend *be, float *q, float *k, const float *v, int32_t n_rows,
+                          int32_t n_head, int32_t n_head_kv, const int32_t *pos,
+                          const struct backend_rope *r, struct backend_kv *kv, int32_t layer,
+                          const int32_t *slots);
 };
 
 struct backend {

@@ -520,9 +520,14 @@ static void graph_launch(struct graph *g)
             op->rms_norm(be, g->q, L->q_norm, g->q, n * hp->n_head, HD, eps);
             op->rms_norm(be, g->k, L->k_norm, g->k, n * hp->n_head_kv, HD, eps);
         }
-        op->rope(be, g->q, n, hp->n_head, g->d_pos, &g->rope);
-        op->rope(be, g->k, n, hp->n_head_kv, g->d_pos, &g->rope);
-        op->kv_store(be, g->kv, il, g->k, g->v, g->d_slots, n);
+        if (op->rope_kv_store) {
+            op->rope_kv_store(be, g->q, g->k, g->v, n, hp->n_head, hp->n_head_kv, g->d_pos, &g->rope,
+                              g->kv, il, g->d_slots);
+        } else {
+            op->rope(be, g->q, n, hp->n_head, g->d_pos, &g->rope);
+            op->rope(be, g->k, n, hp->n_head_kv, g->d_pos, &g->rope);
+            op->kv_store(be, g->kv, il, g->k, g->v, g->d_slots, n);
+        }
 
         /* The rows that go on: all of them, except in the last layer where
          * only the rows whose logits are wanted matter. */

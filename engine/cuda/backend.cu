@@ -609,6 +609,7 @@ static const struct backend_ops cuda_backend_ops = {
     /* .graph_drop */ cuda_be_graph_drop,
     /* .weight_fuse */ cuda_be_weight_fuse,
     /* .mul_mat_swiglu */ cuda_op_mul_mat_swiglu,
+    /* .rope_kv_store */ cuda_op_rope_kv_store,
 };
 
 extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
@@ -711,6 +712,8 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     const char *psm = getenv("INFERD_PDL_SMALL");
     const int psn = psm ? atoi(psm) : 1;
     c->pdl_small = !c->pdl ? 0 : psn < 0 || psn > 8 ? 1 : psn;
+    const char *rkv = getenv("INFERD_ROPE_KV");
+    c->rope_kv = !(rkv && !strcmp(rkv, "0"));
     const char *pat = getenv("INFERD_PDL_ATT");
     c->pdl_att = !(pat && !strcmp(pat, "0"));
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by

@@ -116,6 +116,7 @@ struct cuda_ctx {
                         * kernel (default), 0 never, 2 always (INFERD_MMVT_TRIG=0|2, A/B) */
     int pdl_small;     /* cuda_small_early up to this many rows (1; INFERD_PDL_SMALL=0: off, =2..8, A/B) */
     int pdl_att;       /* the decode attention's walk triggers wo early too (INFERD_PDL_ATT=0: not, A/B) */
+    int rope_kv;       /* rope_kv_store in one kernel (INFERD_ROPE_KV=0: the three, A/B) */
     int mm_not_k;      /* matrices registered that are not K-quants (cuda_small_early) */
     int mm_tail;       /* the product being launched is the last of its op, whose next launch is not a
                         * product (set by mul_mat_ex around its last launch; cuda_mmvt_trig) */
@@ -414,6 +415,9 @@ void cuda_op_add_bias(struct backend *be, float *y, const struct backend_weight 
                       int32_t n_rows);
 void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head,
                   const int32_t *pos, const struct backend_rope *r);
+void cuda_op_rope_kv_store(struct backend *be, float *q, float *k, const float *v, int32_t n_rows,
+                           int32_t n_head, int32_t n_head_kv, const int32_t *pos, const struct backend_rope *r,
+                           struct backend_kv *kv, int32_t layer, const int32_t *slots);
 /* kv_store and attention on raw cache planes (prewarm's scratch and the
  * table entries below share them) */
 void cuda_op_kv_store(struct backend *be, void *k_cache, void *v_cache, const float *k,

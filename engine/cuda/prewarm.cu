@@ -46,9 +46,10 @@ extern "C" int cuda_be_prewarm(struct backend *be,
     float *x = (float *)be->ops->alloc(be, sizeof(float) * PW_N * PW_NE0);
     float *y = (float *)be->ops->alloc(be, sizeof(float) * PW_N * PW_NE0);
     int32_t *ints = (int32_t *)be->ops->alloc(be, sizeof(int32_t) * PW_N);
-    quant_f16 *kc = (quant_f16 *)be->ops->alloc(be, sizeof(quant_f16) * 16 * 4 * 64);
-    quant_f16 *vc = (quant_f16 *)be->ops->alloc(be, sizeof(quant_f16) * 16 * 4 * 64);
-    if (!wd || !x || !y || !ints || !kc || !vc) {
+    /* a one-layer cache of 16 slots of 256 halves: the K plane, then V */
+    quant_f16 *kc = (quant_f16 *)be->ops->alloc(be, sizeof(quant_f16) * 2 * 16 * 4 * 64);
+    quant_f16 *vc = kc ? kc + 16 * 4 * 64 : NULL;
+    if (!wd || !x || !y || !ints || !kc) {
         rc = INF_ENOMEM;
         goto out;
     }
@@ -116,6 +117,17 @@ extern "C" int cuda_be_prewarm(struct backend *be,
         r.neox = 1;
         PW_RUN("rope (neox)", cuda_op_rope(be, y, 1, 4, ints, &r));
         PW_RUN("kv_store", cuda_op_kv_store(be, kc, vc, x, x, ints, 1, 4 * 64));
+        struct backend_kv kvs;
+        memset(&kvs, 0, sizeof(kvs));
+        kvs.s.n_layer = 1;
+        kvs.s.n_blocks = 1;
+        kvs.s.block_size = 16;
+        kvs.s.row_len = 4 * 64;
+        kvs.row_bytes = 4 * 64 * sizeof(quant_f16);
+        kvs.plane = 16 * kvs.row_bytes;
+        kvs.data = (char *)kc;
+        r.neox = 0;
+        PW_RUN("rope_kv_store", cuda_op_rope_kv_store(be, y, x, x, 1, 4, 4, ints, &r, &kvs, 0, ints));
         /* every instantiation the dispatcher picks by head_dim: grouped
          * with staged K/V rows (64, 128; the configured scores, CPU-order
          * or tensor-core), grouped (other multiples of 8
@@ -191,6 +203,5 @@ out:
     be->ops->free(be, y);
     be->ops->free(be, ints);
     be->ops->free(be, kc);
-    be->ops->free(be, vc);
     return rc;
 }

@@ -938,6 +938,56 @@ static void test_rope(int neox, int32_t n_dims, int with_ff, float freq_scale)
     HFREE(x, xc, xh);
 }
 
+/* ops->rope_kv_store against its three ops on the GPU (rope q, rope k,
+ * kv_store): q, k and both cache planes bit for bit, a cache of 4 blocks of
+ * 16 slots written at scattered slots */
+static void test_rope_kv_store(int neox, int nh, int nkv, int32_t hd)
+{
+    enum { ROWS = 5, NSLOT = 64 };
+    CHECK(gpu->ops->rope_kv_store != NULL);
+    if (!gpu->ops->rope_kv_store)
+        return;
+    const int kvdim = nkv * hd, qdim = nh * hd;
+    const size_t nq = (size_t)ROWS * qdim, nk = (size_t)ROWS * kvdim, ce = (size_t)NSLOT * kvdim;
+    float *q = xmalloc(sizeof(float) * nq), *k = xmalloc(sizeof(float) * nk), *v = xmalloc(sizeof(float) * nk);
+    float *q1 = xmalloc(sizeof(float) * nq), *q2 = xmalloc(sizeof(float) * nq);
+    float *k1 = xmalloc(sizeof(float) * nk), *k2 = xmalloc(sizeof(float) * nk);
+    quant_f16 *c1 = xmalloc(ce * 4), *c2 = xmalloc(ce * 4);
+    int32_t pos[ROWS] = {0, 7, 4095, 1, 300}, slots[ROWS] = {3, 60, 17, 0, 33};
+    fill(q, nq, 2.0f);
+    fill(k, nk, 2.0f);
+    fill(v, nk, 2.0f);
+    float *qa = dup_host(q, sizeof(float) * nq), *ka = dup_host(k, sizeof(float) * nk);
+    float *qb = dup_host(q, sizeof(float) * nq), *kb = dup_host(k, sizeof(float) * nk);
+    float *vg = dup_host(v, sizeof(float) * nk);
+    int32_t *pg = dup_host(pos, sizeof(pos)), *sg = dup_host(slots, sizeof(slots));
+    const struct backend_rope r = {hd, neox, 1000000.0f, 1.0f, NULL};
+    const struct backend_kv_shape ks = {2, 4, 16, kvdim};
+    struct backend_kv *kva = NULL, *kvb = NULL;
+    CHECK(gpu->ops->kv_alloc(gpu, &ks, &kva) == 0 && gpu->ops->kv_alloc(gpu, &ks, &kvb) == 0);
+    gpu->ops->rope(gpu, qa, ROWS, nh, pg, &r);
+    gpu->ops->rope(gpu, ka, ROWS, nkv, pg, &r);
+    gpu->ops->kv_store(gpu, kva, 1, ka, vg, sg, ROWS);
+    gpu->ops->rope_kv_store(gpu, qb, kb, vg, ROWS, nh, nkv, pg, &r, kvb, 1, sg);
+    dget(q1, qa, sizeof(float) * nq);
+    dget(q2, qb, sizeof(float) * nq);
+    dget(k1, ka, sizeof(float) * nk);
+    dget(k2, kb, sizeof(float) * nk);
+    CHECK(gpu->ops->kv_read(gpu, kva, 1, 0, NSLOT, c1, c1 + ce) == 0);
+    CHECK(gpu->ops->kv_read(gpu, kvb, 1, 0, NSLOT, c2, c2 + ce) == 0);
+    int bad = memcmp(q1, q2, sizeof(float) * nq) != 0;
+    bad += memcmp(k1, k2, sizeof(float) * nk) != 0;
+    for (size_t i = 0; i < 2 * ce; i++)
+        bad += c1[i] != c2[i];
+    char shape[64];
+    snprintf(shape, sizeof(shape), "heads=%d/%d hd=%d rows=%d %s", nh, nkv, hd, ROWS, neox ? "neox" : "llama");
+    report_bits("rope_kv", "f16", shape, bad, (int)(2 * ce + 2));
+    gpu->ops->kv_free(gpu, kva);
+    gpu->ops->kv_free(gpu, kvb);
+    DFREE(qa, ka, qb, kb, vg, pg, sg);
+    HFREE(q, k, v, q1, q2, k1, k2, c1, c2);
+}
+
 /* ---- kv_store + attention -------------------------------------------------- */
 
 /* kv_store converts F32 to F16 with round-to-nearest-even on both sides:
@@ -1285,6 +1335,10 @@ int main(void)
             for (int ff = 0; ff < 2; ff++)
                 for (int s = 0; s < 2; s++)
                     test_rope(neox, d, ff, s ? 0.25f : 1.0f);
+    for (int neox = 0; neox < 2; neox++) {
+        test_rope_kv_store(neox, 28, 4, 128);
+        test_rope_kv_store(neox, 8, 2, 64);
+    }
 
     /* groups <= 16 take the grouped-query kernels: head_dim 64 and 128
      * the one with tensor-core scores, 8 and 96 (other multiples of 8 up
