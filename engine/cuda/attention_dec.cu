@@ -26,8 +26,11 @@ template <int HD>
 static __global__ void __launch_bounds__(ATT_G_MAX *CUDA_WARP)
 att_dec_score_kernel(const float *__restrict__ q, const quant_f16 *__restrict__ kc,
                      const int32_t *__restrict__ pos, const int32_t *__restrict__ seq,
-                     const int32_t *__restrict__ bt, struct backend_attn a, float *__restrict__ sc_out)
+                     const int32_t *__restrict__ bt, struct backend_attn a, float *__restrict__ sc_out,
+                     int32_t early)
 {
+    if (early) /* the walk launches at the score's start (cuda_small_early) */
+        cuda_pdl_trigger();
     cuda_pdl_enter();
     enum { PER_ROW = HD / 8 };
     __shared__ __align__(16) att_ex_smem<HD> S;
@@ -319,17 +322,18 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
      * 3, the 7B at 512 + 128: helpers +4% at 1 and 16 streams, +1% at 32,
      * -2% at 64, where the grid holds every SM anyway) */
     /* the walk is the last kernel of the op: the wo product after it may
-     * launch at its start (INFERD_PDL_ATT=1, A/B) */
-    const int32_t early = c->pdl_att && cuda_small_early(c, n_rows);
+     * launch at its start; the score kernel lets the walk launch at its
+     * start too (c->pdl_att) */
+    const int32_t early = c->pdl_att && cuda_small_early(c, n_rows), early2 = early && c->pdl_att == 2;
     const int helpers = c->att_walk ? c->att_walk == 2 : (int64_t)wgrid.x * wgrid.y * wgrid.z <= 2 * c->n_sm;
     if (hd == 64) {
-        cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
+        cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc, early2);
         if (!helpers)
             cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
         else
             cuda_launch(c, att_dec_walkh_kernel<64>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
     } else {
-        cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc);
+        cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc, early2);
         if (!helpers)
             cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
         else

@@ -708,14 +708,16 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* the early trigger of the small kernels before one-row products
      * (cuda_small_early); INFERD_PDL_SMALL=0 leaves it out, =N (2-8) takes
      * it to batches of N rows (A/B runs; results do not change);
-     * INFERD_PDL_ATT=0 leaves the attention's walk out of it */
+     * INFERD_PDL_ATT=0 leaves the decode attention out of it, =1 keeps
+     * only its walk's trigger (by default rope_kv_store and the score
+     * kernel trigger at their start too) */
     const char *psm = getenv("INFERD_PDL_SMALL");
     const int psn = psm ? atoi(psm) : 1;
     c->pdl_small = !c->pdl ? 0 : psn < 0 || psn > 8 ? 1 : psn;
     const char *rkv = getenv("INFERD_ROPE_KV");
     c->rope_kv = !(rkv && !strcmp(rkv, "0"));
     const char *pat = getenv("INFERD_PDL_ATT");
-    c->pdl_att = !(pat && !strcmp(pat, "0"));
+    c->pdl_att = pat && (!strcmp(pat, "0") || !strcmp(pat, "1")) ? pat[0] - '0' : 2;
     /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
      * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
      * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B

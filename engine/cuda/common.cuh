@@ -115,7 +115,8 @@ struct cuda_ctx {
     int mmvt_trig;     /* mmvt's early trigger (cuda_mmvt_trig): 1 where the op says its successor is a small
                         * kernel (default), 0 never, 2 always (INFERD_MMVT_TRIG=0|2, A/B) */
     int pdl_small;     /* cuda_small_early up to this many rows (1; INFERD_PDL_SMALL=0: off, =2..8, A/B) */
-    int pdl_att;       /* the decode attention's walk triggers wo early too (INFERD_PDL_ATT=0: not, A/B) */
+    int pdl_att;       /* cuda_small_early for the decode attention: 2 rope_kv_store, its score and walk
+                        * kernels (default), 1 the walk only, 0 none (INFERD_PDL_ATT, A/B) */
     int rope_kv;       /* rope_kv_store in one kernel (INFERD_ROPE_KV=0: the three, A/B) */
     int mm_not_k;      /* matrices registered that are not K-quants (cuda_small_early) */
     int mm_tail;       /* the product being launched is the last of its op, whose next launch is not a
@@ -225,7 +226,9 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
  *    mmqt's Q5_K 1.03-1.09x);
  *  - the small kernels a one-row product reads next (rms_norm, silu_mul,
  *    the decode attention's walk), at their start, on K-quant models
- *    (cuda_small_early);
+ *    (cuda_small_early), and the ones before that walk (rope_kv_store, the
+ *    attention's score kernel), so each small kernel of the chain is
+ *    launched and waiting when the one before it completes;
  *  - mmvt, once its last stage is queued and after its own wait, where
  *    the op says a small kernel follows (cuda_mmvt_trig).
  * mmvt triggers only after its own wait, so a chain of grids waiting
@@ -266,8 +269,9 @@ static inline int cuda_mmvt_trig(const struct cuda_ctx *c)
  * 2026-12-04 14:35-).
  * A trigger fires only once every block of its grid has issued it, so
  * the grids it lets launch never hold an SM slot its own blocks need.
- * Measured (20:30- calls 2-3): 7B tg128 +3% over the mmvt trigger alone,
- * +1.3% more with the attention's walk (before wo). */
+ * Measured (20:30- calls 2-3, 6): 7B tg128 +3% over the mmvt trigger
+ * alone, +1.3% more with the attention's walk (before wo), +1.5% more
+ * with rope_kv_store and the score kernel. */
 static inline int cuda_small_early(const struct cuda_ctx *c, int32_t n_rows)
 {
     return n_rows <= c->pdl_small && c->mmvt && c->mm_not_k == 0;

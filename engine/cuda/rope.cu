@@ -58,8 +58,10 @@ static __global__ void rope_kv_kernel(float *q, float *k, const float *__restric
                                       quant_f16 *vc, const int32_t *__restrict__ slots, int32_t n_rows,
                                       int32_t n_head, int32_t n_head_kv, int32_t n_dims,
                                       const int32_t *__restrict__ pos, int neox, float theta_scale,
-                                      float freq_scale, const float *__restrict__ ff)
+                                      float freq_scale, const float *__restrict__ ff, int32_t early)
 {
+    if (early) /* the attention launches at this kernel's start (cuda_small_early) */
+        cuda_pdl_trigger();
     cuda_pdl_enter();
     const int32_t half = n_dims / 2, nh = n_head + n_head_kv;
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -130,6 +132,6 @@ void cuda_op_rope_kv_store(struct backend *be, float *q, float *k, const float *
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
     cuda_launch(c, rope_kv_kernel, cuda_blocks(n, 256), 256, 0, q, k, v, cuda_kv_plane(kv, layer, 0),
                 cuda_kv_plane(kv, layer, 1), slots, n_rows, n_head, n_head_kv, r->n_dims, pos, r->neox,
-                theta_scale, r->freq_scale, r->freq_factors);
+                theta_scale, r->freq_scale, r->freq_factors, (int32_t)(c->pdl_att == 2 && cuda_small_early(c, n_rows)));
     CUDA_CHECK_LAUNCH(c, "rope_kv_kernel");
 }
