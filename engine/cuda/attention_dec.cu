@@ -317,27 +317,31 @@ int cuda_att_dec(struct cuda_ctx *c, int hd, int32_t n_rows, const float *q, con
     const dim3 sgrid(n_rows, a->n_head_kv, ATT_DEC_Z), wgrid(n_rows, a->n_head_kv, hd / ATT_DEC_HDS),
         block(G * CUDA_WARP);
     const dim3 hblock(2 * G * CUDA_WARP);
-    /* the walk with helpers while its grid is under two blocks an SM, the
-     * one-warp walk past that (H200, bench/RESULTS.md 2026-12-03 22:45 call
-     * 3, the 7B at 512 + 128: helpers +4% at 1 and 16 streams, +1% at 32,
-     * -2% at 64, where the grid holds every SM anyway) */
     /* the walk is the last kernel of the op: the wo product after it may
      * launch at its start; the score kernel lets the walk launch at its
      * start too (c->pdl_att) */
     const int32_t early = c->pdl_att && cuda_small_early(c, n_rows), early2 = early && c->pdl_att == 2;
+    /* the walk with helpers while its grid is under two blocks an SM, the
+     * one-warp walk past that (H200, bench/RESULTS.md 2026-12-03 22:45 call
+     * 3, the 7B at 512 + 128: helpers +4% at 1 and 16 streams, +1% at 32,
+     * -2% at 64, where the grid holds every SM anyway) */
     const int helpers = c->att_walk ? c->att_walk == 2 : (int64_t)wgrid.x * wgrid.y * wgrid.z <= 2 * c->n_sm;
     if (hd == 64) {
         cuda_launch(c, att_dec_score_kernel<64>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc, early2);
         if (!helpers)
-            cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
+            cuda_launch(c, att_dec_walk_kernel<64>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc,
+                        early);
         else
-            cuda_launch(c, att_dec_walkh_kernel<64>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
+            cuda_launch(c, att_dec_walkh_kernel<64>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc,
+                        early);
     } else {
         cuda_launch(c, att_dec_score_kernel<128>, sgrid, block, 0, q, kc, pos, seq, bt, *a, sc, early2);
         if (!helpers)
-            cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
+            cuda_launch(c, att_dec_walk_kernel<128>, wgrid, block, 0, vc, out, pos, seq, bt, *a, (const float *)sc,
+                        early);
         else
-            cuda_launch(c, att_dec_walkh_kernel<128>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc, early);
+            cuda_launch(c, att_dec_walkh_kernel<128>, wgrid, hblock, 0, vc, out, pos, seq, bt, *a, (const float *)sc,
+                        early);
     }
     return 1;
 }

@@ -232,10 +232,11 @@ static __device__ __forceinline__ void cuda_pdl_wait(void)
  *  - mmvt, once its last stage is queued and after its own wait, where
  *    the op says a small kernel follows (cuda_mmvt_trig).
  * mmvt triggers only after its own wait, so a chain of grids waiting
- * early ends at the next product: at most a small kernel, the quantizer
- * and the mmvt (an early trigger in every kernel, 2026-12-01 22:08, let a
- * chain of waiting grids fill the SMs). The trigger fires once every block of this grid has called it or
- * exited, so the early grid never takes an SM slot this one still needs. */
+ * early ends at the next product: at most the small kernels before it,
+ * the quantizer and the mmvt (an early trigger in every kernel, 2026-12-01
+ * 22:08, let a chain of waiting grids fill the SMs). The trigger fires
+ * once every block of this grid has called it or exited, so the early
+ * grid never takes an SM slot this one still needs. */
 static __device__ __forceinline__ void cuda_pdl_trigger(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -288,7 +288,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_pdl_wait();
         /* trig (cuda_mmvt_trig): the kernel after this one may launch once
          * every block has queued its last stage; only after the wait, so
-         * at most one grid ever waits early */
+         * a chain of grids waiting early ends here (cuda_pdl_trigger) */
         if (trig && f == n_st)
             cuda_pdl_trigger();
         cuda_stage cp = cuda_stage_first<G::C>(nbr);

@@ -130,8 +130,9 @@ void cuda_op_rope_kv_store(struct backend *be, float *q, float *k, const float *
     }
     const int64_t n = (int64_t)n_rows * (n_head + n_head_kv) * (r->n_dims / 2);
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
+    const int32_t early = c->pdl_att == 2 && cuda_small_early(c, n_rows);
     cuda_launch(c, rope_kv_kernel, cuda_blocks(n, 256), 256, 0, q, k, v, cuda_kv_plane(kv, layer, 0),
                 cuda_kv_plane(kv, layer, 1), slots, n_rows, n_head, n_head_kv, r->n_dims, pos, r->neox,
-                theta_scale, r->freq_scale, r->freq_factors, (int32_t)(c->pdl_att == 2 && cuda_small_early(c, n_rows)));
+                theta_scale, r->freq_scale, r->freq_factors, early);
     CUDA_CHECK_LAUNCH(c, "rope_kv_kernel");
 }
