@@ -111,7 +111,7 @@ class Daemon:
         finally:
             s.close()
 
-    def request(self, method, path, body=None, headers=None, timeout=30.0):
+    def request(self, method, path, body=None, headers=None, timeout=30.0 * SLOW):
         """One request on a new connection -> (status, headers dict (lowercase), body bytes)."""
         h = {"Host": "127.0.0.1", "Connection": "close"}
         if headers:
