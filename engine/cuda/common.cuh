@@ -311,6 +311,13 @@ static __device__ __forceinline__ float cuda_h2f(quant_f16 h)
     return __half2float(__ushort_as_half(h));
 }
 
+/* the F16 bits of v, rounded to nearest even (the KV cache's conversion:
+ * kv_store and rope_kv_store both store through it) */
+static __device__ __forceinline__ quant_f16 cuda_f2h(float v)
+{
+    return (quant_f16)__half_as_ushort(__float2half_rn(v));
+}
+
 static __device__ __forceinline__ float cuda_bf2f(quant_bf16 h)
 {
     return __uint_as_float((uint32_t)h << 16);

@@ -97,8 +97,8 @@ static __global__ void kv_store_kernel(quant_f16 *kc, quant_f16 *vc, const float
         const int64_t dst = (int64_t)slots[r] * row_len;
         for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < row_len;
              i += gridDim.x * blockDim.x) {
-            kc[dst + i] = __half_as_ushort(__float2half_rn(k[(int64_t)r * row_len + i]));
-            vc[dst + i] = __half_as_ushort(__float2half_rn(v[(int64_t)r * row_len + i]));
+            kc[dst + i] = cuda_f2h(k[(int64_t)r * row_len + i]);
+            vc[dst + i] = cuda_f2h(v[(int64_t)r * row_len + i]);
         }
     }
 }

@@ -86,11 +86,12 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
  * groups: tests and A/B); cw: compute warps a block (0 by shape; 8, 12,
  * or 14 for Q4_K, where it fits, else 8). x: the float row, which mmvt
  * quantizes itself where each block has one row group (rows up to
- * c->mmvt_fq super-blocks) or a row fits one stage, or NULL; xq: the quantizer kernel's planes of it, or NULL. 0,
- * INF_EUNSUPPORTED (n_rows != 1, a weight not 16-byte aligned, before
- * sm_90, or x alone where mmvt does not quantize: the caller then
- * quantizes and asks again with xq), or -1 when the device cannot hold its
- * shared memory (the caller falls back to cuda_mmvq). */
+ * c->mmvt_fq super-blocks) or a row fits one stage, or NULL; xq: the
+ * quantizer kernel's planes of it, or NULL. 0, INF_EUNSUPPORTED (n_rows
+ * != 1, a weight not 16-byte aligned, before sm_90, or x alone where mmvt
+ * does not quantize: the caller then quantizes and asks again with xq),
+ * or -1 when the device cannot hold its shared memory (the caller falls
+ * back to cuda_mmvq). */
 /* c->mmvt_fq's default (-1), by type: the longest rows (super-blocks) mmvt
  * quantizes its row for itself (cuda/mmvt.cu). Q6_K: 14336-wide rows; on the
  * 7B's 18944-wide ffn-down it lost (21.2 -> 22.0 us); Q4_K/Q5_K gained

@@ -53,7 +53,7 @@ static __global__ void rope_kernel(float *x, int32_t n_rows, int32_t n_head, int
 /* rope of q and k, then k's and v's rows into the cache (F16): one thread
  * a (row, head, pair) of q's n_head and k's n_head_kv heads; a k thread
  * also converts its pair of the rotated k and of v, at the same indices
- * (kv_store_kernel's conversion, cuda/elementwise.cu) */
+ * (cuda_f2h, kv_store_kernel's conversion) */
 static __global__ void rope_kv_kernel(float *q, float *k, const float *__restrict__ v, quant_f16 *kc,
                                       quant_f16 *vc, const int32_t *__restrict__ slots, int32_t n_rows,
                                       int32_t n_head, int32_t n_head_kv, int32_t n_dims,
@@ -81,10 +81,10 @@ static __global__ void rope_kv_kernel(float *q, float *k, const float *__restric
     rope_rot(kh, i, half, neox, co, s, &i0, &i1);
     const int64_t dst = (int64_t)slots[r] * row_len + o;
     const float *vh = v + (int64_t)r * row_len + o;
-    kc[dst + i0] = __half_as_ushort(__float2half_rn(kh[i0]));
-    kc[dst + i1] = __half_as_ushort(__float2half_rn(kh[i1]));
-    vc[dst + i0] = __half_as_ushort(__float2half_rn(vh[i0]));
-    vc[dst + i1] = __half_as_ushort(__float2half_rn(vh[i1]));
+    kc[dst + i0] = cuda_f2h(kh[i0]);
+    kc[dst + i1] = cuda_f2h(kh[i1]);
+    vc[dst + i0] = cuda_f2h(vh[i0]);
+    vc[dst + i1] = cuda_f2h(vh[i1]);
 }
 
 void cuda_op_rope(struct backend *be, float *x, int32_t n_rows, int32_t n_head, const int32_t *pos,
