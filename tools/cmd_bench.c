@@ -130,6 +130,7 @@ static void bench_usage(FILE *f)
     fprintf(f, "usage: inferd bench --model M [--threads 2] [--pp 128,512] [--tg 128] [--reps 3]\n"
                "                    [--peer ../shared/peer/llamacpp-cpu.md] [--backend auto|cuda|cpu]\n"
                "                    [--attention-scores exact|tensor]   (config key attention_scores)\n"
+               "                    [--batch-invariant true|false]      (config key batch_invariant)\n"
                "       inferd bench --op [...]   one matrix product per type/shape (--op --help)\n");
 }
 
@@ -142,7 +143,7 @@ int cmd_bench(int argc, char **argv)
     int pp[BENCH_MAX_TESTS] = {128, 512}, tg[BENCH_MAX_TESTS] = {128};
     int n_pp = 2, n_tg = 1;
     long threads = 2, reps = 3;
-    int kind = backend_kind_default(), att_tc = 0;
+    int kind = backend_kind_default(), att_tc = 0, invariant = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -150,7 +151,7 @@ int cmd_bench(int argc, char **argv)
             return CMD_OK;
         }
         static const char *const flags[] = {"--model", "--peer", "--pp", "--tg", "--threads",
-                                            "--reps", "--backend", "--attention-scores"};
+                                            "--reps", "--backend", "--attention-scores", "--batch-invariant"};
         int known = 0;
         for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
             known |= !strcmp(a, flags[f]);
@@ -178,6 +179,12 @@ int cmd_bench(int argc, char **argv)
                 fprintf(stderr, "inferd bench: --attention-scores must be exact or tensor, not '%s'\n", v);
                 return CMD_USAGE;
             }
+        } else if (!strcmp(a, "--batch-invariant")) {
+            if (strcmp(v, "true") && strcmp(v, "false")) {
+                fprintf(stderr, "inferd bench: --batch-invariant must be true or false, not '%s'\n", v);
+                return CMD_USAGE;
+            }
+            invariant = !strcmp(v, "true");
         } else if (!strcmp(a, "--pp")) {
             if ((n_pp = bench_list(v, pp, BENCH_MAX_TESTS)) < 0) {
                 fprintf(stderr, "inferd bench: bad --pp list '%s'\n", v);
@@ -208,7 +215,7 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, 0, att_tc};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, !invariant, att_tc};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

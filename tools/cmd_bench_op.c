@@ -151,8 +151,13 @@ static int op_run_one(struct backend *be, int type, const struct op_shape *sh, c
     if (!strcmp(be->ops->name, "cuda") && (type == QT_F32 || type == QT_F16 || type == QT_BF16))
         snprintf(tname, sizeof(tname), "%s/%s", quant_type_name(type),
                  cuda_backend_mm_cublas(be, &w) ? "cublas" : "float");
+    /* batch_invariant = false: K-quants from this many rows as F16 through
+     * cuBLAS (cuda/mm_deq.cu), shown as q4_K/f16 */
+    const int deq = !strcmp(be->ops->name, "cuda") ? cuda_backend_mm_deq_min(be, &w) : 0;
     for (int k = 0; k < n_n; k++) {
         const int n = ns[k];
+        if (deq)
+            snprintf(tname, sizeof(tname), "%s%s", quant_type_name(type), n >= deq ? "/f16" : "");
         for (int i = 0; i < 3; i++) /* warm-up: module load, clocks */
             be->ops->mul_mat(be, &w, dx, dy, n);
         if (be->ops->sync(be))
@@ -222,8 +227,9 @@ int cmd_bench_op(int argc, char **argv)
                    "                    [--threads 2] [--batch-invariant true|false]\n"
                    "shapes: llama3-ffn-down (4096x14336, the peer file's), qwen7b-attn-q,\n"
                    "        qwen7b-attn-kv, qwen7b-ffn-up, qwen7b-ffn-down; all = every one\n"
-                   "--batch-invariant false: cuBLAS picks its algorithm per n for F32/F16/BF16\n"
-                   "        (the config key batch_invariant; default true: one per shape)\n");
+                   "--batch-invariant false: cuBLAS picks its algorithm per n for F32/F16/BF16,\n"
+                   "        and K-quants from INFERD_MMD_MIN rows (64) run as F16 through cuBLAS\n"
+                   "        (the config key batch_invariant; default true: one per shape, int8)\n");
             return CMD_OK;
         }
         if (!v) {

@@ -271,9 +271,13 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
      * matrices: their cuBLASLt algorithms, chosen now (never inside a
      * recorded step; without cuBLASLt the float kernel serves) */
     {
-        const int rc = w->type == QT_Q4_0   ? cuda_q0_repack<QT_Q4_0>(c, w)
-                       : w->type == QT_Q8_0 ? cuda_q0_repack<QT_Q8_0>(c, w)
-                                            : cuda_mmc_weight_add(c, w);
+        int rc = w->type == QT_Q4_0   ? cuda_q0_repack<QT_Q4_0>(c, w)
+                 : w->type == QT_Q8_0 ? cuda_q0_repack<QT_Q8_0>(c, w)
+                                      : cuda_mmc_weight_add(c, w);
+        /* batch_invariant = false: a K-quant's F16 shape for its large
+         * batches (cuda/mm_deq.cu) */
+        if (!rc)
+            rc = cuda_mmd_weight_add(c, w);
         if (rc) {
             cudaFree(p);
             w->data = NULL;
@@ -315,6 +319,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
         cudaSetDevice(c->device);
         cudaStreamSynchronize(c->stream); /* nothing queued may still read it */
         cuda_mmc_weight_drop(c, w);
+        cuda_mmd_weight_drop(c, w);
     }
     if (w->data)
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
@@ -500,7 +505,8 @@ int cuda_scratch_update(struct cuda_ctx *c)
     size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     need = f_bytes > need ? f_bytes : need;
     const int rc = cuda_scratch_grow(c, &c->xq, &c->xq_bytes, need);
-    return rc ? rc : cuda_mmc_reserve(c);
+    const int rc2 = rc ? rc : cuda_mmc_reserve(c);
+    return rc2 ? rc2 : cuda_mmd_reserve(c);
 }
 
 int cuda_scratch_grow(struct cuda_ctx *c, void **p, size_t *bytes, size_t need)
@@ -556,6 +562,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
+    cudaFree(c->mmd_w);
     cudaFree(c->att_sc);
     for (int i = 0; i < c->att_sc_nold; i++)
         cudaFree(c->att_sc_old[i]);
@@ -651,6 +658,9 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
      * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
     c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
+    /* batch_invariant = false only: K-quant products from this many rows
+     * as F16 through cuBLASLt (cuda/mm_deq.cu; INFERD_MMD_MIN, 0: never) */
+    c->mmd_min = cuda_mmd_min_default();
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");
@@ -772,6 +782,12 @@ extern "C" int cuda_backend_set_batch_invariant(struct backend *be, int on)
 extern "C" int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w)
 {
     return cuda_mmc_uses(cuda_ctx_of(be), w);
+}
+
+extern "C" int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w)
+{
+    const struct cuda_ctx *c = cuda_ctx_of(be);
+    return cuda_mmd_takes(c, w, 1 << 30) ? c->mmd_min : 0;
 }
 
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)

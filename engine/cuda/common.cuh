@@ -96,6 +96,11 @@ struct cuda_ctx {
     struct cuda_mmc *mmc;
     int mmc_off;
     int batch_variant; /* config batch_invariant = false: cuBLAS's per-n choice */
+    /* batch_invariant = false: K-quant products of mmd_min rows or more as F16 through cuBLASLt
+     * (cuda/mm_deq.cu); mmd_w: the dequantized weight, mmd_need the largest one registered */
+    int32_t mmd_min;
+    void *mmd_w;
+    size_t mmd_w_bytes, mmd_need;
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */
     int pdl_early;     /* the activation quantizer before mmvt lets it launch at the quantizer's start
                         * (cuda_pdl_trigger; INFERD_PDL_EARLY=0: at its exit, A/B) */
@@ -488,6 +493,31 @@ int cuda_mmc_reserve(struct cuda_ctx *c);
 int cuda_mmc_prewarm(struct cuda_ctx *c, void (*report)(void *ud, const char *name, double ms), void *ud,
                      double (*now)(void));
 void cuda_mmc_free(struct cuda_ctx *c);
+
+/* cuda/mm_cublas.cu for cuda/mm_deq.cu: F16 shapes without a weight of their own (a dequantized
+ * K-quant's), referenced at registration (f16_add: 0, or 1 when cuBLASLt has nothing: the int8
+ * kernels serve); run_f16: the product with w16 (F16, [ne1][ne0]) as the weight, 1 when the shape
+ * is there, else 0 and nothing done. */
+int cuda_mmc_f16_add(struct cuda_ctx *c, int64_t ne0, int64_t ne1, const char *name);
+void cuda_mmc_f16_drop(struct cuda_ctx *c, int64_t ne0, int64_t ne1);
+int cuda_mmc_has_f16(const struct cuda_ctx *c, int64_t ne0, int64_t ne1);
+int cuda_mmc_run_f16(struct cuda_ctx *c, int64_t ne0, int64_t ne1, const void *w16, const float *x, float *y,
+                     int32_t n_rows, int *held);
+
+/* cuda/mm_deq.cu — with batch_invariant = false, the K-quant products of c->mmd_min rows or
+ * more: the weight dequantized to F16, then cuBLASLt. weight_add / weight_drop at registration
+ * (0 or INF_ENOMEM); takes: 1 when a product of w at n_rows goes this way (mul_mat.cu asks
+ * before MMQ and its SwiGLU epilogue); try: that product (1), or 0 and nothing done; variant:
+ * forced (prewarm; 1 where the mode is off or cuBLASLt missing); reserve: its scratch. */
+int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w);
+void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w);
+int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows);
+int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows,
+                 int *held);
+int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
+                     int32_t n_rows);
+int cuda_mmd_reserve(struct cuda_ctx *c);
+int cuda_mmd_min_default(void); /* c->mmd_min at cuda_backend_new (INFERD_MMD_MIN, 0: never) */
 
 /* cuda/mul_mat.cu: launch entry i of the dispatcher's table (prewarm) */
 int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,

@@ -74,5 +74,9 @@ int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weig
  * library loaded and its shape has an algorithm), 0 when the float kernel
  * serves it (tests, bench --op). */
 int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
+/* With batch_invariant = false: the row count from which the registered
+ * K-quant weight w's products go through F16 and cuBLASLt
+ * (cuda/mm_deq.cu), 0 when they never do (tests, bench --op). */
+int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
 
 #endif

@@ -450,6 +450,41 @@ void cuda_mmc_free(struct cuda_ctx *c)
 
 /* ---- registration ------------------------------------------------------------ */
 
+/* Shape (type, ne0, ne1) with its algorithms, found or chosen now, one
+ * more reference taken; NULL when the slots are full or cuBLAS has nothing
+ * for it (name: the weight, for the log). */
+static struct mmc_shape *mmc_shape_ref(struct cuda_ctx *c, struct cuda_mmc *m, int type, int64_t ne0, int64_t ne1,
+                                       const char *name)
+{
+    struct mmc_shape *s = mmc_find(m, type, ne0, ne1);
+    if (!s) {
+        for (int i = 0; i < MMC_SHAPES && !s; i++)
+            if (!m->shapes[i].refs)
+                s = &m->shapes[i];
+        if (!s) {
+            if (!m->full_logged++)
+                log_warn("cuda: more than %d cuBLASLt weight shapes: '%s' and later new shapes "
+                         "take the int8 or float kernels",
+                         MMC_SHAPES, name);
+            return NULL;
+        }
+        memset(s, 0, sizeof(*s));
+        s->type = type;
+        s->ne0 = ne0;
+        s->ne1 = ne1;
+        if (mmc_shape_init(c, m, s)) {
+            log_warn("cuda: no cuBLASLt algorithm for %s %lldx%lld ('%s'): the int8 or float kernels serve it",
+                     quant_type_name(type), (long long)ne0, (long long)ne1, name);
+            s->refs = 0;
+            return NULL;
+        }
+    }
+    s->refs++;
+    if (ne1 > m->max_ne1)
+        m->max_ne1 = ne1;
+    return s;
+}
+
 int cuda_mmc_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
 {
     if (!mmc_eligible(w))
@@ -457,39 +492,31 @@ int cuda_mmc_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
     struct cuda_mmc *m = mmc_get(c);
     if (!m)
         return 0;
-    struct mmc_shape *s = mmc_find(m, w->type, w->ne0, w->ne1);
-    if (!s) {
-        for (int i = 0; i < MMC_SHAPES && !s; i++)
-            if (!m->shapes[i].refs)
-                s = &m->shapes[i];
-        if (!s) {
-            if (!m->full_logged++)
-                log_warn("cuda: more than %d F32/F16/BF16 weight shapes: '%s' and later new shapes "
-                         "take the float kernel",
-                         MMC_SHAPES, w->name);
-            return 0;
-        }
-        memset(s, 0, sizeof(*s));
-        s->type = w->type;
-        s->ne0 = w->ne0;
-        s->ne1 = w->ne1;
-        if (mmc_shape_init(c, m, s)) {
-            log_warn("cuda: no cuBLASLt algorithm for %s %lldx%lld ('%s'): the float kernel serves it",
-                     quant_type_name(w->type), (long long)w->ne0, (long long)w->ne1, w->name);
-            s->refs = 0;
-            return 0;
-        }
-    }
-    s->refs++;
+    struct mmc_shape *s = mmc_shape_ref(c, m, w->type, w->ne0, w->ne1, w->name);
+    if (!s)
+        return 0;
     s->wptr = w->data;
-    if (w->ne1 > m->max_ne1)
-        m->max_ne1 = w->ne1;
     /* the scratch reserve sized, now with this path's needs (a weight may
      * come after reserve: tests, bench) */
     const int rc = cuda_scratch_update(c);
     if (rc)
         cuda_mmc_weight_drop(c, w); /* the caller frees w->data */
     return rc;
+}
+
+int cuda_mmc_f16_add(struct cuda_ctx *c, int64_t ne0, int64_t ne1, const char *name)
+{
+    struct cuda_mmc *m = mmc_get(c);
+    if (!m || !mmc_shape_ref(c, m, QT_F16, ne0, ne1, name))
+        return 1;
+    return 0;
+}
+
+void cuda_mmc_f16_drop(struct cuda_ctx *c, int64_t ne0, int64_t ne1)
+{
+    struct mmc_shape *s = c->mmc ? mmc_find(c->mmc, QT_F16, ne0, ne1) : NULL;
+    if (s)
+        s->refs--;
 }
 
 void cuda_mmc_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
@@ -643,6 +670,22 @@ int cuda_mmc_try(struct cuda_ctx *c, const struct backend_weight *w, const float
         return 0;
     mmc_run(c, m, s, NULL, w->data, x, y, n_rows, held);
     return 1;
+}
+
+int cuda_mmc_run_f16(struct cuda_ctx *c, int64_t ne0, int64_t ne1, const void *w16, const float *x, float *y,
+                     int32_t n_rows, int *held)
+{
+    struct cuda_mmc *m = c->mmc;
+    const struct mmc_shape *s = m ? mmc_find(m, QT_F16, ne0, ne1) : NULL;
+    if (!s)
+        return 0;
+    mmc_run(c, m, s, NULL, w16, x, y, n_rows, held);
+    return 1;
+}
+
+int cuda_mmc_has_f16(const struct cuda_ctx *c, int64_t ne0, int64_t ne1)
+{
+    return c->mmc && mmc_find(c->mmc, QT_F16, ne0, ne1) != NULL;
 }
 
 int cuda_mmc_uses(struct cuda_ctx *c, const struct backend_weight *w)

@@ -176,7 +176,7 @@ static int mm_mmqs_mid(const struct cuda_ctx *c, const struct backend_weight *w,
  * cuda_op_mul_mat_swiglu), so the two cannot drift apart. */
 static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
-    if (n_rows <= MM_COLS || w->ne0 % 256)
+    if (n_rows <= MM_COLS || w->ne0 % 256 || cuda_mmd_takes(c, w, n_rows))
         return 0;
     switch (w->type) {
     case QT_Q4_K:
@@ -303,6 +303,10 @@ static void mul_mat_one(struct cuda_ctx *c, const struct backend_weight *w, cons
 {
     if ((w->type == QT_F32 || w->type == QT_F16 || w->type == QT_BF16) &&
         cuda_mmc_try(c, w, x, y, n_rows, held))
+        return;
+    /* batch_invariant = false: large K-quant batches as F16 through
+     * cuBLASLt (cuda/mm_deq.cu), where that mode allows it */
+    if (c->batch_variant && cuda_mmd_try(c, w, x, y, n_rows, held))
         return;
     const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), cuda_blocks(n_rows, MM_COLS));
     const dim3 block(MM_WARPS * CUDA_WARP);
@@ -455,7 +459,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT, MMV_DEQ };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
@@ -503,6 +507,8 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
     {QT_Q6_K, MMV_MMQT, 8, 2, 0}, {QT_Q6_K, MMV_MMQT, 5, 2, 1},
+    /* batch_invariant = false only (elsewhere prewarm says "not picked here") */
+    {QT_Q4_K, MMV_DEQ, 0, 0, 0}, {QT_Q5_K, MMV_DEQ, 0, 0, 0}, {QT_Q6_K, MMV_DEQ, 0, 0, 0},
 };
 #undef MMV_T12
 #undef MMV_T
@@ -537,6 +543,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
             snprintf(buf, n, "mul_mat<%s> mmvq nc=%d", t, v->a);
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
+    case MMV_DEQ: snprintf(buf, n, "mul_mat<%s> f16 cublas", t); break;
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
@@ -592,6 +599,8 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_CUBLAS)
         return cuda_mmc_variant(c, w, x, y, n_rows);
+    if (v->kind == MMV_DEQ)
+        return cuda_mmd_variant(c, w, x, y, n_rows);
     if (v->kind == MMV_FLOAT) {
         const dim3 grid(cuda_blocks(w->ne1, MM_WARPS), 1), block(MM_WARPS * CUDA_WARP);
         switch (w->type) {
@@ -672,7 +681,7 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
                  : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS || v->kind == MMV_MMQT) ? v->a
-                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS) ? n_rows
+                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS || v->kind == MMV_DEQ) ? n_rows
                                                                  : 1;
     return rc;
 }

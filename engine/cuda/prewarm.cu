@@ -85,10 +85,11 @@ extern "C" int cuda_be_prewarm(struct backend *be,
                 cuda_mm_variant_name(v, name, sizeof(name));
                 const double t0 = pw_now();
                 rc = cuda_mm_variant_run(c, v, &w, x, y, PW_N);
-                if (rc == 1 || rc == INF_EUNSUPPORTED) { /* this device cannot hold it
-                                                          * (or no cuBLASLt): never picked here */
+                if (rc == 1 || rc == INF_EUNSUPPORTED) { /* this device cannot hold it (or no
+                                                          * cuBLASLt, or not in this mode:
+                                                          * batch_invariant): never picked here */
                     rc = 0;
-                    strncat(name, " (not on this device)", sizeof(name) - strlen(name) - 1);
+                    strncat(name, " (not picked here)", sizeof(name) - strlen(name) - 1);
                     report(ud, name, 0.0);
                     continue;
                 }

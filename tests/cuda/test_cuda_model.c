@@ -195,6 +195,14 @@ int main(int argc, char **argv)
         printf("skip: %s\n", err.msg);
         return 77;
     }
+    /* INFERD_BATCH_VARIANT=1: the GPU backend with batch_invariant = false
+     * (cuBLAS's per-n algorithms; K-quant batches from INFERD_MMD_MIN rows
+     * as F16, cuda/mm_deq.cu): gates 3a/3b with the loose tolerance, gate 4
+     * not asked (that mode does not promise it) */
+    const char *bv = getenv("INFERD_BATCH_VARIANT");
+    const int variant = bv && *bv && *bv != '0';
+    if (variant)
+        CHECK(cuda_backend_set_batch_invariant(gbe, 0) == 0);
     char path[1024];
     snprintf(path, sizeof(path), "%s/reference/%s", shared, argv[1]);
     json_error_t jerr;
@@ -210,7 +218,7 @@ int main(int argc, char **argv)
     /* exact attention scores (the default; INFERD_ATT_SCORES=tensor: the
      * tensor cores') give the CPU's bits in every op but the float-weight
      * products (cuBLAS) */
-    const int exact = !cuda_backend_attention_tc(gbe) && !float_products(path);
+    const int exact = !variant && !cuda_backend_attention_tc(gbe) && !float_products(path);
     const double tol = trained ? 1e-2 : exact ? GAP_MIN : 0.3;
     const int strict = trained || exact; /* top-1 and greedy mismatches fail */
     int n_top1_bad = 0, n_greedy_bad = 0;
@@ -340,7 +348,7 @@ int main(int argc, char **argv)
         /* gate 4: the one-batch logits again, then the same rows in chunks */
         CHECK(run(G.g, bt, all, n, 0, first, lg) == 0);
         const int chunks[3] = {1, 3, 7};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 && !variant; k++) { /* variant: not promised, skipped */
             int32_t done = 0;
             while (done < n) {
                 int32_t m = n - done < chunks[k] ? n - done : chunks[k];
@@ -356,7 +364,7 @@ int main(int argc, char **argv)
             n_inv++;
         }
         /* mixed with another sequence (the case's tokens reversed) in one batch */
-        {
+        if (!variant) {
             int32_t tok[2 * MAXT], pos[2 * MAXT], seq[2 * MAXT], rows[MAXT];
             for (int32_t t = 0; t < n; t++) {
                 tok[2 * t] = all[t];

@@ -409,7 +409,8 @@ static void test_mm_cublas_shape(struct backend *be, int invar, int type, int64_
     struct backend_weight wc, wg;
     wreg(cpu, &wc, type, ne0, ne1, wq);
     wreg(be, &wg, type, ne0, ne1, wq);
-    const int via = cuda_backend_mm_cublas(be, &wg);
+    const int via = cuda_backend_mm_cublas(be, &wg), deq = cuda_backend_mm_deq_min(be, &wg);
+    const int quantized = type != QT_F32 && type != QT_F16 && type != QT_BF16;
     const size_t ny = (size_t)MMC_NMAX * (size_t)ne1;
     float *yc = xmalloc(sizeof(float) * ny), *yh = xmalloc(sizeof(float) * ny), *yb = xmalloc(sizeof(float) * ny);
     float *xg = be->ops->alloc(be, sizeof(float) * MMC_NMAX * (size_t)ne0);
@@ -429,7 +430,8 @@ static void test_mm_cublas_shape(struct backend *be, int invar, int type, int64_
         be->ops->download(be, yh, yg, sizeof(float) * no);
         CHECK(be->ops->sync(be) == 0);
         snprintf(shape, sizeof(shape), "ne0=%lld ne1=%lld n=%d %s%s", (long long)ne0, (long long)ne1, n,
-                 via ? "cublas" : "float", invar ? "" : " per-n");
+                 via ? "cublas" : deq && n >= deq ? "f16 cublas" : quantized ? "int8" : "float",
+                 invar ? "" : " per-n");
         const double num = sqdist(yh, yc, no), den = sumsq(yc, no), den_exp = wn * xn[n] / ne0;
         report_raw("mm-cublas", tn, shape, num / fmax(den, den_exp), thr_of(mm_threshold(type), 1e-10),
                    num / den);
@@ -457,6 +459,8 @@ static void test_mm_cublas_shape(struct backend *be, int invar, int type, int64_
     HFREE(yc, yh, yb, wf, wq, x);
 }
 
+static void test_mm_deq(struct backend *pn, int type);
+
 static void test_mul_mat_cublas(void)
 {
     static const int types[] = {QT_F32, QT_F16, QT_BF16};
@@ -477,6 +481,14 @@ static void test_mul_mat_cublas(void)
     CHECK(pn->ops->reserve(pn, &rs) == 0);
     test_mm_cublas_shape(pn, 0, QT_F16, 4096, 4097);
     test_mm_cublas_shape(pn, 0, QT_BF16, 256, 1000);
+    /* and the K-quants' F16 path of that mode (cuda/mm_deq.cu): the CPU
+     * gate at every n (below the path's first row count: the int8
+     * kernels), its own tighter gate, and the fused sets (test_mm_deq) */
+    static const int kq[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K};
+    for (size_t t = 0; t < 3; t++) {
+        test_mm_cublas_shape(pn, 0, kq[t], 4096, 4097);
+        test_mm_deq(pn, kq[t]);
+    }
     backend_free(pn);
 }
 
@@ -738,15 +750,10 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
     HFREE(bh, wtmp);
 }
 
-static void test_mul_mat_fused(void)
+/* The fused sets of types[0..nt) on gpu (Q6_K with and without its
+ * expanded copy) */
+static void test_mul_mat_fused_types(const int *types, int nt)
 {
-    if (!gpu->ops->weight_fuse) {
-        printf("weight_fuse: not in the cuda op table\n");
-        fails++;
-        return;
-    }
-    static const int types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16};
-    static const int expands[] = {0, 0, 1, 0, 0, 0, 0};
     static const int64_t qkv[3] = {136, 40, 40}, gu[2] = {100, 100};
     const int64_t ymax = 136;
     float *x = xmalloc(sizeof(float) * FU_NMAX * FU_NE0);
@@ -762,10 +769,26 @@ static void test_mul_mat_fused(void)
     float *tmp = dalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
     float *ha = xmalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
     float *hb = xmalloc(sizeof(float) * FU_NMAX * (size_t)ymax);
-    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        test_mul_mat_fused_set(types[t], expands[t], qkv, 3, xg, y0, ya, yb, tmp, ha, hb);
-        test_mul_mat_fused_set(types[t], expands[t], gu, 2, xg, y0, ya, yb, tmp, ha, hb);
+    for (int t = 0; t < nt; t++)
+        for (int expand = types[t] == QT_Q6_K; expand >= 0; expand--) {
+            test_mul_mat_fused_set(types[t], expand, qkv, 3, xg, y0, ya, yb, tmp, ha, hb);
+            test_mul_mat_fused_set(types[t], expand, gu, 2, xg, y0, ya, yb, tmp, ha, hb);
+        }
+    for (int i = 0; i < FU_MAXW; i++)
+        DFREE(ya[i], yb[i]);
+    DFREE(xg, tmp);
+    HFREE(x, y0, ha, hb);
+}
+
+static void test_mul_mat_fused(void)
+{
+    if (!gpu->ops->weight_fuse) {
+        printf("weight_fuse: not in the cuda op table\n");
+        fails++;
+        return;
     }
+    static const int types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_F16};
+    test_mul_mat_fused_types(types, (int)(sizeof(types) / sizeof(types[0])));
     /* refused: one weight, mixed types, one weight twice; nothing moves */
     {
         const size_t r4 = quant_row_bytes(QT_Q4_K, FU_NE0), r8 = quant_row_bytes(QT_Q8_0, FU_NE0);
@@ -785,10 +808,61 @@ static void test_mul_mat_fused(void)
         CHECK(gpu->ops->sync(gpu) == 0);
         HFREE(b4, b8);
     }
-    for (int i = 0; i < FU_MAXW; i++)
-        DFREE(ya[i], yb[i]);
-    DFREE(xg, tmp);
-    HFREE(x, y0, ha, hb);
+}
+
+/* batch_invariant = false, K-quants from INFERD_MMD_MIN rows (64): the
+ * weight as F16 through cuBLASLt (cuda/mm_deq.cu). Against the exact
+ * product of the dequantized weights (double sums): F16 rounding of
+ * weight and activation gives NMSE ~1e-7, the int8 path's Q8_K
+ * activations ~1e-5, so 1e-6 also says which path ran. Then the fused
+ * sets of test_mul_mat_fused on that backend: each segment's own GEMM,
+ * SwiGLU as two products and silu_mul, bit-identical to the unfused
+ * copies' products there (same shape, same algorithm). */
+static void test_mm_deq(struct backend *pn, int type)
+{
+    enum { NE0 = 1024, NE1 = 200, N = 100 };
+    const char *tn = quant_type_name(type);
+    const size_t rb = quant_row_bytes(type, NE0);
+    float *wf = xmalloc(sizeof(float) * NE0 * NE1), *x = xmalloc(sizeof(float) * N * NE0);
+    float *yr = xmalloc(sizeof(float) * N * NE1), *yh = xmalloc(sizeof(float) * N * NE1);
+    char *wq = xmalloc(rb * NE1);
+    fill(wf, (size_t)NE0 * NE1, 1.0f);
+    fill(x, (size_t)N * NE0, 2.0f);
+    for (int j = 0; j < NE1; j++) {
+        CHECK(quant_quantize_weights(type, wf + (size_t)j * NE0, wq + (size_t)j * rb, NE0) == 0);
+        quant_dequant_row(type, wq + (size_t)j * rb, wf + (size_t)j * NE0, NE0);
+    }
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < NE1; j++) {
+            double acc = 0;
+            for (int k = 0; k < NE0; k++)
+                acc += (double)wf[(size_t)j * NE0 + k] * (double)x[(size_t)r * NE0 + k];
+            yr[(size_t)r * NE1 + j] = (float)acc;
+        }
+    struct backend_weight w;
+    wreg(pn, &w, type, NE0, NE1, wq);
+    float *xg = pn->ops->alloc(pn, sizeof(float) * N * NE0), *yg = pn->ops->alloc(pn, sizeof(float) * N * NE1);
+    CHECK(xg && yg);
+    if (xg && yg) {
+        pn->ops->upload(pn, xg, x, sizeof(float) * N * NE0);
+        pn->ops->mul_mat(pn, &w, xg, yg, N);
+        CHECK(pn->ops->sync(pn) == 0);
+        pn->ops->download(pn, yh, yg, sizeof(float) * N * NE1);
+        CHECK(pn->ops->sync(pn) == 0);
+        /* without cuBLASLt (INFERD_NO_CUBLAS) the int8 kernels serve: their gate */
+        const int deq = cuda_backend_mm_deq_min(pn, &w);
+        report_raw("mm-deq", tn, deq ? "ne0=1024 ne1=200 n=100 f16 vs exact" : "ne0=1024 ne1=200 n=100 int8 vs exact",
+                   nmse(yh, yr, (size_t)N * NE1), deq ? 1e-6 : 1e-3, -1);
+    }
+    pn->ops->weight_release(pn, &w);
+    pn->ops->free(pn, xg);
+    pn->ops->free(pn, yg);
+    HFREE(wf, x, yr, yh, wq);
+    /* the fused sets, on pn (the helpers use the file's gpu) */
+    struct backend *const saved = gpu;
+    gpu = pn;
+    test_mul_mat_fused_types(&type, 1);
+    gpu = saved;
 }
 
 static void test_get_rows(int type, int64_t ne0)

@@ -1,0 +1,274 @@
+/* cuda/mm_deq — with config batch_invariant = false, the K-quant products of
+ * many activation rows the way llama.cpp's cuBLAS path runs them: the
+ * weight dequantized to F16 into a scratch, the activations rounded to F16,
+ * one cuBLASLt GEMM with f32 accumulation (cuda/mm_cublas.cu, its per-n
+ * algorithm choice).
+ *
+ * Why a second path at all: under the canonical chain (cuda/qtypes.cuh)
+ * every 32-element sub-block's int32 sum is scaled by its own 6-bit scale
+ * and every super-block's by a float fma in k order, so that the GPU gives
+ * the CPU's bits at every batch size. On mma.sync that costs 16
+ * instructions an mma (bench/RESULTS.md, 2026-12-02/03 census): MMQ runs
+ * q4_K 4096 x 14336 at n = 512 in ~250 us, where cuBLAS on F16 weights
+ * runs the same product in ~69 us (../shared/peer/h200-ceilings.md) and
+ * the dequantization reads 33 MB and writes 117 MB. Issue #11 asks for
+ * "what is faster" where the int8 kernel cannot beat cuBLAS; this is it,
+ * but it gives up what the default promises (DESIGN gate 4: a row's bits
+ * the same at every batch size, and equal to the CPU's), so it is only
+ * taken in the mode that already gives that up for cuBLAS's speed.
+ * Numerics there: the weight's F32 value (cuda_dequant1's formula, as
+ * get_rows) rounded to F16 (|w| far inside F16's range; relative error <=
+ * 2^-11), x rounded to F16 (mm_cublas's convert), products exact in f32,
+ * f32 accumulation: NMSE against the exact product ~1e-7, below the Q8_K
+ * activation rounding of the int8 path (~1e-5); tests/cuda/test_cuda_ops.c
+ * (mm-deq) gates it against the CPU.
+ *
+ * Rows from c->mmd_min (INFERD_MMD_MIN; the dequantization is a fixed cost
+ * per product that only pays from there, bench/RESULTS.md); weights up to
+ * MMD_MAX_BYTES as F16 (the output head's 1 GB copy is not worth it: at
+ * prefill it multiplies a few rows). Fused views (mul_mat_ex's segments)
+ * run a GEMM per member, each member's rows dequantized in turn into the
+ * one scratch (the stream orders them); the SwiGLU epilogue is MMQ's:
+ * mm_takes_mmq says no here, so gate and up come out apart and silu_mul
+ * follows (cuda/mul_mat.cu).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_fp16.h>
+
+#include "engine/cuda/qtypes.cuh"
+
+#define MMD_MAX_BYTES ((size_t)512 << 20) /* largest F16 copy dequantized a call */
+#define MMD_MIN_ROWS 64                   /* default c->mmd_min (bench/RESULTS.md 2026-12-04 23:00-) */
+
+/* Eight consecutive elements e .. e + 7 (e % 8 == 0, within one 32-element
+ * sub-block) of super-block b, each as cuda_dequant1<T> forms it, scales
+ * read once. */
+template <int T> struct mmd_deq8;
+
+template <> struct mmd_deq8<QT_Q4_K> {
+    static constexpr size_t bytes = sizeof(struct block_q4_K);
+    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        const struct block_q4_K *b = (const struct block_q4_K *)blk;
+        const int s = e / 32, l = e % 32;
+        int sc, m;
+        cuda_k4_scale_min(b->scales, s, &sc, &m);
+        const float d = cuda_h2f(b->d), dm = cuda_h2f(b->dmin);
+        const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 8-byte aligned: 144-byte blocks */
+        const int sh = (s & 1) * 4;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
+            v[t] = d * (float)sc * (float)((byte >> sh) & 0x0f) - dm * (float)m;
+        }
+    }
+};
+
+template <> struct mmd_deq8<QT_Q5_K> {
+    static constexpr size_t bytes = sizeof(struct block_q5_K);
+    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        const struct block_q5_K *b = (const struct block_q5_K *)blk;
+        const int s = e / 32, l = e % 32;
+        int sc, m;
+        cuda_k4_scale_min(b->scales, s, &sc, &m);
+        const float d = cuda_h2f(b->d), dm = cuda_h2f(b->dmin);
+        const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 176-byte blocks: 8-byte aligned */
+        const uint2 h = *(const uint2 *)(b->qh + l);
+        const int sh = (s & 1) * 4;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
+            const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
+            const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
+            v[t] = d * (float)sc * (float)qv - dm * (float)m;
+        }
+    }
+};
+
+template <> struct mmd_deq8<QT_Q6_K> {
+    static constexpr size_t bytes = sizeof(struct block_q6_K);
+    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        /* 210-byte blocks: byte loads */
+        const struct block_q6_K *b = (const struct block_q6_K *)blk;
+        const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
+        const float d = cuda_h2f(b->d);
+        const float sc = (float)b->scales[8 * h + l / 16 + 2 * t4]; /* l .. l + 7: one 16-group */
+        const uint8_t *ql = b->ql + 64 * h + 32 * (t4 & 1) + l, *qh = b->qh + 32 * h + l;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const int lo = ql[t];
+            const int q = ((t4 < 2 ? (lo & 0x0f) : (lo >> 4)) | (((qh[t] >> (2 * t4)) & 3) << 4)) - 32;
+            v[t] = d * sc * (float)q;
+        }
+    }
+};
+
+/* rows x ne0 elements of w (row_bytes apart) to F16, row-major: thread i
+ * writes elements 8i .. 8i + 7 (one 16-byte store; ne0 % 256 == 0). Waits
+ * for the launches before it first: the previous GEMM may still read out. */
+template <int T>
+static __global__ void __launch_bounds__(256)
+mmd_dequant_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t ne0, int64_t n8, __half *__restrict__ out)
+{
+    cuda_pdl_enter();
+    const int64_t per_row = ne0 / 8;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / per_row, k = (i % per_row) * 8;
+        float v[8];
+        mmd_deq8<T>::run(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
+        uint4 o;
+        __half2 p;
+        p = __floats2half2_rn(v[0], v[1]);
+        o.x = *(const uint32_t *)&p;
+        p = __floats2half2_rn(v[2], v[3]);
+        o.y = *(const uint32_t *)&p;
+        p = __floats2half2_rn(v[4], v[5]);
+        o.z = *(const uint32_t *)&p;
+        p = __floats2half2_rn(v[6], v[7]);
+        o.w = *(const uint32_t *)&p;
+        *(uint4 *)(out + 8 * i) = o;
+    }
+}
+
+static int mmd_type(int type)
+{
+    return type == QT_Q4_K || type == QT_Q5_K || type == QT_Q6_K;
+}
+
+/* Does weight w (whole, as registered) take this path at some row count?
+ * The same answer at registration and at release: batch_variant is fixed
+ * before the first weight. */
+static int mmd_eligible(const struct cuda_ctx *c, const struct backend_weight *w)
+{
+    return c->batch_variant && c->mmd_min > 0 && mmd_type(w->type) && w->ne1 > 1 && w->ne0 % QK_K == 0 &&
+           (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half) <= MMD_MAX_BYTES &&
+           strncmp(w->name, "token_embd", 10) != 0;
+}
+
+int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    if (!mmd_eligible(c, w))
+        return 0;
+    if (cuda_mmc_f16_add(c, w->ne0, w->ne1, w->name))
+        return 0; /* no cuBLASLt (or no algorithm): MMQ serves it */
+    const size_t bytes = (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half);
+    if (bytes > c->mmd_need)
+        c->mmd_need = bytes;
+    const int rc = cuda_scratch_update(c);
+    if (rc)
+        cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+    return rc;
+}
+
+void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    if (mmd_eligible(c, w))
+        cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+}
+
+int cuda_mmd_reserve(struct cuda_ctx *c)
+{
+    return cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, c->mmd_need);
+}
+
+/* ne0 x ne1 (one member of a product) fits the scratch and has its shape */
+static int mmd_fits(const struct cuda_ctx *c, int64_t ne0, int64_t ne1)
+{
+    return (size_t)ne0 * (size_t)ne1 * sizeof(__half) <= c->mmd_w_bytes && cuda_mmc_has_f16(c, ne0, ne1);
+}
+
+/* Does the product of w at n_rows (with the epilogue c->epi: a fused view's
+ * segments, each its own GEMM; never the SwiGLU epilogue) go this way?
+ * The one rule for cuda_mmd_try and mm_takes_mmq, so that what one declines
+ * the other serves. */
+int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+    const struct cuda_epi &E = c->epi;
+    if (!c->batch_variant || c->mmd_min <= 0 || n_rows < c->mmd_min || !mmd_type(w->type) || w->ne0 % QK_K ||
+        E.glu)
+        return 0;
+    for (int s = 0; s < (E.n_seg ? E.n_seg : 1); s++)
+        if (!mmd_fits(c, w->ne0, E.n_seg ? E.seg[s].ne1 : w->ne1))
+            return 0;
+    return 1;
+}
+
+/* Rows j0 .. j0 + ne1 - 1 of w into c->mmd_w as F16 */
+static void mmd_dequant(struct cuda_ctx *c, const struct backend_weight *w, int64_t j0, int64_t ne1)
+{
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
+    const int64_t n8 = ne1 * w->ne0 / 8;
+    const unsigned cap = (unsigned)(c->n_sm > 0 ? c->n_sm * 8 : 1024);
+    const unsigned g = cuda_blocks(n8, 256) < cap ? cuda_blocks(n8, 256) : cap;
+    __half *out = (__half *)c->mmd_w;
+    switch (w->type) {
+    case QT_Q4_K: cuda_launch(c, mmd_dequant_kernel<QT_Q4_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
+    case QT_Q5_K: cuda_launch(c, mmd_dequant_kernel<QT_Q5_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
+    default: cuda_launch(c, mmd_dequant_kernel<QT_Q6_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
+    }
+    CUDA_CHECK_LAUNCH(c, "mmd_dequant_kernel");
+}
+
+int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows,
+                 int *held)
+{
+    if (!cuda_mmd_takes(c, w, n_rows))
+        return 0;
+    const struct cuda_epi E = c->epi;
+    const int ns = E.n_seg ? E.n_seg : 1;
+    for (int s = 0; s < ns && !c->err; s++) {
+        const int64_t j0 = E.n_seg ? E.seg[s].j0 : 0, ne1 = E.n_seg ? E.seg[s].ne1 : w->ne1;
+        mmd_dequant(c, w, j0, ne1);
+        if (c->err)
+            break;
+        /* the member's own epilogue, unsegmented: its y, bias, accumulate */
+        c->epi = cuda_epi{};
+        c->epi.bias = E.n_seg ? E.seg[s].bias : E.bias;
+        c->epi.accumulate = E.n_seg ? E.seg[s].accumulate : E.accumulate;
+        cuda_mmc_run_f16(c, w->ne0, ne1, c->mmd_w, x, E.n_seg ? E.seg[s].y : y, n_rows, held);
+    }
+    c->epi = E;
+    return 1;
+}
+
+int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows)
+{
+    if (!c->batch_variant || c->mmd_min <= 0)
+        return 1; /* the mode is off: the dispatcher never picks it */
+    if (!mmd_type(w->type) || w->ne0 % QK_K)
+        return INF_EUNSUPPORTED;
+    /* a shape no registered weight has (prewarm's scratch weight): its
+     * algorithms chosen now (startup), dropped after */
+    const int had = cuda_mmc_has_f16(c, w->ne0, w->ne1);
+    if (!had && cuda_mmc_f16_add(c, w->ne0, w->ne1, "prewarm"))
+        return 1; /* no cuBLASLt here */
+    const size_t bytes = (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half);
+    int rc = cuda_scratch_update(c); /* the F16 activation scratch, if cuBLASLt came up just now */
+    if (!rc)
+        rc = cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, bytes);
+    if (!rc) {
+        const int32_t saved = c->mmd_min;
+        int held = -1;
+        c->mmd_min = 1;
+        rc = cuda_mmd_try(c, w, x, y, n_rows, &held) ? c->err : INF_EUNSUPPORTED;
+        c->mmd_min = saved;
+    }
+    if (!had)
+        cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+    return rc;
+}
+
+int cuda_mmd_min_default(void)
+{
+    const char *e = getenv("INFERD_MMD_MIN");
+    if (e && *e) {
+        const long v = strtol(e, NULL, 10);
+        return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
+    }
+    return MMD_MIN_ROWS;
+}
