@@ -228,7 +228,7 @@ int cmd_bench_op(int argc, char **argv)
                    "shapes: llama3-ffn-down (4096x14336, the peer file's), qwen7b-attn-q,\n"
                    "        qwen7b-attn-kv, qwen7b-ffn-up, qwen7b-ffn-down; all = every one\n"
                    "--batch-invariant false: cuBLAS picks its algorithm per n for F32/F16/BF16,\n"
-                   "        and K-quants from INFERD_MMD_MIN rows (64) run as F16 through cuBLAS\n"
+                   "        and K-quants from INFERD_MMD_MIN=N rows run as F16 through cuBLAS\n"
                    "        (the config key batch_invariant; default true: one per shape, int8)\n");
             return CMD_OK;
         }

@@ -24,7 +24,7 @@
  * (mm-deq) gates it against the CPU.
  *
  * Rows from c->mmd_min (INFERD_MMD_MIN; the dequantization is a fixed cost
- * per product that only pays from there, bench/RESULTS.md); weights up to
+ * per product that only pays from some row count: MMD_MIN_ROWS); weights up to
  * MMD_MAX_BYTES as F16 (the output head's 1 GB copy is not worth it: at
  * prefill it multiplies a few rows). Fused views (mul_mat_ex's segments)
  * run a GEMM per member, each member's rows dequantized in turn into the
@@ -40,27 +40,46 @@
 
 #include "engine/cuda/qtypes.cuh"
 
+extern "C" {
+#include "engine/quant.h"
+}
+
 #define MMD_MAX_BYTES ((size_t)512 << 20) /* largest F16 copy dequantized a call */
-#define MMD_MIN_ROWS 64                   /* default c->mmd_min (bench/RESULTS.md 2026-12-04 23:00-) */
+/* default c->mmd_min: 0, never, until the crossover against the int8 kernels
+ * is measured on the H200 (bench/RESULTS.md 2026-12-04 23:00-: written and
+ * checked on the host, no device lent that session; the prediction there
+ * puts it near 48-64 rows). INFERD_MMD_MIN=N turns the path on from N rows. */
+#define MMD_MIN_ROWS 0
+
+/* F16 bits to float on either side (the host check below runs mmd_deq8 on
+ * the CPU) */
+static __host__ __device__ __forceinline__ float mmd_h2f(quant_f16 h)
+{
+#ifdef __CUDA_ARCH__
+    return cuda_h2f(h);
+#else
+    return quant_f16_to_f32(h);
+#endif
+}
 
 /* Eight consecutive elements e .. e + 7 (e % 8 == 0, within one 32-element
  * sub-block) of super-block b, each as cuda_dequant1<T> forms it, scales
- * read once. */
+ * read once. Host-callable: cuda_mmd_host_check runs the same code on the
+ * CPU against engine/quant.c's rows. */
 template <int T> struct mmd_deq8;
 
 template <> struct mmd_deq8<QT_Q4_K> {
     static constexpr size_t bytes = sizeof(struct block_q4_K);
-    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q4_K *b = (const struct block_q4_K *)blk;
         const int s = e / 32, l = e % 32;
         int sc, m;
         cuda_k4_scale_min(b->scales, s, &sc, &m);
-        const float d = cuda_h2f(b->d), dm = cuda_h2f(b->dmin);
+        const float d = mmd_h2f(b->d), dm = mmd_h2f(b->dmin);
         const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 8-byte aligned: 144-byte blocks */
         const int sh = (s & 1) * 4;
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
             const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
             v[t] = d * (float)sc * (float)((byte >> sh) & 0x0f) - dm * (float)m;
         }
@@ -69,18 +88,17 @@ template <> struct mmd_deq8<QT_Q4_K> {
 
 template <> struct mmd_deq8<QT_Q5_K> {
     static constexpr size_t bytes = sizeof(struct block_q5_K);
-    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q5_K *b = (const struct block_q5_K *)blk;
         const int s = e / 32, l = e % 32;
         int sc, m;
         cuda_k4_scale_min(b->scales, s, &sc, &m);
-        const float d = cuda_h2f(b->d), dm = cuda_h2f(b->dmin);
+        const float d = mmd_h2f(b->d), dm = mmd_h2f(b->dmin);
         const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 176-byte blocks: 8-byte aligned */
         const uint2 h = *(const uint2 *)(b->qh + l);
         const int sh = (s & 1) * 4;
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
             const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
             const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
             const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
@@ -91,16 +109,15 @@ template <> struct mmd_deq8<QT_Q5_K> {
 
 template <> struct mmd_deq8<QT_Q6_K> {
     static constexpr size_t bytes = sizeof(struct block_q6_K);
-    static __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         /* 210-byte blocks: byte loads */
         const struct block_q6_K *b = (const struct block_q6_K *)blk;
         const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
-        const float d = cuda_h2f(b->d);
+        const float d = mmd_h2f(b->d);
         const float sc = (float)b->scales[8 * h + l / 16 + 2 * t4]; /* l .. l + 7: one 16-group */
         const uint8_t *ql = b->ql + 64 * h + 32 * (t4 & 1) + l, *qh = b->qh + 32 * h + l;
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
+        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
             const int lo = ql[t];
             const int q = ((t4 < 2 ? (lo & 0x0f) : (lo >> 4)) | (((qh[t] >> (2 * t4)) & 3) << 4)) - 32;
             v[t] = d * sc * (float)q;
@@ -271,4 +288,47 @@ int cuda_mmd_min_default(void)
         return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
     }
     return MMD_MIN_ROWS;
+}
+
+/* The kernel's per-thread arithmetic on the host: n_rows rows of ne0
+ * elements of type T (bytes as weight_register gets them), every
+ * eight-element run through mmd_deq8 at the offsets mmd_dequant_kernel
+ * gives thread i, against engine/quant.c's quant_dequant_row, F16-rounded
+ * both sides (the kernel's store); the first mismatch into msg. Returns
+ * the mismatching elements, or -1 for a type this path does not take. No
+ * GPU needed: the index arithmetic and formulas are what it checks. */
+extern "C" int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg,
+                                       size_t cap)
+{
+    if (!mmd_type(type) || ne0 % QK_K)
+        return -1;
+    const size_t rb = quant_row_bytes(type, ne0);
+    float *ref = (float *)malloc(sizeof(float) * (size_t)ne0);
+    if (!ref)
+        return -1;
+    int64_t bad = 0;
+    if (msg && cap)
+        msg[0] = 0;
+    const int64_t per_row = ne0 / 8;
+    for (int64_t i = 0; i < n_rows * per_row; i++) {
+        const int64_t r = i / per_row, k = (i % per_row) * 8;
+        const uint8_t *row = (const uint8_t *)w + r * rb;
+        if (k == 0)
+            quant_dequant_row(type, row, ref, ne0);
+        float v[8];
+        switch (type) {
+        case QT_Q4_K: mmd_deq8<QT_Q4_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q4_K>::bytes, (int)(k % QK_K), v); break;
+        case QT_Q5_K: mmd_deq8<QT_Q5_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q5_K>::bytes, (int)(k % QK_K), v); break;
+        default: mmd_deq8<QT_Q6_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q6_K>::bytes, (int)(k % QK_K), v); break;
+        }
+        for (int t = 0; t < 8; t++)
+            if (quant_f32_to_f16(v[t]) != quant_f32_to_f16(ref[k + t])) {
+                if (!bad && msg && cap)
+                    snprintf(msg, cap, "row %lld element %lld: %.9g, quant.c %.9g", (long long)r,
+                             (long long)(k + t), (double)v[t], (double)ref[k + t]);
+                bad++;
+            }
+    }
+    free(ref);
+    return bad;
 }

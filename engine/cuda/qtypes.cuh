@@ -16,8 +16,9 @@
 
 #include "engine/cuda/common.cuh"
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (engine/quant.c). */
-static __device__ __forceinline__ void cuda_k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (engine/quant.c).
+ * Host-callable too (cuda/mm_deq.cu's host check). */
+static __host__ __device__ __forceinline__ void cuda_k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
 {
     if (j < 4) {
         *sc = q[j] & 63;

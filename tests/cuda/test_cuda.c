@@ -5,6 +5,7 @@
  * every quantized type past 8 rows; get_rows per type; each variant of the
  * other ops), each once, and reports it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend.h"
@@ -120,6 +121,7 @@ int main(void)
     /* batch_invariant = false: a backend of its own (the mode is fixed
      * before its first weight) whose prewarm launches the F16 path too */
     {
+        setenv("INFERD_MMD_MIN", "64", 0); /* the path's switch (off by default), read at cuda_backend_new */
         struct backend *pn = cuda_backend_new(0, &err);
         CHECK(pn != NULL);
         if (pn) {
