@@ -68,21 +68,35 @@ static __host__ __device__ __forceinline__ float mmd_h2f(quant_f16 h)
  * CPU against engine/quant.c's rows. */
 template <int T> struct mmd_deq8;
 
+/* Q4_K and Q5_K: sub-block s's 6-bit scale and min, the low nibbles (or
+ * high, odd s) of qs, and for Q5_K (qh not NULL) bit s of qh as the fifth
+ * bit. 144- and 176-byte blocks: qs + 32 (s / 2) + l and qh + l are 8-byte
+ * aligned. */
+template <bool Q5>
+static __host__ __device__ __forceinline__ void mmd_k45(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
+                                                        const uint8_t *qs, const uint8_t *qh, int e, float v[8])
+{
+    const int s = e / 32, l = e % 32;
+    int sc, m;
+    cuda_k4_scale_min(scales, s, &sc, &m);
+    const float d = mmd_h2f(dh), dm = mmd_h2f(mh);
+    const uint2 q = *(const uint2 *)(qs + 32 * (s / 2) + l);
+    const uint2 h = Q5 ? *(const uint2 *)(qh + l) : make_uint2(0, 0);
+    const int sh = (s & 1) * 4;
+    for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+        const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
+        const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
+        const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
+        v[t] = d * (float)sc * (float)qv - dm * (float)m;
+    }
+}
+
 template <> struct mmd_deq8<QT_Q4_K> {
     static constexpr size_t bytes = sizeof(struct block_q4_K);
     static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q4_K *b = (const struct block_q4_K *)blk;
-        const int s = e / 32, l = e % 32;
-        int sc, m;
-        cuda_k4_scale_min(b->scales, s, &sc, &m);
-        const float d = mmd_h2f(b->d), dm = mmd_h2f(b->dmin);
-        const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 8-byte aligned: 144-byte blocks */
-        const int sh = (s & 1) * 4;
-        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
-            v[t] = d * (float)sc * (float)((byte >> sh) & 0x0f) - dm * (float)m;
-        }
+        mmd_k45<false>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
     }
 };
 
@@ -91,19 +105,7 @@ template <> struct mmd_deq8<QT_Q5_K> {
     static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q5_K *b = (const struct block_q5_K *)blk;
-        const int s = e / 32, l = e % 32;
-        int sc, m;
-        cuda_k4_scale_min(b->scales, s, &sc, &m);
-        const float d = mmd_h2f(b->d), dm = mmd_h2f(b->dmin);
-        const uint2 q = *(const uint2 *)(b->qs + 32 * (s / 2) + l); /* 176-byte blocks: 8-byte aligned */
-        const uint2 h = *(const uint2 *)(b->qh + l);
-        const int sh = (s & 1) * 4;
-        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
-            const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
-            const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
-            v[t] = d * (float)sc * (float)qv - dm * (float)m;
-        }
+        mmd_k45<true>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
     }
 };
 
