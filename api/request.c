@@ -294,7 +294,7 @@ size_t api_req_drop_special(const struct tok *t, int32_t *ids, size_t n)
 {
     /* Special tokens render as nothing without render_special; dropping them
      * first gives the same text and keeps tok_decode away from empty pieces
-     * (tok.c passes their NULL piece to memcpy, which UBSan rejects). */
+     * (engine/tok_decode.c passes their NULL piece to memcpy, which UBSan rejects). */
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!tok_is_special(t, ids[i]))
