@@ -32,7 +32,7 @@ static __device__ __forceinline__ float att_reduce_cpu(const float a[32])
     return __fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3]));
 }
 
-/* The CPU's score of one cached position, bit for bit: engine/quant.c's
+/* The CPU's score of one cached position, bit for bit: engine/quant_dot.c's
  * F16 dot (llama.cpp's ggml_vec_dot_f16 order) times the scale. Element e
  * of the first hd & ~31 goes into chain e % 32 (32 F32 fma chains, in e
  * order); the chains meet in att_reduce_cpu (avx2_reduce4x8's tree); the

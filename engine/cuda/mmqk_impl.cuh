@@ -85,7 +85,7 @@ static __device__ __forceinline__ void mmqk_k45_head(const uint32_t *b, mmqk_hea
     const uint32_t d2 = b[0], s0 = b[1], s1 = b[2], s2 = b[3];
     h.d = cuda_h2f((quant_f16)(d2 & 0xffff));
     h.dmin = cuda_h2f((quant_f16)(d2 >> 16));
-    /* engine/quant.c's get_scale_min_k4 for all 8 at once: sc[0..1] the
+    /* engine/quant_impl.h's k4_scale_min for all 8 at once: sc[0..1] the
      * scales of sub-blocks 0-3, 4-7; sc[2..3] their mins */
     h.sc[0] = s0 & 0x3f3f3f3fu;
     h.sc[1] = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);

@@ -16,7 +16,7 @@
 
 #include "engine/cuda/common.cuh"
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (engine/quant.c).
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block (engine/quant_impl.h).
  * Host-callable too (cuda/mm_deq.cu's host check). */
 static __host__ __device__ __forceinline__ void cuda_k4_scale_min(const uint8_t *q, int j, int *sc, int *m)
 {
@@ -346,8 +346,8 @@ template <int N> static __device__ __forceinline__ void cuda_ld_a2(const uint8_t
 }
 
 /* The 6-bit scales of sub-blocks 2p and 2p + 1 of a Q4_K/Q5_K super-block
- * whose first 16 bytes (d, dmin, scales[12]) are hd: engine/quant.c's
- * get_scale_min_k4 for four at once, the side of `j < 4` selected without
+ * whose first 16 bytes (d, dmin, scales[12]) are hd: engine/quant_impl.h's
+ * k4_scale_min for four at once, the side of `j < 4` selected without
  * a branch (lanes of one warp take both sides). */
 static __device__ __forceinline__ void cuda_k45_pair_scales(uint4 hd, int p, int *sc0, int *sc1)
 {

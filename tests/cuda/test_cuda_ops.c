@@ -267,7 +267,7 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
         report_raw("mul_mat", tn, shape, num / fmax(den, den_exp), thr_of(mm_threshold(type), 1e-10),
                    num / den);
         /* quantized weights: the CPU's invariant numerics run the GPU's
-         * canonical chain (engine/quant.c quant_kernel_invariant, cuda/
+         * canonical chain (engine/quant_dot.c quant_kernel_invariant, cuda/
          * qtypes.cuh) on the same integer sums, so every output is the
          * CPU's to the bit, whichever kernel the dispatcher took at n */
         if (quant_block_elems(type) > 1)
