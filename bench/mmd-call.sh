@@ -41,6 +41,10 @@ for r in 1 2; do for v in true false; do
   timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 --reps 2 --batch-invariant $v > $out/ab/inv-$v.r$r.model.txt 2>&1
 done; done
 python3 tests/cuda/ab_table.py $out/ab inv-true inv-false > $out/ab.md 2>&1
+# serving: time to first token and throughput with 512-token prompts (prefill-heavy at 8-64 streams)
+for v in true false; do
+  timeout 120 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
+      --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v > $out/serve-$v.txt 2>&1; echo "serve batch_invariant=$v"; tail -4 $out/serve-$v.txt; done >> $S
 # the F16 path's kernels one by one (q4_K 4096x14336 n=512)
 timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 --shapes llama3-ffn-down --reps 5 --batch-invariant false > $out/ncu.txt 2>&1; echo "ncu rc=$?" | tee -a $S
 grep -E "mmd_|gemm|sm90|Kernel|mmc_|gpu__time" $out/ncu.txt | head -40 >> $out/ncu-short.txt

@@ -297,6 +297,7 @@ static void bs_usage(FILE *f)
             "usage: inferd bench-serve --model M [--concurrency 1,4,16,64] [--max-tokens 64]\n"
             "                          [--prompt-tokens 32] [--threads 2] [--rounds 2]\n"
             "                          [--step-tokens 512] [--block-size 16] [--backend auto|cuda|cpu]\n"
+            "                          [--batch-invariant true|false]   (config key batch_invariant)\n"
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
             "aggregate generated tokens/s, mean time to first token and inter-token latency,\n"
@@ -321,7 +322,7 @@ int cmd_bench_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *conc_s = "1,4,16,64";
     int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
-    int kind = backend_kind_default();
+    int kind = backend_kind_default(), invariant = 1;
     int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
     struct backend *be;
     struct model *m = NULL;
@@ -350,6 +351,13 @@ int cmd_bench_serve(int argc, char **argv)
                 fprintf(stderr, "inferd bench-serve: --backend must be auto, cuda or cpu\n");
                 return CMD_USAGE;
             }
+        }
+        else if (!strcmp(a, "--batch-invariant")) {
+            if (strcmp(v, "true") && strcmp(v, "false")) {
+                fprintf(stderr, "inferd bench-serve: --batch-invariant must be true or false\n");
+                return CMD_USAGE;
+            }
+            invariant = !strcmp(v, "true");
         }
         else if (!strcmp(a, "--max-tokens"))
             ip = &max_tokens;
@@ -394,7 +402,7 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_USAGE;
     }
 
-    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, 0, 0};
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, !invariant, 0};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         return CMD_FAIL;
