@@ -48,7 +48,12 @@ extern "C" {
 /* default c->mmd_min: 0, never, until the crossover against the int8 kernels
  * is measured on the H200 (bench/RESULTS.md 2026-12-04 23:00-: written and
  * checked on the host, no device lent that session; the prediction there
- * puts it near 48-64 rows). INFERD_MMD_MIN=N turns the path on from N rows. */
+ * puts it near 48-64 rows). INFERD_MMD_MIN=N turns the path on from N rows.
+ * The crossover is per architecture: the F16 copy moves ~8x the weight's
+ * bytes (0.56 read, 2 written, 2 read again a Q4_K weight), which an H200's
+ * 4.8 TB/s hides behind cuBLAS's F16 rate, but a GB10 (sm_121, ~273 GB/s,
+ * no wgmma) likely never does: reason it from its limits before turning it
+ * on there. */
 #define MMD_MIN_ROWS 0
 
 /* F16 bits to float on either side (the host check below runs mmd_deq8 on
