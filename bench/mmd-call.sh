@@ -22,31 +22,47 @@ cp $OUT/*.log $out/ 2>/dev/null
 export OUT=$OUT_SAVE
 grep -E "mm-deq|f16 cublas|FAIL" $out/ops.log | head -60 >> $S
 grep -E "f16 cublas|not picked" $out/self.log | head -12 >> $S
-INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json > $out/tl-var.log 2>&1; echo "tiny-llama variant rc=$?" | tee -a $S
+INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json \
+    > $out/tl-var.log 2>&1; echo "tiny-llama variant rc=$?" | tee -a $S
 tail -3 $out/tl-var.log >> $S
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 64,100 --shapes qwen7b-attn-kv --reps 2 --batch-invariant false > $out/memcheck-op.log 2>&1; echo "memcheck op rc=$?" | tee -a $S
-INFERD_MMD_MIN=9 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --backend cuda --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 16 --tg 4 --reps 1 --batch-invariant false > $out/memcheck-model.log 2>&1; echo "memcheck model rc=$?" | tee -a $S
-timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf > $out/mk.log 2>&1
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 64,100 --shapes qwen7b-attn-kv \
+    --reps 2 --batch-invariant false > $out/memcheck-op.log 2>&1; echo "memcheck op rc=$?" \
+    | tee -a $S
+INFERD_MMD_MIN=9 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    $d/bin/inferd bench --backend cuda --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 16 --tg 4 \
+    --reps 1 --batch-invariant false > $out/memcheck-model.log 2>&1; echo "memcheck model rc=$?" \
+    | tee -a $S
+timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf \
+    > $out/mk.log 2>&1
 cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1; echo "q7 rc=$?" | tee -a $S
 tail -1 $out/q7.log | tee -a $S
-INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7-var.log 2>&1; echo "q7 variant rc=$?" | tee -a $S
+INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json \
+    > $out/q7-var.log 2>&1; echo "q7 variant rc=$?" | tee -a $S
 tail -3 $out/q7-var.log | tee -a $S
 date -u +%T | tee -a $S
 for r in 1 2; do for v in true false; do
-  timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K,q5_K --n 16,32,48,64,96,128,256,512,2048 --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 20 --batch-invariant $v > $out/ab/inv-$v.r$r.op.txt 2>&1 || true
+  timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K,q5_K \
+      --n 16,32,48,64,96,128,256,512,2048 \
+      --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 20 \
+      --batch-invariant $v > $out/ab/inv-$v.r$r.op.txt 2>&1 || true
 done; done
 date -u +%T | tee -a $S
 for r in 1 2; do for v in true false; do
-  timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 --reps 2 --batch-invariant $v > $out/ab/inv-$v.r$r.model.txt 2>&1
+  timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 \
+      --reps 2 --batch-invariant $v > $out/ab/inv-$v.r$r.model.txt 2>&1
 done; done
 python3 tests/cuda/ab_table.py $out/ab inv-true inv-false > $out/ab.md 2>&1
 # serving: time to first token and throughput with 512-token prompts (prefill-heavy at 8-64 streams)
 for v in true false; do
   timeout 120 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
-      --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v > $out/serve-$v.txt 2>&1; echo "serve batch_invariant=$v"; tail -4 $out/serve-$v.txt; done >> $S
+      --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v \
+      > $out/serve-$v.txt 2>&1; echo "serve batch_invariant=$v"; tail -4 $out/serve-$v.txt; done >> $S
 # the F16 path's kernels one by one (q4_K 4096x14336 n=512)
-timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 --shapes llama3-ffn-down --reps 5 --batch-invariant false > $out/ncu.txt 2>&1; echo "ncu rc=$?" | tee -a $S
+timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 \
+    $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 --shapes llama3-ffn-down \
+    --reps 5 --batch-invariant false > $out/ncu.txt 2>&1; echo "ncu rc=$?" | tee -a $S
 grep -E "mmd_|gemm|sm90|Kernel|mmc_|gpu__time" $out/ncu.txt | head -40 >> $out/ncu-short.txt
 date -u +%T | tee -a $S
 cd /tmp && tar czf $OUT/o.tgz o && cp $out/ab.md $out/summary.txt $out/ncu-short.txt $OUT/ 2>/dev/null
