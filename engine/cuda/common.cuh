@@ -519,6 +519,9 @@ int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const f
 int cuda_mmd_reserve(struct cuda_ctx *c);
 int cuda_mmd_min_default(void); /* c->mmd_min at cuda_backend_new (INFERD_MMD_MIN, 0: never) */
 
+/* cuda/knobs.cu: the environment switches into c (cuda_backend_new, once c->sm is set) */
+void cuda_knobs_read(struct cuda_ctx *c);
+
 /* cuda/mul_mat.cu: launch entry i of the dispatcher's table (prewarm) */
 int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *w, const float *x, float *y,
                         int32_t n_rows);

@@ -1,0 +1,114 @@
+/* cuda/knobs — the CUDA backend's environment switches, read once at
+ * cuda_backend_new (cuda/backend.cu) into the context. Almost all are for
+ * A/B runs on the GPU machine and leave results unchanged (docs/TOOLS.md
+ * lists them); the ones that change results say so. Needs c->sm set. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda/common.cuh"
+
+void cuda_knobs_read(struct cuda_ctx *c)
+{
+    /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
+     * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
+    c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
+    /* batch_invariant = false only: K-quant products from this many rows
+     * as F16 through cuBLASLt (cuda/mm_deq.cu; INFERD_MMD_MIN, 0: never) */
+    c->mmd_min = cuda_mmd_min_default();
+    /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
+     * leaves it out (A/B runs; results do not change) */
+    const char *early = getenv("INFERD_PDL_EARLY");
+    c->pdl_early = c->pdl && !(early && !strcmp(early, "0"));
+    const char *wpr = getenv("INFERD_MMVQ_WPR");
+    c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
+    /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul
+     * (A/B runs and tests; results do not change) */
+    c->glu_off = getenv("INFERD_NO_GLU") != NULL;
+    /* attention scores in the CPU's order with glibc's expf (the CPU
+     * backend's bits) unless asked for the tensor cores' sums
+     * (cuda_backend_set_attention_tc: config attention_scores = "tensor";
+     * INFERD_ATT_SCORES=tensor for A/B runs) */
+    const char *asc = getenv("INFERD_ATT_SCORES");
+    c->att_tc = asc && !strcmp(asc, "tensor");
+    /* INFERD_ATT_PAIR=0: the exact-score attention one row a block at every
+     * batch (A/B runs; the bits do not change) */
+    const char *apr = getenv("INFERD_ATT_PAIR");
+    c->att_pair = !(apr && !strcmp(apr, "0"));
+    /* decode batches up to CUDA_ATT_SPLIT (64) rows take the attention
+     * split: the score buffer is 64 rows x heads x the sequence capacity
+     * (235 MB for the 7B at 32 K, 29 MB at 4 K); INFERD_ATT_SPLIT=0..256
+     * moves the bound for A/B runs (0: the fused kernel everywhere) */
+    const char *asp = getenv("INFERD_ATT_SPLIT");
+    c->att_split = asp && atoi(asp) >= 0 && atoi(asp) <= 256 ? atoi(asp) : CUDA_ATT_SPLIT;
+    /* the split's walk: 0 by its grid (cuda/attention_dec.cu), for A/B runs
+     * INFERD_ATT_WALK=1 the one-warp walk, 2 the walk with helpers */
+    const char *awk = getenv("INFERD_ATT_WALK");
+    c->att_walk = awk && (!strcmp(awk, "1") || !strcmp(awk, "2")) ? awk[0] - '0' : 0;
+    /* one-row K-quant products through the lane-per-row kernel fed by
+     * bulk copies (cuda/mmvt.cu; sm_90 and later); INFERD_MMVT=0 gives
+     * them to mmvq for A/B runs (the bits do not change) */
+    const char *mvt = getenv("INFERD_MMVT");
+    c->mmvt = c->sm >= 90 && !(mvt && !strcmp(mvt, "0"));
+    /* INFERD_MMVT_CW=8|12|14: its compute warps a block, forced (A/B runs;
+     * the bits do not change) */
+    const char *mcw = getenv("INFERD_MMVT_CW");
+    c->mmvt_cw = mcw && (atoi(mcw) == 8 || atoi(mcw) == 12 || atoi(mcw) == 14) ? atoi(mcw) : 0;
+    /* INFERD_MMVT_RB=16|32: mmvt's rows a group, forced (A/B runs; results
+     * do not change) */
+    const char *mrb = getenv("INFERD_MMVT_RB");
+    c->mmvt_rb = mrb && (atoi(mrb) == 16 || atoi(mrb) == 32) ? atoi(mrb) : 0;
+    /* INFERD_MMVT_FQ=N: the longest rows (super-blocks) mmvt quantizes its
+     * activation row for itself where a block has one row group, every
+     * type (by default -1: per type, cuda/mmq.cuh MMVT_FQ_SB /
+     * MMVT_FQ_SB_Q45; rows of one stage always); 0: never, the quantizer
+     * kernel runs first; A/B runs; results do not change */
+    const char *mfq = getenv("INFERD_MMVT_FQ");
+    c->mmvt_fq = mfq && atoi(mfq) >= 0 ? atoi(mfq) : -1;
+    /* mmvt's early trigger (cuda_mmvt_trig): by the op sequence;
+     * INFERD_MMVT_TRIG=0 never, =2 before every successor (A/B runs; results
+     * do not change) */
+    const char *mtr = getenv("INFERD_MMVT_TRIG");
+    c->mmvt_trig = !c->pdl ? 0 : mtr && (!strcmp(mtr, "0") || !strcmp(mtr, "2")) ? mtr[0] - '0' : 1;
+    /* the early trigger of the small kernels before one-row products
+     * (cuda_small_early); INFERD_PDL_SMALL=0 leaves it out, =N (2-8) takes
+     * it to batches of N rows (A/B runs; results do not change);
+     * INFERD_PDL_ATT=0 leaves the decode attention out of it, =1 keeps
+     * only its walk's trigger (by default rope_kv_store and the score
+     * kernel trigger at their start too) */
+    const char *psm = getenv("INFERD_PDL_SMALL");
+    const int psn = psm ? atoi(psm) : 1;
+    c->pdl_small = !c->pdl ? 0 : psn < 0 || psn > 8 ? 1 : psn;
+    const char *rkv = getenv("INFERD_ROPE_KV");
+    c->rope_kv = !(rkv && !strcmp(rkv, "0"));
+    const char *pat = getenv("INFERD_PDL_ATT");
+    c->pdl_att = pat && (!strcmp(pat, "0") || !strcmp(pat, "1")) ? pat[0] - '0' : 2;
+    /* K-quant products of 2-8 rows (Q6_K 3-8) through mmqs's form fed by
+     * bulk copies where its ring fills (cuda/mmqt_impl.cuh; sm_90 and
+     * later); INFERD_MMQT=0 leaves them to mmqs and the dp4a kernel for A/B
+     * runs, =tl1|tl2 forces its 16-row tiles a block (the same bits either
+     * way) */
+    const char *mqt = getenv("INFERD_MMQT");
+    c->mmqt = c->sm >= 90 && !(mqt && !strcmp(mqt, "0"));
+    c->mmqt_tl = mqt && (!strcmp(mqt, "tl1") || !strcmp(mqt, "tl2")) ? mqt[2] - '0' : 0;
+    /* mmqt's weight stages by tensor copies of this many rows where a map
+     * fits (cuda/tiles.cuh cuda_tmap_rows); INFERD_TMA=0 copies a row at a
+     * time, =8|16|32 sets the rows a copy (A/B runs; the bytes that land,
+     * so the bits, are the same) */
+    const char *tma = getenv("INFERD_TMA");
+    c->tma_rows = tma && (!strcmp(tma, "0") || !strcmp(tma, "8") || !strcmp(tma, "16") || !strcmp(tma, "32"))
+                      ? atoi(tma)
+                      : 32;
+    /* K-quant products of mmqs_min..8 rows through the tensor-core kernel
+     * (cuda/mmqs_impl.cuh), fewer through the dp4a one (cuda/mmvq.cu): the
+     * same bits. 0: the per-type rule of cuda/mul_mat.cu (mm_mmqs_min);
+     * INFERD_MMQS_MIN=1..9 sets one count for every type, for A/B runs (9:
+     * never) */
+    const char *qmin = getenv("INFERD_MMQS_MIN");
+    c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
+    /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
+     * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
+     * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
+     * rule before) */
+    const char *qmax = getenv("INFERD_MMQS_MAX");
+    c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
+}
