@@ -1,68 +1,98 @@
 #!/usr/bin/env bash
-# bench/mmd-call.sh — the first device call of cuda/mm_deq.cu (batch_invariant = false:
-# K-quant batches as F16 through cuBLASLt), written 2026-12-04 when no device was lent.
+# bench/mmd-call.sh [check|bench] — the first device calls of cuda/mm_deq.cu
+# (batch_invariant = false: K-quant batches as F16 through cuBLASLt), written
+# 2026-12-04 when no device was lent. Two phases, one device call each (the
+# tool's 10-minute limit; ~5 min each):
+#   check  run-on-gpu self ops model (cuda-ops mm-deq, the prewarm of a
+#          batch-variant backend), the model gates in that mode (tiny-llama,
+#          the 7B-shaped q7; INFERD_MMD_MIN=9 so prefill takes the path),
+#          memcheck of bench --op and of a model run through it
+#   bench  bench --op at n = 16..2048 on four shapes, the 7B's pp512/pp2048/
+#          tg128 and bench-serve (512-token prompts, 1/8/64 streams), each
+#          batch_invariant true vs false interleaved; ncu of the path's kernels
 # Here: BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
-# device tool: carry ["devcarry.tgz"], command `bash bench/mmd-call.sh`. Prints and
-# leaves in $OUT: summary.txt (bits, gates, sanitizers), ab.md (bench --op and 7B pp/tg,
-# batch_invariant true vs false, two rounds interleaved), ncu-short.txt (the path's kernels).
+# device tool: carry ["devcarry.tgz"], command `bash bench/mmd-call.sh check` (then
+# `... bench`). Leaves in $OUT: summary.txt; bench also ab.md (the A/B table) and
+# ncu-short.txt; o.tgz every log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-tar xzf devcarry.tgz
+phase=${1:-check}
+tar xzf devcarry.tgz # always: a warm machine may hold an older devcarry/
 d=$PWD/devcarry
 export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
 # the path is off by default (cuda/mm_deq.cu MMD_MIN_ROWS = 0): on from 64 rows here
 export INFERD_MMD_MIN=${INFERD_MMD_MIN:-64}
-out=/tmp/o; rm -rf $out; mkdir -p $out/ab
+out=/tmp/o-$phase; rm -rf $out; mkdir -p $out/ab
 S=$out/summary.txt
 date -u +%T | tee $S
-OUT_SAVE=$OUT; export OUT=/tmp/rog; mkdir -p $OUT
-timeout 200 tests/cuda/run-on-gpu.sh self ops model > $out/rog.log 2>&1; echo "run-on-gpu rc=$?" | tee -a $S
-grep -E "rc=" $OUT/summary.txt >> $S
-cp $OUT/*.log $out/ 2>/dev/null
-export OUT=$OUT_SAVE
-grep -E "mm-deq|f16 cublas|FAIL" $out/ops.log | head -60 >> $S
-grep -E "f16 cublas|not picked" $out/self.log | head -12 >> $S
-INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json \
-    > $out/tl-var.log 2>&1; echo "tiny-llama variant rc=$?" | tee -a $S
-tail -3 $out/tl-var.log >> $S
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 64,100 --shapes qwen7b-attn-kv \
-    --reps 2 --batch-invariant false > $out/memcheck-op.log 2>&1; echo "memcheck op rc=$?" \
-    | tee -a $S
-INFERD_MMD_MIN=9 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    $d/bin/inferd bench --backend cuda --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 16 --tg 4 \
-    --reps 1 --batch-invariant false > $out/memcheck-model.log 2>&1; echo "memcheck model rc=$?" \
-    | tee -a $S
-timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf \
-    > $out/mk.log 2>&1
-cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
-timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1; echo "q7 rc=$?" | tee -a $S
-tail -1 $out/q7.log | tee -a $S
-INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json \
-    > $out/q7-var.log 2>&1; echo "q7 variant rc=$?" | tee -a $S
-tail -3 $out/q7-var.log | tee -a $S
+
+q7() { # the 7B-shaped Q4_K_M, made here (a warm machine keeps /tmp)
+    [ -s /tmp/q7.gguf ] || timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
+        --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf > $out/mk.log 2>&1
+    cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
+}
+
+if [ "$phase" = check ]; then
+    OUT_SAVE=$OUT; export OUT=/tmp/rog; rm -rf $OUT; mkdir -p $OUT
+    timeout 220 tests/cuda/run-on-gpu.sh self ops model > $out/rog.log 2>&1
+    echo "run-on-gpu rc=$?" | tee -a $S
+    grep -E "rc=" $OUT/summary.txt >> $S
+    cp $OUT/*.log $out/ 2>/dev/null
+    export OUT=$OUT_SAVE
+    grep -E "mm-deq|f16 cublas|FAIL" $out/ops.log | head -60 >> $S
+    grep -E "f16 cublas|not picked" $out/self.log | head -12 >> $S
+    INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json \
+        > $out/tl-var.log 2>&1
+    echo "tiny-llama variant rc=$?" | tee -a $S
+    tail -3 $out/tl-var.log >> $S
+    timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types q4_K,q6_K --n 64,100 --shapes qwen7b-attn-kv --reps 2 --batch-invariant false \
+        > $out/memcheck-op.log 2>&1
+    echo "memcheck op rc=$?" | tee -a $S
+    INFERD_MMD_MIN=9 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench \
+        --backend cuda --model $d/shared/models/tiny-llama-Q4_K_M.gguf --pp 16 --tg 4 --reps 1 \
+        --batch-invariant false > $out/memcheck-model.log 2>&1
+    echo "memcheck model rc=$?" | tee -a $S
+    q7
+    timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
+    echo "q7 rc=$?" | tee -a $S
+    tail -1 $out/q7.log | tee -a $S
+    INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json \
+        > $out/q7-var.log 2>&1
+    echo "q7 variant rc=$?" | tee -a $S
+    tail -3 $out/q7-var.log | tee -a $S
+elif [ "$phase" = bench ]; then
+    q7
+    for r in 1 2; do for v in true false; do
+        timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K,q5_K \
+            --n 16,32,48,64,96,128,256,512,2048 \
+            --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 20 \
+            --batch-invariant $v > $out/ab/inv-$v.r$r.op.txt 2>&1 || true
+    done; done
+    date -u +%T | tee -a $S
+    for r in 1 2; do for v in true false; do
+        timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 \
+            --reps 2 --batch-invariant $v > $out/ab/inv-$v.r$r.model.txt 2>&1
+    done; done
+    python3 tests/cuda/ab_table.py $out/ab inv-true inv-false > $out/ab.md 2>&1
+    # serving: time to first token and throughput with 512-token prompts
+    for v in true false; do
+        timeout 90 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
+            --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v > $out/serve-$v.txt 2>&1
+        echo "serve batch_invariant=$v"
+        tail -4 $out/serve-$v.txt
+    done >> $S
+    # the F16 path's kernels one by one (q4_K and q6_K 4096x14336 at n = 512)
+    timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 $d/bin/inferd bench \
+        --op --backend cuda --types q4_K,q6_K --n 512 --shapes llama3-ffn-down --reps 5 \
+        --batch-invariant false > $out/ncu.txt 2>&1
+    echo "ncu rc=$?" | tee -a $S
+    grep -E "mmd_|gemm|sm90|Kernel|mmc_|gpu__time" $out/ncu.txt | head -40 > $out/ncu-short.txt
+    cp $out/ab.md $out/ncu-short.txt $OUT/ 2>/dev/null
+else
+    echo "usage: bench/mmd-call.sh check|bench" >&2
+    exit 2
+fi
 date -u +%T | tee -a $S
-for r in 1 2; do for v in true false; do
-  timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K,q5_K \
-      --n 16,32,48,64,96,128,256,512,2048 \
-      --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 20 \
-      --batch-invariant $v > $out/ab/inv-$v.r$r.op.txt 2>&1 || true
-done; done
-date -u +%T | tee -a $S
-for r in 1 2; do for v in true false; do
-  timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 \
-      --reps 2 --batch-invariant $v > $out/ab/inv-$v.r$r.model.txt 2>&1
-done; done
-python3 tests/cuda/ab_table.py $out/ab inv-true inv-false > $out/ab.md 2>&1
-# serving: time to first token and throughput with 512-token prompts (prefill-heavy at 8-64 streams)
-for v in true false; do
-  timeout 120 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
-      --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v \
-      > $out/serve-$v.txt 2>&1; echo "serve batch_invariant=$v"; tail -4 $out/serve-$v.txt; done >> $S
-# the F16 path's kernels one by one (q4_K 4096x14336 n=512)
-timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 \
-    $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 --shapes llama3-ffn-down \
-    --reps 5 --batch-invariant false > $out/ncu.txt 2>&1; echo "ncu rc=$?" | tee -a $S
-grep -E "mmd_|gemm|sm90|Kernel|mmc_|gpu__time" $out/ncu.txt | head -40 >> $out/ncu-short.txt
-date -u +%T | tee -a $S
-cd /tmp && tar czf $OUT/o.tgz o && cp $out/ab.md $out/summary.txt $out/ncu-short.txt $OUT/ 2>/dev/null
+cp $S $OUT/
+cd /tmp && tar czf $OUT/o.tgz o-$phase
