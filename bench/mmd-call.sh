@@ -15,7 +15,7 @@
 # `... bench`). Leaves in $OUT: summary.txt; bench also ab.md (the A/B table) and
 # ncu-short.txt; o.tgz every log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 phase=${1:-check}
 tar xzf devcarry.tgz # always: a warm machine may hold an older devcarry/
 d=$PWD/devcarry
@@ -95,4 +95,4 @@ else
 fi
 date -u +%T | tee -a $S
 cp $S $OUT/
-cd /tmp && tar czf $OUT/o.tgz o-$phase
+cd /tmp && tar czf "$OUT/o.tgz" "o-$phase"
