@@ -192,6 +192,14 @@ static inline unsigned cuda_blocks(int64_t n, int per)
     return (unsigned)((n + per - 1) / per);
 }
 
+/* Blocks of 256 threads for a grid-stride loop over n items: one an item,
+ * at most 8 an SM (the rest loop) */
+static inline unsigned cuda_stride_grid(const struct cuda_ctx *c, int64_t n)
+{
+    const unsigned g = cuda_blocks(n, 256), cap = (unsigned)(c->n_sm > 0 ? c->n_sm * 8 : 1024);
+    return g < cap ? g : cap;
+}
+
 /* ---- programmatic dependent launch (sm_90 and later) ------------------- *
  * A step is a chain of a few hundred small kernels (a 7B decode step: ~13
  * a layer), each reading what the one before wrote. In a plain stream the

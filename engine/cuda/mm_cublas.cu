@@ -567,12 +567,6 @@ static __global__ void mmc_epi_kernel(const float *acc, float *y, int64_t n, int
         cuda_epi_store(y, (int32_t)(i / ne1), (int32_t)(i % ne1), ne1, acc[i], E); /* never segmented: mm_adjacent */
 }
 
-static unsigned mmc_grid(const struct cuda_ctx *c, int64_t n)
-{
-    const unsigned g = cuda_blocks(n, 256), cap = (unsigned)(c->n_sm > 0 ? c->n_sm * 8 : 1024);
-    return g < cap ? g : cap;
-}
-
 static int mmc_bucket(int64_t n)
 {
     int b = 0;
@@ -619,9 +613,9 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
                     return;
             } else {
                 if (T == QT_F16)
-                    cuda_launch(c, mmc_convert_kernel<QT_F16>, mmc_grid(c, ne), 256, 0, x, c->xq, ne);
+                    cuda_launch(c, mmc_convert_kernel<QT_F16>, cuda_stride_grid(c, ne), 256, 0, x, c->xq, ne);
                 else
-                    cuda_launch(c, mmc_convert_kernel<QT_BF16>, mmc_grid(c, ne), 256, 0, x, c->xq, ne);
+                    cuda_launch(c, mmc_convert_kernel<QT_BF16>, cuda_stride_grid(c, ne), 256, 0, x, c->xq, ne);
                 if (CUDA_CHECK_LAUNCH(c, "mmc_convert_kernel"))
                     return;
             }
@@ -634,7 +628,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
         mmc_matmul(c, m, s, fixed, wdata, xb, y, n);
         if (E.bias && !c->err) {
             const int64_t ne = (int64_t)n * s->ne1;
-            cuda_launch(c, mmc_epi_kernel, mmc_grid(c, ne), 256, 0, y, y, ne, (int32_t)s->ne1, E);
+            cuda_launch(c, mmc_epi_kernel, cuda_stride_grid(c, ne), 256, 0, y, y, ne, (int32_t)s->ne1, E);
             CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
         }
         return;
@@ -654,7 +648,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
         if (c->err)
             return;
         const int64_t ne = k * s->ne1;
-        cuda_launch(c, mmc_epi_kernel, mmc_grid(c, ne), 256, 0, m->yd, y + r0 * s->ne1, ne, (int32_t)s->ne1, E);
+        cuda_launch(c, mmc_epi_kernel, cuda_stride_grid(c, ne), 256, 0, m->yd, y + r0 * s->ne1, ne, (int32_t)s->ne1, E);
         CUDA_CHECK_LAUNCH(c, "mmc_epi_kernel");
     }
 }

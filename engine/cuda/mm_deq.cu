@@ -132,6 +132,17 @@ template <> struct mmd_deq8<QT_Q6_K> {
     }
 };
 
+/* Elements 8i .. 8i + 7 of rows of ne0 elements (row_bytes apart; ne0 % 256
+ * == 0), counted row-major: what thread i of the kernel below converts, and
+ * what the host check runs */
+template <int T>
+static __host__ __device__ __forceinline__ void mmd_run8(const uint8_t *w, size_t row_bytes, int64_t ne0, int64_t i,
+                                                         float v[8])
+{
+    const int64_t per_row = ne0 / 8, r = i / per_row, k = (i % per_row) * 8;
+    mmd_deq8<T>::run(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
+}
+
 /* rows x ne0 elements of w (row_bytes apart) to F16, row-major: thread i
  * writes elements 8i .. 8i + 7 (one 16-byte store; ne0 % 256 == 0). Waits
  * for the launches before it first: the previous GEMM may still read out. */
@@ -140,11 +151,9 @@ static __global__ void __launch_bounds__(256)
 mmd_dequant_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t ne0, int64_t n8, __half *__restrict__ out)
 {
     cuda_pdl_enter();
-    const int64_t per_row = ne0 / 8;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / per_row, k = (i % per_row) * 8;
         float v[8];
-        mmd_deq8<T>::run(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
+        mmd_run8<T>(w, row_bytes, ne0, i, v);
         uint4 o;
         __half2 p;
         p = __floats2half2_rn(v[0], v[1]);
@@ -164,13 +173,19 @@ static int mmd_type(int type)
     return type == QT_Q4_K || type == QT_Q5_K || type == QT_Q6_K;
 }
 
+/* bytes of an ne0 x ne1 weight as F16 */
+static size_t mmd_bytes(int64_t ne0, int64_t ne1)
+{
+    return (size_t)ne0 * (size_t)ne1 * sizeof(__half);
+}
+
 /* Does weight w (whole, as registered) take this path at some row count?
  * The same answer at registration and at release: batch_variant is fixed
  * before the first weight. */
 static int mmd_eligible(const struct cuda_ctx *c, const struct backend_weight *w)
 {
     return c->batch_variant && c->mmd_min > 0 && mmd_type(w->type) && w->ne1 > 1 && w->ne0 % QK_K == 0 &&
-           (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half) <= MMD_MAX_BYTES &&
+           mmd_bytes(w->ne0, w->ne1) <= MMD_MAX_BYTES &&
            strncmp(w->name, "token_embd", 10) != 0;
 }
 
@@ -180,12 +195,14 @@ int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
         return 0;
     if (cuda_mmc_f16_add(c, w->ne0, w->ne1, w->name))
         return 0; /* no cuBLASLt (or no algorithm): MMQ serves it */
-    const size_t bytes = (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half);
-    if (bytes > c->mmd_need)
-        c->mmd_need = bytes;
+    const size_t need = c->mmd_need;
+    if (mmd_bytes(w->ne0, w->ne1) > need)
+        c->mmd_need = mmd_bytes(w->ne0, w->ne1);
     const int rc = cuda_scratch_update(c);
-    if (rc)
+    if (rc) { /* not registered: neither its shape nor its scratch need stays */
         cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+        c->mmd_need = need;
+    }
     return rc;
 }
 
@@ -203,7 +220,7 @@ int cuda_mmd_reserve(struct cuda_ctx *c)
 /* ne0 x ne1 (one member of a product) fits the scratch and has its shape */
 static int mmd_fits(const struct cuda_ctx *c, int64_t ne0, int64_t ne1)
 {
-    return (size_t)ne0 * (size_t)ne1 * sizeof(__half) <= c->mmd_w_bytes && cuda_mmc_has_f16(c, ne0, ne1);
+    return mmd_bytes(ne0, ne1) <= c->mmd_w_bytes && cuda_mmc_has_f16(c, ne0, ne1);
 }
 
 /* Does the product of w at n_rows (with the epilogue c->epi: a fused view's
@@ -227,8 +244,7 @@ static void mmd_dequant(struct cuda_ctx *c, const struct backend_weight *w, int6
 {
     const uint8_t *src = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
     const int64_t n8 = ne1 * w->ne0 / 8;
-    const unsigned cap = (unsigned)(c->n_sm > 0 ? c->n_sm * 8 : 1024);
-    const unsigned g = cuda_blocks(n8, 256) < cap ? cuda_blocks(n8, 256) : cap;
+    const unsigned g = cuda_stride_grid(c, n8);
     __half *out = (__half *)c->mmd_w;
     switch (w->type) {
     case QT_Q4_K: cuda_launch(c, mmd_dequant_kernel<QT_Q4_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
@@ -271,10 +287,9 @@ int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const f
     const int had = cuda_mmc_has_f16(c, w->ne0, w->ne1);
     if (!had && cuda_mmc_f16_add(c, w->ne0, w->ne1, "prewarm"))
         return 1; /* no cuBLASLt here */
-    const size_t bytes = (size_t)w->ne0 * (size_t)w->ne1 * sizeof(__half);
     int rc = cuda_scratch_update(c); /* the F16 activation scratch, if cuBLASLt came up just now */
     if (!rc)
-        rc = cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, bytes);
+        rc = cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, mmd_bytes(w->ne0, w->ne1));
     if (!rc) {
         const int32_t saved = c->mmd_min;
         int held = -1;
@@ -299,8 +314,8 @@ int cuda_mmd_min_default(void)
 
 /* The kernel's per-thread arithmetic on the host: n_rows rows of ne0
  * elements of type T (bytes as weight_register gets them), every
- * eight-element run through mmd_deq8 at the offsets mmd_dequant_kernel
- * gives thread i, against engine/quant.c's quant_dequant_row, F16-rounded
+ * eight-element run through mmd_run8, what mmd_dequant_kernel's thread i
+ * runs, against engine/quant.c's quant_dequant_row, F16-rounded
  * both sides (the kernel's store); the first mismatch into msg. Returns
  * the mismatching elements, or -1 for a type this path does not take. No
  * GPU needed: the index arithmetic and formulas are what it checks. */
@@ -316,17 +331,17 @@ extern "C" int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int
     int64_t bad = 0;
     if (msg && cap)
         msg[0] = 0;
+    const uint8_t *wb = (const uint8_t *)w;
     const int64_t per_row = ne0 / 8;
     for (int64_t i = 0; i < n_rows * per_row; i++) {
         const int64_t r = i / per_row, k = (i % per_row) * 8;
-        const uint8_t *row = (const uint8_t *)w + r * rb;
         if (k == 0)
-            quant_dequant_row(type, row, ref, ne0);
+            quant_dequant_row(type, wb + r * rb, ref, ne0);
         float v[8];
         switch (type) {
-        case QT_Q4_K: mmd_deq8<QT_Q4_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q4_K>::bytes, (int)(k % QK_K), v); break;
-        case QT_Q5_K: mmd_deq8<QT_Q5_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q5_K>::bytes, (int)(k % QK_K), v); break;
-        default: mmd_deq8<QT_Q6_K>::run(row + (k / QK_K) * mmd_deq8<QT_Q6_K>::bytes, (int)(k % QK_K), v); break;
+        case QT_Q4_K: mmd_run8<QT_Q4_K>(wb, rb, ne0, i, v); break;
+        case QT_Q5_K: mmd_run8<QT_Q5_K>(wb, rb, ne0, i, v); break;
+        default: mmd_run8<QT_Q6_K>(wb, rb, ne0, i, v); break;
         }
         for (int t = 0; t < 8; t++)
             if (quant_f32_to_f16(v[t]) != quant_f32_to_f16(ref[k + t])) {
