@@ -43,6 +43,17 @@ int attention_scores_parse(const char *s, int *tc)
     return 0;
 }
 
+int batch_invariant_parse(const char *s, int *no_inv)
+{
+    if (!strcmp(s, "true"))
+        *no_inv = 0;
+    else if (!strcmp(s, "false"))
+        *no_inv = 1;
+    else
+        return INF_EINVAL;
+    return 0;
+}
+
 const char *backend_kind_name(int kind)
 {
     return kind == BACKEND_CUDA ? "cuda" : kind == BACKEND_CPU ? "cpu" : "auto";

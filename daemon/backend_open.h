@@ -25,6 +25,10 @@ const char *backend_kind_name(int kind);
  * "tensor" -> *tc = 1 (struct backend_open_params.attention_tc): 0, or
  * INF_EINVAL. */
 int attention_scores_parse(const char *s, int *tc);
+/* --batch-invariant (the config key batch_invariant): "true" -> *no_inv =
+ * 0, "false" -> *no_inv = 1 (struct backend_open_params.no_batch_invariance):
+ * 0, or INF_EINVAL. */
+int batch_invariant_parse(const char *s, int *no_inv);
 /* The kind a command uses when no --backend is given: INFERD_BACKEND from the
  * environment when it names one (test runs pin a backend that way), else auto. */
 int backend_kind_default(void);

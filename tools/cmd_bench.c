@@ -143,7 +143,7 @@ int cmd_bench(int argc, char **argv)
     int pp[BENCH_MAX_TESTS] = {128, 512}, tg[BENCH_MAX_TESTS] = {128};
     int n_pp = 2, n_tg = 1;
     long threads = 2, reps = 3;
-    int kind = backend_kind_default(), att_tc = 0, invariant = 1;
+    int kind = backend_kind_default(), att_tc = 0, no_inv = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -180,11 +180,10 @@ int cmd_bench(int argc, char **argv)
                 return CMD_USAGE;
             }
         } else if (!strcmp(a, "--batch-invariant")) {
-            if (strcmp(v, "true") && strcmp(v, "false")) {
+            if (batch_invariant_parse(v, &no_inv)) {
                 fprintf(stderr, "inferd bench: --batch-invariant must be true or false, not '%s'\n", v);
                 return CMD_USAGE;
             }
-            invariant = !strcmp(v, "true");
         } else if (!strcmp(a, "--pp")) {
             if ((n_pp = bench_list(v, pp, BENCH_MAX_TESTS)) < 0) {
                 fprintf(stderr, "inferd bench: bad --pp list '%s'\n", v);
@@ -215,7 +214,7 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, !invariant, att_tc};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

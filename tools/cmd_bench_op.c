@@ -215,7 +215,7 @@ int cmd_bench_op(int argc, char **argv)
     char types_s[256] = "q4_K,q6_K,q5_K,q8_0,q4_0,f16";
     char shapes_s[256] = "llama3-ffn-down";
     int ns[16] = {1, 8, 512, 2048}, n_n = 4, reps = 30, kind = backend_kind_default();
-    int invariant = 1;
+    int no_inv = 0;
     long threads = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -258,11 +258,10 @@ int cmd_bench_op(int argc, char **argv)
             else
                 threads = x;
         } else if (!strcmp(a, "--batch-invariant")) {
-            if (strcmp(v, "true") && strcmp(v, "false")) {
+            if (batch_invariant_parse(v, &no_inv)) {
                 fprintf(stderr, "inferd bench --op: --batch-invariant must be true or false\n");
                 return CMD_USAGE;
             }
-            invariant = !strcmp(v, "true");
         } else if (!strcmp(a, "--backend")) {
             if (backend_kind_parse(v, &kind)) {
                 fprintf(stderr, "inferd bench --op: --backend must be auto, cuda or cpu\n");
@@ -275,7 +274,7 @@ int cmd_bench_op(int argc, char **argv)
     }
     struct inf_error err = {0, ""};
     struct backend *be = NULL;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, !invariant, 0};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, 0};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench --op: %s\n", err.msg);
         return CMD_FAIL;

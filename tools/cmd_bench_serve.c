@@ -322,7 +322,7 @@ int cmd_bench_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *conc_s = "1,4,16,64";
     int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
-    int kind = backend_kind_default(), invariant = 1;
+    int kind = backend_kind_default(), no_inv = 0;
     int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
     struct backend *be;
     struct model *m = NULL;
@@ -353,11 +353,10 @@ int cmd_bench_serve(int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--batch-invariant")) {
-            if (strcmp(v, "true") && strcmp(v, "false")) {
+            if (batch_invariant_parse(v, &no_inv)) {
                 fprintf(stderr, "inferd bench-serve: --batch-invariant must be true or false\n");
                 return CMD_USAGE;
             }
-            invariant = !strcmp(v, "true");
         }
         else if (!strcmp(a, "--max-tokens"))
             ip = &max_tokens;
@@ -402,7 +401,7 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_USAGE;
     }
 
-    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, !invariant, 0};
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         return CMD_FAIL;
