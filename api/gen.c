@@ -104,6 +104,7 @@ int gen_submit(struct gen *g, struct sched *s, sched_notify_fn notify, void *ud,
         sr.sampling.n_bias = q->n_bias;
         sr.logprobs = q->logprobs;
         sr.prompt_logprobs = q->echo && q->logprobs >= 0;
+        sr.json = q->json;
         struct inf_error se = {0};
         int src = sched_submit(s, &sr, notify, ud, &p->h, &se);
         char msg[320];

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/schema.h"
+#include "engine/jsonc.h"
 #include "engine/tok.h"
 
 /* ---- errors and field readers ------------------------------------------ */
@@ -285,6 +287,14 @@ int req_common(const struct api_request_ctx *x, json_t *b, struct api_req *q,
     if (req_stop(x, b, q, e) || req_logit_bias(x, b, q, e) ||
         req_stop_ids(x, b, q, extra_stop_ids, e))
         return -1;
+    /* JSON mode / structured output (api/schema.c); on completions too, as
+     * llama.cpp's server takes it there */
+    char msg[300];
+    int rf = api_response_format(b, &q->json, msg, sizeof(msg));
+    if (rf == -2)
+        return REQ_OOM(e);
+    if (rf)
+        return req_fail(e, 400, "response_format", NULL, "%s", msg);
     return 0;
 }
 
@@ -525,6 +535,7 @@ void api_req_release(struct api_req *q)
         free(q->stop[i]);
     free(q->bias);
     free(q->stop_ids);
+    jsonc_free(q->json);
     int kind = q->kind;
     memset(q, 0, sizeof(*q));
     q->kind = kind;

@@ -26,6 +26,7 @@
 #include "api/api.h"
 #include "engine/sample.h"
 
+struct jsonc;
 struct tok;
 struct api_request_ctx;
 
@@ -63,6 +64,7 @@ struct api_req {
     int n_prompts;
     struct api_req_prompt *prompts;
     int32_t prompt_tokens; /* over all prompts */
+    struct jsonc *json;    /* response_format's constraint (api/schema.h), or NULL */
 };
 
 /* Why a request is refused: the HTTP status and OpenAI error fields. */

@@ -36,17 +36,6 @@ static int req_chat_unsupported(json_t *b, struct api_req_error *e)
         return req_fail(e, 400, "tool_choice", NULL,
                         "tool_choice other than 'none' or 'auto' is not supported (this server "
                         "does not support tools)");
-    v = json_object_get(b, "response_format");
-    if (v && !json_is_null(v)) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t))
-            return req_fail(e, 400, "response_format", NULL,
-                            "response_format must be an object with a string type");
-        if (strcmp(json_string_value(t), "text"))
-            return req_fail(e, 400, "response_format", NULL,
-                            "response_format type '%.32s' is not supported (only 'text')",
-                            json_string_value(t));
-    }
     return 0;
 }
 

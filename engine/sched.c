@@ -56,6 +56,7 @@
 #include "engine/backend.h"
 #include "engine/fault.h"
 #include "engine/graph.h"
+#include "engine/jsonc.h"
 #include "engine/kv.h"
 #include "engine/log.h"
 #include "engine/model.h"
@@ -167,6 +168,10 @@ void sched_free(struct sched *s)
         s->be->ops->host_free(s->be, s->sout);
     }
     free(s->mask_buf);
+    jsonc_vocab_free(s->jv);
+    free(s->jbits);
+    free(s->jrow);
+    free(s->jwork);
     free(s->sreq_k);
     free(s->sreq_q);
     free(s->sreq_lp);
@@ -396,6 +401,8 @@ int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_f
         return inf_error_set(err, INF_ERANGE,
                              "prompt (%d tokens) + max_tokens (%d) = %lld exceeds n_ctx (%d)",
                              rq->n_prompt, rq->max_tokens, (long long)total, s->cfg.n_ctx);
+    if (rq->json && !s->tok)
+        return inf_error_set(err, INF_EINVAL, "a JSON constraint needs the model's tokenizer");
     if (rq->n_choices > s->cfg.max_seqs)
         return inf_error_set(err, INF_ERANGE, "n (%d) exceeds the sequences that run at once (%d)",
                              rq->n_choices, s->cfg.max_seqs);
@@ -425,8 +432,14 @@ int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_f
     r->ev_cap = 4 + 2 * rq->n_choices;
     r->ev = malloc((size_t)r->ev_cap * sizeof(*r->ev));
     r->mask_saved = malloc(((size_t)s->n_eog + (size_t)rq->n_stop_ids + 1) * sizeof(float));
+    if (rq->json) {
+        r->json = jsonc_dup(rq->json);
+        r->jst = malloc((size_t)rq->n_choices * sizeof(*r->jst));
+        for (int32_t c = 0; r->json && r->jst && c < rq->n_choices; c++)
+            jsonc_state_init(r->json, &r->jst[c]);
+    }
     if (!r->prompt || !r->stop_ids || !r->bias || !r->cancel_choice || !r->seqs || !r->ev ||
-        !r->mask_saved) {
+        !r->mask_saved || (rq->json && (!r->json || !r->jst))) {
         sched_req_destroy(r);
         return inf_error_set(err, INF_ENOMEM, "out of memory");
     }

@@ -43,6 +43,8 @@
  * - A choice that ends on EOG or a stop id does not emit that token; before
  *   min_tokens those ids are masked out of sampling (logprobs still come from
  *   the raw logits).
+ * - JSON constraints (sched_request.json) mask each step's row on the host
+ *   with the tokens the choice's recognizer allows (engine/jsonc.h).
  */
 #ifndef INFERD_SCHED_H
 #define INFERD_SCHED_H
@@ -54,6 +56,7 @@
 
 struct model;
 struct graph;
+struct jsonc;
 
 #define SCHED_MAX_TOP 20 /* most top logprobs per token (API's logprobs cap) */
 
@@ -106,6 +109,15 @@ struct sched_request {
     struct sample_params sampling; /* bias array copied; choice i uses seed + i */
     int32_t logprobs;      /* -1: none; 0..SCHED_MAX_TOP: chosen token's logprob + top N */
     int prompt_logprobs;   /* 1: SCHED_EV_PROMPT events for prompt tokens 1.. (echo) */
+    /* NULL, or a JSON constraint (engine/jsonc.h; copied at submit): each
+     * choice samples only tokens that continue a JSON text its form
+     * accepts, end tokens and stop ids only where the value may end, and
+     * ends with SCHED_FINISH_STOP the moment the value is closed. Such a
+     * request samples on the host (its logits row is downloaded); its
+     * logprobs are the model's, before the constraint (as min_tokens'). A
+     * choice left with no allowed token (a nesting limit) ends with
+     * SCHED_FINISH_LENGTH. Needs the model's tokenizer (INF_EINVAL). */
+    const struct jsonc *json;
 };
 
 enum sched_ev_kind {

@@ -28,6 +28,9 @@ struct backend;
 struct backend_sample_req;
 struct backend_sample_out;
 struct graph;
+struct jsonc;
+struct jsonc_state;
+struct jsonc_vocab;
 struct model;
 struct tok;
 
@@ -94,6 +97,8 @@ struct sched_handle {
     int accept_pending;    /* admitted this step: prompt not yet fed to the samplers */
     int dev;               /* samples on the backend (its choices' state slots) */
     int32_t n_mask;        /* ids masked before min_tokens: EOG (unless ignore_eos), stop ids */
+    struct jsonc *json;    /* NULL, or the JSON constraint (a copy) */
+    struct jsonc_state *jst; /* [n_choices] each choice's recognizer */
 };
 
 /* What a logits row of the batch is for. */
@@ -182,6 +187,14 @@ struct sched {
     int32_t *sreq_lp;        /* [sreq_cap] where its logprobs are (itself, or a score request) */
     int32_t *row_req;        /* [max_logits] a prompt logprob row's request */
     int32_t sreq_cap;
+
+    /* JSON constraints (sched_sample.c), built at the first such request:
+     * the vocabulary's tables, the allowed-token bits of one row, the
+     * masked row, the recognizer states jsonc_allow walks with. */
+    struct jsonc_vocab *jv;
+    uint32_t *jbits;
+    float *jrow;
+    struct jsonc_state *jwork;
 };
 
 /* Backend sampling limits of a state slot: requests with more logit_bias

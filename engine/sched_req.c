@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/jsonc.h"
 #include "engine/log.h"
 
 void sched_req_destroy(struct sched_handle *r)
@@ -22,6 +23,8 @@ void sched_req_destroy(struct sched_handle *r)
     free(r->cancel_choice);
     free(r->seqs);
     free(r->mask_saved);
+    jsonc_free(r->json);
+    free(r->jst);
     free(r);
 }
 

@@ -14,6 +14,7 @@
 
 #include "engine/backend.h"
 #include "engine/graph.h"
+#include "engine/jsonc.h"
 #include "engine/log.h"
 #include "engine/model.h"
 #include "engine/tok.h"
@@ -31,10 +32,107 @@ static int is_stop_id(const struct sched_handle *r, int32_t t)
 static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L,
                        const struct backend_sample_out *o);
 
+/* ---- JSON constraints (sched.h: sched_request.json) ---- */
+
+/* The vocabulary's tables and the scratch, at the first constrained
+ * request; 0 or INF_ENOMEM. */
+static int json_tables(struct sched *s)
+{
+    if (s->jv)
+        return 0;
+    struct jsonc_vocab *v;
+    if (jsonc_vocab_new(s->tok, &v))
+        return INF_ENOMEM;
+    s->jbits = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof(uint32_t));
+    s->jrow = malloc((size_t)s->n_vocab * sizeof(float));
+    s->jwork = malloc(jsonc_vocab_work_states(v) * sizeof(*s->jwork));
+    if (!s->jbits || !s->jrow || !s->jwork) {
+        jsonc_vocab_free(v);
+        free(s->jbits);
+        free(s->jrow);
+        free(s->jwork);
+        s->jbits = NULL;
+        s->jrow = NULL;
+        s->jwork = NULL;
+        return INF_ENOMEM;
+    }
+    s->jv = v;
+    return 0;
+}
+
+static void json_bit(uint32_t *bits, int32_t id, int on)
+{
+    if (on)
+        bits[id / 32] |= 1u << (id % 32);
+    else
+        bits[id / 32] &= ~(1u << (id % 32));
+}
+
+/* The row a constrained choice samples from: a copy of L with every token
+ * its recognizer does not allow at -inf. End tokens and stop ids end the
+ * choice rather than feed the recognizer, so they are allowed exactly where
+ * the value may end (and min_tokens is reached, and for end tokens unless
+ * ignore_eos), whatever bytes they would spell. NULL: out of memory.
+ * *n_allowed: the tokens left. */
+static const float *json_row(struct sched *s, struct seq *q, const float *L, int32_t *n_allowed)
+{
+    struct sched_handle *r = q->r;
+    const struct jsonc_state *st = &r->jst[q->choice];
+    if (json_tables(s))
+        return NULL;
+    uint32_t *bits = s->jbits;
+    jsonc_allow(r->json, s->jv, st, s->jwork, bits);
+    int end = jsonc_can_end(r->json, st) && q->n_gen >= r->min_tokens;
+    for (int32_t i = 0; i < s->n_eog; i++)
+        json_bit(bits, s->eog[i], end && !r->ignore_eos);
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        json_bit(bits, r->stop_ids[i], end);
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        int on = (bits[i / 32] >> (i % 32)) & 1;
+        s->jrow[i] = on ? L[i] : -INFINITY;
+        n += on;
+    }
+    *n_allowed = n;
+    return s->jrow;
+}
+
+/* A constrained choice's step: sample from the masked row, feed the
+ * token to the recognizer (end tokens and stop ids end the choice
+ * instead), then the common rest. */
+static void json_sample_next(struct sched *s, struct seq *q, const float *L)
+{
+    struct sched_handle *r = q->r;
+    int32_t n_allowed = 0;
+    const float *row = json_row(s, q, L, &n_allowed);
+    if (!row) {
+        sched_req_fail(s, r, INF_ENOMEM);
+        return;
+    }
+    if (n_allowed == 0) { /* a dead end (the nesting limit): nothing to emit */
+        log_debug("sched: a JSON-constrained choice has no allowed token; it ends (length)");
+        sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
+        return;
+    }
+    int32_t t = sampler_sample(q->smp, row);
+    sampler_accept(q->smp, t, 0);
+    if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
+        jsonc_feed_token(r->json, s->jv, &r->jst[q->choice], t)) {
+        sched_req_fail(s, r, INF_EINTERNAL); /* an allowed token was refused: a bug */
+        return;
+    }
+    take_token(s, q, t, L, NULL);
+}
+
 void sched_sample_next(struct sched *s, struct seq *q, float *L)
 {
     struct sched_handle *r = q->r;
     int32_t t, n_mask = 0;
+
+    if (r->json) {
+        json_sample_next(s, q, L);
+        return;
+    }
 
     if (q->n_gen < r->min_tokens) { /* mask end tokens until min_tokens */
         for (int32_t i = 0; !r->ignore_eos && i < s->n_eog; i++) {
@@ -102,7 +200,9 @@ static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L
     s->st_generated++;
     q->gen[q->n_gen++] = t;
     q->last = t;
-    if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
+    if (r->json && jsonc_closed(&r->jst[q->choice]))
+        sched_req_finish_choice(s, q, SCHED_FINISH_STOP); /* the JSON value is complete */
+    else if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
         sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
 }
 

@@ -1,0 +1,448 @@
+/* schema — response_format (json_object, json_schema) compiled to a JSON
+ * constraint (engine/jsonc.h) that the scheduler decodes under.
+ *
+ * The JSON Schema subset: type (a name or a list of names), properties,
+ * required, additionalProperties (false, true or absent: only listed keys
+ * are generated either way; an object with no properties and
+ * additionalProperties not false takes any keys), items, minItems,
+ * maxItems, minLength, maxLength, enum, const, anyOf / oneOf (whose
+ * members start differently: a string or null, an object or an array, ...),
+ * $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion included),
+ * and the annotations (title, description, default, examples, $schema,
+ * $id, $comment, deprecated, readOnly, writeOnly). Any other keyword is
+ * refused by name rather than silently not enforced: a client that asked
+ * for a pattern or a minimum must not get output that ignores it.
+ * Properties are generated in the order the schema lists them (jansson
+ * keeps an object's key order when it parses).
+ * Thread: any.
+ */
+#include "api/schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/jsonc.h"
+
+#define SCHEMA_MAX_NODES 4096
+#define SCHEMA_MAX_LIT 1024 /* bytes of one enum/const value */
+#define SCHEMA_MAX_REFS 32  /* $ref hops to a schema */
+
+struct memo {
+    json_t *j;
+    int32_t id;
+};
+
+struct ctx {
+    json_t *root;
+    struct jsonc_builder *b;
+    struct memo *memo;
+    int32_t n_memo, cap_memo;
+    char *msg;
+    size_t cap;
+};
+
+static int32_t fail(struct ctx *c, const char *fmt, const char *arg)
+{
+    snprintf(c->msg, c->cap, fmt, arg ? arg : "");
+    return -1;
+}
+
+static int32_t oom(struct ctx *c)
+{
+    return fail(c, "out of memory compiling the schema%s", NULL);
+}
+
+static int32_t compile(struct ctx *c, json_t *j, int hops);
+
+static int memo_add(struct ctx *c, json_t *j, int32_t id)
+{
+    if (c->n_memo == c->cap_memo) {
+        int32_t cap = c->cap_memo ? 2 * c->cap_memo : 32;
+        struct memo *m = realloc(c->memo, (size_t)cap * sizeof(*m));
+        if (!m)
+            return -1;
+        c->memo = m;
+        c->cap_memo = cap;
+    }
+    c->memo[c->n_memo++] = (struct memo){j, id};
+    return 0;
+}
+
+static int32_t new_node(struct ctx *c, json_t *j, int kind)
+{
+    if (jsonc_b_kind(c->b, SCHEMA_MAX_NODES + JSONC_N_BUILTIN) >= 0)
+        return fail(c, "the schema is too large (more than %s nodes)", "4096");
+    int32_t id = jsonc_b_node(c->b, kind);
+    if (id < 0 || (j && memo_add(c, j, id)))
+        return oom(c);
+    return id;
+}
+
+static int known_keyword(const char *k)
+{
+    static const char *const kw[] = {
+        "type", "properties", "required", "additionalProperties", "items", "minItems",
+        "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref",
+        "$defs", "definitions", "title", "description", "default", "examples", "$schema",
+        "$id", "$comment", "deprecated", "readOnly", "writeOnly"};
+    for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
+        if (!strcmp(k, kw[i]))
+            return 1;
+    return 0;
+}
+
+/* A non-negative integer keyword, or dflt when absent; -2 on error. */
+static int64_t count_kw(struct ctx *c, json_t *j, const char *k, int64_t dflt)
+{
+    json_t *v = json_object_get(j, k);
+    if (!v)
+        return dflt;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000) {
+        fail(c, "schema keyword '%s' must be an integer in 0..1000000", k);
+        return -2;
+    }
+    return json_integer_value(v);
+}
+
+/* Literal slots of the JSON values vals[0..n) (compact serialization). */
+static int32_t lits(struct ctx *c, json_t *key, json_t *const *vals, size_t n)
+{
+    if (n == 0 || n > JSONC_MAX_ALT)
+        return fail(c, "enum must have 1..%s values", "64");
+    int32_t id = new_node(c, key, JSONC_LITS);
+    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
+    if (id < 0 || first < 0)
+        return id < 0 ? -1 : oom(c);
+    for (size_t i = 0; i < n; i++) {
+        char *s = json_dumps(vals[i], JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!s)
+            return oom(c);
+        size_t len = strlen(s);
+        int rc = len > SCHEMA_MAX_LIT ? -2 : jsonc_b_slot(c->b, first + (int32_t)i, s, len, -1);
+        free(s);
+        if (rc == -2)
+            return fail(c, "an enum/const value is longer than %s bytes", "1024");
+        if (rc)
+            return oom(c);
+    }
+    jsonc_b_shape(c->b, id, first, (int32_t)n, 0, -1, 0);
+    return id;
+}
+
+static int32_t object(struct ctx *c, json_t *j, json_t *mkey)
+{
+    json_t *props = json_object_get(j, "properties");
+    json_t *req = json_object_get(j, "required");
+    json_t *add = json_object_get(j, "additionalProperties");
+    if (props && !json_is_object(props))
+        return fail(c, "schema 'properties' must be an object%s", NULL);
+    if (add && !json_is_boolean(add))
+        return fail(c, "additionalProperties other than true/false is not supported%s", NULL);
+    if (req && !json_is_array(req))
+        return fail(c, "schema 'required' must be an array of property names%s", NULL);
+    size_t n = props ? json_object_size(props) : 0;
+    if (n == 0 && !json_is_false(add) && (!req || json_array_size(req) == 0)) {
+        if (mkey && memo_add(c, mkey, JSONC_N_FREE_OBJECT))
+            return oom(c);
+        return JSONC_N_FREE_OBJECT;
+    }
+    if (n > JSONC_MAX_ALT)
+        return fail(c, "an object may list at most %s properties", "64");
+    int32_t id = new_node(c, mkey, JSONC_OBJECT);
+    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
+    if (id < 0 || first < 0)
+        return id < 0 ? -1 : oom(c);
+    uint64_t required = 0;
+    for (size_t r = 0; req && r < json_array_size(req); r++) {
+        json_t *name = json_array_get(req, r);
+        size_t k = 0;
+        const char *key;
+        json_t *sub;
+        int found = 0;
+        if (!json_is_string(name))
+            return fail(c, "schema 'required' must be an array of property names%s", NULL);
+        json_object_foreach(props, key, sub) {
+            (void)sub;
+            if (!strcmp(key, json_string_value(name))) {
+                required |= (uint64_t)1 << k;
+                found = 1;
+            }
+            k++;
+        }
+        if (!found)
+            return fail(c, "required property '%.64s' is not in properties",
+                        json_string_value(name));
+    }
+    size_t k = 0;
+    const char *key;
+    json_t *sub;
+    json_object_foreach(props, key, sub) {
+        json_t *ks = json_string(key);
+        char *lit = ks ? json_dumps(ks, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(ks);
+        if (!lit)
+            return oom(c);
+        int rc = jsonc_b_slot(c->b, first + (int32_t)k, lit, strlen(lit), -1);
+        free(lit);
+        if (rc)
+            return oom(c);
+        int32_t v = compile(c, sub, 0);
+        if (v < 0)
+            return -1;
+        jsonc_b_slot(c->b, first + (int32_t)k, NULL, 0, v);
+        k++;
+    }
+    jsonc_b_shape(c->b, id, first, (int32_t)n, 0, -1, required);
+    return id;
+}
+
+static int32_t array(struct ctx *c, json_t *j, json_t *key)
+{
+    json_t *items = json_object_get(j, "items");
+    int64_t lo = count_kw(c, j, "minItems", 0), hi = count_kw(c, j, "maxItems", -1);
+    if (lo == -2 || hi == -2)
+        return -1;
+    if (hi >= 0 && hi < lo)
+        return fail(c, "maxItems is below minItems%s", NULL);
+    int32_t id = new_node(c, key, JSONC_ARRAY);
+    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, 1);
+    if (id < 0 || first < 0)
+        return id < 0 ? -1 : oom(c);
+    int32_t it = items ? compile(c, items, 0) : JSONC_N_ANY;
+    if (it < 0)
+        return -1;
+    jsonc_b_slot(c->b, first, NULL, 0, it);
+    jsonc_b_shape(c->b, id, first, 1, (int32_t)lo, (int32_t)hi, 0);
+    return id;
+}
+
+/* One type name of j's "type"; key: what to remember the node under (j,
+ * or NULL for one member of a list of types). */
+static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
+{
+    if (!strcmp(type, "object"))
+        return object(c, j, key);
+    if (!strcmp(type, "array"))
+        return array(c, j, key);
+    if (!strcmp(type, "string")) {
+        int64_t lo = count_kw(c, j, "minLength", 0), hi = count_kw(c, j, "maxLength", -1);
+        if (lo == -2 || hi == -2)
+            return -1;
+        if (hi >= 0 && hi < lo)
+            return fail(c, "maxLength is below minLength%s", NULL);
+        int32_t id = new_node(c, key, JSONC_STRING);
+        if (id >= 0)
+            jsonc_b_shape(c->b, id, 0, 0, (int32_t)lo, (int32_t)hi, 0);
+        return id;
+    }
+    if (!strcmp(type, "number"))
+        return new_node(c, key, JSONC_NUMBER);
+    if (!strcmp(type, "integer"))
+        return new_node(c, key, JSONC_INTEGER);
+    if (!strcmp(type, "boolean")) {
+        json_t *v[2] = {json_true(), json_false()};
+        return lits(c, key, v, 2);
+    }
+    if (!strcmp(type, "null")) {
+        json_t *v[1] = {json_null()};
+        return lits(c, key, v, 1);
+    }
+    return fail(c, "schema type '%.32s' is not one of object, array, string, number, integer, "
+                   "boolean, null", type);
+}
+
+/* A union of the n schemas in list (j NULL), or of the n type names in
+ * list over schema j; members must start differently, since the recognizer
+ * picks one by the value's first byte. */
+static int32_t union_of(struct ctx *c, json_t *key, size_t n, json_t *list, json_t *j)
+{
+    if (n == 0 || n > JSONC_MAX_ALT)
+        return fail(c, "anyOf/oneOf/type lists must have 1..%s entries", "64");
+    int32_t mem[JSONC_MAX_ALT];
+    int32_t id = new_node(c, key, JSONC_UNION);
+    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
+    if (id < 0 || first < 0)
+        return id < 0 ? -1 : oom(c);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        int32_t m;
+        if (j) { /* a list of type names over one schema */
+            if (!json_is_string(e))
+                return fail(c, "schema 'type' must be a name or a list of names%s", NULL);
+            m = typed(c, j, json_string_value(e), NULL);
+        } else
+            m = compile(c, e, 0);
+        if (m < 0)
+            return -1;
+        for (size_t p = 0; p < i; p++) {
+            for (unsigned b = 0; b < 256; b++) {
+                if (jsonc_b_first_ok(c->b, m, b) && jsonc_b_first_ok(c->b, mem[p], b))
+                    return fail(c, "anyOf/oneOf/type alternatives must start differently (a "
+                                   "string, a number, an object, an array, true/false, null: "
+                                   "one each); two of them can start with '%s'",
+                                (char[2]){(char)b, 0});
+            }
+        }
+        mem[i] = m;
+        jsonc_b_slot(c->b, first + (int32_t)i, NULL, 0, m);
+    }
+    jsonc_b_shape(c->b, id, first, (int32_t)n, 0, -1, 0);
+    return id;
+}
+
+/* "#", "#/$defs/NAME", "#/definitions/NAME" (NAME with JSON Pointer's ~0
+ * and ~1), or NULL. */
+static json_t *resolve(struct ctx *c, const char *ref)
+{
+    if (!strcmp(ref, "#"))
+        return c->root;
+    const char *name = NULL;
+    json_t *defs = NULL;
+    if (!strncmp(ref, "#/$defs/", 8)) {
+        name = ref + 8;
+        defs = json_object_get(c->root, "$defs");
+    } else if (!strncmp(ref, "#/definitions/", 14)) {
+        name = ref + 14;
+        defs = json_object_get(c->root, "definitions");
+    }
+    if (!name || !json_is_object(defs) || strchr(name, '/'))
+        return NULL;
+    char key[256];
+    size_t n = 0;
+    for (const char *p = name; *p; p++) {
+        char ch = *p;
+        if (ch == '~') {
+            if (p[1] != '0' && p[1] != '1')
+                return NULL;
+            ch = *++p == '0' ? '~' : '/';
+        }
+        if (n + 1 >= sizeof(key))
+            return NULL;
+        key[n++] = ch;
+    }
+    key[n] = 0;
+    return json_object_get(defs, key);
+}
+
+static int32_t compile(struct ctx *c, json_t *j, int hops)
+{
+    const char *k;
+    json_t *v;
+    if (json_is_true(j))
+        return JSONC_N_ANY;
+    if (!json_is_object(j))
+        return fail(c, "a schema must be an object (or true)%s", NULL);
+    for (int32_t i = 0; i < c->n_memo; i++)
+        if (c->memo[i].j == j)
+            return c->memo[i].id;
+    json_object_foreach(j, k, v) {
+        (void)v;
+        if (!known_keyword(k))
+            return fail(c, "JSON Schema keyword '%.48s' is not supported here (supported: type, "
+                           "properties, required, additionalProperties, items, minItems, "
+                           "maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref, "
+                           "$defs, and annotations)", k);
+    }
+    json_t *ref = json_object_get(j, "$ref");
+    if (ref) {
+        json_t *t = json_is_string(ref) ? resolve(c, json_string_value(ref)) : NULL;
+        if (!t)
+            return fail(c, "$ref '%.64s' does not name \"#\", #/$defs/NAME or "
+                           "#/definitions/NAME of this schema",
+                        json_is_string(ref) ? json_string_value(ref) : "?");
+        if (hops >= SCHEMA_MAX_REFS)
+            return fail(c, "$ref chain too long or circular at '%.64s'", json_string_value(ref));
+        int32_t id = compile(c, t, hops + 1);
+        if (id >= 0 && memo_add(c, j, id))
+            return oom(c);
+        return id;
+    }
+    if ((v = json_object_get(j, "const")))
+        return lits(c, j, &v, 1);
+    if ((v = json_object_get(j, "enum"))) {
+        if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > JSONC_MAX_ALT)
+            return fail(c, "enum must be an array of 1..%s values", "64");
+        json_t *vals[JSONC_MAX_ALT];
+        for (size_t i = 0; i < json_array_size(v); i++)
+            vals[i] = json_array_get(v, i);
+        return lits(c, j, vals, json_array_size(v));
+    }
+    json_t *any = json_object_get(j, "anyOf");
+    if (!any)
+        any = json_object_get(j, "oneOf");
+    if (any) {
+        if (!json_is_array(any))
+            return fail(c, "anyOf/oneOf must be an array of schemas%s", NULL);
+        return union_of(c, j, json_array_size(any), any, NULL);
+    }
+    json_t *type = json_object_get(j, "type");
+    if (json_is_string(type))
+        return typed(c, j, json_string_value(type), j);
+    if (json_is_array(type)) {
+        if (json_array_size(type) == 1 && json_is_string(json_array_get(type, 0)))
+            return typed(c, j, json_string_value(json_array_get(type, 0)), j);
+        return union_of(c, j, json_array_size(type), type, j);
+    }
+    if (type)
+        return fail(c, "schema 'type' must be a name or a list of names%s", NULL);
+    if (json_object_get(j, "properties"))
+        return object(c, j, j);
+    if (json_object_get(j, "items"))
+        return array(c, j, j);
+    if (memo_add(c, j, JSONC_N_ANY))
+        return oom(c);
+    return JSONC_N_ANY;
+}
+
+int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap)
+{
+    struct ctx c = {.root = schema, .msg = msg, .cap = cap};
+    *out = NULL;
+    msg[0] = 0;
+    c.b = jsonc_builder_new();
+    if (!c.b)
+        return -2;
+    int32_t root = compile(&c, schema, 0);
+    int rc = root < 0 ? -1 : jsonc_b_finish(c.b, root, out) ? -2 : 0;
+    if (rc == -1 && !strncmp(msg, "out of memory", 13))
+        rc = -2;
+    jsonc_builder_free(c.b);
+    free(c.memo);
+    return rc;
+}
+
+int api_response_format(json_t *body, struct jsonc **out, char *msg, size_t cap)
+{
+    json_t *rf = json_object_get(body, "response_format");
+    *out = NULL;
+    msg[0] = 0;
+    if (!rf || json_is_null(rf))
+        return 0;
+    json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+    if (!json_is_string(t)) {
+        snprintf(msg, cap, "response_format must be an object with a string type");
+        return -1;
+    }
+    const char *type = json_string_value(t);
+    if (!strcmp(type, "text"))
+        return 0;
+    if (!strcmp(type, "json_object"))
+        return jsonc_new_object(out) ? -2 : 0;
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        json_t *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+        if (!schema) {
+            snprintf(msg, cap, "response_format json_schema needs json_schema.schema");
+            return -1;
+        }
+        char why[256];
+        int rc = api_schema_compile(schema, out, why, sizeof(why));
+        if (rc == -1)
+            snprintf(msg, cap, "response_format.json_schema.schema: %s", why);
+        return rc;
+    }
+    snprintf(msg, cap, "response_format type '%.32s' is not one of text, json_object, json_schema",
+             type);
+    return -1;
+}

@@ -1,0 +1,23 @@
+/* schema — response_format and its JSON Schema, compiled to the JSON
+ * constraint the scheduler decodes under (engine/jsonc.h); api/schema.c
+ * has the subset. Thread: any. */
+#ifndef INFERD_API_SCHEMA_H
+#define INFERD_API_SCHEMA_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+struct jsonc;
+
+/* Compile a JSON Schema: 0 and *out (jsonc_free it), -1 when the schema
+ * is refused (msg says why, naming the keyword), -2 out of memory. */
+int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap);
+
+/* body's response_format: absent, null or {"type": "text"}: 0 and *out
+ * NULL; {"type": "json_object"}: one JSON object; {"type": "json_schema",
+ * "json_schema": {"schema": {...}, ...}}: that schema. -1 (msg: the 400
+ * message) or -2 (out of memory) otherwise. */
+int api_response_format(json_t *body, struct jsonc **out, char *msg, size_t cap);
+
+#endif

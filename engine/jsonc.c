@@ -1,0 +1,807 @@
+/* jsonc — the compiled form, its builder, and the byte-level recognizer
+ * (jsonc.h has the contract; jsonc_vocab.c the token side).
+ *
+ * The recognizer is a pushdown automaton: a stack of container frames
+ * (object or array, the phase inside it) plus one lexical token in flight
+ * (a value about to start, a string, a number, a literal being matched
+ * against a set). Every step is one byte, so a token's bytes feed one after
+ * another and a state can be copied to try a token without committing.
+ * A number or a literal that may be a prefix of a longer one ends only when
+ * a byte cannot extend it; that byte is then read again by the container
+ * (the "reread" returns below).
+ */
+#include "engine/jsonc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct jsonc_node {
+    uint8_t kind;
+    uint8_t free_keys; /* OBJECT: any keys, JSONC_N_ANY values */
+    uint16_t n;        /* slots */
+    int32_t first;
+    int32_t lo, hi;
+    uint64_t req;
+};
+
+struct jsonc_slot {
+    uint32_t off, len; /* literal bytes in chars[] */
+    int32_t ref;
+};
+
+struct jsonc {
+    size_t bytes; /* the whole allocation, for jsonc_dup */
+    int32_t n_nodes, n_slots, root;
+    uint32_t n_chars;
+    const struct jsonc_node *nodes;
+    const struct jsonc_slot *slots;
+    const uint8_t *chars;
+};
+
+/* ---- builder ---- */
+
+struct jsonc_builder {
+    struct jsonc_node *nodes;
+    struct jsonc_slot *slots;
+    uint8_t *chars;
+    int32_t n_nodes, cap_nodes, n_slots, cap_slots;
+    uint32_t n_chars, cap_chars;
+};
+
+static int grow(void **p, int64_t need, int64_t *cap, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int64_t c = *cap ? *cap * 2 : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int32_t b_node_raw(struct jsonc_builder *b, int kind, int free_keys)
+{
+    int64_t cap = b->cap_nodes;
+    if (b->n_nodes >= 65536 || grow((void **)&b->nodes, b->n_nodes + 1, &cap, sizeof(*b->nodes)))
+        return -1;
+    b->cap_nodes = (int32_t)cap;
+    struct jsonc_node *n = &b->nodes[b->n_nodes];
+    memset(n, 0, sizeof(*n));
+    n->kind = (uint8_t)kind;
+    n->free_keys = (uint8_t)free_keys;
+    n->hi = -1;
+    return b->n_nodes++;
+}
+
+int32_t jsonc_b_slots(struct jsonc_builder *b, int32_t n)
+{
+    int64_t cap = b->cap_slots;
+    if (n < 0 || b->n_slots + (int64_t)n > (1 << 24) ||
+        grow((void **)&b->slots, (int64_t)b->n_slots + n + 1, &cap, sizeof(*b->slots)))
+        return -1;
+    b->cap_slots = (int32_t)cap;
+    for (int32_t i = 0; i < n; i++)
+        b->slots[b->n_slots + i] = (struct jsonc_slot){0, 0, -1};
+    int32_t first = b->n_slots;
+    b->n_slots += n;
+    return first;
+}
+
+int jsonc_b_slot(struct jsonc_builder *b, int32_t i, const char *lit, size_t len, int32_t ref)
+{
+    if (i < 0 || i >= b->n_slots)
+        return -1;
+    if (lit) {
+        int64_t cap = b->cap_chars;
+        if (len > (1u << 24) || (int64_t)b->n_chars + (int64_t)len > (1 << 26) ||
+            grow((void **)&b->chars, (int64_t)b->n_chars + (int64_t)len + 1, &cap, 1))
+            return -1;
+        b->cap_chars = (uint32_t)cap;
+        memcpy(b->chars + b->n_chars, lit, len);
+        b->slots[i].off = b->n_chars;
+        b->slots[i].len = (uint32_t)len;
+        b->n_chars += (uint32_t)len;
+    }
+    b->slots[i].ref = ref;
+    return 0;
+}
+
+static int b_lits(struct jsonc_builder *b, int32_t id, const char *const *lits, int n)
+{
+    int32_t first = jsonc_b_slots(b, n);
+    if (first < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (jsonc_b_slot(b, first + i, lits[i], strlen(lits[i]), -1))
+            return -1;
+    jsonc_b_shape(b, id, first, n, 0, -1, 0);
+    return 0;
+}
+
+struct jsonc_builder *jsonc_builder_new(void)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    struct jsonc_builder *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    /* the builtin nodes, in enum order */
+    int ok = b_node_raw(b, JSONC_ANY, 0) == JSONC_N_ANY &&
+             b_node_raw(b, JSONC_OBJECT, 1) == JSONC_N_FREE_OBJECT &&
+             b_node_raw(b, JSONC_ARRAY, 0) == JSONC_N_FREE_ARRAY &&
+             b_node_raw(b, JSONC_STRING, 0) == JSONC_N_STRING &&
+             b_node_raw(b, JSONC_NUMBER, 0) == JSONC_N_NUMBER &&
+             b_node_raw(b, JSONC_LITS, 0) == JSONC_N_WORDS;
+    int32_t items = ok ? jsonc_b_slots(b, 1) : -1;
+    ok = ok && items >= 0 && !jsonc_b_slot(b, items, NULL, 0, JSONC_N_ANY) &&
+         !b_lits(b, JSONC_N_WORDS, words, 3);
+    if (!ok) {
+        jsonc_builder_free(b);
+        return NULL;
+    }
+    jsonc_b_shape(b, JSONC_N_FREE_ARRAY, items, 1, 0, -1, 0);
+    return b;
+}
+
+void jsonc_builder_free(struct jsonc_builder *b)
+{
+    if (!b)
+        return;
+    free(b->nodes);
+    free(b->slots);
+    free(b->chars);
+    free(b);
+}
+
+int32_t jsonc_b_node(struct jsonc_builder *b, int kind)
+{
+    return b_node_raw(b, kind, 0);
+}
+
+void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n, int32_t lo,
+                   int32_t hi, uint64_t req)
+{
+    struct jsonc_node *nd = &b->nodes[id];
+    nd->first = first;
+    nd->n = (uint16_t)n;
+    nd->lo = lo;
+    nd->hi = hi;
+    nd->req = req;
+}
+
+int jsonc_b_kind(const struct jsonc_builder *b, int32_t id)
+{
+    return id >= 0 && id < b->n_nodes ? b->nodes[id].kind : -1;
+}
+
+void jsonc_b_set_kind(struct jsonc_builder *b, int32_t id, int kind)
+{
+    b->nodes[id].kind = (uint8_t)kind;
+}
+
+/* Whether a value of node id may start with c; depth bounds a union that
+ * (through a bad $ref cycle) names itself. */
+static int first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slots,
+                    const uint8_t *chars, int32_t id, unsigned c, int depth)
+{
+    const struct jsonc_node *n = &nodes[id];
+    int num = c == '-' || (c >= '0' && c <= '9');
+    switch (n->kind) {
+    case JSONC_ANY:
+        return c == '{' || c == '[' || c == '"' || num || c == 't' || c == 'f' || c == 'n';
+    case JSONC_OBJECT:
+        return c == '{';
+    case JSONC_ARRAY:
+        return c == '[';
+    case JSONC_STRING:
+        return c == '"';
+    case JSONC_NUMBER:
+    case JSONC_INTEGER:
+        return num;
+    case JSONC_LITS:
+        for (int32_t i = 0; i < n->n; i++)
+            if (slots[n->first + i].len && chars[slots[n->first + i].off] == c)
+                return 1;
+        return 0;
+    case JSONC_UNION:
+        for (int32_t i = 0; depth < 16 && i < n->n; i++)
+            if (slots[n->first + i].ref >= 0 &&
+                first_ok(nodes, slots, chars, slots[n->first + i].ref, c, depth + 1))
+                return 1;
+        return 0;
+    }
+    return 0;
+}
+
+int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c)
+{
+    return first_ok(b->nodes, b->slots, b->chars, id, c, 0);
+}
+
+static void bind(struct jsonc *g)
+{
+    g->nodes = (const struct jsonc_node *)(g + 1);
+    g->slots = (const struct jsonc_slot *)(g->nodes + g->n_nodes);
+    g->chars = (const uint8_t *)(g->slots + g->n_slots);
+}
+
+int jsonc_b_finish(struct jsonc_builder *b, int32_t root, struct jsonc **out)
+{
+    size_t bytes = sizeof(struct jsonc) + (size_t)b->n_nodes * sizeof(struct jsonc_node) +
+                   (size_t)b->n_slots * sizeof(struct jsonc_slot) + b->n_chars;
+    struct jsonc *g = malloc(bytes);
+    *out = NULL;
+    if (!g || root < 0 || root >= b->n_nodes) {
+        free(g);
+        return -1;
+    }
+    g->bytes = bytes;
+    g->n_nodes = b->n_nodes;
+    g->n_slots = b->n_slots;
+    g->n_chars = b->n_chars;
+    g->root = root;
+    bind(g);
+    memcpy((void *)g->nodes, b->nodes, (size_t)b->n_nodes * sizeof(struct jsonc_node));
+    if (b->n_slots)
+        memcpy((void *)g->slots, b->slots, (size_t)b->n_slots * sizeof(struct jsonc_slot));
+    if (b->n_chars)
+        memcpy((void *)g->chars, b->chars, b->n_chars);
+    *out = g;
+    return 0;
+}
+
+int jsonc_new_object(struct jsonc **out)
+{
+    struct jsonc_builder *b = jsonc_builder_new();
+    int rc = b ? jsonc_b_finish(b, JSONC_N_FREE_OBJECT, out) : -1;
+    jsonc_builder_free(b);
+    return rc;
+}
+
+struct jsonc *jsonc_dup(const struct jsonc *g)
+{
+    struct jsonc *d = malloc(g->bytes);
+    if (d) {
+        memcpy(d, g, g->bytes);
+        bind(d);
+    }
+    return d;
+}
+
+void jsonc_free(struct jsonc *g)
+{
+    free(g);
+}
+
+int32_t jsonc_n_nodes(const struct jsonc *g)
+{
+    return g->n_nodes;
+}
+
+/* ---- the recognizer ---- */
+
+enum { LX_VALUE, LX_STRUCT, LX_STR, LX_ESC, LX_HEX, LX_NUM, LX_LIT, LX_DONE };
+enum { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
+enum {
+    P_OOPEN, /* after '{' */
+    P_OCOMMA, /* after ',' in an object */
+    P_KEY,    /* reading a key */
+    P_COLON,  /* after a key */
+    P_VAL,    /* reading a property's value */
+    P_OAFTER, /* after a property's value */
+    P_AOPEN,  /* after '[' */
+    P_ACOMMA, /* after ',' in an array */
+    P_AVAL,   /* reading an item */
+    P_AAFTER, /* after an item */
+};
+
+#define MAX_INDENT 20
+#define MAX_INT_DIGITS 16
+#define MAX_FRAC_DIGITS 16
+#define MAX_EXP_DIGITS 2 /* 16 digits and e99: every number is a finite double */
+
+void jsonc_state_init(const struct jsonc *g, struct jsonc_state *s)
+{
+    memset(s, 0, offsetof(struct jsonc_state, f));
+    s->lex = LX_VALUE;
+    s->lnode = g->root;
+}
+
+static int is_digit(unsigned c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* ws: 0 none yet in this run, 1 after one space, 2 + k after a newline and
+ * k spaces/tabs. */
+static int ws_byte(struct jsonc_state *s, unsigned c)
+{
+    if (c == '\n') {
+        if (s->ws)
+            return -1;
+        s->ws = 2;
+        return 0;
+    }
+    if (s->ws == 0 && c == ' ') {
+        s->ws = 1;
+        return 0;
+    }
+    if (s->ws >= 2 && s->ws - 2 < MAX_INDENT) {
+        s->ws++;
+        return 0;
+    }
+    return -1;
+}
+
+static int is_ws(unsigned c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+/* The token in flight is a whole value: back to its container. */
+static void value_done(const struct jsonc *g, struct jsonc_state *s)
+{
+    s->ws = 0;
+    if (s->depth == 0) {
+        s->lex = LX_DONE;
+        return;
+    }
+    struct jsonc_frame *f = &s->f[s->depth - 1];
+    s->lex = LX_STRUCT;
+    switch (f->phase) {
+    case P_KEY:
+        if (!g->nodes[f->node].free_keys) {
+            f->cur = s->lit_done;
+            f->idx = (uint16_t)(s->lit_done + 1);
+        }
+        f->phase = P_COLON;
+        break;
+    case P_VAL:
+        f->phase = P_OAFTER;
+        break;
+    case P_AVAL:
+        f->idx++;
+        f->phase = P_AAFTER;
+        break;
+    }
+}
+
+static int open_container(struct jsonc_state *s, int32_t node, int phase)
+{
+    if (s->depth >= JSONC_DEPTH)
+        return -1;
+    struct jsonc_frame *f = &s->f[s->depth++];
+    memset(f, 0, sizeof(*f));
+    f->node = node;
+    f->phase = (uint8_t)phase;
+    s->lex = LX_STRUCT;
+    s->ws = 0;
+    return 0;
+}
+
+/* Match c against the literal candidates; 0 consumed, 1 the literal ended
+ * before c (reread it), -1 reject. */
+static int lit_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
+{
+    const struct jsonc_node *n = &g->nodes[s->lnode];
+    uint64_t ext = 0, ended = 0;
+    for (uint64_t m = s->cand; m; m &= m - 1) {
+        int k = __builtin_ctzll(m);
+        const struct jsonc_slot *sl = &g->slots[n->first + k];
+        if (s->pos < sl->len && g->chars[sl->off + s->pos] == c)
+            ext |= (uint64_t)1 << k;
+        else if (s->pos == sl->len)
+            ended |= (uint64_t)1 << k;
+    }
+    if (ext) {
+        s->cand = ext;
+        s->pos++;
+        for (uint64_t m = ext; m; m &= m - 1) /* is every candidate complete? */
+            if (g->slots[n->first + __builtin_ctzll(m)].len != s->pos)
+                return 0;
+        s->lit_done = (uint8_t)__builtin_ctzll(ext);
+        value_done(g, s);
+        return 0;
+    }
+    if (ended) {
+        s->lit_done = (uint8_t)__builtin_ctzll(ended);
+        value_done(g, s);
+        return 1;
+    }
+    return -1;
+}
+
+static int lit_start(const struct jsonc *g, struct jsonc_state *s, int32_t node, uint64_t cand,
+                     unsigned c)
+{
+    if (!cand)
+        return -1;
+    s->lex = LX_LIT;
+    s->lnode = node;
+    s->cand = cand;
+    s->pos = 0;
+    return lit_byte(g, s, c) == 0 ? 0 : -1;
+}
+
+static uint64_t all_slots(int32_t n)
+{
+    return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+}
+
+static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id, unsigned c)
+{
+    const struct jsonc_node *n = &g->nodes[id];
+    switch (n->kind) {
+    case JSONC_ANY:
+        if (c == '{')
+            return value_start(g, s, JSONC_N_FREE_OBJECT, c);
+        if (c == '[')
+            return value_start(g, s, JSONC_N_FREE_ARRAY, c);
+        if (c == '"')
+            return value_start(g, s, JSONC_N_STRING, c);
+        if (c == 't' || c == 'f' || c == 'n')
+            return value_start(g, s, JSONC_N_WORDS, c);
+        return value_start(g, s, JSONC_N_NUMBER, c);
+    case JSONC_OBJECT:
+        return c == '{' ? open_container(s, id, P_OOPEN) : -1;
+    case JSONC_ARRAY:
+        return c == '[' ? open_container(s, id, P_AOPEN) : -1;
+    case JSONC_STRING:
+        if (c != '"')
+            return -1;
+        s->lex = LX_STR;
+        s->lnode = id;
+        s->chars = 0;
+        s->u_need = 0;
+        s->ws = 0;
+        return 0;
+    case JSONC_NUMBER:
+    case JSONC_INTEGER:
+        s->lex = LX_NUM;
+        s->lnode = id;
+        s->ws = 0;
+        s->pos = 1;
+        if (c == '-')
+            s->sub = N_MINUS;
+        else if (c == '0')
+            s->sub = N_ZERO;
+        else if (is_digit(c))
+            s->sub = N_INT;
+        else
+            return -1;
+        return 0;
+    case JSONC_LITS:
+        s->ws = 0;
+        return lit_start(g, s, id, all_slots(n->n), c);
+    case JSONC_UNION:
+        for (int32_t i = 0; i < n->n; i++) {
+            int32_t m = g->slots[n->first + i].ref;
+            if (m >= 0 && first_ok(g->nodes, g->slots, g->chars, m, c, 0))
+                return value_start(g, s, m, c);
+        }
+        return -1;
+    }
+    return -1;
+}
+
+static int num_byte(struct jsonc_state *s, int integer, unsigned c)
+{
+    int d = is_digit(c);
+    int frac_ok = !integer && c == '.';
+    int exp_ok = !integer && (c == 'e' || c == 'E');
+    switch (s->sub) {
+    case N_MINUS:
+        if (!d)
+            return -1;
+        s->sub = c == '0' ? N_ZERO : N_INT;
+        return 0;
+    case N_ZERO:
+    case N_INT:
+        if (d) {
+            if (s->sub == N_ZERO || s->pos >= MAX_INT_DIGITS)
+                return -1;
+            s->pos++;
+            return 0;
+        }
+        break;
+    case N_DOT:
+        if (!d)
+            return -1;
+        s->sub = N_FRAC;
+        s->pos = 1;
+        return 0;
+    case N_FRAC:
+        if (d) {
+            if (s->pos >= MAX_FRAC_DIGITS)
+                return -1;
+            s->pos++;
+            return 0;
+        }
+        frac_ok = 0;
+        break;
+    case N_E:
+        if (c == '+' || c == '-') {
+            s->sub = N_ESIGN;
+            return 0;
+        }
+        /* fall through */
+    case N_ESIGN:
+        if (!d)
+            return -1;
+        s->sub = N_EXP;
+        s->pos = 1;
+        return 0;
+    case N_EXP:
+        if (d) {
+            if (s->pos >= MAX_EXP_DIGITS)
+                return -1;
+            s->pos++;
+            return 0;
+        }
+        return 1;
+    }
+    if (frac_ok) {
+        s->sub = N_DOT;
+        return 0;
+    }
+    if (exp_ok) {
+        s->sub = N_E;
+        return 0;
+    }
+    return 1;
+}
+
+static int num_can_end(const struct jsonc_state *s)
+{
+    return s->sub == N_ZERO || s->sub == N_INT || s->sub == N_FRAC || s->sub == N_EXP;
+}
+
+/* The first byte of a UTF-8 lead c: continuation count and the first
+ * continuation byte's range (RFC 3629's table), or -1. */
+static int utf8_lead(struct jsonc_state *s, unsigned c)
+{
+    s->u_lo = 0x80;
+    s->u_hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        s->u_need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        s->u_need = 2;
+        if (c == 0xE0)
+            s->u_lo = 0xA0;
+        if (c == 0xED)
+            s->u_hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        s->u_need = 3;
+        if (c == 0xF0)
+            s->u_lo = 0x90;
+        if (c == 0xF4)
+            s->u_hi = 0x8F;
+    } else
+        return -1;
+    return 0;
+}
+
+static int str_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
+{
+    const struct jsonc_node *n = &g->nodes[s->lnode];
+    if (s->u_need) {
+        if (c < s->u_lo || c > s->u_hi)
+            return -1;
+        s->u_need--;
+        s->u_lo = 0x80;
+        s->u_hi = 0xBF;
+        return 0;
+    }
+    if (c == '"') {
+        if (s->chars < (uint32_t)n->lo)
+            return -1;
+        value_done(g, s);
+        return 0;
+    }
+    if (c < 0x20 || (n->hi >= 0 && s->chars >= (uint32_t)n->hi))
+        return -1;
+    if (c == '\\') {
+        s->lex = LX_ESC;
+        return 0;
+    }
+    if (c >= 0x80 && utf8_lead(s, c))
+        return -1;
+    s->chars++;
+    return 0;
+}
+
+static int esc_byte(struct jsonc_state *s, unsigned c)
+{
+    if (c == 'u') {
+        s->lex = LX_HEX;
+        s->pos = 0;
+        return 0;
+    }
+    if (!strchr("\"\\/bfnrt", (int)c) || c == 0)
+        return -1;
+    s->chars++;
+    s->lex = LX_STR;
+    return 0;
+}
+
+static int hex_byte(struct jsonc_state *s, unsigned c)
+{
+    if (!is_digit(c) && !((c | 0x20) >= 'a' && (c | 0x20) <= 'f'))
+        return -1;
+    if (++s->pos == 4) {
+        s->chars++;
+        s->lex = LX_STR;
+    }
+    return 0;
+}
+
+/* A key starts (c is its '"'). */
+static int key_start(const struct jsonc *g, struct jsonc_state *s, struct jsonc_frame *f,
+                     unsigned c)
+{
+    const struct jsonc_node *n = &g->nodes[f->node];
+    f->phase = P_KEY;
+    if (n->free_keys)
+        return value_start(g, s, JSONC_N_STRING, c);
+    if (f->idx >= n->n)
+        return -1;
+    /* slots idx .. the first required one at or after it */
+    uint64_t from = all_slots(n->n) & ~all_slots(f->idx);
+    uint64_t req = n->req & from;
+    uint64_t cand = req ? from & all_slots(__builtin_ctzll(req) + 1) : from;
+    return lit_start(g, s, f->node, cand, c);
+}
+
+static int obj_may_close(const struct jsonc_node *n, const struct jsonc_frame *f)
+{
+    return n->free_keys || f->idx >= 64 || (n->req >> f->idx) == 0;
+}
+
+static int close_container(const struct jsonc *g, struct jsonc_state *s)
+{
+    s->depth--;
+    value_done(g, s);
+    return 0;
+}
+
+/* A byte between tokens of the container on top: 0, 1 (reread), -1. */
+static int struct_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
+{
+    struct jsonc_frame *f = &s->f[s->depth - 1];
+    const struct jsonc_node *n = &g->nodes[f->node];
+    s->ws = 0;
+    switch (f->phase) {
+    case P_OOPEN:
+        if (c == '}')
+            return obj_may_close(n, f) ? close_container(g, s) : -1;
+        /* fall through */
+    case P_OCOMMA:
+        return c == '"' ? key_start(g, s, f, c) : -1;
+    case P_COLON:
+        if (c != ':')
+            return -1;
+        f->phase = P_VAL;
+        s->lex = LX_VALUE;
+        s->lnode = n->free_keys ? JSONC_N_ANY : g->slots[n->first + f->cur].ref;
+        return 0;
+    case P_OAFTER:
+        if (c == '}')
+            return obj_may_close(n, f) ? close_container(g, s) : -1;
+        if (c != ',' || !(n->free_keys || f->idx < n->n))
+            return -1;
+        f->phase = P_OCOMMA;
+        return 0;
+    case P_AOPEN:
+        if (c == ']')
+            return n->lo == 0 ? close_container(g, s) : -1;
+        if (n->hi == 0)
+            return -1;
+        /* fall through */
+    case P_ACOMMA:
+        f->phase = P_AVAL;
+        s->lex = LX_VALUE;
+        s->lnode = g->slots[n->first].ref;
+        return 1;
+    case P_AAFTER:
+        if (c == ']')
+            return f->idx >= n->lo ? close_container(g, s) : -1;
+        if (c != ',' || (n->hi >= 0 && f->idx >= n->hi))
+            return -1;
+        f->phase = P_ACOMMA;
+        return 0;
+    }
+    return -1;
+}
+
+static int feed_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
+{
+    for (int guard = 0; guard < 4; guard++) {
+        int r;
+        switch (s->lex) {
+        case LX_VALUE:
+            if (is_ws(c))
+                return c == '\r' ? -1 : ws_byte(s, c);
+            return value_start(g, s, s->lnode, c);
+        case LX_STRUCT:
+            if (is_ws(c))
+                return c == '\r' ? -1 : ws_byte(s, c);
+            r = struct_byte(g, s, c);
+            break;
+        case LX_STR:
+            return str_byte(g, s, c);
+        case LX_ESC:
+            return esc_byte(s, c);
+        case LX_HEX:
+            return hex_byte(s, c);
+        case LX_NUM:
+            r = num_byte(s, g->nodes[s->lnode].kind == JSONC_INTEGER, c);
+            if (r == 1)
+                value_done(g, s);
+            break;
+        case LX_LIT:
+            r = lit_byte(g, s, c);
+            break;
+        default:
+            return -1;
+        }
+        if (r <= 0)
+            return r;
+    }
+    return -1;
+}
+
+int jsonc_feed(const struct jsonc *g, struct jsonc_state *s, const void *bytes, size_t n)
+{
+    const uint8_t *p = bytes;
+    for (size_t i = 0; i < n; i++)
+        if (feed_byte(g, s, p[i]))
+            return -1;
+    return 0;
+}
+
+int jsonc_can_end(const struct jsonc *g, const struct jsonc_state *s)
+{
+    if (s->lex == LX_DONE)
+        return 1;
+    if (s->depth)
+        return 0;
+    if (s->lex == LX_NUM)
+        return num_can_end(s);
+    if (s->lex == LX_LIT) {
+        const struct jsonc_node *n = &g->nodes[s->lnode];
+        for (uint64_t m = s->cand; m; m &= m - 1)
+            if (g->slots[n->first + __builtin_ctzll(m)].len == s->pos)
+                return 1;
+    }
+    return 0;
+}
+
+int jsonc_closed(const struct jsonc_state *s)
+{
+    return s->lex == LX_DONE;
+}
+
+int jsonc_in_plain_string(const struct jsonc *g, const struct jsonc_state *s)
+{
+    return s->lex == LX_STR && s->u_need == 0 && g->nodes[s->lnode].hi < 0;
+}
+
+int jsonc_plain_bytes(const uint8_t *p, size_t n)
+{
+    struct jsonc_state s = {0};
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = p[i];
+        if (s.u_need) {
+            if (c < s.u_lo || c > s.u_hi)
+                return 0;
+            s.u_need--;
+            s.u_lo = 0x80;
+            s.u_hi = 0xBF;
+        } else if (c == '"' || c == '\\' || c < 0x20 || (c >= 0x80 && utf8_lead(&s, c)))
+            return 0;
+    }
+    return s.u_need == 0;
+}
