@@ -244,8 +244,10 @@ def test_errors(exe):
     err({"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages[0].role")
     e = err({"messages": u, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools")
     check("not supported" in e["message"], e)
-    e = err({"messages": u, "response_format": {"type": "json_object"}}, "response_format")
-    check("json_object" in e["message"], e)
+    e = err({"messages": u, "response_format": {"type": "json_schema", "json_schema": {
+        "schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}}}},
+        "response_format")
+    check("'format'" in e["message"], e)
     err({"messages": u, "tool_choice": "required"}, "tool_choice")
     err({"messages": u, "top_logprobs": 2}, "top_logprobs")
     err({"messages": u, "max_completion_tokens": 0}, "max_completion_tokens")
@@ -260,6 +262,51 @@ def test_errors(exe):
     check(st == 405 and hd.get("allow") == "POST", (st, hd))
     # the daemon is fine after all that
     chat(d, max_tokens=2)
+
+
+def test_json(exe):
+    """response_format on a 151,936-token BPE vocabulary: every choice that
+    ends with "stop" is one JSON value (json_object: an object; json_schema:
+    one that conforms); the end of turn comes only once the value is whole."""
+    d = dmn(exe)
+    msgs = [{"role": "user", "content": "Reply in JSON: a city and its population."}]
+    schema = {"type": "object", "properties": {
+        "city": {"type": "string", "minLength": 1, "maxLength": 20},
+        "population": {"type": "integer"},
+        "capital": {"type": ["boolean", "null"]},
+        "sights": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 2}},
+        "required": ["city", "population", "sights"]}
+    stops = 0
+    for seed in range(1, 4):
+        for rf in ({"type": "json_object"},
+                   {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}):
+            r = chat(d, messages=msgs, max_tokens=200, temperature=1.0, seed=seed, n=2,
+                     response_format=rf)
+            for c in r["choices"]:
+                text = c["message"]["content"]
+                check(c["finish_reason"] in ("stop", "length"), c)
+                if c["finish_reason"] != "stop":
+                    continue
+                stops += 1
+                o = json.loads(text)
+                check(isinstance(o, dict), text)
+                if rf["type"] == "json_schema":
+                    keys = [k for k in schema["properties"] if k in o]
+                    check(list(o) == keys and all(k in o for k in schema["required"]), text)
+                    check(isinstance(o["city"], str) and 1 <= len(o["city"]) <= 20, text)
+                    check(isinstance(o["population"], int), text)
+                    check(o.get("capital") in (None, True, False), text)
+                    check(len(o["sights"]) <= 2 and
+                          all(isinstance(x, str) and len(x) <= 12 for x in o["sights"]), text)
+    check(stops >= 6, "only %d of 12 choices closed their JSON in 200 tokens" % stops)
+    # streamed: the same text
+    rf = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
+    r = chat(d, messages=msgs, max_tokens=200, temperature=1.0, seed=5, response_format=rf)
+    ev = chat(d, messages=msgs, max_tokens=200, temperature=1.0, seed=5, response_format=rf,
+              stream=True)
+    text = "".join(json.loads(e)["choices"][0]["delta"].get("content", "") or ""
+                   for e in ev[:-1] if json.loads(e)["choices"])
+    check(text == r["choices"][0]["message"]["content"], (text, r))
 
 
 def test_no_template(exe):
@@ -304,7 +351,7 @@ def test_no_template(exe):
 def main():
     tests = [test_shape, test_rendered_prompt, test_content_stays_text, test_big_bodies_same_answers,
              test_greedy_equals_completions, test_stream, test_n_seed_stop_logprobs,
-             test_end_of_turn, test_errors, test_no_template]
+             test_end_of_turn, test_errors, test_json, test_no_template]
     try:
         D.run(tests, sys.argv)
     finally:

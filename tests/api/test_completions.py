@@ -4,7 +4,7 @@
 Checks the response shapes of API.md, streaming (SSE framing, [DONE], usage
 chunk), that the output equals `inferd generate` for the same settings and
 seed, n / echo / logprobs / stop / logit_bias / seed semantics, token-id
-prompts, /tokenize, /detokenize, /v1/models, /metrics.
+prompts, /tokenize, /detokenize, /v1/models, /metrics, response_format.
 usage: test_completions.py <inferd binary>
 """
 import json
@@ -15,7 +15,7 @@ import threading
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 import daemon as D  # noqa: E402
-from daemon import check
+from daemon import check, expect_error
 
 MODEL = "stories260K"
 PROMPT = "Once upon a time"
@@ -416,11 +416,75 @@ def test_llamacpp_numerics(exe):
         check(rc == 0, "daemon exit status %d" % rc)
 
 
+JSON_SCHEMA = {"type": "object",
+               "properties": {"name": {"type": "string", "maxLength": 12},
+                              "age": {"type": "integer"},
+                              "happy": {"type": "boolean"},
+                              "tags": {"type": "array", "items": {"enum": ["red", "blue"]},
+                                       "maxItems": 3},
+                              "note": {"type": ["string", "null"]}},
+               "required": ["name", "age", "happy", "tags"]}
+
+
+def conforms(o):
+    """JSON_SCHEMA, with the server's rule that keys come in the listed order."""
+    order = list(JSON_SCHEMA["properties"])
+    if not isinstance(o, dict) or list(o) != [k for k in order if k in o]:
+        return False
+    if any(k not in o for k in JSON_SCHEMA["required"]):
+        return False
+    return (isinstance(o["name"], str) and len(o["name"]) <= 12 and
+            isinstance(o["age"], int) and not isinstance(o["age"], bool) and
+            isinstance(o["happy"], bool) and isinstance(o["tags"], list) and
+            len(o["tags"]) <= 3 and all(t in ("red", "blue") for t in o["tags"]) and
+            (o.get("note") is None or isinstance(o["note"], str)))
+
+
+def test_response_format(exe):
+    """JSON mode and json_schema on /v1/completions (llama.cpp's server takes
+    response_format there too): sampled at temperature 1, every choice that
+    ends with "stop" is one JSON value that conforms and nothing after it."""
+    d = dmn(exe)
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": JSON_SCHEMA}}
+    stops = 0
+    for seed in range(1, 5):
+        j = cmpl(d, max_tokens=300, temperature=1.0, seed=seed, n=2, response_format=rf)
+        for c in j["choices"]:
+            check(c["finish_reason"] in ("stop", "length"), c)
+            if c["finish_reason"] == "stop":
+                stops += 1
+                o = json.loads(c["text"])
+                check(conforms(o) and c["text"].endswith("}"), (c["text"], o))
+    check(stops >= 4, "only %d of 8 choices closed their JSON in 300 tokens" % stops)
+    # streaming gives the same text; greedy JSON mode gives an object
+    j = cmpl(d, max_tokens=300, temperature=1.0, seed=7, response_format=rf)
+    texts, fins, _ = stream_text(cmpl(d, max_tokens=300, temperature=1.0, seed=7,
+                                      response_format=rf, stream=True))
+    check(texts[0] == j["choices"][0]["text"] and fins[0] == j["choices"][0]["finish_reason"],
+          (texts, j))
+    j = cmpl(d, max_tokens=300, temperature=0, response_format={"type": "json_object"})
+    c = j["choices"][0]
+    if c["finish_reason"] == "stop":
+        check(isinstance(json.loads(c["text"]), dict), c)
+    else:  # unclosed after 300 tokens: at least it started an object
+        check(c["text"].lstrip().startswith("{"), c)
+    # what the constraint cannot enforce is refused, by name
+    for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
+                          "type": "string", "pattern": "^a"}}}, "'pattern'"),
+                      ({"type": "yaml"}, "'yaml'"),
+                      ({"type": "json_schema", "json_schema": {"schema": {"anyOf": [
+                          {"type": "integer"}, {"type": "number"}]}}}, "start differently")):
+        e = expect_error(d.post("/v1/completions", {"model": MODEL, "prompt": PROMPT,
+                                                     "response_format": bad}), 400,
+                         "response_format")
+        check(word in e["message"], e)
+
+
 def main():
     tests = [test_shape_non_stream, test_matches_generate, test_stream, test_stream_incremental,
              test_n_and_prompts, test_token_prompts, test_echo_logprobs, test_stop,
              test_logit_bias_and_stop_ids, test_other_endpoints, test_concurrent,
-             test_llamacpp_numerics]
+             test_llamacpp_numerics, test_response_format]
     try:
         D.run(tests, sys.argv)
     finally:

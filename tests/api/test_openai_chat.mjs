@@ -3,7 +3,8 @@
 //
 // Non-streamed and streamed (role in the first delta, include_usage), greedy
 // chat output equal to greedy completions output on the rendered prompt
-// (POST /apply-template), logprobs in the chat format, and unsupported
+// (POST /apply-template), logprobs in the chat format, response_format
+// (JSON mode, a strict json_schema), and unsupported
 // fields / bad messages surfacing as the client's APIError with status and
 // param.
 // usage: node test_openai_chat.mjs <inferd binary>; exits 77 when
@@ -139,13 +140,40 @@ try {
     check(a.choices.length === 2 && a.choices.map((c) => c.message.content).join('|') === b.choices.map((c) => c.message.content).join('|'), 'seeded n=2');
   });
 
+  await test('chat response_format: json_object and a strict json_schema', async () => {
+    const schema = {
+      type: 'object',
+      properties: { colour: { type: 'string', maxLength: 10 }, rgb: { type: 'array', items: { type: 'integer' }, maxItems: 3 } },
+      required: ['colour', 'rgb'],
+      additionalProperties: false,
+    };
+    let closed = 0;
+    for (const seed of [1, 2, 3]) {
+      for (const rf of [{ type: 'json_object' }, { type: 'json_schema', json_schema: { name: 'c', strict: true, schema } }]) {
+        const r = await client.chat.completions.create({ model: MODEL, messages: MESSAGES, max_tokens: 150, temperature: 1, seed, response_format: rf });
+        const c = r.choices[0];
+        check(['stop', 'length'].includes(c.finish_reason), c.finish_reason);
+        if (c.finish_reason !== 'stop') continue;
+        closed++;
+        const o = JSON.parse(c.message.content);
+        check(typeof o === 'object' && o !== null && !Array.isArray(o), c.message.content);
+        if (rf.type === 'json_schema') {
+          check(JSON.stringify(Object.keys(o)) === '["colour","rgb"]', c.message.content);
+          check(typeof o.colour === 'string' && o.colour.length <= 10, c.message.content);
+          check(o.rgb.length <= 3 && o.rgb.every(Number.isInteger), c.message.content);
+        }
+      }
+    }
+    check(closed >= 3, `only ${closed} of 6 answers closed their JSON`);
+  });
+
   await test('chat errors are APIError with status and param', async () => {
     const cases = [
       [{ model: MODEL, messages: [] }, 400, 'messages'],
       [{ model: MODEL, messages: [{ role: 'robot', content: 'x' }] }, 400, 'messages[0].role'],
       [{ model: MODEL, messages: [{ role: 'user', content: 7 }] }, 400, 'messages[0].content'],
       [{ model: MODEL, messages: MESSAGES, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 400, 'tools'],
-      [{ model: MODEL, messages: MESSAGES, response_format: { type: 'json_object' } }, 400, 'response_format'],
+      [{ model: MODEL, messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }, 400, 'response_format'],
       [{ model: 'nope', messages: MESSAGES }, 404, 'model'],
     ];
     for (const [req, status, param] of cases) {
