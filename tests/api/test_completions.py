@@ -468,6 +468,29 @@ def test_response_format(exe):
         check(isinstance(json.loads(c["text"]), dict), c)
     else:  # unclosed after 300 tokens: at least it started an object
         check(c["text"].lstrip().startswith("{"), c)
+    # 12 concurrent requests, constrained and not, seeded: each equals its solo run
+    solo = {}
+    for i in range(12):
+        kw = dict(max_tokens=120, temperature=1.0, seed=100 + i)
+        if i % 3:
+            kw["response_format"] = rf if i % 3 == 1 else {"type": "json_object"}
+        solo[i] = (kw, cmpl(d, **kw)["choices"][0]["text"])
+    res, errs = {}, []
+
+    def one(i):
+        try:
+            res[i] = cmpl(d, **solo[i][0])["choices"][0]["text"]
+        except Exception as e:  # collected and reported below
+            errs.append(e)
+
+    th = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    check(not errs, errs)
+    for i in range(12):
+        check(res.get(i) == solo[i][1], "request %d differs under load:\n%r\n%r" % (i, res.get(i), solo[i][1]))
     # what the constraint cannot enforce is refused, by name
     for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
                           "type": "string", "pattern": "^a"}}}, "'pattern'"),
