@@ -99,6 +99,8 @@ struct sched_handle {
     int32_t n_mask;        /* ids masked before min_tokens: EOG (unless ignore_eos), stop ids */
     struct jsonc *json;    /* NULL, or the JSON constraint (a copy) */
     struct jsonc_state *jst; /* [n_choices] each choice's recognizer */
+    uint32_t *jallow;      /* [n_choices][(n_vocab + 31) / 32] its allowed tokens */
+    uint8_t *jready;       /* [n_choices] jallow is current (worked out while the device computed) */
 };
 
 /* What a logits row of the batch is for. */
@@ -189,10 +191,9 @@ struct sched {
     int32_t sreq_cap;
 
     /* JSON constraints (sched_sample.c), built at the first such request:
-     * the vocabulary's tables, the allowed-token bits of one row, the
-     * masked row, the recognizer states jsonc_allow walks with. */
+     * the vocabulary's tables, the masked row, the recognizer states
+     * jsonc_allow walks with. */
     struct jsonc_vocab *jv;
-    uint32_t *jbits;
     float *jrow;
     struct jsonc_state *jwork;
 };
@@ -248,6 +249,9 @@ void sched_admit_register_blocks(struct sched *s, struct seq *q);
 
 /* Sample q's next token from its host logits row L; push the event. */
 void sched_sample_next(struct sched *s, struct seq *q, float *L);
+/* While the device computes: the allowed tokens of the step's JSON-constrained
+ * choices (nl logits rows), so sampling them only masks. */
+void sched_sample_json_ahead(struct sched *s, int32_t nl);
 /* Every row of the step (nl logits rows) whose request samples on the backend. */
 void sched_sample_rows_backend(struct sched *s, int32_t nl);
 /* The prompts of the requests admitted this step, into their samplers. */

@@ -25,6 +25,8 @@ void sched_req_destroy(struct sched_handle *r)
     free(r->mask_saved);
     jsonc_free(r->json);
     free(r->jst);
+    free(r->jallow);
+    free(r->jready);
     free(r);
 }
 

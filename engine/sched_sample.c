@@ -43,21 +43,52 @@ static int json_tables(struct sched *s)
     struct jsonc_vocab *v;
     if (jsonc_vocab_new(s->tok, &v))
         return INF_ENOMEM;
-    s->jbits = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof(uint32_t));
     s->jrow = malloc((size_t)s->n_vocab * sizeof(float));
     s->jwork = malloc(jsonc_vocab_work_states(v) * sizeof(*s->jwork));
-    if (!s->jbits || !s->jrow || !s->jwork) {
+    if (!s->jrow || !s->jwork) {
         jsonc_vocab_free(v);
-        free(s->jbits);
         free(s->jrow);
         free(s->jwork);
-        s->jbits = NULL;
         s->jrow = NULL;
         s->jwork = NULL;
         return INF_ENOMEM;
     }
     s->jv = v;
     return 0;
+}
+
+static uint32_t *json_bits(const struct sched *s, const struct seq *q)
+{
+    return q->r->jallow + (size_t)q->choice * (((size_t)s->n_vocab + 31) / 32);
+}
+
+/* q's allowed tokens from its recognizer's state, unless already current. */
+static int json_allow(struct sched *s, struct seq *q)
+{
+    struct sched_handle *r = q->r;
+    if (r->jready[q->choice])
+        return 0;
+    if (json_tables(s))
+        return INF_ENOMEM;
+    jsonc_allow(r->json, s->jv, &r->jst[q->choice], s->jwork, json_bits(s, q));
+    r->jready[q->choice] = 1;
+    return 0;
+}
+
+void sched_sample_json_ahead(struct sched *s, int32_t nl)
+{
+    for (int32_t k = 0; k < nl; k++) {
+        const struct row_use *u = &s->b_use[k];
+        struct sched_handle *r = u->r;
+        if (!r->json || r->state == RQ_FINISHED)
+            continue;
+        /* a failure here is met again, and reported, when the row samples */
+        if (u->kind == ROW_DECODE && !u->q->done)
+            (void)json_allow(s, u->q);
+        for (int32_t c = 0; u->kind == ROW_FIRST && c < r->n_choices; c++)
+            if (!r->seqs[c]->done)
+                (void)json_allow(s, r->seqs[c]);
+    }
 }
 
 static void json_bit(uint32_t *bits, int32_t id, int on)
@@ -78,10 +109,10 @@ static const float *json_row(struct sched *s, struct seq *q, const float *L, int
 {
     struct sched_handle *r = q->r;
     const struct jsonc_state *st = &r->jst[q->choice];
-    if (json_tables(s))
+    if (json_allow(s, q))
         return NULL;
-    uint32_t *bits = s->jbits;
-    jsonc_allow(r->json, s->jv, st, s->jwork, bits);
+    uint32_t *bits = json_bits(s, q);
+    r->jready[q->choice] = 0; /* the token sampled next moves the state */
     int end = jsonc_can_end(r->json, st) && q->n_gen >= r->min_tokens;
     for (int32_t i = 0; i < s->n_eog; i++)
         json_bit(bits, s->eog[i], end && !r->ignore_eos);

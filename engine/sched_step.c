@@ -149,11 +149,14 @@ void sched_step(struct sched *s, int cancel_all)
     }
 
     /* While the device computes (see the file comment): the previous
-     * step's publication, this step's new prompts into their samplers. */
+     * step's publication, this step's new prompts into their samplers, the
+     * tokens its JSON-constrained choices may take. */
     t_pub = sched_now();
     sched_req_flush_pending(s);
     t_pub = sched_now() - t_pub;
     sched_sample_feed_prompts(s, nt > 0 && rc == 0);
+    if (nt > 0 && rc == 0)
+        sched_sample_json_ahead(s, nl);
 
     if (nt > 0) {
         if (rc == 0)
