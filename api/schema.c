@@ -27,6 +27,7 @@
 #define SCHEMA_MAX_NODES 4096
 #define SCHEMA_MAX_LIT 1024 /* bytes of one enum/const value */
 #define SCHEMA_MAX_REFS 32  /* $ref hops to a schema */
+#define SCHEMA_MAX_DEPTH 64 /* schemas inside schemas */
 
 struct memo {
     json_t *j;
@@ -40,6 +41,7 @@ struct ctx {
     int32_t n_memo, cap_memo;
     char *msg;
     size_t cap;
+    int depth; /* compile() calls in progress */
 };
 
 static int32_t fail(struct ctx *c, const char *fmt, const char *arg)
@@ -325,7 +327,21 @@ static json_t *resolve(struct ctx *c, const char *ref)
     return json_object_get(defs, key);
 }
 
+static int32_t compile_in(struct ctx *c, json_t *j, int hops);
+
+/* compile_in, with the nesting of schemas bounded (the request's JSON
+ * nesting bounds it too, but far deeper than any real schema). */
 static int32_t compile(struct ctx *c, json_t *j, int hops)
+{
+    if (c->depth >= SCHEMA_MAX_DEPTH)
+        return fail(c, "the schema nests deeper than %s levels", "64");
+    c->depth++;
+    int32_t id = compile_in(c, j, hops);
+    c->depth--;
+    return id;
+}
+
+static int32_t compile_in(struct ctx *c, json_t *j, int hops)
 {
     const char *k;
     json_t *v;
@@ -404,6 +420,9 @@ int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap
     if (!c.b)
         return -2;
     int32_t root = compile(&c, schema, 0);
+    if (root >= 0 && jsonc_b_union_cycle(c.b))
+        root = fail(&c, "anyOf/oneOf refers back to itself through $ref with no object or array "
+                        "in between%s", NULL);
     int rc = root < 0 ? -1 : jsonc_b_finish(c.b, root, out) ? -2 : 0;
     if (rc == -1 && !strncmp(msg, "out of memory", 13))
         rc = -2;

@@ -221,6 +221,34 @@ int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c)
     return first_ok(b->nodes, b->slots, b->chars, id, c, 0);
 }
 
+/* Depth-first over union -> member edges; color 1 on the path, 2 done. */
+static int union_dfs(const struct jsonc_builder *b, int32_t id, uint8_t *color)
+{
+    if (b->nodes[id].kind != JSONC_UNION || color[id] == 2)
+        return 0;
+    if (color[id] == 1)
+        return 1;
+    color[id] = 1;
+    const struct jsonc_node *n = &b->nodes[id];
+    for (int32_t i = 0; i < n->n; i++) {
+        int32_t m = b->slots[n->first + i].ref;
+        if (m >= 0 && union_dfs(b, m, color))
+            return 1;
+    }
+    color[id] = 2;
+    return 0;
+}
+
+int jsonc_b_union_cycle(const struct jsonc_builder *b)
+{
+    uint8_t *color = calloc((size_t)b->n_nodes, 1);
+    int cyc = !color; /* out of memory: refuse rather than risk it */
+    for (int32_t i = 0; !cyc && i < b->n_nodes; i++)
+        cyc = union_dfs(b, i, color);
+    free(color);
+    return cyc;
+}
+
 static void bind(struct jsonc *g)
 {
     g->nodes = (const struct jsonc_node *)(g + 1);
@@ -431,20 +459,23 @@ static uint64_t all_slots(int32_t n)
     return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
 }
 
-static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id, unsigned c)
+/* hops: unions passed through to get here (a compiled form has no union
+ * cycles, jsonc_b_union_cycle; the bound is a second fence). */
+static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id, unsigned c,
+                       int hops)
 {
     const struct jsonc_node *n = &g->nodes[id];
     switch (n->kind) {
     case JSONC_ANY:
         if (c == '{')
-            return value_start(g, s, JSONC_N_FREE_OBJECT, c);
+            return value_start(g, s, JSONC_N_FREE_OBJECT, c, hops);
         if (c == '[')
-            return value_start(g, s, JSONC_N_FREE_ARRAY, c);
+            return value_start(g, s, JSONC_N_FREE_ARRAY, c, hops);
         if (c == '"')
-            return value_start(g, s, JSONC_N_STRING, c);
+            return value_start(g, s, JSONC_N_STRING, c, hops);
         if (c == 't' || c == 'f' || c == 'n')
-            return value_start(g, s, JSONC_N_WORDS, c);
-        return value_start(g, s, JSONC_N_NUMBER, c);
+            return value_start(g, s, JSONC_N_WORDS, c, hops);
+        return value_start(g, s, JSONC_N_NUMBER, c, hops);
     case JSONC_OBJECT:
         return c == '{' ? open_container(s, id, P_OOPEN) : -1;
     case JSONC_ARRAY:
@@ -477,10 +508,10 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
         s->ws = 0;
         return lit_start(g, s, id, all_slots(n->n), c);
     case JSONC_UNION:
-        for (int32_t i = 0; i < n->n; i++) {
+        for (int32_t i = 0; hops < 16 && i < n->n; i++) {
             int32_t m = g->slots[n->first + i].ref;
             if (m >= 0 && first_ok(g->nodes, g->slots, g->chars, m, c, 0))
-                return value_start(g, s, m, c);
+                return value_start(g, s, m, c, hops + 1);
         }
         return -1;
     }
@@ -645,7 +676,7 @@ static int key_start(const struct jsonc *g, struct jsonc_state *s, struct jsonc_
     const struct jsonc_node *n = &g->nodes[f->node];
     f->phase = P_KEY;
     if (n->free_keys)
-        return value_start(g, s, JSONC_N_STRING, c);
+        return value_start(g, s, JSONC_N_STRING, c, 0);
     if (f->idx >= n->n)
         return -1;
     /* slots idx .. the first required one at or after it */
@@ -724,7 +755,7 @@ static int feed_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
         case LX_VALUE:
             if (is_ws(c))
                 return c == '\r' ? -1 : ws_byte(s, c);
-            return value_start(g, s, s->lnode, c);
+            return value_start(g, s, s->lnode, c, 0);
         case LX_STRUCT:
             if (is_ws(c))
                 return c == '\r' ? -1 : ws_byte(s, c);

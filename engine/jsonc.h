@@ -84,6 +84,10 @@ int jsonc_b_kind(const struct jsonc_builder *b, int32_t id);
 void jsonc_b_set_kind(struct jsonc_builder *b, int32_t id, int kind);
 /* Whether a value of node id may start with byte c (UNION: any member). */
 int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c);
+/* Whether a union reaches itself through union members alone (a $ref
+ * loop with no object or array between): the recognizer would dispatch
+ * around it forever, so such a form must be refused. */
+int jsonc_b_union_cycle(const struct jsonc_builder *b);
 /* The compiled form with this root; 0, or -1 (out of memory). */
 int jsonc_b_finish(struct jsonc_builder *b, int32_t root, struct jsonc **out);
 

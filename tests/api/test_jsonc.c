@@ -281,6 +281,44 @@ static void test_schemas(void)
     CHECK(strstr(refusal("{\"type\":\"object\",\"properties\":{},\"required\":[\"x\"]}"),
                  "not in properties"));
     CHECK(strstr(refusal("{\"type\":\"date\"}"), "'date'"));
+    /* a union that reaches itself through unions alone (U = V | null, V = U |
+     * string): dispatching a string would go around it forever */
+    CHECK(strstr(refusal("{\"anyOf\":[{\"$ref\":\"#/$defs/V\"},{\"type\":\"null\"}],\"$defs\":"
+                         "{\"V\":{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"string\"}]}}}"),
+                 "refers back to itself"));
+    {   /* the recognizer's own fence, on a form built without the check */
+        struct jsonc_builder *b = jsonc_builder_new();
+        int32_t u = jsonc_b_node(b, JSONC_UNION), v = jsonc_b_node(b, JSONC_UNION);
+        int32_t su = jsonc_b_slots(b, 2), sv = jsonc_b_slots(b, 2);
+        jsonc_b_slot(b, su, NULL, 0, v);
+        jsonc_b_slot(b, su + 1, NULL, 0, JSONC_N_WORDS);
+        jsonc_b_slot(b, sv, NULL, 0, u);
+        jsonc_b_slot(b, sv + 1, NULL, 0, JSONC_N_STRING);
+        jsonc_b_shape(b, u, su, 2, 0, -1, 0);
+        jsonc_b_shape(b, v, sv, 2, 0, -1, 0);
+        CHECK(jsonc_b_union_cycle(b));
+        struct jsonc *cyc = NULL;
+        CHECK(jsonc_b_finish(b, u, &cyc) == 0);
+        if (cyc)
+            CHECK(!acc(cyc, "\"s\"")); /* refused after 16 hops, not a stack overflow */
+        jsonc_free(cyc);
+        jsonc_builder_free(b);
+    }
+    /* through an array it is fine: U = [U] | null */
+    struct jsonc *rec = schema_of("{\"anyOf\":[{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}},"
+                                  "{\"type\":\"null\"}]}");
+    if (rec)
+        CHECK(acc(rec, "[[null,[]],null]") && !acc(rec, "[1]"));
+    jsonc_free(rec);
+    {
+        char deep[2048] = "";
+        for (int i = 0; i < 70; i++)
+            strcat(deep, "{\"type\":\"array\",\"items\":");
+        strcat(deep, "true");
+        for (int i = 0; i < 70; i++)
+            strcat(deep, "}");
+        CHECK(strstr(refusal(deep), "deeper than 64"));
+    }
     CHECK(strstr(refusal("{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}"), "below"));
     CHECK(strstr(refusal("{\"enum\":[]}"), "enum"));
     CHECK(strstr(refusal("[1]"), "must be an object"));
