@@ -18,6 +18,12 @@
  * request whose counts are out of the limits; the same bytes giving a
  * different answer the second time (uninitialized state).
  *
+ * A body whose response_format compiles also drives the JSON constraint
+ * (engine/jsonc.h) with its own "prompt" string as the text: fed byte by
+ * byte, and where the whole text is accepted, the allowed tokens of the
+ * SPM vocabulary from there must be exactly the tokens that feed alone,
+ * and a closed value must be one jansson parses.
+ *
  * Built with -fsanitize=fuzzer (clang, -DINFERD_LIBFUZZER) it is a fuzzer
  * (tests/fuzz/meson.build has the setup). Otherwise main() replays the files
  * and directories given as arguments (meson: suite `fuzz`, the committed
@@ -40,6 +46,8 @@
 
 #include "api/buf.h"
 #include "api/request.h"
+#include "api/schema.h"
+#include "engine/jsonc.h"
 #include "engine/gguf.h"
 #include "engine/tok.h"
 #include "tests/read_file.h"
@@ -61,6 +69,7 @@ static struct fuzz_tok fuzz_toks[2] = {
     {"vocab/ggml-vocab-qwen2.gguf", NULL, NULL, NULL},
 };
 static int fuzz_ready; /* 0 not tried, 1 ok, -1 missing data */
+static struct jsonc_vocab *fuzz_jv; /* stories260K's, for the JSON constraint */
 
 static void fuzz_config(struct api_config *c)
 {
@@ -110,6 +119,8 @@ static int fuzz_init(void)
             break;
         }
     }
+    if (fuzz_ready == 1 && jsonc_vocab_new(fuzz_toks[0].t, &fuzz_jv))
+        fuzz_ready = -1;
     return fuzz_ready;
 }
 
@@ -154,6 +165,57 @@ static void fuzz_check(const struct api_request_result *r)
         fuzz_fail("valid request with logprobs/stop out of range", r);
 }
 
+/* The JSON constraint of the body's response_format over its prompt text. */
+static void fuzz_jsonc(const uint8_t *data, size_t size)
+{
+    json_t *b = json_loadb((const char *)data, size, 0, NULL);
+    json_t *p = json_object_get(b, "prompt");
+    struct jsonc *g = NULL;
+    char msg[300];
+    if (b && json_is_string(p) && api_response_format(b, &g, msg, sizeof(msg)) == 0 && g) {
+        const char *text = json_string_value(p);
+        size_t n = json_string_length(p), i = 0;
+        struct jsonc_state s, t;
+        jsonc_state_init(g, &s);
+        for (; i < n; i++)
+            if (jsonc_feed(g, &s, text + i, 1))
+                break;
+        if (i == n) {
+            struct jsonc_state *work = malloc(jsonc_vocab_work_states(fuzz_jv) * sizeof(*work));
+            int32_t nv = tok_n_vocab(fuzz_toks[0].t);
+            uint32_t *bits = calloc(((size_t)nv + 31) / 32, sizeof(uint32_t));
+            if (!work || !bits)
+                abort();
+            int32_t na = jsonc_allow(g, fuzz_jv, &s, work, bits), count = 0;
+            for (int32_t id = 0; id < nv; id++) {
+                t = s;
+                int ok = jsonc_feed_token(g, fuzz_jv, &t, id) == 0;
+                count += ok;
+                if (ok != (int)((bits[id / 32] >> (id % 32)) & 1)) {
+                    fprintf(stderr, "fuzz_request: token %d allowed %d, feeds alone %d\n", id,
+                            (int)((bits[id / 32] >> (id % 32)) & 1), ok);
+                    abort();
+                }
+            }
+            if (count != na)
+                abort();
+            free(work);
+            free(bits);
+            if (jsonc_closed(&s)) {
+                json_t *v = json_loadb(text, n, JSON_DECODE_ANY, NULL);
+                if (!v) {
+                    fprintf(stderr, "fuzz_request: closed JSON jansson refuses: %.*s\n", (int)n,
+                            text);
+                    abort();
+                }
+                json_decref(v);
+            }
+        }
+    }
+    jsonc_free(g);
+    json_decref(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (fuzz_init() != 1)
@@ -175,6 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     fuzz_fail("the same body gave a different result", &r1);
             }
         }
+    fuzz_jsonc(data, size);
     return 0;
 }
 
@@ -183,6 +246,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 static void fuzz_cleanup(void)
 {
+    jsonc_vocab_free(fuzz_jv);
     for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++) {
         api_request_ctx_free(fuzz_toks[i].ctx);
         tok_free(fuzz_toks[i].t);
