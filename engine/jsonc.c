@@ -518,6 +518,26 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
     return -1;
 }
 
+/* A digit more in the number part being read, at most max of them. */
+static int more_digits(struct jsonc_state *s, int max)
+{
+    if (s->pos >= max)
+        return -1;
+    s->pos++;
+    return 0;
+}
+
+/* The first digit of the part sub (fraction, exponent) starts it. */
+static int part_start(struct jsonc_state *s, int d, int sub)
+{
+    if (!d)
+        return -1;
+    s->sub = (uint8_t)sub;
+    s->pos = 1;
+    return 0;
+}
+
+/* A byte of a number: 0 consumed, 1 the number ended before c, -1. */
 static int num_byte(struct jsonc_state *s, int integer, unsigned c)
 {
     int d = is_digit(c);
@@ -525,32 +545,20 @@ static int num_byte(struct jsonc_state *s, int integer, unsigned c)
     int exp_ok = !integer && (c == 'e' || c == 'E');
     switch (s->sub) {
     case N_MINUS:
-        if (!d)
-            return -1;
-        s->sub = c == '0' ? N_ZERO : N_INT;
-        return 0;
+        return part_start(s, d, c == '0' ? N_ZERO : N_INT);
     case N_ZERO:
+        if (d)
+            return -1;
+        break;
     case N_INT:
-        if (d) {
-            if (s->sub == N_ZERO || s->pos >= MAX_INT_DIGITS)
-                return -1;
-            s->pos++;
-            return 0;
-        }
+        if (d)
+            return more_digits(s, MAX_INT_DIGITS);
         break;
     case N_DOT:
-        if (!d)
-            return -1;
-        s->sub = N_FRAC;
-        s->pos = 1;
-        return 0;
+        return part_start(s, d, N_FRAC);
     case N_FRAC:
-        if (d) {
-            if (s->pos >= MAX_FRAC_DIGITS)
-                return -1;
-            s->pos++;
-            return 0;
-        }
+        if (d)
+            return more_digits(s, MAX_FRAC_DIGITS);
         frac_ok = 0;
         break;
     case N_E:
@@ -558,28 +566,14 @@ static int num_byte(struct jsonc_state *s, int integer, unsigned c)
             s->sub = N_ESIGN;
             return 0;
         }
-        /* fall through */
+        return part_start(s, d, N_EXP);
     case N_ESIGN:
-        if (!d)
-            return -1;
-        s->sub = N_EXP;
-        s->pos = 1;
-        return 0;
+        return part_start(s, d, N_EXP);
     case N_EXP:
-        if (d) {
-            if (s->pos >= MAX_EXP_DIGITS)
-                return -1;
-            s->pos++;
-            return 0;
-        }
-        return 1;
+        return d ? more_digits(s, MAX_EXP_DIGITS) : 1;
     }
-    if (frac_ok) {
-        s->sub = N_DOT;
-        return 0;
-    }
-    if (exp_ok) {
-        s->sub = N_E;
+    if (frac_ok || exp_ok) {
+        s->sub = frac_ok ? N_DOT : N_E;
         return 0;
     }
     return 1;

@@ -351,30 +351,40 @@ def test_other_endpoints(exe):
     check(m2["inferd_kv_blocks_used"] == 0 or m2["inferd_kv_blocks_used"] <= m2["inferd_kv_blocks_capacity"], m2)
 
 
-def test_concurrent(exe):
-    """16 concurrent greedy requests (half streamed) give the solo outputs."""
-    d = dmn(exe)
-    prompts = ["Once upon a time", "The dog", "Lily was", "One day, a", "Tom and Sam"]
-    solo = {p: cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"] for p in prompts}
-    res, errs = {}, []
+def in_threads(n, fn):
+    """fn(0) .. fn(n - 1) at once, one thread each; their exceptions fail the test."""
+    errs = []
 
-    def one(i):
-        p = prompts[i % len(prompts)]
+    def run(i):
         try:
-            if i % 2:
-                texts, _, _ = stream_text(cmpl(d, prompt=p, max_tokens=24, temperature=0, stream=True))
-                res[i] = (p, texts[0])
-            else:
-                res[i] = (p, cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"])
+            fn(i)
         except Exception as e:  # collected and reported below
             errs.append(e)
 
-    th = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    th = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in th:
         t.start()
     for t in th:
         t.join()
     check(not errs, errs)
+
+
+def test_concurrent(exe):
+    """16 concurrent greedy requests (half streamed) give the solo outputs."""
+    d = dmn(exe)
+    prompts = ["Once upon a time", "The dog", "Lily was", "One day, a", "Tom and Sam"]
+    solo = {p: cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"] for p in prompts}
+    res = {}
+
+    def one(i):
+        p = prompts[i % len(prompts)]
+        if i % 2:
+            texts, _, _ = stream_text(cmpl(d, prompt=p, max_tokens=24, temperature=0, stream=True))
+            res[i] = (p, texts[0])
+        else:
+            res[i] = (p, cmpl(d, prompt=p, max_tokens=24, temperature=0)["choices"][0]["text"])
+
+    in_threads(16, one)
     for i, (p, t) in res.items():
         check(t == solo[p], "request %d (%r) differs under load:\n%r\n%r" % (i, p, t, solo[p]))
 
@@ -475,20 +485,12 @@ def test_response_format(exe):
         if i % 3:
             kw["response_format"] = rf if i % 3 == 1 else {"type": "json_object"}
         solo[i] = (kw, cmpl(d, **kw)["choices"][0]["text"])
-    res, errs = {}, []
+    res = {}
 
     def one(i):
-        try:
-            res[i] = cmpl(d, **solo[i][0])["choices"][0]["text"]
-        except Exception as e:  # collected and reported below
-            errs.append(e)
+        res[i] = cmpl(d, **solo[i][0])["choices"][0]["text"]
 
-    th = [threading.Thread(target=one, args=(i,)) for i in range(12)]
-    for t in th:
-        t.start()
-    for t in th:
-        t.join()
-    check(not errs, errs)
+    in_threads(12, one)
     for i in range(12):
         check(res.get(i) == solo[i][1], "request %d differs under load:\n%r\n%r" % (i, res.get(i), solo[i][1]))
     # what the constraint cannot enforce is refused, by name

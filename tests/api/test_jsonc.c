@@ -14,6 +14,7 @@
 
 #include "api/schema.h"
 #include "engine/jsonc.h"
+#include "tests/rng.h"
 #include "tests/tok/tok_test.h"
 
 static struct jsonc *schema_of(const char *text)
@@ -121,15 +122,6 @@ static void test_recognizer(void)
 }
 
 /* ---- random documents against jansson ---- */
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(uint32_t n)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
-}
 
 static json_t *random_value(int depth)
 {

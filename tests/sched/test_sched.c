@@ -35,17 +35,8 @@
 #include "engine/sched.h"
 #include "engine/tok.h"
 #include "tests/check.h"
+#include "tests/rng.h"
 #include "tests/sched/sched_harness.h"
-
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(uint32_t n)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
-}
 
 /* ---- the engine under test ---- */
 
