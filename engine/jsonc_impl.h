@@ -1,0 +1,37 @@
+/* jsonc_impl — the compiled form's layout, shared by the builder
+ * (jsonc_build.c) and the recognizer (jsonc.c). Not for use elsewhere. */
+#ifndef INFERD_JSONC_IMPL_H
+#define INFERD_JSONC_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct jsonc_node {
+    uint8_t kind;
+    uint8_t free_keys; /* OBJECT: any keys, JSONC_N_ANY values */
+    uint16_t n;        /* slots */
+    int32_t first;
+    int32_t lo, hi;
+    uint64_t req;
+};
+
+struct jsonc_slot {
+    uint32_t off, len; /* literal bytes in chars[] */
+    int32_t ref;
+};
+
+struct jsonc {
+    size_t bytes; /* the whole allocation, for jsonc_dup */
+    int32_t n_nodes, n_slots, root;
+    uint32_t n_chars;
+    const struct jsonc_node *nodes;
+    const struct jsonc_slot *slots;
+    const uint8_t *chars;
+};
+
+/* Whether a value of node id may start with byte c (UNION: any member);
+ * depth bounds a union that (through a $ref loop) names itself. */
+int jsonc_first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slots,
+                   const uint8_t *chars, int32_t id, unsigned c, int depth);
+
+#endif
