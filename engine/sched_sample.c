@@ -119,10 +119,17 @@ static const float *json_row(struct sched *s, struct seq *q, const float *L, int
     for (int32_t i = 0; i < r->n_stop_ids; i++)
         json_bit(bits, r->stop_ids[i], end);
     int32_t n = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        int on = (bits[i / 32] >> (i % 32)) & 1;
-        s->jrow[i] = on ? L[i] : -INFINITY;
-        n += on;
+    for (int32_t w = 0; w * 32 < s->n_vocab; w++) { /* a word of bits at a time */
+        int32_t i0 = w * 32, m = s->n_vocab - i0 < 32 ? s->n_vocab - i0 : 32;
+        uint32_t word = bits[w];
+        if (word == 0xffffffffu && m == 32) {
+            memcpy(s->jrow + i0, L + i0, 32 * sizeof(float));
+            n += 32;
+            continue;
+        }
+        for (int32_t k = 0; k < m; k++)
+            s->jrow[i0 + k] = (word >> k) & 1 ? L[i0 + k] : -INFINITY;
+        n += __builtin_popcount(word & (m == 32 ? 0xffffffffu : (1u << m) - 1));
     }
     *n_allowed = n;
     return s->jrow;

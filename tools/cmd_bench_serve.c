@@ -3,7 +3,7 @@
  *
  *   inferd bench-serve --model M [--concurrency 1,4,16,64] [--max-tokens 64]
  *                      [--prompt-tokens 32] [--threads 2] [--rounds 2]
- *                      [--step-tokens 512] [--block-size 16]
+ *                      [--step-tokens 512] [--block-size 16] [--json true|false]
  *
  * For each concurrency C a fresh graph + scheduler (max_seqs = C) serves a
  * closed loop of C clients: each client submits a request (a distinct random
@@ -13,6 +13,12 @@
  * a client would see them. Reported per C: aggregate generated tokens/s over
  * the wall time, mean time to first token, mean inter-token latency, and
  * the engine's step count. A one-request warm-up runs first.
+ *
+ * --json true constrains every request to a JSON object whose one string
+ * property must be longer than the request can write (so it never closes
+ * and the request still generates max_tokens): the cost of constrained
+ * decoding where a JSON answer spends most of its tokens, inside a string
+ * (host sampling of the downloaded row, the allowed-token set, the mask).
  *
  * Also per C, two decode rates: the one the clients see, C over the mean
  * inter-token latency (itl_t/s: a stream's gaps include the steps it
@@ -35,6 +41,7 @@
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/graph.h"
+#include "engine/jsonc.h"
 #include "engine/log.h"
 #include "engine/model.h"
 #include "engine/sched.h"
@@ -145,7 +152,7 @@ static void bs_make_prompt(int32_t *p, int32_t n, int32_t n_vocab, int32_t bos)
 }
 
 static int bs_submit(struct sched *s, struct bs_client *c, int32_t n_prompt, int32_t max_tokens,
-                     int32_t n_vocab, int32_t bos)
+                     int32_t n_vocab, int32_t bos, const struct jsonc *json)
 {
     struct sched_request r;
     struct inf_error err = {0};
@@ -161,6 +168,7 @@ static int bs_submit(struct sched *s, struct bs_client *c, int32_t n_prompt, int
     r.logprobs = -1;
     sample_params_default(&r.sampling);
     r.sampling.temperature = 0.0f;
+    r.json = json;
     c->t_submit = bs_now();
     c->t_last = 0;
     c->n_tok = 0;
@@ -174,7 +182,7 @@ static int bs_submit(struct sched *s, struct bs_client *c, int32_t n_prompt, int
 /* One closed-loop run at concurrency conc. */
 static int bs_run_one(struct model *m, int32_t conc, int32_t n_req, int32_t n_prompt,
                       int32_t max_tokens, int32_t step_tokens, int32_t block_size,
-                      struct bs_run *out)
+                      const struct jsonc *json, struct bs_run *out)
 {
     const struct model_hparams *hp = model_hparams(m);
     struct sched_config cfg;
@@ -221,7 +229,7 @@ static int bs_run_one(struct model *m, int32_t conc, int32_t n_req, int32_t n_pr
     }
     t0 = bs_now();
     for (int32_t i = 0; i < conc && submitted < n_req; i++, submitted++)
-        if (bs_submit(s, &cl[i], n_prompt, max_tokens, hp->n_vocab, bos) != 0) {
+        if (bs_submit(s, &cl[i], n_prompt, max_tokens, hp->n_vocab, bos, json) != 0) {
             rc = CMD_FAIL;
             goto out;
         }
@@ -262,7 +270,7 @@ static int bs_run_one(struct model *m, int32_t conc, int32_t n_req, int32_t n_pr
                 c->h = NULL;
                 finished++;
                 if (submitted < n_req) {
-                    if (bs_submit(s, c, n_prompt, max_tokens, hp->n_vocab, bos) != 0) {
+                    if (bs_submit(s, c, n_prompt, max_tokens, hp->n_vocab, bos, json) != 0) {
                         rc = CMD_FAIL;
                         goto out;
                     }
@@ -298,6 +306,7 @@ static void bs_usage(FILE *f)
             "                          [--prompt-tokens 32] [--threads 2] [--rounds 2]\n"
             "                          [--step-tokens 512] [--block-size 16] [--backend auto|cuda|cpu]\n"
             "                          [--batch-invariant true|false]   (config key batch_invariant)\n"
+            "                          [--json true|false]   (JSON-constrained requests)\n"
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
             "aggregate generated tokens/s, mean time to first token and inter-token latency,\n"
@@ -305,6 +314,26 @@ static void bs_usage(FILE *f)
             "steps without a prompt chunk, and their mean rows), and llama.cpp's batched-bench\n"
             "decode rate beside them where the run matches its conditions (cuda, the\n"
             "Qwen2.5-7B shape, --prompt-tokens 512 --max-tokens 128, C of 1, 8, 32 or 64).\n");
+}
+
+/* --json's form: {"s": a string of more characters than max_tokens tokens
+ * can spell (a token is at most a few hundred bytes; 1,024 each is past
+ * any vocabulary here), so every request runs to max_tokens. 0, or -1. */
+static int bs_json_form(int32_t max_tokens, struct jsonc **out)
+{
+    struct jsonc_builder *b = jsonc_builder_new();
+    int32_t obj = b ? jsonc_b_node(b, JSONC_OBJECT) : -1;
+    int32_t str = b ? jsonc_b_node(b, JSONC_STRING) : -1;
+    int32_t slot = b ? jsonc_b_slots(b, 1) : -1;
+    int rc = -1;
+    if (obj >= 0 && str >= 0 && slot >= 0 && !jsonc_b_slot(b, slot, "\"s\"", 3, str)) {
+        int64_t lo = (int64_t)max_tokens * 1024;
+        jsonc_b_shape(b, str, 0, 0, lo > INT32_MAX ? INT32_MAX : (int32_t)lo, -1, 0);
+        jsonc_b_shape(b, obj, slot, 1, 0, -1, 1);
+        rc = jsonc_b_finish(b, obj, out);
+    }
+    jsonc_builder_free(b);
+    return rc;
 }
 
 static int bs_parse_int(const char *s, int32_t lo, int32_t hi, int32_t *out)
@@ -322,7 +351,7 @@ int cmd_bench_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *conc_s = "1,4,16,64";
     int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
-    int kind = backend_kind_default(), no_inv = 0;
+    int kind = backend_kind_default(), no_inv = 0, json_on = 0;
     int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
     struct backend *be;
     struct model *m = NULL;
@@ -357,6 +386,13 @@ int cmd_bench_serve(int argc, char **argv)
                 fprintf(stderr, "inferd bench-serve: --batch-invariant must be true or false\n");
                 return CMD_USAGE;
             }
+        }
+        else if (!strcmp(a, "--json")) {
+            if (strcmp(v, "true") && strcmp(v, "false")) {
+                fprintf(stderr, "inferd bench-serve: --json must be true or false\n");
+                return CMD_USAGE;
+            }
+            json_on = !strcmp(v, "true");
         }
         else if (!strcmp(a, "--max-tokens"))
             ip = &max_tokens;
@@ -401,26 +437,34 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_USAGE;
     }
 
+    struct jsonc *json = NULL;
+    if (json_on && bs_json_form(max_tokens, &json)) {
+        fprintf(stderr, "inferd bench-serve: out of memory\n");
+        return CMD_FAIL;
+    }
     const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
+        jsonc_free(json);
         return CMD_FAIL;
     }
     if (model_load(model_path, be, &m, &err) != 0) {
         fprintf(stderr, "inferd bench-serve: model_load() \"%s\" failed: %s\n", model_path,
                 err.msg);
         backend_free(be);
+        jsonc_free(json);
         return CMD_FAIL;
     }
     if (log__level < LOG_LVL_DEBUG)
         log_set_level(LOG_LVL_WARN); /* the per-run sched_new lines are noise here */
     printf("bench-serve: %s, %s backend, %d threads, prompt %d tokens, %d generated per "
-           "request, step_tokens %d, %d rounds\n",
-           model_path, be->ops->name, threads, n_prompt, max_tokens, step_tokens, rounds);
+           "request, step_tokens %d, %d rounds%s\n",
+           model_path, be->ops->name, threads, n_prompt, max_tokens, step_tokens, rounds,
+           json ? ", JSON-constrained (inside a string)" : "");
     {
         struct bs_run w;
 
-        rc = bs_run_one(m, 1, 1, n_prompt, max_tokens, step_tokens, block_size, &w);
+        rc = bs_run_one(m, 1, 1, n_prompt, max_tokens, step_tokens, block_size, json, &w);
     }
     if (rc == CMD_OK)
         printf("%11s %9s %10s %8s %10s %10s %9s %7s %9s %9s %9s %8s %9s\n", "concurrency",
@@ -430,7 +474,7 @@ int cmd_bench_serve(int argc, char **argv)
         struct bs_run r;
 
         rc = bs_run_one(m, conc[i], conc[i] * rounds, n_prompt, max_tokens, step_tokens,
-                        block_size, &r);
+                        block_size, json, &r);
         if (rc != CMD_OK)
             break;
         /* the decode rate the clients see: C streams, one token each per
@@ -455,5 +499,6 @@ int cmd_bench_serve(int argc, char **argv)
     }
     model_free(m);
     backend_free(be);
+    jsonc_free(json);
     return rc;
 }
