@@ -515,9 +515,14 @@ int jsonc_closed(const struct jsonc_state *s)
     return s->lex == LX_DONE;
 }
 
-int jsonc_in_plain_string(const struct jsonc *g, const struct jsonc_state *s)
+int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s)
 {
-    return s->lex == LX_STR && s->u_need == 0 && g->nodes[s->lnode].hi < 0;
+    if (s->lex != LX_STR || s->u_need)
+        return -1;
+    const struct jsonc_node *n = &g->nodes[s->lnode];
+    if (n->hi < 0)
+        return INT64_MAX;
+    return n->hi > (int64_t)s->chars ? n->hi - (int64_t)s->chars : 0;
 }
 
 int jsonc_plain_bytes(const uint8_t *p, size_t n)

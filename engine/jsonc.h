@@ -126,9 +126,11 @@ int jsonc_feed(const struct jsonc *g, struct jsonc_state *s, const void *bytes, 
 int jsonc_can_end(const struct jsonc *g, const struct jsonc_state *s);
 /* The value is complete and nothing may follow it. */
 int jsonc_closed(const struct jsonc_state *s);
-/* Inside a string with no length bound and no UTF-8 sequence open: every
- * token that is plain string content (jsonc_vocab.c) is accepted here. */
-int jsonc_in_plain_string(const struct jsonc *g, const struct jsonc_state *s);
+/* Inside a string with no UTF-8 sequence open, the characters plain string
+ * content (jsonc_vocab.c) may still add: every plain token of at most that
+ * many characters is accepted here (INT64_MAX: no maxLength), and none
+ * other; -1 elsewhere. */
+int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s);
 /* Plain string content: complete, valid UTF-8 with no '"', '\\' or
  * control byte (what jsonc_in_plain_string states accept unseen). */
 int jsonc_plain_bytes(const uint8_t *p, size_t n);
