@@ -414,6 +414,13 @@ static void test_allow(const char *vocab)
                                "true, null, {}], \"w\": -0}", 3, &us, &calls);
         bad += check_allow_doc(sch, v, nv, "{\"city\":\"Paris\",\"n\":42,\"ok\":false,\"c\":\"red\"}",
                                4, &us, &calls);
+        /* every budget of a short maxLength string (both ways the plain
+         * tokens that fit are gathered: few of them, or most) */
+        struct jsonc *short_s = schema_of("{\"type\":\"object\",\"properties\":{\"c\":{\"type\":"
+                                          "\"string\",\"maxLength\":6}}}");
+        if (short_s)
+            bad += check_allow_doc(short_s, v, nv, "{\"c\":\"ab\\u00e9\xc3\xa9" "d\"}", 1, &us, &calls);
+        jsonc_free(short_s);
         CHECK(bad == 0);
         printf("%s: %d tokens, tables %.1f ms, jsonc_allow %.0f us a call (%d calls)\n", vocab, nv,
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
