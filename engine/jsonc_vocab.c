@@ -47,7 +47,11 @@ struct jsonc_vocab {
     int32_t *by_chars;      /* [n_plain] plain tokens, fewest characters first */
     int32_t *chars_at;      /* [max_chars + 2] where those of c characters start */
     int32_t max_chars;
-    int32_t *other;         /* [n_other] tokens with bytes that are not plain */
+    int32_t *other;         /* [n_other] tokens with bytes that are not plain and
+                             * whose first byte a string may take: not a control
+                             * byte, not a UTF-8 continuation or invalid lead
+                             * (from a string with no sequence open those never
+                             * feed) */
 };
 
 /* A token during the sort (qsort has no context argument: the bytes ride along). */
@@ -188,10 +192,11 @@ int jsonc_vocab_new(const struct tok *t, struct jsonc_vocab **out)
             continue;
         memcpy(v->bytes + total, buf, (size_t)nb);
         v->ent[v->n_sorted++] = (struct jsonc_ent){(uint32_t)total, (uint32_t)nb, id};
+        unsigned c0 = (unsigned char)buf[0];
         if (jsonc_plain_bytes(v->bytes + total, (size_t)nb)) {
             v->plain[id / 32] |= 1u << (id % 32);
             v->n_plain++;
-        } else
+        } else if (c0 >= 0x20 && !(c0 >= 0x80 && c0 < 0xC2) && c0 < 0xF5)
             v->other[v->n_other++] = id;
         if ((uint32_t)nb > v->max_len)
             v->max_len = (uint32_t)nb;
