@@ -153,6 +153,11 @@ static void json_sample_next(struct sched *s, struct seq *q, const float *L)
         return;
     }
     int32_t t = sampler_sample(q->smp, row);
+    if (!(row[t] > -INFINITY)) { /* every allowed logit is -inf (or NaN): nothing the model can say */
+        log_debug("sched: a JSON-constrained choice's allowed tokens are all at -inf; it ends (length)");
+        sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
+        return;
+    }
     sampler_accept(q->smp, t, 0);
     if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
         jsonc_feed_token(r->json, s->jv, &r->jst[q->choice], t)) {

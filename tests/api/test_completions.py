@@ -478,6 +478,14 @@ def test_response_format(exe):
         check(isinstance(json.loads(c["text"]), dict), c)
     else:  # unclosed after 300 tokens: at least it started an object
         check(c["text"].lstrip().startswith("{"), c)
+    # a schema no finite JSON satisfies (every object requires another): the
+    # choice ends with "length" at the nesting limit, before max_tokens
+    rec = {"type": "json_schema", "json_schema": {"schema": {
+        "type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}}}
+    j = cmpl(d, max_tokens=400, temperature=0, response_format=rec)
+    c = j["choices"][0]
+    check(c["finish_reason"] == "length" and j["usage"]["completion_tokens"] < 400, j)
+    check(c["text"].count("{") == 32 and "}" not in c["text"], c["text"])
     # 12 concurrent requests, constrained and not, seeded: each equals its solo run
     solo = {}
     for i in range(12):
