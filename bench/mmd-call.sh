@@ -9,7 +9,8 @@
 #          memcheck of bench --op and of a model run through it
 #   bench  bench --op at n = 16..2048 on four shapes, the 7B's pp512/pp2048/
 #          tg128 and bench-serve (512-token prompts, 1/8/64 streams), each
-#          batch_invariant true vs false interleaved; ncu of the path's kernels
+#          batch_invariant true vs false interleaved; bench-serve --json false
+#          vs true (response_format's cost); ncu of the path's kernels
 # Here: BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
 # device tool: carry ["devcarry.tgz"], command `bash bench/mmd-call.sh check` (then
 # `... bench`). Leaves in $OUT: summary.txt; bench also ab.md (the A/B table) and
@@ -81,6 +82,14 @@ elif [ "$phase" = bench ]; then
             --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant $v > $out/serve-$v.txt 2>&1
         echo "serve batch_invariant=$v"
         tail -4 $out/serve-$v.txt
+    done >> $S
+    # response_format's cost on the GPU (host sampling of the downloaded rows,
+    # the allowed sets worked out during the step): --json false vs true
+    for v in false true; do
+        timeout 60 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8 \
+            --prompt-tokens 512 --max-tokens 128 --rounds 1 --json $v > $out/serve-json-$v.txt 2>&1
+        echo "serve json=$v"
+        tail -3 $out/serve-json-$v.txt
     done >> $S
     # the F16 path's kernels one by one (q4_K and q6_K 4096x14336 at n = 512)
     timeout 90 ncu --metrics gpu__time_duration.sum --launch-skip 40 --launch-count 12 $d/bin/inferd bench \
