@@ -139,7 +139,7 @@ static int vocab_by_chars(struct jsonc_vocab *v)
     v->by_chars = malloc(((size_t)v->n_plain + 1) * sizeof(*v->by_chars));
     if (!v->chars_at || !v->by_chars)
         return -1;
-    for (int pass = 0; pass < 2; pass++) /* counts, then placement */
+    for (int pass = 0; pass < 2; pass++) { /* counts, then placement */
         for (int32_t id = 0; id < v->n_vocab; id++) {
             if (!((v->plain[id / 32] >> (id % 32)) & 1))
                 continue;
@@ -150,10 +150,11 @@ static int vocab_by_chars(struct jsonc_vocab *v)
                 v->chars_at[c + 1]++;
             else
                 v->by_chars[v->chars_at[c]++] = id;
-            if (pass == 0 && id == v->n_vocab - 1)
-                for (int32_t k = 1; k <= mx + 1; k++) /* counts -> starts */
-                    v->chars_at[k] += v->chars_at[k - 1];
         }
+        if (pass == 0)
+            for (int32_t k = 1; k <= mx + 1; k++) /* counts -> starts */
+                v->chars_at[k] += v->chars_at[k - 1];
+    }
     for (int32_t k = mx + 1; k > 0; k--) /* placement advanced every start by one bucket */
         v->chars_at[k] = v->chars_at[k - 1];
     v->chars_at[0] = 0;

@@ -382,12 +382,12 @@ static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, i
     return bad;
 }
 
-static void test_allow(const char *vocab)
+/* rel: a GGUF with a tokenizer, under $INFERD_SHARED. */
+static void test_allow(const char *rel)
 {
     struct gguf_file *f;
     struct tok *t;
-    char rel[128];
-    snprintf(rel, sizeof(rel), "vocab/%s.gguf", vocab);
+    const char *vocab = rel;
     int rc = tt_open(rel, &f, &t);
     if (rc == 77)
         return; /* tt_open said which file is missing */
@@ -438,8 +438,11 @@ int main(void)
     test_recognizer();
     test_against_jansson();
     test_schemas();
-    test_allow("ggml-vocab-llama-spm");
-    test_allow("ggml-vocab-qwen2");
+    /* stories260K's last token is not plain string content (the by-character
+     * tables were once built wrong for such a vocabulary) */
+    test_allow("models/stories260K.gguf");
+    test_allow("vocab/ggml-vocab-llama-spm.gguf");
+    test_allow("vocab/ggml-vocab-qwen2.gguf");
     if (fails)
         fprintf(stderr, "%d checks failed\n", fails);
     return fails ? 1 : 0;

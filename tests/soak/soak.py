@@ -8,7 +8,8 @@ Starts `inferd serve` on 127.0.0.1 (tests/api/daemon.py), then C client
 threads send N requests of a fixed-seed random mix, and stop by themselves
 (after N requests or S seconds, whichever is first; a run cut by S fails):
   completions without and with streaming; n > 1; logprobs; echo; stop
-  strings; seeds (a seeded request seen again must give the same text: the
+  strings; response_format (json_object and a small schema: a choice that
+  ends "stop" must be one JSON object); seeds (a seeded request seen again must give the same text: the
   engine is batch-invariant, DESIGN.md); token-id and multi-prompt prompts;
   clients that close mid-stream, right after sending, or before reading a
   non-streamed answer; 400s for bad bodies; bodies of 20-45 KB, valid or
@@ -42,6 +43,25 @@ PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park.
            "One day, a girl named Sue", "He was very happy because", "The sun",
            "Bob had a big red ball. He", "Mom said"]
 STOPS = [".", " the", "\n", "e", "He", "ball", "!", ", "]
+# response_format in the mix: a choice that ends "stop" holds one JSON value
+RFORMATS = [{"type": "json_object"},
+            {"type": "json_schema", "json_schema": {"name": "s", "schema": {
+                "type": "object", "properties": {"who": {"type": "string", "maxLength": 16},
+                                                 "n": {"type": "integer"},
+                                                 "ok": {"type": ["boolean", "null"]}},
+                "required": ["who"]}}}]
+
+
+def check_json(req, gen, fin, what):
+    """A constrained choice that ended "stop" is one JSON value (an object)."""
+    if not req.get("response_format") or fin != "stop" or gen is None:
+        return
+    try:
+        v = json.loads(gen)
+    except ValueError as e:
+        need(False, "%s: not JSON (%s): %r" % (what, e, gen))
+        return
+    need(isinstance(v, dict), "%s: JSON but not an object: %r" % (what, gen))
 
 
 class Bad(Exception):
@@ -124,6 +144,7 @@ def check_body(req, j, n_prompts):
         gen = completion_part(req, c["text"], i)
         for s in ([stops] if isinstance(stops, str) else stops):
             need(gen is None or s not in gen, "stop string %r in the text %r" % (s, gen))
+        check_json(req, gen, c["finish_reason"], "choice %d" % i)
     u = j["usage"]
     need(u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], "usage sums")
     need(u["completion_tokens"] <= n * n_prompts * req["max_tokens"], "too many completion tokens")
@@ -162,6 +183,7 @@ def check_stream(req, raw, n_prompts):
         gen = completion_part(req, t, i)
         for s in ([stops] if isinstance(stops, str) else stops):
             need(gen is None or s not in gen, "stop string %r in the streamed text" % s)
+        check_json(req, gen, fins[i], "stream choice %d" % i)
     return texts
 
 
@@ -230,6 +252,9 @@ class Soak:
         if r.random() < 0.5:
             req["temperature"] = r.choice([0.0, 0.7, 1.0, 1.3])
             req["seed"] = r.randrange(8)  # few seeds: repeats are checked
+        if r.random() < 0.12:  # (a stop string could cut the JSON: none then)
+            req.pop("stop", None)
+            req["response_format"] = r.choice(RFORMATS)
         if r.random() < 0.1:
             req["prompt"] = [r.randrange(3, 500) for _ in range(r.randrange(1, 12))]
         elif r.random() < 0.08:
@@ -401,6 +426,10 @@ def main():
             t.join()
         dt = time.time() - t0
         # let canceled sequences and closing sockets settle
+        if d.proc.poll() is not None:
+            print("soak: the daemon exited (status %s) under the load:\n%s"
+                  % (d.proc.returncode, d.log()[-4000:]))
+            return 1
         m, t_end = d.metrics(), time.time() + 10
         while time.time() < t_end:
             m = d.metrics()
