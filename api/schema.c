@@ -107,6 +107,19 @@ static int64_t count_kw(struct ctx *c, json_t *j, const char *k, int64_t dflt)
     return json_integer_value(v);
 }
 
+/* Slot i's literal: v in compact serialization. json_dumpb into our own
+ * buffer, not json_dumps: jansson may allocate from the parse pool's
+ * arena on this thread (api/parse_pool.c), which free() must not see.
+ * 0, or -2 when the text is longer than SCHEMA_MAX_LIT, -1 out of memory. */
+static int lit_slot(struct ctx *c, int32_t i, json_t *v)
+{
+    char buf[SCHEMA_MAX_LIT];
+    size_t len = json_dumpb(v, buf, sizeof(buf), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (len == 0 || len > sizeof(buf))
+        return len ? -2 : -1;
+    return jsonc_b_slot(c->b, i, buf, len, -1);
+}
+
 /* Literal slots of the JSON values vals[0..n) (compact serialization). */
 static int32_t lits(struct ctx *c, json_t *key, json_t *const *vals, size_t n)
 {
@@ -117,12 +130,7 @@ static int32_t lits(struct ctx *c, json_t *key, json_t *const *vals, size_t n)
     if (id < 0 || first < 0)
         return id < 0 ? -1 : oom(c);
     for (size_t i = 0; i < n; i++) {
-        char *s = json_dumps(vals[i], JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!s)
-            return oom(c);
-        size_t len = strlen(s);
-        int rc = len > SCHEMA_MAX_LIT ? -2 : jsonc_b_slot(c->b, first + (int32_t)i, s, len, -1);
-        free(s);
+        int rc = lit_slot(c, first + (int32_t)i, vals[i]);
         if (rc == -2)
             return fail(c, "an enum/const value is longer than %s bytes", "1024");
         if (rc)
@@ -181,12 +189,10 @@ static int32_t object(struct ctx *c, json_t *j, json_t *mkey)
     json_t *sub;
     json_object_foreach(props, key, sub) {
         json_t *ks = json_string(key);
-        char *lit = ks ? json_dumps(ks, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        int rc = ks ? lit_slot(c, first + (int32_t)k, ks) : -1;
         json_decref(ks);
-        if (!lit)
-            return oom(c);
-        int rc = jsonc_b_slot(c->b, first + (int32_t)k, lit, strlen(lit), -1);
-        free(lit);
+        if (rc == -2)
+            return fail(c, "a property name is longer than %s bytes", "1024");
         if (rc)
             return oom(c);
         int32_t v = compile(c, sub, 0);

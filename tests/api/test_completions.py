@@ -501,6 +501,15 @@ def test_response_format(exe):
     in_threads(12, one)
     for i in range(12):
         check(res.get(i) == solo[i][1], "request %d differs under load:\n%r\n%r" % (i, res.get(i), solo[i][1]))
+    # a body big enough for the parse worker pool (its own jansson allocator:
+    # the schema compiler once freed jansson's memory with free())
+    pad = "x" * 40000
+    big = {"type": "json_schema", "json_schema": {"name": "p", "description": pad,
+                                                  "schema": JSON_SCHEMA}}
+    for _ in range(3):
+        j = cmpl(d, max_tokens=300, temperature=1.0, seed=3, response_format=big)
+        if j["choices"][0]["finish_reason"] == "stop":
+            check(conforms(json.loads(j["choices"][0]["text"])), j)
     # what the constraint cannot enforce is refused, by name
     for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
                           "type": "string", "pattern": "^a"}}}, "'pattern'"),
