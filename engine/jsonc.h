@@ -131,6 +131,13 @@ int jsonc_closed(const struct jsonc_state *s);
  * many characters is accepted here (INT64_MAX: no maxLength), and none
  * other; -1 elsewhere. */
 int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s);
+/* Whether the tokens allowed from state a are exactly those allowed from
+ * b: both inside the same string of no maxLength with no UTF-8 sequence
+ * open, both past its minLength, and equal but for the count of
+ * characters read (a long string's steps, where a caller may keep the set
+ * it worked out for a). */
+int jsonc_allow_same(const struct jsonc *g, const struct jsonc_state *a,
+                     const struct jsonc_state *b);
 /* Plain string content: complete, valid UTF-8 with no '"', '\\' or
  * control byte (what jsonc_in_plain_string states accept unseen). */
 int jsonc_plain_bytes(const uint8_t *p, size_t n);

@@ -101,6 +101,8 @@ struct sched_handle {
     struct jsonc_state *jst; /* [n_choices] each choice's recognizer */
     uint32_t *jallow;      /* [n_choices][(n_vocab + 31) / 32] its allowed tokens */
     uint8_t *jready;       /* [n_choices] jallow is current (worked out while the device computed) */
+    struct jsonc_state *jprev; /* [n_choices] the state jallow was worked out from */
+    uint8_t *jhave;        /* [n_choices] jprev is set */
 };
 
 /* What a logits row of the batch is for. */

@@ -27,6 +27,8 @@ void sched_req_destroy(struct sched_handle *r)
     free(r->jst);
     free(r->jallow);
     free(r->jready);
+    free(r->jhave);
+    free(r->jprev);
     free(r);
 }
 

@@ -62,16 +62,24 @@ static uint32_t *json_bits(const struct sched *s, const struct seq *q)
     return q->r->jallow + (size_t)q->choice * (((size_t)s->n_vocab + 31) / 32);
 }
 
-/* q's allowed tokens from its recognizer's state, unless already current. */
+/* q's allowed tokens from its recognizer's state, unless already current
+ * or the same as last step's (inside a long string: jsonc_allow_same; the
+ * end-token edits json_row made to them are the same there too, since a
+ * value never ends inside a string). */
 static int json_allow(struct sched *s, struct seq *q)
 {
     struct sched_handle *r = q->r;
-    if (r->jready[q->choice])
+    const int32_t c = q->choice;
+    if (r->jready[c])
         return 0;
     if (json_tables(s))
         return INF_ENOMEM;
-    jsonc_allow(r->json, s->jv, &r->jst[q->choice], s->jwork, json_bits(s, q));
-    r->jready[q->choice] = 1;
+    if (!(r->jhave[c] && jsonc_allow_same(r->json, &r->jprev[c], &r->jst[c]))) {
+        jsonc_allow(r->json, s->jv, &r->jst[c], s->jwork, json_bits(s, q));
+        r->jprev[c] = r->jst[c];
+        r->jhave[c] = 1;
+    }
+    r->jready[c] = 1;
     return 0;
 }
 

@@ -342,16 +342,19 @@ static int bit(const uint32_t *b, int32_t i)
 }
 
 /* States along doc under g: before each of its first bytes (step apart). */
+static int same_hits; /* states jsonc_allow_same let keep the set before */
+
 static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, int32_t nv,
                            const char *doc, int step, double *us, int *n_calls)
 {
-    struct jsonc_state s, t;
+    struct jsonc_state s, t, prev;
     struct jsonc_state *work = malloc(jsonc_vocab_work_states(v) * sizeof(*work));
-    uint32_t *bits = calloc(((size_t)nv + 31) / 32, sizeof(uint32_t));
-    int bad = 0;
+    size_t words = ((size_t)nv + 31) / 32;
+    uint32_t *bits = calloc(words, sizeof(uint32_t)), *pbits = calloc(words, sizeof(uint32_t));
+    int bad = 0, have = 0;
     size_t n = strlen(doc);
     jsonc_state_init(g, &s);
-    for (size_t at = 0; work && bits && at <= n; at++) {
+    for (size_t at = 0; work && bits && pbits && at <= n; at++) {
         if (at % (size_t)step == 0 || at == n) {
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -373,12 +376,22 @@ static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, i
             /* the next byte of the document is reachable: some token holds it */
             if (at < n && count == 0)
                 bad++;
+            /* where jsonc_allow_same says the set is the one before, it is */
+            if (have && jsonc_allow_same(g, &prev, &s)) {
+                same_hits++;
+                if (memcmp(bits, pbits, words * sizeof(uint32_t)) && bad++ < 5)
+                    fprintf(stderr, "jsonc_allow_same at byte %zu of %s, the sets differ\n", at, doc);
+            }
+            prev = s;
+            memcpy(pbits, bits, words * sizeof(uint32_t));
+            have = 1;
         }
         if (at < n && jsonc_feed(g, &s, doc + at, 1))
             bad++;
     }
     free(work);
     free(bits);
+    free(pbits);
     return bad;
 }
 
@@ -421,6 +434,12 @@ static void test_allow(const char *rel)
         if (short_s)
             bad += check_allow_doc(short_s, v, nv, "{\"c\":\"ab\\u00e9\xc3\xa9" "d\"}", 1, &us, &calls);
         jsonc_free(short_s);
+        /* a long string crossing its minLength, byte by byte */
+        struct jsonc *min_s = schema_of("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":"
+                                        "\"string\",\"minLength\":4}}}");
+        if (min_s)
+            bad += check_allow_doc(min_s, v, nv, "{\"s\":\"abcdefgh ij\\n\"}", 1, &us, &calls);
+        jsonc_free(min_s);
         CHECK(bad == 0);
         printf("%s: %d tokens, tables %.1f ms, jsonc_allow %.0f us a call (%d calls)\n", vocab, nv,
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
@@ -443,6 +462,8 @@ int main(void)
     test_allow("models/stories260K.gguf");
     test_allow("vocab/ggml-vocab-llama-spm.gguf");
     test_allow("vocab/ggml-vocab-qwen2.gguf");
+    printf("jsonc_allow_same held at %d states, each checked\n", same_hits);
+    CHECK(same_hits > 0);
     if (fails)
         fprintf(stderr, "%d checks failed\n", fails);
     return fails ? 1 : 0;
