@@ -525,24 +525,6 @@ int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s)
     return n->hi > (int64_t)s->chars ? n->hi - (int64_t)s->chars : 0;
 }
 
-int jsonc_allow_same(const struct jsonc *g, const struct jsonc_state *a,
-                     const struct jsonc_state *b)
-{
-    if (jsonc_plain_budget(g, a) != INT64_MAX || jsonc_plain_budget(g, b) != INT64_MAX ||
-        a->lnode != b->lnode || a->depth != b->depth)
-        return 0;
-    /* past minLength in both (below it, a token that closes the string is
-     * allowed or not by the exact count) */
-    uint32_t lo = (uint32_t)g->nodes[a->lnode].lo;
-    if (a->chars < lo || b->chars < lo)
-        return 0;
-    /* everything else a later byte may read: the same (chars aside) */
-    struct jsonc_state x;
-    memcpy(&x, a, offsetof(struct jsonc_state, f) + (size_t)a->depth * sizeof(a->f[0]));
-    x.chars = b->chars;
-    return !memcmp(&x, b, offsetof(struct jsonc_state, f) + (size_t)b->depth * sizeof(b->f[0]));
-}
-
 int jsonc_plain_bytes(const uint8_t *p, size_t n)
 {
     struct jsonc_state s = {0};

@@ -131,13 +131,6 @@ int jsonc_closed(const struct jsonc_state *s);
  * many characters is accepted here (INT64_MAX: no maxLength), and none
  * other; -1 elsewhere. */
 int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s);
-/* Whether the tokens allowed from state a are exactly those allowed from
- * b: both inside the same string of no maxLength with no UTF-8 sequence
- * open, both past its minLength, and equal but for the count of
- * characters read (a long string's steps, where a caller may keep the set
- * it worked out for a). */
-int jsonc_allow_same(const struct jsonc *g, const struct jsonc_state *a,
-                     const struct jsonc_state *b);
 /* Plain string content: complete, valid UTF-8 with no '"', '\\' or
  * control byte (what jsonc_in_plain_string states accept unseen). */
 int jsonc_plain_bytes(const uint8_t *p, size_t n);
@@ -155,6 +148,14 @@ size_t jsonc_vocab_work_states(const struct jsonc_vocab *v);
  * returns how many. work: jsonc_vocab_work_states(v) states. */
 int32_t jsonc_allow(const struct jsonc *g, const struct jsonc_vocab *v,
                     const struct jsonc_state *s, struct jsonc_state *work, uint32_t *bits);
+/* Whether the tokens allowed from state a are exactly those allowed from
+ * b: both inside the same string of no maxLength with no UTF-8 sequence
+ * open, equal but for the count of characters read, and on the same far
+ * side of its minLength (both past it, or both further below it than the
+ * longest token could close). A long string's steps, where a caller may
+ * keep the set it worked out for a. */
+int jsonc_allow_same(const struct jsonc *g, const struct jsonc_vocab *v,
+                     const struct jsonc_state *a, const struct jsonc_state *b);
 /* Feed token id's bytes into s: 0, or -1 (not allowed; s undefined). */
 int jsonc_feed_token(const struct jsonc *g, const struct jsonc_vocab *v, struct jsonc_state *s,
                      int32_t id);

@@ -18,6 +18,7 @@
  * vocabulary is allowed).
  */
 #include "engine/jsonc.h"
+#include "engine/jsonc_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -316,4 +317,25 @@ int32_t jsonc_allow(const struct jsonc *g, const struct jsonc_vocab *v,
         i = (int32_t)v->node_end[v->node_at[i] + d - v->lcp[i]];
     }
     return n;
+}
+
+int jsonc_allow_same(const struct jsonc *g, const struct jsonc_vocab *v,
+                     const struct jsonc_state *a, const struct jsonc_state *b)
+{
+    if (jsonc_plain_budget(g, a) != INT64_MAX || jsonc_plain_budget(g, b) != INT64_MAX ||
+        a->lnode != b->lnode || a->depth != b->depth)
+        return 0;
+    /* minLength: below it a token that closes the string is allowed or not
+     * by the exact count, unless no token is long enough to get there (a
+     * character is at least one byte) */
+    int64_t lo = g->nodes[a->lnode].lo;
+    int past = a->chars >= lo && b->chars >= lo;
+    int far = lo - (int64_t)a->chars > (int64_t)v->max_len && lo - (int64_t)b->chars > (int64_t)v->max_len;
+    if (!past && !far)
+        return 0;
+    /* everything else a later byte may read: the same (chars aside) */
+    struct jsonc_state x;
+    memcpy(&x, a, offsetof(struct jsonc_state, f) + (size_t)a->depth * sizeof(a->f[0]));
+    x.chars = b->chars;
+    return !memcmp(&x, b, offsetof(struct jsonc_state, f) + (size_t)b->depth * sizeof(b->f[0]));
 }

@@ -74,7 +74,7 @@ static int json_allow(struct sched *s, struct seq *q)
         return 0;
     if (json_tables(s))
         return INF_ENOMEM;
-    if (!(r->jhave[c] && jsonc_allow_same(r->json, &r->jprev[c], &r->jst[c]))) {
+    if (!(r->jhave[c] && jsonc_allow_same(r->json, s->jv, &r->jprev[c], &r->jst[c]))) {
         jsonc_allow(r->json, s->jv, &r->jst[c], s->jwork, json_bits(s, q));
         r->jprev[c] = r->jst[c];
         r->jhave[c] = 1;

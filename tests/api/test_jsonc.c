@@ -377,7 +377,7 @@ static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, i
             if (at < n && count == 0)
                 bad++;
             /* where jsonc_allow_same says the set is the one before, it is */
-            if (have && jsonc_allow_same(g, &prev, &s)) {
+            if (have && jsonc_allow_same(g, v, &prev, &s)) {
                 same_hits++;
                 if (memcmp(bits, pbits, words * sizeof(uint32_t)) && bad++ < 5)
                     fprintf(stderr, "jsonc_allow_same at byte %zu of %s, the sets differ\n", at, doc);
@@ -440,6 +440,13 @@ static void test_allow(const char *rel)
         if (min_s)
             bad += check_allow_doc(min_s, v, nv, "{\"s\":\"abcdefgh ij\\n\"}", 1, &us, &calls);
         jsonc_free(min_s);
+        /* far below a minLength: no token can close the string yet */
+        struct jsonc *far_s = schema_of("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":"
+                                        "\"string\",\"minLength\":300}}}");
+        if (far_s)
+            bad += check_allow_doc(far_s, v, nv, "{\"s\":\"The quick brown fox jumps over the", 2,
+                                   &us, &calls);
+        jsonc_free(far_s);
         CHECK(bad == 0);
         printf("%s: %d tokens, tables %.1f ms, jsonc_allow %.0f us a call (%d calls)\n", vocab, nv,
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
