@@ -22,7 +22,9 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 fi
 "$bin" serve --model "$model" --port "$port" &
 pid=$!
-trap 'kill -INT $pid 2>/dev/null; wait $pid' INT TERM
+# Ctrl-C: the daemon drains, and the script exits with its status (0), not
+# with the interrupted wait's 130
+trap 'kill -INT $pid 2>/dev/null; wait $pid; exit $?' INT TERM
 for _ in $(seq 1 100); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
     if ! kill -0 $pid 2>/dev/null; then
