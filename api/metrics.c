@@ -135,6 +135,12 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, int weig
                               "scheduler steps (forward passes)", (double)st.steps);
         rc |= metrics_counter(o, "inferd_engine_step_seconds_total", "counter",
                               "time spent in scheduler steps", st.step_seconds_sum);
+        rc |= metrics_counter(o, "inferd_engine_json_tokens_total", "counter",
+                              "tokens sampled under a response_format JSON constraint",
+                              (double)st.json_tokens);
+        rc |= metrics_counter(o, "inferd_engine_json_allow_seconds_total", "counter",
+                              "engine time working out the tokens JSON constraints allow",
+                              st.json_allow_seconds);
         const double beat = sched_heartbeat(s);
         if (beat > 0) {
             struct timespec ts;

@@ -168,6 +168,10 @@ struct sched_stats {
      * pure decode rate (what llama.cpp's batched-bench calls S_TG) */
     uint64_t decode_steps, decode_rows;
     double decode_step_seconds;
+    /* JSON constraints: tokens sampled under one, and the engine thread's
+     * seconds working out their allowed sets (what response_format costs) */
+    uint64_t json_tokens;
+    double json_allow_seconds;
 };
 
 typedef void (*sched_notify_fn)(void *ud);

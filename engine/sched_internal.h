@@ -172,6 +172,8 @@ struct sched {
     double st_step_s;
     uint64_t st_dec_steps, st_dec_rows; /* steps of decode rows only (no prompt chunk) */
     double st_dec_s;
+    uint64_t st_json_tokens; /* sampled under a JSON constraint */
+    double st_json_s;        /* working out allowed sets */
 
     /* Sampling on the backend (see sched_sample_rows_backend), all sized once in
      * sched_new: one sample_state slot per sequence slot in backend memory

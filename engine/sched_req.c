@@ -143,6 +143,8 @@ void sched_req_flush_pending(struct sched *s)
         s->stats.decode_steps = p->decode_steps;
         s->stats.decode_rows = p->decode_rows;
         s->stats.decode_step_seconds = p->decode_step_seconds;
+        s->stats.json_tokens = p->json_tokens;
+        s->stats.json_allow_seconds = p->json_allow_seconds;
         s->stats.requests_done = p->requests_done;
         pthread_mutex_unlock(&s->mu);
         s->pend_valid = 0;

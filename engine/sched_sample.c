@@ -75,7 +75,9 @@ static int json_allow(struct sched *s, struct seq *q)
     if (json_tables(s))
         return INF_ENOMEM;
     if (!(r->jhave[c] && jsonc_allow_same(r->json, s->jv, &r->jprev[c], &r->jst[c]))) {
+        const double t0 = sched_now();
         jsonc_allow(r->json, s->jv, &r->jst[c], s->jwork, json_bits(s, q));
+        s->st_json_s += sched_now() - t0;
         r->jprev[c] = r->jst[c];
         r->jhave[c] = 1;
     }
@@ -167,6 +169,7 @@ static void json_sample_next(struct sched *s, struct seq *q, const float *L)
         return;
     }
     sampler_accept(q->smp, t, 0);
+    s->st_json_tokens++;
     if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
         jsonc_feed_token(r->json, s->jv, &r->jst[q->choice], t)) {
         sched_req_fail(s, r, INF_EINTERNAL); /* an allowed token was refused: a bug */

@@ -282,6 +282,8 @@ void sched_step(struct sched *s, int cancel_all)
         p->decode_steps = s->st_dec_steps;
         p->decode_rows = s->st_dec_rows;
         p->decode_step_seconds = s->st_dec_s;
+        p->json_tokens = s->st_json_tokens;
+        p->json_allow_seconds = s->st_json_s;
         p->requests_done = s->st_done;
         s->pend_valid = 1;
     }

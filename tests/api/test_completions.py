@@ -510,6 +510,10 @@ def test_response_format(exe):
         j = cmpl(d, max_tokens=300, temperature=1.0, seed=3, response_format=big)
         if j["choices"][0]["finish_reason"] == "stop":
             check(conforms(json.loads(j["choices"][0]["text"])), j)
+    # /metrics counts them, and the time their allowed sets took
+    m = d.metrics()
+    check(m["inferd_engine_json_tokens_total"] > 100 and
+          0 < m["inferd_engine_json_allow_seconds_total"] < 60, m)
     # what the constraint cannot enforce is refused, by name
     for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
                           "type": "string", "pattern": "^a"}}}, "'pattern'"),
