@@ -115,8 +115,9 @@ struct sched_request {
      * ends with SCHED_FINISH_STOP the moment the value is closed. Such a
      * request samples on the host (its logits row is downloaded); its
      * logprobs are the model's, before the constraint (as min_tokens'). A
-     * choice left with no allowed token (a nesting limit) ends with
-     * SCHED_FINISH_LENGTH. Needs the model's tokenizer (INF_EINVAL). */
+     * choice left with no allowed token (a nesting limit), or whose allowed
+     * tokens the model puts all at -inf, ends with SCHED_FINISH_LENGTH.
+     * Needs the model's tokenizer (INF_EINVAL). */
     const struct jsonc *json;
 };
 
