@@ -8,8 +8,11 @@
  * seeded, temperature, top-k/top-p/min-p, the three penalties, logit bias,
  * n > 1, logprobs, prompt logprobs over several chunks, stop ids, min_tokens
  * (the masked steps, with and without logprobs, a stop id that is also the
- * EOG id), ignore_eos, and a request whose logit_bias is too big for a
- * state slot (it samples on the host inside the backend run) -- run
+ * EOG id), ignore_eos, a request whose logit_bias is too big for a
+ * state slot (it samples on the host inside the backend run), and JSON
+ * constraints (json_object with n = 2, a small schema; they too sample on
+ * the host inside the backend run, and their tokens must spell JSON the
+ * form accepts, closed where they end "stop") -- run
  * concurrently (max_seqs below the choices: queueing, mixed batches) through
  * both, and every event must be equal bit for bit (kind, choice, pos, token,
  * logprob, top ids and logprobs, finish, error).
@@ -33,6 +36,7 @@
 #include "engine/backend.h"
 #include "engine/cpu.h"
 #include "engine/graph.h"
+#include "engine/jsonc.h"
 #include "engine/model.h"
 #include "engine/sched.h"
 #include "engine/tok.h"
@@ -87,7 +91,7 @@ static int engine_new(struct engine *e, int on_backend)
 
 /* ---- requests and their event streams ---- */
 
-#define NR 20
+#define NR 22
 #define MAXEV 2048
 
 struct run {
@@ -102,6 +106,26 @@ static int32_t prompts[NR][96];
 static int32_t stops[NR][4];
 static struct sample_bias biases[NR][1200];
 static struct run runs[2][NR];
+static struct jsonc *json_obj, *json_schema; /* requests 20 and 21 */
+
+/* {"a": a string of at most 5 characters, "b": an integer}, "a" required. */
+static struct jsonc *small_schema(void)
+{
+    struct jsonc_builder *b = jsonc_builder_new();
+    struct jsonc *g = NULL;
+    int32_t obj = b ? jsonc_b_node(b, JSONC_OBJECT) : -1;
+    int32_t str = b ? jsonc_b_node(b, JSONC_STRING) : -1;
+    int32_t sl = b ? jsonc_b_slots(b, 2) : -1;
+    if (obj >= 0 && str >= 0 && sl >= 0 && !jsonc_b_slot(b, sl, "\"a\"", 3, str) &&
+        !jsonc_b_slot(b, sl + 1, "\"b\"", 3, JSONC_N_NUMBER)) {
+        jsonc_b_shape(b, str, 0, 0, 0, 5, 0);
+        jsonc_b_shape(b, obj, sl, 2, 0, -1, 1);
+        if (jsonc_b_finish(b, obj, &g))
+            g = NULL;
+    }
+    jsonc_builder_free(b);
+    return g;
+}
 
 static void notify(void *ud)
 {
@@ -347,6 +371,35 @@ static void build_requests(void)
     r->min_tokens = 8;
     r->logprobs = 5;
     r->ignore_eos = 1;
+    r = add(14, 40); /* 20: JSON mode, n = 2 seeded, logprobs 2 */
+    r->n_choices = 2;
+    r->sampling.temperature = 0.9f;
+    r->sampling.seed = 21;
+    r->logprobs = 2;
+    r->json = json_obj;
+    r = add(18, 40); /* 21: a small schema, greedy */
+    r->json = json_schema;
+}
+
+/* The tokens of every choice of a JSON-constrained run spell text its form
+ * accepts, closed where the choice ended "stop". */
+static int json_spelled(const struct sched_request *rq, const struct run *r,
+                        const struct jsonc_vocab *v)
+{
+    struct jsonc_state st[4];
+    int ok = 1, tokens = 0;
+    for (int c = 0; c < rq->n_choices && c < 4; c++)
+        jsonc_state_init(rq->json, &st[c]);
+    for (int i = 0; i < r->n_ev; i++) {
+        const struct sched_event *e = &r->ev[i];
+        if (e->kind == SCHED_EV_TOKEN) {
+            tokens++;
+            ok &= jsonc_feed_token(rq->json, v, &st[e->choice], e->token) == 0;
+        } else if (e->kind == SCHED_EV_DONE && e->finish == SCHED_FINISH_STOP) {
+            ok &= jsonc_closed(&st[e->choice]) || jsonc_can_end(rq->json, &st[e->choice]);
+        }
+    }
+    return ok && tokens > 0;
 }
 
 static void case_same_events(void)
@@ -376,6 +429,12 @@ static void case_same_events(void)
            "backend path %d\n",
            n_reqs, events, bad, calls_host, calls_dev);
     CHECK(bad == 0);
+    struct jsonc_vocab *v = NULL;
+    CHECK(jsonc_vocab_new(model_tok(model), &v) == 0);
+    for (int i = 0; v && i < n_reqs; i++)
+        if (reqs[i].json)
+            CHECK(json_spelled(&reqs[i], &runs[1][i], v));
+    jsonc_vocab_free(v);
     CHECK(calls_host == 0 && calls_dev > 0);
     engine_free(&e[0]);
     engine_free(&e[1]);
@@ -496,6 +555,9 @@ int main(int argc, char **argv)
         if (tok_is_eog(model_tok(model), t))
             eog_id = t;
     printf("%s (vocab %d, eog %d)\n", mf, n_vocab, eog_id);
+    CHECK(jsonc_new_object(&json_obj) == 0);
+    json_schema = small_schema();
+    CHECK(json_schema != NULL);
 
     /* stop ids that occur: prompt 0's greedy continuation on the host */
     {
@@ -519,6 +581,8 @@ int main(int argc, char **argv)
     }
     case_same_events();
     case_faults();
+    jsonc_free(json_obj);
+    jsonc_free(json_schema);
     model_free(model);
     backend_free(cpu);
     printf("%s\n", fails ? "FAIL" : "ok");
