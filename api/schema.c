@@ -73,7 +73,7 @@ static int memo_add(struct ctx *c, json_t *j, int32_t id)
 
 static int32_t new_node(struct ctx *c, json_t *j, int kind)
 {
-    if (jsonc_b_kind(c->b, SCHEMA_MAX_NODES + JSONC_N_BUILTIN) >= 0)
+    if (jsonc_b_n_nodes(c->b) > SCHEMA_MAX_NODES + JSONC_N_BUILTIN)
         return fail(c, "the schema is too large (more than %s nodes)", "4096");
     int32_t id = jsonc_b_node(c->b, kind);
     if (id < 0 || (j && memo_add(c, j, id)))

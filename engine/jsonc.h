@@ -79,9 +79,8 @@ int jsonc_b_slot(struct jsonc_builder *b, int32_t i, const char *lit, size_t len
  * (OBJECT: bit k = slot first + k is required). */
 void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n, int32_t lo,
                    int32_t hi, uint64_t req);
-/* The node's kind (-1 for an id out of range). */
-int jsonc_b_kind(const struct jsonc_builder *b, int32_t id);
-void jsonc_b_set_kind(struct jsonc_builder *b, int32_t id, int kind);
+/* Nodes built so far (the builtin ones included). */
+int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
 /* Whether a value of node id may start with byte c (UNION: any member). */
 int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c);
 /* Whether a union reaches itself through union members alone (a $ref
@@ -95,7 +94,6 @@ int jsonc_b_finish(struct jsonc_builder *b, int32_t root, struct jsonc **out);
 int jsonc_new_object(struct jsonc **out);
 struct jsonc *jsonc_dup(const struct jsonc *g); /* NULL: out of memory */
 void jsonc_free(struct jsonc *g);                /* accepts NULL */
-int32_t jsonc_n_nodes(const struct jsonc *g);
 
 /* ---- the recognizer ---- */
 struct jsonc_frame {
@@ -132,7 +130,7 @@ int jsonc_closed(const struct jsonc_state *s);
  * other; -1 elsewhere. */
 int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s);
 /* Plain string content: complete, valid UTF-8 with no '"', '\\' or
- * control byte (what jsonc_in_plain_string states accept unseen). */
+ * control byte (what jsonc_plain_budget states accept unseen). */
 int jsonc_plain_bytes(const uint8_t *p, size_t n);
 
 /* ---- the vocabulary side ---- */

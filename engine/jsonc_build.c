@@ -143,14 +143,9 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
     nd->req = req;
 }
 
-int jsonc_b_kind(const struct jsonc_builder *b, int32_t id)
+int32_t jsonc_b_n_nodes(const struct jsonc_builder *b)
 {
-    return id >= 0 && id < b->n_nodes ? b->nodes[id].kind : -1;
-}
-
-void jsonc_b_set_kind(struct jsonc_builder *b, int32_t id, int kind)
-{
-    b->nodes[id].kind = (uint8_t)kind;
+    return b->n_nodes;
 }
 
 int jsonc_first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slots,
@@ -271,9 +266,4 @@ struct jsonc *jsonc_dup(const struct jsonc *g)
 void jsonc_free(struct jsonc *g)
 {
     free(g);
-}
-
-int32_t jsonc_n_nodes(const struct jsonc *g)
-{
-    return g->n_nodes;
 }
