@@ -42,6 +42,7 @@ struct ctx {
     char *msg;
     size_t cap;
     int depth; /* compile() calls in progress */
+    int oom;   /* the refusal is the allocator's, not the schema's */
 };
 
 static int32_t fail(struct ctx *c, const char *fmt, const char *arg)
@@ -52,6 +53,7 @@ static int32_t fail(struct ctx *c, const char *fmt, const char *arg)
 
 static int32_t oom(struct ctx *c)
 {
+    c->oom = 1;
     return fail(c, "out of memory compiling the schema%s", NULL);
 }
 
@@ -79,6 +81,17 @@ static int32_t new_node(struct ctx *c, json_t *j, int kind)
     if (id < 0 || (j && memo_add(c, j, id)))
         return oom(c);
     return id;
+}
+
+/* A node of kind with n slots of its own (*first the first); its id or -1
+ * (the message set). */
+static int32_t node_slots(struct ctx *c, json_t *key, int kind, int32_t n, int32_t *first)
+{
+    int32_t id = new_node(c, key, kind);
+    if (id < 0)
+        return -1;
+    *first = jsonc_b_slots(c->b, n);
+    return *first < 0 ? oom(c) : id;
 }
 
 static int known_keyword(const char *k)
@@ -125,10 +138,9 @@ static int32_t lits(struct ctx *c, json_t *key, json_t *const *vals, size_t n)
 {
     if (n == 0 || n > JSONC_MAX_ALT)
         return fail(c, "enum must have 1..%s values", "64");
-    int32_t id = new_node(c, key, JSONC_LITS);
-    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
-    if (id < 0 || first < 0)
-        return id < 0 ? -1 : oom(c);
+    int32_t first, id = node_slots(c, key, JSONC_LITS, (int32_t)n, &first);
+    if (id < 0)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         int rc = lit_slot(c, first + (int32_t)i, vals[i]);
         if (rc == -2)
@@ -159,10 +171,9 @@ static int32_t object(struct ctx *c, json_t *j, json_t *mkey)
     }
     if (n > JSONC_MAX_ALT)
         return fail(c, "an object may list at most %s properties", "64");
-    int32_t id = new_node(c, mkey, JSONC_OBJECT);
-    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
-    if (id < 0 || first < 0)
-        return id < 0 ? -1 : oom(c);
+    int32_t first, id = node_slots(c, mkey, JSONC_OBJECT, (int32_t)n, &first);
+    if (id < 0)
+        return -1;
     uint64_t required = 0;
     for (size_t r = 0; req && r < json_array_size(req); r++) {
         json_t *name = json_array_get(req, r);
@@ -213,10 +224,9 @@ static int32_t array(struct ctx *c, json_t *j, json_t *key)
         return -1;
     if (hi >= 0 && hi < lo)
         return fail(c, "maxItems is below minItems%s", NULL);
-    int32_t id = new_node(c, key, JSONC_ARRAY);
-    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, 1);
-    if (id < 0 || first < 0)
-        return id < 0 ? -1 : oom(c);
+    int32_t first, id = node_slots(c, key, JSONC_ARRAY, 1, &first);
+    if (id < 0)
+        return -1;
     int32_t it = items ? compile(c, items, 0) : JSONC_N_ANY;
     if (it < 0)
         return -1;
@@ -268,10 +278,9 @@ static int32_t union_of(struct ctx *c, json_t *key, size_t n, json_t *list, json
     if (n == 0 || n > JSONC_MAX_ALT)
         return fail(c, "anyOf/oneOf/type lists must have 1..%s entries", "64");
     int32_t mem[JSONC_MAX_ALT];
-    int32_t id = new_node(c, key, JSONC_UNION);
-    int32_t first = id < 0 ? -1 : jsonc_b_slots(c->b, (int32_t)n);
-    if (id < 0 || first < 0)
-        return id < 0 ? -1 : oom(c);
+    int32_t first, id = node_slots(c, key, JSONC_UNION, (int32_t)n, &first);
+    if (id < 0)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(list, i);
         int32_t m;
@@ -429,9 +438,7 @@ int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap
     if (root >= 0 && jsonc_b_union_cycle(c.b))
         root = fail(&c, "anyOf/oneOf refers back to itself through $ref with no object or array "
                         "in between%s", NULL);
-    int rc = root < 0 ? -1 : jsonc_b_finish(c.b, root, out) ? -2 : 0;
-    if (rc == -1 && !strncmp(msg, "out of memory", 13))
-        rc = -2;
+    int rc = root < 0 ? (c.oom ? -2 : -1) : jsonc_b_finish(c.b, root, out) ? -2 : 0;
     jsonc_builder_free(c.b);
     free(c.memo);
     return rc;
