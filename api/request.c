@@ -289,7 +289,7 @@ int req_common(const struct api_request_ctx *x, json_t *b, struct api_req *q,
         return -1;
     /* JSON mode / structured output (api/schema.c); on completions too, as
      * llama.cpp's server takes it there */
-    char msg[300];
+    char msg[sizeof(e->message)];
     int rf = api_response_format(b, &q->json, msg, sizeof(msg));
     if (rf == -2)
         return REQ_OOM(e);

@@ -468,10 +468,13 @@ int api_response_format(json_t *body, struct jsonc **out, char *msg, size_t cap)
             snprintf(msg, cap, "response_format json_schema needs json_schema.schema");
             return -1;
         }
-        char why[256];
-        int rc = api_schema_compile(schema, out, why, sizeof(why));
-        if (rc == -1)
-            snprintf(msg, cap, "response_format.json_schema.schema: %s", why);
+        /* the compiler's message straight after the prefix (an intermediate
+         * buffer cut the longest one, the unsupported keyword's) */
+        int n = snprintf(msg, cap, "response_format.json_schema.schema: ");
+        size_t at = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+        int rc = api_schema_compile(schema, out, msg + at, cap - at);
+        if (rc != -1)
+            msg[0] = 0;
         return rc;
     }
     snprintf(msg, cap, "response_format type '%.32s' is not one of text, json_object, json_schema",

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "api/request.h"
 #include "api/schema.h"
 #include "engine/jsonc.h"
 #include "tests/rng.h"
@@ -329,6 +330,17 @@ static void test_schemas(void)
     b = json_loads("{\"response_format\":{\"type\":\"json_schema\"}}", 0, NULL);
     CHECK(api_response_format(b, &rf, msg, sizeof(msg)) == -1 && strstr(msg, "json_schema.schema"));
     json_decref(b);
+    /* the longest refusal arrives whole in the API's message */
+    {
+        char big[sizeof(((struct api_req_error *)0)->message)];
+        b = json_loads("{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                       "{\"patternPropertiesXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX\":1}}}}",
+                       0, NULL);
+        CHECK(api_response_format(b, &rf, big, sizeof(big)) == -1);
+        CHECK(strstr(big, "response_format.json_schema.schema: JSON Schema keyword") == big &&
+              strstr(big, "and annotations)"));
+        json_decref(b);
+    }
     b = json_loads("{\"response_format\":{\"type\":\"yaml\"}}", 0, NULL);
     CHECK(api_response_format(b, &rf, msg, sizeof(msg)) == -1 && strstr(msg, "'yaml'"));
     json_decref(b);
