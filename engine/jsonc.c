@@ -315,17 +315,22 @@ static int utf8_lead(struct jsonc_state *s, unsigned c)
     return 0;
 }
 
+/* A continuation byte of the open UTF-8 sequence: 0, or -1 out of range. */
+static int utf8_cont(struct jsonc_state *s, unsigned c)
+{
+    if (c < s->u_lo || c > s->u_hi)
+        return -1;
+    s->u_need--;
+    s->u_lo = 0x80;
+    s->u_hi = 0xBF;
+    return 0;
+}
+
 static int str_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
 {
     const struct jsonc_node *n = &g->nodes[s->lnode];
-    if (s->u_need) {
-        if (c < s->u_lo || c > s->u_hi)
-            return -1;
-        s->u_need--;
-        s->u_lo = 0x80;
-        s->u_hi = 0xBF;
-        return 0;
-    }
+    if (s->u_need)
+        return utf8_cont(s, c);
     if (c == '"') {
         if (s->chars < (uint32_t)n->lo)
             return -1;
@@ -531,13 +536,16 @@ int jsonc_plain_bytes(const uint8_t *p, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned c = p[i];
         if (s.u_need) {
-            if (c < s.u_lo || c > s.u_hi)
+            if (utf8_cont(&s, c))
                 return 0;
-            s.u_need--;
-            s.u_lo = 0x80;
-            s.u_hi = 0xBF;
         } else if (c == '"' || c == '\\' || c < 0x20 || (c >= 0x80 && utf8_lead(&s, c)))
             return 0;
     }
     return s.u_need == 0;
+}
+
+int jsonc_string_takes(unsigned c)
+{
+    struct jsonc_state s;
+    return c >= 0x20 && (c < 0x80 || utf8_lead(&s, c) == 0);
 }

@@ -132,6 +132,10 @@ int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s);
 /* Plain string content: complete, valid UTF-8 with no '"', '\\' or
  * control byte (what jsonc_plain_budget states accept unseen). */
 int jsonc_plain_bytes(const uint8_t *p, size_t n);
+/* Whether a string with no UTF-8 sequence open takes byte c at all (as
+ * content, an escape or its end): not a control byte, a continuation or an
+ * invalid lead. */
+int jsonc_string_takes(unsigned c);
 
 /* ---- the vocabulary side ---- */
 struct jsonc_vocab;

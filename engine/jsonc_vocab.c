@@ -49,9 +49,8 @@ struct jsonc_vocab {
     int32_t *chars_at;      /* [max_chars + 2] where those of c characters start */
     int32_t max_chars;
     int32_t *other;         /* [n_other] tokens with bytes that are not plain and
-                             * whose first byte a string may take: not a control
-                             * byte, not a UTF-8 continuation or invalid lead
-                             * (from a string with no sequence open those never
+                             * whose first byte a string takes (jsonc_string_takes:
+                             * from a string with no sequence open the others never
                              * feed) */
 };
 
@@ -124,37 +123,41 @@ static int vocab_nodes(struct jsonc_vocab *v)
     return 0;
 }
 
-/* The plain tokens by character count (UTF-8 lead bytes): by_chars, chars_at. */
+/* Token id's characters (UTF-8 lead bytes) when it is plain, else -1. */
+static int32_t plain_chars(const struct jsonc_vocab *v, int32_t id)
+{
+    if (!((v->plain[id / 32] >> (id % 32)) & 1))
+        return -1;
+    int32_t c = 0;
+    for (uint32_t k = v->off[id]; k < v->off[id + 1]; k++)
+        c += (v->bytes[k] & 0xC0) != 0x80;
+    return c;
+}
+
+/* The plain tokens by character count: by_chars, chars_at. */
 static int vocab_by_chars(struct jsonc_vocab *v)
 {
     int32_t mx = 0;
-    for (int32_t id = 0; id < v->n_vocab; id++)
-        if ((v->plain[id / 32] >> (id % 32)) & 1) {
-            int32_t c = 0;
-            for (uint32_t k = v->off[id]; k < v->off[id + 1]; k++)
-                c += (v->bytes[k] & 0xC0) != 0x80;
-            mx = c > mx ? c : mx;
-        }
+    for (int32_t id = 0; id < v->n_vocab; id++) {
+        int32_t c = plain_chars(v, id);
+        mx = c > mx ? c : mx;
+    }
     v->max_chars = mx;
     v->chars_at = calloc((size_t)mx + 2, sizeof(*v->chars_at));
     v->by_chars = malloc(((size_t)v->n_plain + 1) * sizeof(*v->by_chars));
     if (!v->chars_at || !v->by_chars)
         return -1;
-    for (int pass = 0; pass < 2; pass++) { /* counts, then placement */
-        for (int32_t id = 0; id < v->n_vocab; id++) {
-            if (!((v->plain[id / 32] >> (id % 32)) & 1))
-                continue;
-            int32_t c = 0;
-            for (uint32_t k = v->off[id]; k < v->off[id + 1]; k++)
-                c += (v->bytes[k] & 0xC0) != 0x80;
-            if (pass == 0)
-                v->chars_at[c + 1]++;
-            else
-                v->by_chars[v->chars_at[c]++] = id;
-        }
-        if (pass == 0)
-            for (int32_t k = 1; k <= mx + 1; k++) /* counts -> starts */
-                v->chars_at[k] += v->chars_at[k - 1];
+    for (int32_t id = 0; id < v->n_vocab; id++) { /* counts */
+        int32_t c = plain_chars(v, id);
+        if (c >= 0)
+            v->chars_at[c + 1]++;
+    }
+    for (int32_t k = 1; k <= mx + 1; k++) /* counts -> starts */
+        v->chars_at[k] += v->chars_at[k - 1];
+    for (int32_t id = 0; id < v->n_vocab; id++) { /* placement */
+        int32_t c = plain_chars(v, id);
+        if (c >= 0)
+            v->by_chars[v->chars_at[c]++] = id;
     }
     for (int32_t k = mx + 1; k > 0; k--) /* placement advanced every start by one bucket */
         v->chars_at[k] = v->chars_at[k - 1];
@@ -194,11 +197,10 @@ int jsonc_vocab_new(const struct tok *t, struct jsonc_vocab **out)
             continue;
         memcpy(v->bytes + total, buf, (size_t)nb);
         v->ent[v->n_sorted++] = (struct jsonc_ent){(uint32_t)total, (uint32_t)nb, id};
-        unsigned c0 = (unsigned char)buf[0];
         if (jsonc_plain_bytes(v->bytes + total, (size_t)nb)) {
             v->plain[id / 32] |= 1u << (id % 32);
             v->n_plain++;
-        } else if (c0 >= 0x20 && !(c0 >= 0x80 && c0 < 0xC2) && c0 < 0xF5)
+        } else if (jsonc_string_takes((unsigned char)buf[0]))
             v->other[v->n_other++] = id;
         if ((uint32_t)nb > v->max_len)
             v->max_len = (uint32_t)nb;
@@ -247,10 +249,15 @@ size_t jsonc_vocab_work_states(const struct jsonc_vocab *v)
     return (size_t)v->max_len + 1;
 }
 
-/* Copy only the frames in use: a state is ~400 bytes, its live part ~40. */
+/* The live part of a state: the frames in use (~40 bytes of ~400). */
+static size_t st_bytes(const struct jsonc_state *s)
+{
+    return offsetof(struct jsonc_state, f) + (size_t)s->depth * sizeof(s->f[0]);
+}
+
 static void st_copy(struct jsonc_state *d, const struct jsonc_state *s)
 {
-    memcpy(d, s, offsetof(struct jsonc_state, f) + (size_t)s->depth * sizeof(s->f[0]));
+    memcpy(d, s, st_bytes(s));
 }
 
 int jsonc_feed_token(const struct jsonc *g, const struct jsonc_vocab *v, struct jsonc_state *s,
@@ -335,7 +342,7 @@ int jsonc_allow_same(const struct jsonc *g, const struct jsonc_vocab *v,
         return 0;
     /* everything else a later byte may read: the same (chars aside) */
     struct jsonc_state x;
-    memcpy(&x, a, offsetof(struct jsonc_state, f) + (size_t)a->depth * sizeof(a->f[0]));
+    st_copy(&x, a);
     x.chars = b->chars;
-    return !memcmp(&x, b, offsetof(struct jsonc_state, f) + (size_t)b->depth * sizeof(b->f[0]));
+    return !memcmp(&x, b, st_bytes(b));
 }
