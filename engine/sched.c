@@ -433,16 +433,13 @@ int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_f
     r->mask_saved = malloc(((size_t)s->n_eog + (size_t)rq->n_stop_ids + 1) * sizeof(float));
     if (rq->json) {
         r->json = jsonc_dup(rq->json);
-        r->jst = malloc((size_t)rq->n_choices * sizeof(*r->jst));
+        r->jc = calloc((size_t)rq->n_choices, sizeof(*r->jc));
         r->jallow = malloc((size_t)rq->n_choices * (((size_t)s->n_vocab + 31) / 32) * sizeof(uint32_t));
-        r->jready = calloc((size_t)rq->n_choices, 1);
-        r->jhave = calloc((size_t)rq->n_choices, 1);
-        r->jprev = malloc((size_t)rq->n_choices * sizeof(*r->jprev));
-        for (int32_t c = 0; r->json && r->jst && c < rq->n_choices; c++)
-            jsonc_state_init(r->json, &r->jst[c]);
+        for (int32_t c = 0; r->json && r->jc && c < rq->n_choices; c++)
+            jsonc_state_init(r->json, &r->jc[c].st);
     }
     if (!r->prompt || !r->stop_ids || !r->bias || !r->cancel_choice || !r->seqs || !r->ev ||
-        !r->mask_saved || (rq->json && (!r->json || !r->jst || !r->jallow || !r->jready || !r->jhave || !r->jprev))) {
+        !r->mask_saved || (rq->json && (!r->json || !r->jc || !r->jallow))) {
         sched_req_destroy(r);
         return inf_error_set(err, INF_ENOMEM, "out of memory");
     }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "engine/jsonc.h"
 #include "engine/kv.h"
 #include "engine/sample.h"
 #include "engine/sched.h"
@@ -28,13 +29,18 @@ struct backend;
 struct backend_sample_req;
 struct backend_sample_out;
 struct graph;
-struct jsonc;
-struct jsonc_state;
-struct jsonc_vocab;
 struct model;
 struct tok;
 
 enum rq_state { RQ_QUEUED = 0, RQ_PREFILL, RQ_DECODE, RQ_FINISHED };
+
+/* One choice under a JSON constraint (sched_sample.c). */
+struct sched_json {
+    struct jsonc_state st;   /* its recognizer */
+    struct jsonc_state prev; /* the state its allowed set was worked out from */
+    uint8_t have;            /* prev is set */
+    uint8_t ready;           /* the set is current (worked out while the device computed) */
+};
 
 /* One choice of a running request. */
 struct seq {
@@ -98,11 +104,8 @@ struct sched_handle {
     int dev;               /* samples on the backend (its choices' state slots) */
     int32_t n_mask;        /* ids masked before min_tokens: EOG (unless ignore_eos), stop ids */
     struct jsonc *json;    /* NULL, or the JSON constraint (a copy) */
-    struct jsonc_state *jst; /* [n_choices] each choice's recognizer */
-    uint32_t *jallow;      /* [n_choices][(n_vocab + 31) / 32] its allowed tokens */
-    uint8_t *jready;       /* [n_choices] jallow is current (worked out while the device computed) */
-    struct jsonc_state *jprev; /* [n_choices] the state jallow was worked out from */
-    uint8_t *jhave;        /* [n_choices] jprev is set */
+    struct sched_json *jc; /* [n_choices] */
+    uint32_t *jallow;      /* [n_choices][(n_vocab + 31) / 32] their allowed tokens */
 };
 
 /* What a logits row of the batch is for. */

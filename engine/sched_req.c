@@ -24,11 +24,8 @@ void sched_req_destroy(struct sched_handle *r)
     free(r->seqs);
     free(r->mask_saved);
     jsonc_free(r->json);
-    free(r->jst);
+    free(r->jc);
     free(r->jallow);
-    free(r->jready);
-    free(r->jhave);
-    free(r->jprev);
     free(r);
 }
 

@@ -69,19 +69,19 @@ static uint32_t *json_bits(const struct sched *s, const struct seq *q)
 static int json_allow(struct sched *s, struct seq *q)
 {
     struct sched_handle *r = q->r;
-    const int32_t c = q->choice;
-    if (r->jready[c])
+    struct sched_json *j = &r->jc[q->choice];
+    if (j->ready)
         return 0;
     if (json_tables(s))
         return INF_ENOMEM;
-    if (!(r->jhave[c] && jsonc_allow_same(r->json, s->jv, &r->jprev[c], &r->jst[c]))) {
+    if (!(j->have && jsonc_allow_same(r->json, s->jv, &j->prev, &j->st))) {
         const double t0 = sched_now();
-        jsonc_allow(r->json, s->jv, &r->jst[c], s->jwork, json_bits(s, q));
+        jsonc_allow(r->json, s->jv, &j->st, s->jwork, json_bits(s, q));
         s->st_json_s += sched_now() - t0;
-        r->jprev[c] = r->jst[c];
-        r->jhave[c] = 1;
+        j->prev = j->st;
+        j->have = 1;
     }
-    r->jready[c] = 1;
+    j->ready = 1;
     return 0;
 }
 
@@ -118,11 +118,11 @@ static void json_bit(uint32_t *bits, int32_t id, int on)
 static const float *json_row(struct sched *s, struct seq *q, const float *L, int32_t *n_allowed)
 {
     struct sched_handle *r = q->r;
-    const struct jsonc_state *st = &r->jst[q->choice];
+    const struct jsonc_state *st = &r->jc[q->choice].st;
     if (json_allow(s, q))
         return NULL;
     uint32_t *bits = json_bits(s, q);
-    r->jready[q->choice] = 0; /* the token sampled next moves the state */
+    r->jc[q->choice].ready = 0; /* the token sampled next moves the state */
     int end = jsonc_can_end(r->json, st) && q->n_gen >= r->min_tokens;
     for (int32_t i = 0; i < s->n_eog; i++)
         json_bit(bits, s->eog[i], end && !r->ignore_eos);
@@ -171,7 +171,7 @@ static void json_sample_next(struct sched *s, struct seq *q, const float *L)
     sampler_accept(q->smp, t, 0);
     s->st_json_tokens++;
     if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
-        jsonc_feed_token(r->json, s->jv, &r->jst[q->choice], t)) {
+        jsonc_feed_token(r->json, s->jv, &r->jc[q->choice].st, t)) {
         sched_req_fail(s, r, INF_EINTERNAL); /* an allowed token was refused: a bug */
         return;
     }
@@ -254,7 +254,7 @@ static void take_token(struct sched *s, struct seq *q, int32_t t, const float *L
     s->st_generated++;
     q->gen[q->n_gen++] = t;
     q->last = t;
-    if (r->json && jsonc_closed(&r->jst[q->choice]))
+    if (r->json && jsonc_closed(&r->jc[q->choice].st))
         sched_req_finish_choice(s, q, SCHED_FINISH_STOP); /* the JSON value is complete */
     else if (q->n_gen >= r->max_tokens || q->n_past >= s->cfg.n_ctx)
         sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
