@@ -43,14 +43,23 @@ int attention_scores_parse(const char *s, int *tc)
     return 0;
 }
 
-int batch_invariant_parse(const char *s, int *no_inv)
+int bool_flag_parse(const char *s, int *on)
 {
     if (!strcmp(s, "true"))
-        *no_inv = 0;
+        *on = 1;
     else if (!strcmp(s, "false"))
-        *no_inv = 1;
+        *on = 0;
     else
         return INF_EINVAL;
+    return 0;
+}
+
+int batch_invariant_parse(const char *s, int *no_inv)
+{
+    int inv;
+    if (bool_flag_parse(s, &inv))
+        return INF_EINVAL;
+    *no_inv = !inv;
     return 0;
 }
 

@@ -25,6 +25,8 @@ const char *backend_kind_name(int kind);
  * "tensor" -> *tc = 1 (struct backend_open_params.attention_tc): 0, or
  * INF_EINVAL. */
 int attention_scores_parse(const char *s, int *tc);
+/* A tool's true|false flag: *on = 1 or 0; 0, or INF_EINVAL. */
+int bool_flag_parse(const char *s, int *on);
 /* --batch-invariant (the config key batch_invariant): "true" -> *no_inv =
  * 0, "false" -> *no_inv = 1 (struct backend_open_params.no_batch_invariance):
  * 0, or INF_EINVAL. */

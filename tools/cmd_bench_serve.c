@@ -388,11 +388,10 @@ int cmd_bench_serve(int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--json")) {
-            if (strcmp(v, "true") && strcmp(v, "false")) {
+            if (bool_flag_parse(v, &json_on)) {
                 fprintf(stderr, "inferd bench-serve: --json must be true or false\n");
                 return CMD_USAGE;
             }
-            json_on = !strcmp(v, "true");
         }
         else if (!strcmp(a, "--max-tokens"))
             ip = &max_tokens;
