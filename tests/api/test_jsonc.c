@@ -15,6 +15,7 @@
 #include "api/request.h"
 #include "api/schema.h"
 #include "engine/jsonc.h"
+#include "tests/jsonc_check.h"
 #include "tests/rng.h"
 #include "tests/tok/tok_test.h"
 
@@ -348,18 +349,13 @@ static void test_schemas(void)
 
 /* ---- allowed tokens against every token tried alone ---- */
 
-static int bit(const uint32_t *b, int32_t i)
-{
-    return (b[i / 32] >> (i % 32)) & 1;
-}
-
 /* States along doc under g: before each of its first bytes (step apart). */
 static int same_hits; /* states jsonc_allow_same let keep the set before */
 
 static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, int32_t nv,
                            const char *doc, int step, double *us, int *n_calls)
 {
-    struct jsonc_state s, t, prev;
+    struct jsonc_state s, prev;
     struct jsonc_state *work = malloc(jsonc_vocab_work_states(v) * sizeof(*work));
     size_t words = ((size_t)nv + 31) / 32;
     uint32_t *bits = calloc(words, sizeof(uint32_t)), *pbits = calloc(words, sizeof(uint32_t));
@@ -374,17 +370,10 @@ static int check_allow_doc(const struct jsonc *g, const struct jsonc_vocab *v, i
             clock_gettime(CLOCK_MONOTONIC, &t1);
             *us += (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
             ++*n_calls;
-            int32_t count = 0;
-            for (int32_t id = 0; id < nv; id++) {
-                t = s;
-                int ok = jsonc_feed_token(g, v, &t, id) == 0;
-                count += ok;
-                if (ok != bit(bits, id) && bad++ < 5)
-                    fprintf(stderr, "token %d at byte %zu of %s: allow %d, alone %d\n", id, at,
-                            doc, bit(bits, id), ok);
-            }
-            if (count != na)
-                bad++;
+            int32_t count;
+            char what[160];
+            snprintf(what, sizeof(what), "byte %zu of %.120s", at, doc);
+            bad += jsonc_check_allow(g, v, nv, &s, bits, na, &count, what);
             /* the next byte of the document is reachable: some token holds it */
             if (at < n && count == 0)
                 bad++;

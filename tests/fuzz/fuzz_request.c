@@ -50,6 +50,7 @@
 #include "engine/jsonc.h"
 #include "engine/gguf.h"
 #include "engine/tok.h"
+#include "tests/jsonc_check.h"
 #include "tests/read_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -175,7 +176,7 @@ static void fuzz_jsonc(const uint8_t *data, size_t size)
     if (b && json_is_string(p) && api_response_format(b, &g, msg, sizeof(msg)) == 0 && g) {
         const char *text = json_string_value(p);
         size_t n = json_string_length(p), i = 0;
-        struct jsonc_state s, t;
+        struct jsonc_state s;
         jsonc_state_init(g, &s);
         for (; i < n; i++)
             if (jsonc_feed(g, &s, text + i, 1))
@@ -186,18 +187,8 @@ static void fuzz_jsonc(const uint8_t *data, size_t size)
             uint32_t *bits = calloc(((size_t)nv + 31) / 32, sizeof(uint32_t));
             if (!work || !bits)
                 abort();
-            int32_t na = jsonc_allow(g, fuzz_jv, &s, work, bits), count = 0;
-            for (int32_t id = 0; id < nv; id++) {
-                t = s;
-                int ok = jsonc_feed_token(g, fuzz_jv, &t, id) == 0;
-                count += ok;
-                if (ok != (int)((bits[id / 32] >> (id % 32)) & 1)) {
-                    fprintf(stderr, "fuzz_request: token %d allowed %d, feeds alone %d\n", id,
-                            (int)((bits[id / 32] >> (id % 32)) & 1), ok);
-                    abort();
-                }
-            }
-            if (count != na)
+            int32_t na = jsonc_allow(g, fuzz_jv, &s, work, bits), alone;
+            if (jsonc_check_allow(g, fuzz_jv, nv, &s, bits, na, &alone, "fuzz_request"))
                 abort();
             free(work);
             free(bits);
