@@ -1,8 +1,8 @@
 /* chat_template — the families' formats (api/chat_template.h).
  *
  * Each renderer follows its family's published template (the Jinja that
- * ships with the models' tokenizer_config.json) for the cases without
- * tools: the same literal strings, the same trimming (Jinja's trim and
+ * ships with the models' tokenizer_config.json; for tools Qwen2.5's and
+ * Llama 3.1's): the same literal strings, the same trimming (Jinja's trim and
  * Python's strip, here ASCII whitespace), the same placement of bos_token
  * and eos_token. Where a template raises (roles that do not alternate, a
  * system message it cannot place) the renderer returns INF_EINVAL with the
@@ -121,7 +121,15 @@ void chat_template_init(struct chat_template *ct, int family, const char *tmpl, 
     snprintf(ct->eos, sizeof(ct->eos), "%s", eos ? eos : "");
     if (family == CHAT_TEMPLATE_CHATML && tmpl)
         ct_default_system(tmpl, len, ct->default_system, sizeof(ct->default_system));
+    /* A ChatML template without <tool_call> (Qwen2's, most non-Qwen
+     * ChatML models) was not trained on Qwen's tool format: refused rather
+     * than prompted in a format the model never saw. Naming the family in
+     * the config is the operator saying it was (the caller sets tools). */
+    ct->tools = family == CHAT_TEMPLATE_LLAMA31 ||
+                (family == CHAT_TEMPLATE_CHATML && (!tmpl || ct_has(tmpl, len, "<tool_call>")));
 }
+
+
 
 const char *chat_template_eot(const struct chat_template *ct)
 {
@@ -213,25 +221,105 @@ static int ct_fail(char *msg, size_t cap, const char *fmt, const char *family)
     return INF_EINVAL;
 }
 
+/* Jinja's tojson (Python's json.dumps, ensure_ascii off): indent 0 is one
+ * line with ", " and ": ", else one member a line. Content bytes (mask 0):
+ * a signature's text must not become special tokens. */
+static int ct_json_cb(const char *p, size_t n, void *ud)
+{
+    ct_put(ud, p, n, 0);
+    return ((struct ct_out *)ud)->rc ? -1 : 0;
+}
+
+static void ct_json(struct ct_out *o, json_t *v, int indent)
+{
+    if (o->rc)
+        return;
+    if (json_dump_callback(v, ct_json_cb, o, JSON_INDENT(indent) | JSON_ENCODE_ANY) && !o->rc)
+        o->rc = -1;
+}
+
+static int ct_uses_tools(const struct chat_msg *m, size_t n, const struct chat_tools *tools)
+{
+    if (tools && json_array_size(tools->defs))
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].role == CHAT_ROLE_TOOL || m[i].n_calls)
+            return 1;
+    return 0;
+}
+
 /* ---- the families ----------------------------------------------------- */
 
-static void ct_chatml(const struct chat_template *ct, const struct chat_msg *m, size_t n,
-                      int gen, struct ct_out *o)
+/* Qwen2.5's tool template (Qwen3's writes the same bytes when the
+ * conversation has a system message or the template no default one). */
+static void ct_chatml_tools_system(const struct chat_template *ct, const struct chat_msg *sys,
+                                   json_t *defs, struct ct_out *o)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 && m[0].role != CHAT_ROLE_SYSTEM && ct->default_system[0]) {
-            ct_t(o, "<|im_start|>system\n");
-            ct_t(o, ct->default_system);
-            ct_t(o, "<|im_end|>\n");
+    ct_t(o, "<|im_start|>system\n");
+    if (sys)
+        ct_c(o, sys, 0);
+    else
+        ct_t(o, ct->default_system);
+    if ((sys && sys->len) || (!sys && ct->default_system[0]))
+        ct_t(o, "\n\n");
+    ct_t(o, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n"
+            "<tools>");
+    for (size_t k = 0; k < json_array_size(defs); k++) {
+        ct_t(o, "\n");
+        ct_json(o, json_array_get(defs, k), 0);
+    }
+    ct_t(o, "\n</tools>\n\nFor each function call, return a json object with function name "
+            "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+            "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+            "</tool_call><|im_end|>\n");
+}
+
+static void ct_chatml_tools(const struct chat_template *ct, const struct chat_msg *m, size_t n,
+                            const struct chat_tools *tools, int gen, struct ct_out *o)
+{
+    size_t i = 0;
+    json_t *defs = tools ? tools->defs : NULL;
+    if (json_array_size(defs)) {
+        const struct chat_msg *sys = n && m[0].role == CHAT_ROLE_SYSTEM ? &m[i++] : NULL;
+        ct_chatml_tools_system(ct, sys, defs, o);
+    } else if (n && m[0].role != CHAT_ROLE_SYSTEM && ct->default_system[0]) {
+        ct_t(o, "<|im_start|>system\n");
+        ct_t(o, ct->default_system);
+        ct_t(o, "<|im_end|>\n");
+    }
+    for (; i < n; i++) {
+        if (m[i].role == CHAT_ROLE_TOOL) {
+            if (i == 0 || m[i - 1].role != CHAT_ROLE_TOOL)
+                ct_t(o, "<|im_start|>user");
+            ct_t(o, "\n<tool_response>\n");
+            ct_c(o, &m[i], 0);
+            ct_t(o, "\n</tool_response>");
+            if (i + 1 == n || m[i + 1].role != CHAT_ROLE_TOOL)
+                ct_t(o, "<|im_end|>\n");
+            continue;
         }
         ct_t(o, "<|im_start|>");
         ct_t(o, ct_role(m[i].role));
-        ct_t(o, "\n");
-        ct_c(o, &m[i], 0);
+        if (!m[i].n_calls) {
+            ct_t(o, "\n");
+            ct_c(o, &m[i], 0);
+        } else if (m[i].len) {
+            ct_t(o, "\n");
+            ct_c(o, &m[i], 0);
+        }
+        for (size_t k = 0; k < m[i].n_calls; k++) {
+            ct_t(o, "\n<tool_call>\n{\"name\": \"");
+            ct_put(o, m[i].calls[k].name, strlen(m[i].calls[k].name), 0);
+            ct_t(o, "\", \"arguments\": ");
+            ct_json(o, m[i].calls[k].args, 0);
+            ct_t(o, "}\n</tool_call>");
+        }
         ct_t(o, "<|im_end|>\n");
     }
     if (gen)
-        ct_t(o, "<|im_start|>assistant\n");
+        ct_t(o, tools && tools->forced ? "<|im_start|>assistant\n<tool_call>\n"
+                                       : "<|im_start|>assistant\n");
 }
 
 static void ct_llama3_turn(const struct chat_msg *m, struct ct_out *o)
@@ -255,20 +343,58 @@ static void ct_llama3(const struct chat_template *ct, const struct chat_msg *m, 
         ct_t(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Llama 3.1's template, tools_in_user_message (its default): the
+ * signatures open the first message after the system one. */
 static void ct_llama31(const struct chat_template *ct, const struct chat_msg *m, size_t n,
-                       int gen, struct ct_out *o)
+                       const struct chat_tools *tools, int gen, struct ct_out *o)
 {
     size_t i = 0;
+    json_t *defs = tools ? tools->defs : NULL;
     ct_t(o, ct->bos);
     /* the 3.1 template always writes the system block, with its dates
      * ("26 Jul 2024" is what it uses when no date_string is given) */
     ct_t(o, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (json_array_size(defs))
+        ct_t(o, "Environment: ipython\n");
     ct_t(o, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
     if (n && m[0].role == CHAT_ROLE_SYSTEM)
         ct_c(o, &m[i++], 1);
     ct_t(o, "<|eot_id|>");
-    for (; i < n; i++)
-        ct_llama3_turn(&m[i], o);
+    if (json_array_size(defs)) {
+        ct_t(o, "<|start_header_id|>user<|end_header_id|>\n\n");
+        ct_t(o, "Given the following functions, please respond with a JSON for a function call "
+                "with its proper arguments that best answers the given prompt.\n\n"
+                "Respond in the format {\"name\": function name, \"parameters\": dictionary "
+                "of argument name and its value}.Do not use variables.\n\n");
+        for (size_t k = 0; k < json_array_size(defs); k++) {
+            ct_json(o, json_array_get(defs, k), 4);
+            ct_t(o, "\n\n");
+        }
+        ct_c(o, &m[i++], 1);
+        ct_t(o, "<|eot_id|>");
+    }
+    for (; i < n; i++) {
+        if (m[i].role == CHAT_ROLE_TOOL) {
+            /* the template's `content is iterable` holds for a string too:
+             * tojson writes it quoted */
+            json_t *s = json_stringn_nocheck(m[i].content ? m[i].content : "", m[i].len);
+            ct_t(o, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            if (!s)
+                o->rc = -1;
+            else
+                ct_json(o, s, 0);
+            json_decref(s);
+            ct_t(o, "<|eot_id|>");
+        } else if (m[i].n_calls) {
+            ct_t(o, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            ct_put(o, m[i].calls[0].name, strlen(m[i].calls[0].name), 0);
+            ct_t(o, "\", \"parameters\": ");
+            ct_json(o, m[i].calls[0].args, 0);
+            ct_t(o, "}<|eot_id|>");
+        } else {
+            ct_llama3_turn(&m[i], o);
+        }
+    }
     if (gen)
         ct_t(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
@@ -362,21 +488,61 @@ static void ct_gemma(const struct chat_template *ct, const struct chat_msg *m, s
         ct_t(o, "<start_of_turn>model\n");
 }
 
-int chat_template_render(const struct chat_template *ct, const struct chat_msg *m, size_t n,
-                         int gen, struct buf *text, struct buf *mask, char *msg, size_t cap)
+int chat_template_no_tools(const struct chat_template *ct, char *msg, size_t cap)
+{
+    const char *name = chat_template_name(ct->family);
+    if (ct->tools)
+        return 0;
+    return ct->family == CHAT_TEMPLATE_CHATML
+               ? ct_fail(msg, cap,
+                         "the model's %s template has no tool-call format (no <tool_call> in "
+                         "tokenizer.chat_template); set chat_template = chatml in the config if "
+                         "the model was trained on Qwen's",
+                         name)
+               : ct_fail(msg, cap, "the %s chat template has no tool-call format", name);
+}
+
+/* What the tool formats cannot take; 0 when the conversation renders. */
+static int ct_tools_check(const struct chat_template *ct, const struct chat_msg *m, size_t n,
+                          const struct chat_tools *tools, char *msg, size_t cap)
+{
+    const char *name = chat_template_name(ct->family);
+    if (chat_template_no_tools(ct, msg, cap))
+        return INF_EINVAL;
+    if (ct->family != CHAT_TEMPLATE_LLAMA31)
+        return 0;
+    size_t first = n && m[0].role == CHAT_ROLE_SYSTEM ? 1 : 0;
+    if (tools && json_array_size(tools->defs) && first == n)
+        return ct_fail(msg, cap,
+                       "the %s template puts the tools in the first user message: the "
+                       "conversation needs one",
+                       name);
+    for (size_t i = 0; i < n; i++)
+        if (m[i].n_calls > 1)
+            return ct_fail(msg, cap,
+                           "the %s template takes one tool call an assistant message", name);
+    return 0;
+}
+
+int chat_template_render_tools(const struct chat_template *ct, const struct chat_msg *m,
+                               size_t n, const struct chat_tools *tools, int gen,
+                               struct buf *text, struct buf *mask, char *msg, size_t cap)
 {
     struct ct_out o = {text, mask, 0};
     const char *name = chat_template_name(ct->family);
     msg[0] = '\0';
+    if (ct->family != CHAT_TEMPLATE_NONE && ct_uses_tools(m, n, tools) &&
+        ct_tools_check(ct, m, n, tools, msg, cap))
+        return INF_EINVAL;
     switch (ct->family) {
     case CHAT_TEMPLATE_CHATML:
-        ct_chatml(ct, m, n, gen, &o);
+        ct_chatml_tools(ct, m, n, tools, gen, &o);
         break;
     case CHAT_TEMPLATE_LLAMA3:
         ct_llama3(ct, m, n, gen, &o);
         break;
     case CHAT_TEMPLATE_LLAMA31:
-        ct_llama31(ct, m, n, gen, &o);
+        ct_llama31(ct, m, n, tools, gen, &o);
         break;
     case CHAT_TEMPLATE_LLAMA2:
     case CHAT_TEMPLATE_MISTRAL:
@@ -394,4 +560,10 @@ int chat_template_render(const struct chat_template *ct, const struct chat_msg *
         return ct_fail(msg, cap, "no chat template (%s)", name);
     }
     return o.rc ? INF_ENOMEM : 0;
+}
+
+int chat_template_render(const struct chat_template *ct, const struct chat_msg *m, size_t n,
+                         int gen, struct buf *text, struct buf *mask, char *msg, size_t cap)
+{
+    return chat_template_render_tools(ct, m, n, NULL, gen, text, mask, msg, cap);
 }

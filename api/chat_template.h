@@ -19,6 +19,21 @@
  * A template that matches none is CHAT_TEMPLATE_NONE: the caller refuses
  * chat rather than guess.
  *
+ * Tools (chat_template_no_tools says whether a family has a format for them):
+ *   chatml    Qwen's: the tool signatures in the system turn between <tools>
+ *             tags, the assistant's calls as <tool_call>\n{"name": ...,
+ *             "arguments": ...}\n</tool_call>, tool results in a user turn as
+ *             <tool_response> blocks (consecutive results share the turn)
+ *   llama3.1  Meta's JSON tool calls: "Environment: ipython" in the system
+ *             block, the signatures (indented JSON) in the first user turn, a
+ *             call as {"name": ..., "parameters": ...}, a result as the ipython
+ *             role's turn (its content as a JSON string, as the template's
+ *             tojson writes it); one call an assistant turn
+ * The signatures and arguments are written as the templates' tojson writes
+ * them (jansson: ", " and ": " separators, the keys in the order given,
+ * UTF-8 unescaped). The other families have no tool format: tools, a tool
+ * message or an assistant's tool_calls are refused (INF_EINVAL, why).
+ *
  * Rendering also says which bytes are the template's own (mask 1) and which
  * are message content (mask 0): only the template's bytes may become special
  * tokens (tok_encode_masked), so "<|im_start|>" typed by a user stays text.
@@ -28,6 +43,8 @@
 #define INFERD_API_CHAT_TEMPLATE_H
 
 #include <stddef.h>
+
+#include <jansson.h>
 
 #include "api/buf.h"
 
@@ -41,12 +58,29 @@ enum chat_template_family {
     CHAT_TEMPLATE_GEMMA,
 };
 
-enum chat_role { CHAT_ROLE_SYSTEM = 1, CHAT_ROLE_USER, CHAT_ROLE_ASSISTANT };
+enum chat_role { CHAT_ROLE_SYSTEM = 1, CHAT_ROLE_USER, CHAT_ROLE_ASSISTANT, CHAT_ROLE_TOOL };
+
+/* One tool call of an assistant message. */
+struct chat_call {
+    const char *name; /* NUL-terminated */
+    json_t *args;     /* the arguments parsed (an object), or the string given when
+                         it is not JSON (tojson then quotes it, as the template does) */
+};
 
 struct chat_msg {
     int role;            /* enum chat_role */
-    const char *content; /* not NUL-terminated */
+    const char *content; /* not NUL-terminated; NULL (len 0) for an assistant message
+                            that only calls tools */
     size_t len;
+    const struct chat_call *calls; /* assistant: its tool calls, else NULL */
+    size_t n_calls;
+};
+
+/* The request's tools, for the prompt. */
+struct chat_tools {
+    json_t *defs; /* the "tools" array as given: [{"type":"function","function":{...}}] */
+    int forced;   /* a call is forced: the assistant turn opens with a call's first bytes
+                     (chatml "<tool_call>\n"), the constraint does the rest */
 };
 
 struct chat_template {
@@ -54,6 +88,7 @@ struct chat_template {
     char bos[64];             /* the BOS token's text (bos_token), "" for none */
     char eos[64];             /* the EOS token's text (eos_token) */
     char default_system[512]; /* chatml: inserted when there is no system message */
+    int tools;                /* the family's tool format may be used */
 };
 
 /* The family a name stands for ("chatml", "llama3", "llama3.1", "llama2",
@@ -70,6 +105,11 @@ int chat_template_detect(const char *tmpl, size_t len);
 void chat_template_init(struct chat_template *ct, int family, const char *tmpl, size_t len,
                         const char *bos, const char *eos);
 
+/* 0 when the family's tool format may be used (see above: chatml when the
+ * model's template writes <tool_call> or no template was read, the config
+ * naming the family; llama3.1 always); else INF_EINVAL and msg says why. */
+int chat_template_no_tools(const struct chat_template *ct, char *msg, size_t cap);
+
 /* The text of the token that ends an assistant turn ("<|im_end|>", ...). */
 const char *chat_template_eot(const struct chat_template *ct);
 
@@ -81,5 +121,9 @@ const char *chat_template_eot(const struct chat_template *ct);
 int chat_template_render(const struct chat_template *ct, const struct chat_msg *msgs, size_t n,
                          int add_generation, struct buf *text, struct buf *mask, char *msg,
                          size_t msg_cap);
+/* The same with tools (NULL: none; then as chat_template_render). */
+int chat_template_render_tools(const struct chat_template *ct, const struct chat_msg *msgs,
+                               size_t n, const struct chat_tools *tools, int add_generation,
+                               struct buf *text, struct buf *mask, char *msg, size_t msg_cap);
 
 #endif

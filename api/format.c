@@ -211,22 +211,88 @@ static int format_chat_lps(const struct tok *t, const struct gen_lp *e, size_t n
     return rc | buf_puts(o, "],\"refusal\":null}");
 }
 
+/* The finish_reason: "tool_calls" when the choice called tools and was
+ * not cut short. */
+static const char *format_finish(const struct gen_choice *ch, int n_calls)
+{
+    const char *f = ch->finish ? ch->finish : "stop";
+    return n_calls && strcmp(f, "length") ? "tool_calls" : f;
+}
+
+/* One tool call: {"id", "type", "function": {"name", "arguments"}}; a
+ * stream's delta also has its index. */
+static int format_tool_call(const struct format_head *h, int choice,
+                            const struct toolcall_piece *pc, const char *text, int with_index,
+                            struct buf *o)
+{
+    char id[32];
+    toolcall_id(h->id, choice, pc->index, id);
+    int rc = with_index ? buf_printf(o, "{\"index\":%d,", pc->index) : buf_puts(o, "{");
+    rc |= buf_printf(o, "\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":\"%s\","
+                        "\"arguments\":",
+                     id, pc->name);
+    rc |= pc->len ? buf_json_str(o, text + pc->off, pc->len) : buf_puts(o, "\"{}\"");
+    return rc | buf_puts(o, "}}");
+}
+
+/* A finished choice's message with tools: its content (null when it only
+ * called tools) and tool_calls. *n_calls: how many. */
+static int format_chat_message_tools(const struct gen *g, int i, const struct format_head *h,
+                                     int *n_calls, struct buf *o)
+{
+    const struct gen_choice *ch = &g->choices[i];
+    const char *text = ch->text.p ? ch->text.p : "";
+    struct toolcall_scan s;
+    struct toolcall_piece pc;
+    struct buf content = {0}, calls = {0};
+    int rc = 0, n = 0;
+    toolcall_start(g->req.tools, &s);
+    while (toolcall_next(g->req.tools, &s, text, ch->text.len, ch->text.len, 1, &pc)) {
+        if (pc.kind == TOOLCALL_CONTENT) {
+            rc |= buf_append(&content, text + pc.off, pc.len);
+        } else {
+            rc |= buf_puts(&calls, n++ ? "," : "[");
+            rc |= format_tool_call(h, i, &pc, text, 0, &calls);
+        }
+    }
+    rc |= buf_puts(o, "\"content\":");
+    if (n && !content.len)
+        rc |= buf_puts(o, "null");
+    else
+        rc |= buf_json_str(o, content.p ? content.p : "", content.len);
+    if (n) {
+        rc |= buf_puts(o, ",\"tool_calls\":");
+        rc |= buf_append(o, calls.p, calls.len);
+        rc |= buf_puts(o, "]");
+    }
+    buf_free(&content);
+    buf_free(&calls);
+    *n_calls = n;
+    return rc;
+}
+
 static int format_chat_body(const struct gen *g, const struct format_head *h, struct buf *o)
 {
     int rc = format_head(g, h, 0, o);
     rc |= buf_puts(o, ",\"choices\":[");
     for (int i = 0; i < g->n_choices; i++) {
         const struct gen_choice *ch = &g->choices[i];
+        int n_calls = 0;
         if (i)
             rc |= buf_puts(o, ",");
-        rc |= buf_printf(o, "{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i);
-        rc |= buf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.len);
+        rc |= buf_printf(o, "{\"index\":%d,\"message\":{\"role\":\"assistant\",", i);
+        if (g->req.tools) {
+            rc |= format_chat_message_tools(g, i, h, &n_calls, o);
+        } else {
+            rc |= buf_puts(o, "\"content\":");
+            rc |= buf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.len);
+        }
         rc |= buf_puts(o, ",\"refusal\":null},\"logprobs\":");
         if (g->req.logprobs >= 0)
             rc |= format_chat_lps(g->tok, ch->lps, ch->n_lps, o);
         else
             rc |= buf_puts(o, "null");
-        rc |= buf_printf(o, ",\"finish_reason\":\"%s\"}", ch->finish ? ch->finish : "stop");
+        rc |= buf_printf(o, ",\"finish_reason\":\"%s\"}", format_finish(ch, n_calls));
     }
     rc |= buf_puts(o, "],\"usage\":");
     rc |= format_usage(g, o);
@@ -251,36 +317,64 @@ static int format_chat_event_tail(const struct gen *g, struct buf *o)
     return rc | buf_puts(o, "}\n\n");
 }
 
+/* One delta event of choice idx: its text (content), or one tool call,
+ * and the logprobs not sent yet. */
+static int format_chat_delta(struct gen *g, int idx, const struct format_head *h,
+                             const char *content, size_t n, const struct toolcall_piece *call,
+                             struct buf *o)
+{
+    struct gen_choice *ch = &g->choices[idx];
+    size_t new_lps = ch->n_lps > ch->lp_sent ? ch->n_lps - ch->lp_sent : 0;
+    int rc = format_chat_event_head(g, h, idx, o);
+    rc |= buf_puts(o, ch->started ? "{" : "{\"role\":\"assistant\",");
+    if (call) {
+        rc |= buf_puts(o, ch->started ? "\"tool_calls\":[" : "\"content\":null,\"tool_calls\":[");
+        rc |= format_tool_call(h, idx, call, ch->text.p, 1, o);
+        rc |= buf_puts(o, "]");
+    } else {
+        rc |= buf_puts(o, "\"content\":");
+        rc |= buf_json_str(o, content, n);
+    }
+    rc |= buf_puts(o, "},\"logprobs\":");
+    if (g->req.logprobs >= 0 && new_lps)
+        rc |= format_chat_lps(g->tok, ch->lps + ch->lp_sent, new_lps, o);
+    else
+        rc |= buf_puts(o, "null");
+    rc |= buf_puts(o, ",\"finish_reason\":null");
+    rc |= format_chat_event_tail(g, o);
+    ch->started = 1;
+    ch->lp_sent = ch->n_lps;
+    return rc;
+}
+
 /* A chat stream, per choice: the first event carries the role (and what
- * text there is), then one event per new text, then an event with an empty
- * delta and the finish_reason, as OpenAI streams. */
+ * text there is), then one event per new text (with tools: per piece of
+ * content and per call, as the reader finds them in final text), then an
+ * event with an empty delta and the finish_reason, as OpenAI streams. */
 static int format_chat_chunk(struct gen *g, int idx, const struct format_head *h,
                              struct buf *o)
 {
     struct gen_choice *ch = &g->choices[idx];
-    size_t new_text = ch->safe > ch->sent ? ch->safe - ch->sent : 0;
-    size_t new_lps = ch->n_lps > ch->lp_sent ? ch->n_lps - ch->lp_sent : 0;
+    const char *text = ch->text.p ? ch->text.p : "";
     int finish_now = ch->done && !ch->reported;
     int rc = 0;
-    if (!ch->started || new_text || new_lps) {
-        rc |= format_chat_event_head(g, h, idx, o);
-        rc |= buf_puts(o, ch->started ? "{\"content\":" : "{\"role\":\"assistant\",\"content\":");
-        rc |= buf_json_str(o, ch->text.p ? ch->text.p + ch->sent : "", new_text);
-        rc |= buf_puts(o, "},\"logprobs\":");
-        if (g->req.logprobs >= 0 && new_lps)
-            rc |= format_chat_lps(g->tok, ch->lps + ch->lp_sent, new_lps, o);
-        else
-            rc |= buf_puts(o, "null");
-        rc |= buf_puts(o, ",\"finish_reason\":null");
-        rc |= format_chat_event_tail(g, o);
-        ch->started = 1;
+    if (g->req.tools) {
+        struct toolcall_piece pc;
+        while (toolcall_next(g->req.tools, &ch->tc, text, ch->safe, ch->text.len, ch->done, &pc))
+            rc |= format_chat_delta(g, idx, h, text + pc.off, pc.len,
+                                    pc.kind == TOOLCALL_CALL ? &pc : NULL, o);
+    } else {
+        size_t new_text = ch->safe > ch->sent ? ch->safe - ch->sent : 0;
+        if (new_text)
+            rc |= format_chat_delta(g, idx, h, text + ch->sent, new_text, NULL, o);
         ch->sent += new_text;
-        ch->lp_sent = ch->n_lps;
     }
+    if (!ch->started || ch->n_lps > ch->lp_sent)
+        rc |= format_chat_delta(g, idx, h, "", 0, NULL, o);
     if (finish_now) {
         rc |= format_chat_event_head(g, h, idx, o);
         rc |= buf_printf(o, "{},\"logprobs\":null,\"finish_reason\":\"%s\"",
-                         ch->finish ? ch->finish : "stop");
+                         format_finish(ch, g->req.tools ? ch->tc.n_calls : 0));
         rc |= format_chat_event_tail(g, o);
         ch->reported = 1;
     }

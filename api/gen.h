@@ -22,6 +22,7 @@
 #include "api/buf.h"
 #include "api/metrics.h"
 #include "api/request.h"
+#include "api/tools.h"
 #include "engine/sched.h"
 #include "engine/tok.h"
 
@@ -57,6 +58,7 @@ struct gen_choice {
     /* the formatter's cursor (api/format.c): what a stream has sent */
     size_t sent, lp_sent;
     int started, reported;
+    struct toolcall_scan tc; /* with tools: the content / calls read so far */
 };
 
 struct gen {

@@ -28,6 +28,8 @@ static int msg_fail(const struct msg_err *e, const char *param_fmt, size_t i, co
 
 static int msg_role(const char *r)
 {
+    if (!strcmp(r, "tool"))
+        return CHAT_ROLE_TOOL;
     if (!strcmp(r, "system") || !strcmp(r, "developer"))
         return CHAT_ROLE_SYSTEM;
     if (!strcmp(r, "user"))
@@ -77,6 +79,51 @@ static int msg_parts(json_t *c, size_t i, struct messages *ms, const struct msg_
     return 0;
 }
 
+/* An assistant's tool_calls: [{"id", "type": "function", "function":
+ * {"name", "arguments": a string}}]. The arguments are parsed (the
+ * templates write the object); a string that is not JSON stays a string. */
+static int msg_calls(json_t *tc, size_t i, struct messages *ms, const struct msg_err *e)
+{
+    if (!json_is_array(tc))
+        return msg_fail(e, "messages[%zu].tool_calls", i,
+                        "messages[%zu].tool_calls must be an array", i);
+    size_t n = json_array_size(tc);
+    struct chat_call *calls = calloc(n, sizeof(*calls));
+    if (!calls)
+        return INF_ENOMEM;
+    ms->calls[i] = calls;
+    ms->m[i].calls = calls;
+    for (size_t k = 0; k < n; k++) {
+        json_t *c = json_array_get(tc, k);
+        json_t *ty = json_is_object(c) ? json_object_get(c, "type") : NULL;
+        json_t *f = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        json_t *name = json_object_get(f, "name"), *args = json_object_get(f, "arguments");
+        if ((ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "function"))) ||
+            !json_is_object(f) || !json_is_string(name) || !json_string_length(name) ||
+            strlen(json_string_value(name)) != json_string_length(name) ||
+            (args && !json_is_string(args) && !json_is_object(args)))
+            return msg_fail(e, "messages[%zu].tool_calls", i,
+                            "messages[%zu].tool_calls[%zu] must be {\"type\": \"function\", "
+                            "\"function\": {\"name\": a string, \"arguments\": a string}}",
+                            i, k);
+        calls[k].name = json_string_value(name);
+        if (json_is_object(args)) {
+            calls[k].args = json_incref(args);
+        } else if (args) {
+            calls[k].args = json_loadb(json_string_value(args), json_string_length(args),
+                                       JSON_DECODE_ANY, NULL);
+            if (!calls[k].args)
+                calls[k].args = json_incref(args);
+        } else {
+            calls[k].args = json_object();
+        }
+        if (!calls[k].args)
+            return INF_ENOMEM;
+        ms->m[i].n_calls = k + 1;
+    }
+    return 0;
+}
+
 int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap, char *msg,
                    size_t msg_cap)
 {
@@ -91,7 +138,8 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
         return msg_fail(&e, "messages", 0, "messages must not be empty");
     ms->m = calloc(n, sizeof(*ms->m));
     ms->owned = calloc(n, sizeof(*ms->owned));
-    if (!ms->m || !ms->owned)
+    ms->calls = calloc(n, sizeof(*ms->calls));
+    if (!ms->m || !ms->owned || !ms->calls)
         return INF_ENOMEM;
     ms->n = n;
     for (size_t i = 0; i < n; i++) {
@@ -103,22 +151,29 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
             return msg_fail(&e, "messages[%zu].role", i, "messages[%zu].role must be a string",
                             i);
         const char *rs = json_string_value(r);
-        if (!strcmp(rs, "tool") || !strcmp(rs, "function"))
+        if (!strcmp(rs, "function"))
             return msg_fail(&e, "messages[%zu].role", i,
-                            "messages[%zu]: the '%s' role is not supported (this server does "
-                            "not support tools)",
-                            i, rs);
+                            "messages[%zu]: the 'function' role (OpenAI's deprecated functions) "
+                            "is not supported; use tools and the 'tool' role",
+                            i);
         int role = msg_role(rs);
         if (!role)
             return msg_fail(&e, "messages[%zu].role", i,
                             "messages[%zu].role must be one of 'system', 'developer', 'user', "
-                            "'assistant', got '%.32s'",
+                            "'assistant', 'tool', got '%.32s'",
                             i, rs);
-        json_t *tc = json_object_get(o, "tool_calls");
-        if (tc && !json_is_null(tc) && !(json_is_array(tc) && json_array_size(tc) == 0))
-            return msg_fail(&e, "messages[%zu].tool_calls", i,
-                            "messages[%zu].tool_calls: tools are not supported", i);
         ms->m[i].role = role;
+        json_t *tc = json_object_get(o, "tool_calls");
+        if (tc && !json_is_null(tc) && !(json_is_array(tc) && json_array_size(tc) == 0)) {
+            if (role != CHAT_ROLE_ASSISTANT)
+                return msg_fail(&e, "messages[%zu].tool_calls", i,
+                                "messages[%zu].tool_calls: only assistant messages make tool "
+                                "calls",
+                                i);
+            int rc = msg_calls(tc, i, ms, &e);
+            if (rc)
+                return rc;
+        }
         json_t *c = json_object_get(o, "content");
         if (json_is_string(c)) {
             ms->m[i].content = json_string_value(c);
@@ -127,10 +182,10 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
             int rc = msg_parts(c, i, ms, &e);
             if (rc)
                 return rc;
-        } else {
+        } else if (!(ms->m[i].n_calls && (!c || json_is_null(c)))) {
             return msg_fail(&e, "messages[%zu].content", i,
-                            "messages[%zu].content must be a string or an array of text parts",
-                            i);
+                            "messages[%zu].content must be a string or an array of text parts%s",
+                            i, role == CHAT_ROLE_ASSISTANT ? " (or null with tool_calls)" : "");
         }
     }
     return 0;
@@ -138,10 +193,16 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
 
 void messages_free(struct messages *ms)
 {
-    if (ms->owned)
-        for (size_t i = 0; i < ms->n; i++)
+    for (size_t i = 0; i < ms->n; i++) {
+        if (ms->owned)
             free(ms->owned[i]);
+        for (size_t k = 0; ms->m && k < ms->m[i].n_calls; k++)
+            json_decref(ms->m[i].calls[k].args);
+        if (ms->calls)
+            free(ms->calls[i]);
+    }
     free(ms->owned);
+    free(ms->calls);
     free(ms->m);
     memset(ms, 0, sizeof(*ms));
 }

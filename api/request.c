@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/schema.h"
+#include "api/tools.h"
 #include "engine/jsonc.h"
 #include "engine/tok.h"
 
@@ -536,6 +537,7 @@ void api_req_release(struct api_req *q)
     free(q->bias);
     free(q->stop_ids);
     jsonc_free(q->json);
+    api_tools_free(q->tools);
     int kind = q->kind;
     memset(q, 0, sizeof(*q));
     q->kind = kind;

@@ -26,6 +26,7 @@
 #include "api/api.h"
 #include "engine/sample.h"
 
+struct api_tools;
 struct jsonc;
 struct tok;
 struct api_request_ctx;
@@ -64,7 +65,8 @@ struct api_req {
     int n_prompts;
     struct api_req_prompt *prompts;
     int32_t prompt_tokens; /* over all prompts */
-    struct jsonc *json;    /* response_format's constraint (api/schema.h), or NULL */
+    struct jsonc *json;    /* response_format's or a forced tool call's constraint, or NULL */
+    struct api_tools *tools; /* chat tools (api/tools.h), or NULL */
 };
 
 /* Why a request is refused: the HTTP status and OpenAI error fields. */

@@ -14,28 +14,51 @@
 
 #include "api/chat_template.h"
 #include "api/messages.h"
+#include "api/tools.h"
+#include "engine/jsonc.h"
 #include "engine/tok.h"
 
-/* Fields that would change what the answer means if ignored: refused. */
+/* Fields that would change what the answer means if ignored: refused
+ * (OpenAI's deprecated functions API; tools replace it). */
 static int req_chat_unsupported(json_t *b, struct api_req_error *e)
 {
-    json_t *v = json_object_get(b, "tools");
+    json_t *v = json_object_get(b, "functions");
     if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-        return req_fail(e, 400, "tools", NULL, "tools are not supported by this server");
-    v = json_object_get(b, "functions");
-    if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-        return req_fail(e, 400, "functions", NULL, "functions are not supported by this server");
+        return req_fail(e, 400, "functions", NULL,
+                        "functions (deprecated) is not supported by this server; use tools");
     v = json_object_get(b, "function_call");
     if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
         return req_fail(e, 400, "function_call", NULL,
-                        "function_call is not supported by this server");
-    v = json_object_get(b, "tool_choice");
-    if (v && !json_is_null(v) &&
-        !(json_is_string(v) && (!strcmp(json_string_value(v), "none") ||
-                                !strcmp(json_string_value(v), "auto"))))
-        return req_fail(e, 400, "tool_choice", NULL,
-                        "tool_choice other than 'none' or 'auto' is not supported (this server "
-                        "does not support tools)");
+                        "function_call (deprecated) is not supported by this server; use "
+                        "tool_choice");
+    return 0;
+}
+
+/* tools / tool_choice / parallel_tool_calls (api/tools.c): q->tools, and
+ * the constraint of a forced call in q->json (response_format's place:
+ * the two are one or the other). *ct_tools: what the prompt renders. */
+static int req_chat_tools(const struct api_request_ctx *x, json_t *b, struct api_req *q,
+                          struct chat_tools *ct_tools, struct api_req_error *e)
+{
+    char param[64], msg[320];
+    struct jsonc *forced = NULL;
+    memset(ct_tools, 0, sizeof(*ct_tools));
+    int rc = api_tools_parse(b, &x->chat, &q->tools, &ct_tools->defs, &forced, param,
+                             sizeof(param), msg, sizeof(msg));
+    if (rc == -2)
+        return REQ_OOM(e);
+    if (rc)
+        return req_fail(e, 400, param, NULL, "%s", msg);
+    if (q->tools && q->json) {
+        jsonc_free(forced);
+        return req_fail(e, 400, "response_format", NULL,
+                        "response_format other than text cannot be combined with tools (unless "
+                        "tool_choice is \"none\")");
+    }
+    if (forced) {
+        q->json = forced;
+        ct_tools->forced = 1;
+    }
     return 0;
 }
 
@@ -57,8 +80,9 @@ static int req_chat_lp(const struct api_request_ctx *x, json_t *b, struct api_re
 
 /* The rendered prompt of body's messages: text, mask and token ids. BOS is
  * the template's when it writes one; else the tokenizer's rule adds it. */
-static int req_chat_prompt(const struct api_request_ctx *x, json_t *b, int add_gen,
-                           struct buf *text, struct api_req_prompt *p, struct api_req_error *e)
+static int req_chat_prompt(const struct api_request_ctx *x, json_t *b,
+                           const struct chat_tools *tools, int add_gen, struct buf *text,
+                           struct api_req_prompt *p, struct api_req_error *e)
 {
     struct messages ms;
     struct buf mask = {0};
@@ -72,8 +96,8 @@ static int req_chat_prompt(const struct api_request_ctx *x, json_t *b, int add_g
     if (!rc && x->chat.family == CHAT_TEMPLATE_NONE)
         rc = req_fail(e, 400, NULL, "chat_template_unavailable", "%s", x->chat_why);
     if (!rc) {
-        int r = chat_template_render(&x->chat, ms.m, ms.n, add_gen, text, &mask, msg,
-                                     sizeof(msg));
+        int r = chat_template_render_tools(&x->chat, ms.m, ms.n, tools, add_gen, text, &mask,
+                                           msg, sizeof(msg));
         if (r == INF_ENOMEM)
             rc = REQ_OOM(e);
         else if (r)
@@ -124,6 +148,7 @@ int api_req_parse_chat(const struct api_request_ctx *x, json_t *b, struct api_re
                        struct api_req_error *e)
 {
     int add_gen = 1;
+    struct chat_tools tools;
     req_defaults(x, q, API_REQ_CHAT);
     memset(e, 0, sizeof(*e));
     int rc = req_model(x, b, e);
@@ -135,6 +160,8 @@ int api_req_parse_chat(const struct api_request_ctx *x, json_t *b, struct api_re
              req_int(b, "max_completion_tokens", 1, x->cfg.max_tokens, &q->max_tokens, e);
     if (!rc)
         rc = req_common(x, b, q, req_chat_lp, x->eot >= 0 ? 1 : 0, e);
+    if (!rc)
+        rc = req_chat_tools(x, b, q, &tools, e);
     if (!rc)
         rc = req_bool(b, "add_generation_prompt", &add_gen, e);
     if (!rc) {
@@ -150,7 +177,7 @@ int api_req_parse_chat(const struct api_request_ctx *x, json_t *b, struct api_re
     if (!rc) {
         struct buf text = {0};
         q->n_prompts = 1;
-        rc = req_chat_prompt(x, b, add_gen, &text, &q->prompts[0], e);
+        rc = req_chat_prompt(x, b, &tools, add_gen, &text, &q->prompts[0], e);
         buf_free(&text);
     }
     if (!rc)
@@ -169,11 +196,18 @@ int api_req_apply_template(const struct api_request_ctx *x, json_t *b, char **te
     int add_gen = 1;
     struct buf t = {0};
     struct api_req_prompt p = {0};
+    struct api_req q = {0};
+    struct chat_tools tools;
     memset(e, 0, sizeof(*e));
     *text = NULL;
     *ids = NULL;
-    if (req_bool(b, "add_generation_prompt", &add_gen, e) ||
-        req_chat_prompt(x, b, add_gen, &t, &p, e)) {
+    /* the tools render as a chat request's would (a forced call's opening
+     * included); q only holds what req_chat_tools makes */
+    int rc = req_bool(b, "add_generation_prompt", &add_gen, e) ||
+             req_chat_tools(x, b, &q, &tools, e) ||
+             req_chat_prompt(x, b, &tools, add_gen, &t, &p, e);
+    api_req_release(&q);
+    if (rc) {
         buf_free(&t);
         free(p.ids);
         return -1;
@@ -235,6 +269,10 @@ int req_chat_setup(struct api_request_ctx *x, const char *tmpl, size_t len)
     req_token_text(x->tok, tok_bos(x->tok), bos, sizeof(bos));
     req_token_text(x->tok, tok_eos(x->tok), eos, sizeof(eos));
     chat_template_init(&x->chat, family, tmpl, len, bos, eos);
+    /* a family the config names is the operator's word that the model was
+     * trained on its format, tools included (chatml: Qwen's <tool_call>) */
+    if (name[0] && strcmp(name, "auto") && family == CHAT_TEMPLATE_CHATML)
+        x->chat.tools = 1;
     const char *eot = chat_template_eot(&x->chat);
     x->eot = family != CHAT_TEMPLATE_NONE && eot[0] ? tok_lookup(x->tok, eot, strlen(eot)) : -1;
     return 0;

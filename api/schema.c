@@ -41,8 +41,9 @@ struct ctx {
     int32_t n_memo, cap_memo;
     char *msg;
     size_t cap;
-    int depth; /* compile() calls in progress */
-    int oom;   /* the refusal is the allocator's, not the schema's */
+    int depth;   /* compile() calls in progress */
+    int oom;     /* the refusal is the allocator's, not the schema's */
+    int lenient; /* unknown keywords are not enforced (non-strict tool parameters) */
 };
 
 static int32_t fail(struct ctx *c, const char *fmt, const char *arg)
@@ -369,7 +370,7 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
             return c->memo[i].id;
     json_object_foreach(j, k, v) {
         (void)v;
-        if (!known_keyword(k))
+        if (!known_keyword(k) && !c->lenient)
             return fail(c, "JSON Schema keyword '%.48s' is not supported here (supported: type, "
                            "properties, required, additionalProperties, items, minItems, "
                            "maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref, "
@@ -426,21 +427,46 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
     return JSONC_N_ANY;
 }
 
-int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap)
+/* Compile schema; root: what "#" and the $defs of a $ref are looked up in. */
+static int schema_compile(json_t *schema, json_t *root, int lenient, struct jsonc **out,
+                          char *msg, size_t cap)
 {
-    struct ctx c = {.root = schema, .msg = msg, .cap = cap};
+    struct ctx c = {.root = root, .msg = msg, .cap = cap, .lenient = lenient};
     *out = NULL;
     msg[0] = 0;
     c.b = jsonc_builder_new();
     if (!c.b)
         return -2;
-    int32_t root = compile(&c, schema, 0);
-    if (root >= 0 && jsonc_b_union_cycle(c.b))
-        root = fail(&c, "anyOf/oneOf refers back to itself through $ref with no object or array "
-                        "in between%s", NULL);
-    int rc = root < 0 ? (c.oom ? -2 : -1) : jsonc_b_finish(c.b, root, out) ? -2 : 0;
+    int32_t root_id = compile(&c, schema, 0);
+    if (root_id >= 0 && jsonc_b_union_cycle(c.b))
+        root_id = fail(&c, "anyOf/oneOf refers back to itself through $ref with no object or "
+                           "array in between%s", NULL);
+    int rc = root_id < 0 ? (c.oom ? -2 : -1) : jsonc_b_finish(c.b, root_id, out) ? -2 : 0;
     jsonc_builder_free(c.b);
     free(c.memo);
+    return rc;
+}
+
+int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap)
+{
+    return schema_compile(schema, schema, 0, out, msg, cap);
+}
+
+int api_schema_compile_call(json_t *names, const char *args_key, json_t *params, int lenient,
+                            struct jsonc **out, char *msg, size_t cap)
+{
+    /* {"type": "object", "properties": {"name": {"enum": names}, args_key:
+     * params}, "required": both, "additionalProperties": false}, its $refs
+     * resolved in params (the schema they were written in) */
+    json_t *w = json_pack("{s:s, s:{s:{s:O}, s:O}, s:[s, s], s:b}", "type", "object",
+                          "properties", "name", "enum", names, args_key, params, "required",
+                          "name", args_key, "additionalProperties", 0);
+    *out = NULL;
+    msg[0] = 0;
+    if (!w)
+        return -2;
+    int rc = schema_compile(w, params, lenient, out, msg, cap);
+    json_decref(w);
     return rc;
 }
 
