@@ -98,6 +98,12 @@ elif [ "$phase" = bench ]; then
     echo "ncu rc=$?" | tee -a $S
     grep -E "mmd_|gemm|sm90|Kernel|mmc_|gpu__time" $out/ncu.txt | head -40 > $out/ncu-short.txt
     cp $out/ab.md $out/ncu-short.txt $OUT/ 2>/dev/null
+    # tiny-llama's variant gate (check phase: 0.89 nats with the path from 9
+    # rows): the same mode without the F16 path, to say which part moves it
+    INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=0 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json \
+        > $out/tl-var-nommd.log 2>&1
+    echo "tiny-llama variant without mmd rc=$?" | tee -a $S
+    tail -3 $out/tl-var-nommd.log >> $S
 else
     echo "usage: bench/mmd-call.sh check|bench" >&2
     exit 2

@@ -1,10 +1,14 @@
 // test_openai_chat -- the unmodified `openai` npm client's chat.completions.create
 // (Node 20) against the real daemon serving tiny-qwen2 (a ChatML template).
 //
+// Served with --chat-template chatml (tiny-qwen2's own template is Qwen2's,
+// without <tool_call>; naming the family allows Qwen's tool format).
 // Non-streamed and streamed (role in the first delta, include_usage), greedy
 // chat output equal to greedy completions output on the rendered prompt
 // (POST /apply-template), logprobs in the chat format, response_format
-// (JSON mode, a strict json_schema), and unsupported
+// (JSON mode, a strict json_schema), tools (a forced call read by the
+// client as message.tool_calls, streamed deltas assembled, a tool result
+// sent back), and unsupported
 // fields / bad messages surfacing as the client's APIError with status and
 // param.
 // usage: node test_openai_chat.mjs <inferd binary>; exits 77 when
@@ -55,7 +59,7 @@ const env = { ...process.env };
 delete env.NOTIFY_SOCKET;
 delete env.INFERD_API_KEY;
 const d = spawn(exe, ['serve', '--model', model, '--host', '127.0.0.1', '--port', String(port),
-  '--n-ctx', '512'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  '--n-ctx', '1024', '--chat-template', 'chatml'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
 d.stdout.on('data', (b) => { log += b; });
 d.stderr.on('data', (b) => { log += b; });
 let exited = null;
@@ -167,12 +171,61 @@ try {
     check(closed >= 3, `only ${closed} of 6 answers closed their JSON`);
   });
 
+  await test('chat tools: a forced call, streamed, and its result sent back', async () => {
+    const tools = [{
+      type: 'function',
+      function: {
+        name: 'get_colour', description: 'A colour by name', strict: true,
+        parameters: {
+          type: 'object', properties: { name: { type: 'string', maxLength: 10 }, dark: { type: 'boolean' } },
+          required: ['name', 'dark'], additionalProperties: false,
+        },
+      },
+    }];
+    let called = 0;
+    for (const seed of [1, 2, 3]) {
+      const r = await client.chat.completions.create({ model: MODEL, messages: MESSAGES, tools, tool_choice: 'required', max_tokens: 100, temperature: 1, seed });
+      const c = r.choices[0];
+      check(['tool_calls', 'length'].includes(c.finish_reason), c.finish_reason);
+      if (c.finish_reason !== 'tool_calls') continue;
+      called++;
+      const call = c.message.tool_calls[0];
+      check(c.message.content === null && call.type === 'function' && call.function.name === 'get_colour', JSON.stringify(c.message));
+      const a = JSON.parse(call.function.arguments);
+      check(JSON.stringify(Object.keys(a)) === '["name","dark"]' && a.name.length <= 10 && typeof a.dark === 'boolean', call.function.arguments);
+      // streamed: the client's deltas put together give the same call
+      const stream = await client.chat.completions.create({ model: MODEL, messages: MESSAGES, tools, tool_choice: 'required', max_tokens: 100, temperature: 1, seed, stream: true });
+      let name = '';
+      let args = '';
+      let finish = null;
+      for await (const ch of stream) {
+        for (const x of ch.choices) {
+          for (const t of x.delta.tool_calls || []) {
+            check(t.index === 0, JSON.stringify(t));
+            name += t.function?.name || '';
+            args += t.function?.arguments || '';
+          }
+          if (x.finish_reason) finish = x.finish_reason;
+        }
+      }
+      check(name === 'get_colour' && args === call.function.arguments && finish === 'tool_calls', `${name} ${args} ${finish}`);
+      // the conversation goes on with the call and its result
+      const next = await client.chat.completions.create({
+        model: MODEL, tools, max_tokens: 8, temperature: 0,
+        messages: [...MESSAGES, c.message, { role: 'tool', tool_call_id: call.id, content: '{"hex": "#ff0000"}' }],
+      });
+      check(['stop', 'length', 'tool_calls'].includes(next.choices[0].finish_reason), JSON.stringify(next.choices[0]));
+    }
+    check(called >= 1, `none of 3 forced calls closed in 100 tokens`);
+  });
+
   await test('chat errors are APIError with status and param', async () => {
     const cases = [
       [{ model: MODEL, messages: [] }, 400, 'messages'],
       [{ model: MODEL, messages: [{ role: 'robot', content: 'x' }] }, 400, 'messages[0].role'],
       [{ model: MODEL, messages: [{ role: 'user', content: 7 }] }, 400, 'messages[0].content'],
-      [{ model: MODEL, messages: MESSAGES, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 400, 'tools'],
+      [{ model: MODEL, messages: MESSAGES, tools: [{ type: 'function', function: { name: 'no spaces' } }] }, 400, 'tools[0]'],
+      [{ model: MODEL, messages: MESSAGES, tool_choice: 'required' }, 400, 'tool_choice'],
       [{ model: MODEL, messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }, 400, 'response_format'],
       [{ model: 'nope', messages: MESSAGES }, 404, 'model'],
     ];
