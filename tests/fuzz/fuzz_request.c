@@ -45,8 +45,10 @@
 #include <jansson.h>
 
 #include "api/buf.h"
+#include "api/chat_template.h"
 #include "api/request.h"
 #include "api/schema.h"
+#include "api/tools.h"
 #include "engine/jsonc.h"
 #include "engine/gguf.h"
 #include "engine/tok.h"
@@ -60,14 +62,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct fuzz_tok {
     const char *file;
+    const char *chat_template; /* the config's chat_template */
     struct gguf_file *g;
     struct tok *t;
     struct api_request_ctx *ctx;
 };
 
-static struct fuzz_tok fuzz_toks[2] = {
-    {"models/stories260K.gguf", NULL, NULL, NULL},
-    {"vocab/ggml-vocab-qwen2.gguf", NULL, NULL, NULL},
+/* The third: the ChatML vocabulary with the family named in the config,
+ * which allows Qwen's tool format (its own template is Qwen2's, without
+ * <tool_call>): tool bodies get past the family check into the tool
+ * parser and the forced call's schema compiler. */
+static struct fuzz_tok fuzz_toks[3] = {
+    {"models/stories260K.gguf", "", NULL, NULL, NULL},
+    {"vocab/ggml-vocab-qwen2.gguf", "", NULL, NULL, NULL},
+    {"vocab/ggml-vocab-qwen2.gguf", "chatml", NULL, NULL, NULL},
 };
 static int fuzz_ready; /* 0 not tried, 1 ok, -1 missing data */
 static struct jsonc_vocab *fuzz_jv; /* stories260K's, for the JSON constraint */
@@ -112,6 +120,7 @@ static int fuzz_init(void)
         struct inf_error e;
         snprintf(path, sizeof(path), "%s/%s", root, f->file);
         struct gguf_str tmpl = {NULL, 0};
+        snprintf(cfg.chat_template, sizeof(cfg.chat_template), "%s", f->chat_template);
         if (gguf_open(path, &f->g, &e) || tok_load(f->g, &f->t, &e) ||
             (gguf_get_str(f->g, "tokenizer.chat_template", &tmpl), 0) ||
             api_request_ctx_new(&cfg, f->t, FUZZ_N_CTX, tmpl.ptr, (size_t)tmpl.len, &f->ctx)) {
@@ -166,14 +175,25 @@ static void fuzz_check(const struct api_request_result *r)
         fuzz_fail("valid request with logprobs/stop out of range", r);
 }
 
-/* The JSON constraint of the body's response_format over its prompt text. */
+/* The JSON constraint of the body's response_format, or else of its forced
+ * tool call (Qwen's format), over its prompt text. */
 static void fuzz_jsonc(const uint8_t *data, size_t size)
 {
     json_t *b = json_loadb((const char *)data, size, 0, NULL);
     json_t *p = json_object_get(b, "prompt");
     struct jsonc *g = NULL;
-    char msg[300];
-    if (b && json_is_string(p) && api_response_format(b, &g, msg, sizeof(msg)) == 0 && g) {
+    char msg[320], param[64];
+    if (b && !json_object_get(b, "response_format")) {
+        struct chat_template ct;
+        struct api_tools *t = NULL;
+        json_t *defs;
+        chat_template_init(&ct, CHAT_TEMPLATE_CHATML, NULL, 0, "", "");
+        if (api_tools_parse(b, &ct, &t, &defs, &g, param, sizeof(param), msg, sizeof(msg)) == 0 &&
+            ((!t != !defs) || (!g != !(t && t->forced))))
+            abort(); /* the tool set, its prompt list and its constraint go together */
+        api_tools_free(t);
+    }
+    if (b && json_is_string(p) && (g || (api_response_format(b, &g, msg, sizeof(msg)) == 0 && g))) {
         const char *text = json_string_value(p);
         size_t n = json_string_length(p), i = 0;
         struct jsonc_state s;
@@ -215,7 +235,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int (*parse[2])(struct api_request_ctx *, const char *, size_t,
                     struct api_request_result *) = {api_parse_completion_request,
                                                     api_parse_chat_request};
-    for (size_t i = 0; i < sizeof(fuzz_toks) / sizeof(fuzz_toks[0]); i++)
+    /* chat on the third context: the checks of any result, no expectation */
+    struct api_request_result r3;
+    if (api_parse_chat_request(fuzz_toks[2].ctx, body, size, &r3))
+        abort();
+    fuzz_check(&r3);
+    for (size_t i = 0; i < 2; i++)
         for (int k = 0; k < 2; k++) {
             struct api_request_result r1, r2;
             if (parse[k](fuzz_toks[i].ctx, body, size, &r1))
