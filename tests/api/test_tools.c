@@ -209,6 +209,21 @@ static int accepts(const struct jsonc *c, const char *text)
     return ok && jsonc_closed(&st);
 }
 
+/* body's forced call: its constraint takes yes whole and refuses no */
+static int forced_is(int family, const char *body, const char *yes, const char *no)
+{
+    struct api_tools *t = NULL;
+    struct jsonc *f = NULL;
+    int ok = parse_is(family, body, 0, NULL, &t, &f) && t && t->forced && !t->parallel && f &&
+             accepts(f, yes) && !accepts(f, no);
+    if (!ok)
+        fprintf(stderr, "forced call of %s: takes [%s] %d, [%s] %d\n", body, yes,
+                f ? accepts(f, yes) : -1, no, f ? accepts(f, no) : -1);
+    api_tools_free(t);
+    jsonc_free(f);
+    return ok;
+}
+
 static void test_parse(void)
 {
     char b[2048];
@@ -225,50 +240,38 @@ static void test_parse(void)
     api_tools_free(t);
     CHECK(parse_is(CHAT_TEMPLATE_CHATML, BODY(",\"tool_choice\":\"none\""), 0, NULL, &t, &f));
     CHECK(!t && !f);
-    /* forced: the named function's schema, exactly */
-    CHECK(parse_is(CHAT_TEMPLATE_CHATML, BODY(",\"tool_choice\":\"required\""), 0, NULL, &t, &f));
-    CHECK(t && t->forced && !t->parallel && f);
-    CHECK(f && accepts(f, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"));
-    CHECK(f && !accepts(f, "{\"name\": \"get_weather\", \"arguments\": {}}"));
-    CHECK(f && !accepts(f, "{\"name\": \"other\", \"arguments\": {\"city\": \"Paris\"}}"));
-    CHECK(f && !accepts(f, "{\"arguments\": {\"city\": \"Paris\"}, \"name\": \"get_weather\"}"));
-    api_tools_free(t);
-    jsonc_free(f);
-    CHECK(parse_is(CHAT_TEMPLATE_LLAMA31,
-                   BODY(",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
-                        "\"get_weather\"}}"),
-                   0, NULL, &t, &f));
-    CHECK(f && accepts(f, "{\"name\":\"get_weather\",\"parameters\":{\"city\":\"x\"}}"));
-    CHECK(f && !accepts(f, "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"x\"}}"));
-    api_tools_free(t);
-    jsonc_free(f);
+    /* forced: the named function's schema, exactly (keys in order) */
+    const char *paris = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML, BODY(",\"tool_choice\":\"required\""), paris,
+                    "{\"name\": \"get_weather\", \"arguments\": {}}"));
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML, BODY(",\"tool_choice\":\"required\""), paris,
+                    "{\"name\": \"other\", \"arguments\": {\"city\": \"Paris\"}}"));
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML, BODY(",\"tool_choice\":\"required\""), paris,
+                    "{\"arguments\": {\"city\": \"Paris\"}, \"name\": \"get_weather\"}"));
+    CHECK(forced_is(CHAT_TEMPLATE_LLAMA31,
+                    BODY(",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+                         "\"get_weather\"}}"),
+                    "{\"name\":\"get_weather\",\"parameters\":{\"city\":\"x\"}}",
+                    "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"x\"}}"));
     /* several tools, required: any of the names, the arguments any object;
      * a function without parameters takes {} only */
-    snprintf(b, sizeof(b),
-             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
-             "{\"name\":\"a\"}},{\"type\":\"function\",\"function\":{\"name\":\"b-2\"}}]}");
-    CHECK(parse_is(CHAT_TEMPLATE_CHATML, b, 0, NULL, &t, &f));
-    CHECK(f && accepts(f, "{\"name\":\"b-2\",\"arguments\":{\"x\":[1]}}"));
-    CHECK(f && !accepts(f, "{\"name\":\"c\",\"arguments\":{}}"));
-    api_tools_free(t);
-    jsonc_free(f);
-    snprintf(b, sizeof(b),
-             "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\",\"function\":"
-             "{\"name\":\"a\"}}]}");
-    CHECK(parse_is(CHAT_TEMPLATE_CHATML, b, 0, NULL, &t, &f));
-    CHECK(f && accepts(f, "{\"name\":\"a\",\"arguments\":{}}"));
-    CHECK(f && !accepts(f, "{\"name\":\"a\",\"arguments\":{\"x\":1}}"));
-    api_tools_free(t);
-    jsonc_free(f);
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML,
+                    "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+                    "\"function\":{\"name\":\"a\"}},{\"type\":\"function\",\"function\":"
+                    "{\"name\":\"b-2\"}}]}",
+                    "{\"name\":\"b-2\",\"arguments\":{\"x\":[1]}}",
+                    "{\"name\":\"c\",\"arguments\":{}}"));
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML,
+                    "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+                    "\"function\":{\"name\":\"a\"}}]}",
+                    "{\"name\":\"a\",\"arguments\":{}}", "{\"name\":\"a\",\"arguments\":{\"x\":1}}"));
     /* outside the subset: not enforced unless strict, which refuses */
     const char *fmt = "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
                       "\"function\":{\"name\":\"a\",%s\"parameters\":{\"type\":\"object\","
                       "\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":3}}}}}]}";
     snprintf(b, sizeof(b), fmt, "");
-    CHECK(parse_is(CHAT_TEMPLATE_CHATML, b, 0, NULL, NULL, &f));
-    CHECK(f && accepts(f, "{\"name\":\"a\",\"arguments\":{\"n\":1}}"));
-    CHECK(f && !accepts(f, "{\"name\":\"a\",\"arguments\":{\"n\":\"1\"}}"));
-    jsonc_free(f);
+    CHECK(forced_is(CHAT_TEMPLATE_CHATML, b, "{\"name\":\"a\",\"arguments\":{\"n\":1}}",
+                    "{\"name\":\"a\",\"arguments\":{\"n\":\"1\"}}"));
     snprintf(b, sizeof(b), fmt, "\"strict\":true,");
     CHECK(parse_is(CHAT_TEMPLATE_CHATML, b, -1, "tools", NULL, NULL));
     /* refusals */
