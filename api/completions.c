@@ -213,6 +213,8 @@ static void cmpl_finish(struct cmpl *c, double now)
         if (format_body(g, &c->head, &c->out))
             gen_fail(g, 500, "out of memory");
     }
+    if (!g->failed)
+        a->metrics.tool_calls += (uint64_t)format_tool_calls(g);
     gen_release(g);
     cmpl_unlink(c);
     cmpl_resume(c);

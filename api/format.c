@@ -235,6 +235,21 @@ static int format_tool_call(const struct format_head *h, int choice,
     return rc | buf_puts(o, "}}");
 }
 
+int format_tool_calls(const struct gen *g)
+{
+    int n = 0;
+    for (int i = 0; g->req.tools && i < g->n_choices; i++) {
+        const struct gen_choice *ch = &g->choices[i];
+        struct toolcall_scan s;
+        struct toolcall_piece pc;
+        toolcall_start(g->req.tools, &s);
+        while (toolcall_next(g->req.tools, &s, ch->text.p ? ch->text.p : "", ch->text.len,
+                             ch->text.len, 1, &pc))
+            n += pc.kind == TOOLCALL_CALL;
+    }
+    return n;
+}
+
 /* A finished choice's message with tools: its content (null when it only
  * called tools) and tool_calls. *n_calls: how many. */
 static int format_chat_message_tools(const struct gen *g, int i, const struct format_head *h,

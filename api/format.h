@@ -29,6 +29,8 @@ int format_body(const struct gen *g, const struct format_head *h, struct buf *o)
 int format_chunk(struct gen *g, int i, const struct format_head *h, struct buf *o);
 /* The end of a stream: the usage chunk (include_usage) and [DONE]. */
 int format_stream_end(const struct gen *g, const struct format_head *h, struct buf *o);
+/* How many tool calls the finished choices answer (0 without tools). */
+int format_tool_calls(const struct gen *g);
 /* A failed stream: an error event, then [DONE]. */
 int format_stream_error(const struct gen *g, struct buf *o);
 

@@ -79,6 +79,9 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, int weig
                           (double)m->prompt_tokens);
     rc |= metrics_counter(o, "inferd_completion_tokens_total", "counter",
                           "tokens generated and sent", (double)m->completion_tokens);
+    rc |= metrics_counter(o, "inferd_tool_calls_total", "counter",
+                          "tool calls answered (chat message.tool_calls entries)",
+                          (double)m->tool_calls);
     rc |= metrics_counter(o, "inferd_refused_connections_total", "counter",
                           "connections refused at accept (total or per-IP limit)",
                           (double)m->refused_connections);

@@ -31,6 +31,7 @@ struct metrics {
     uint64_t completion_status[600]; /* the same, of the two completion routes */
     uint64_t prompt_tokens;
     uint64_t completion_tokens;
+    uint64_t tool_calls;            /* tool calls answered (message.tool_calls entries) */
     uint64_t refused_connections;
     uint64_t slow_clients_closed;
     uint64_t disconnects;           /* clients gone while their request ran */

@@ -140,6 +140,12 @@ def test_forced(exe):
         ids.update(c["message"]["tool_calls"][0]["id"] for c in r["choices"]
                    if c["finish_reason"] == "tool_calls")
     check(calls >= 3, "only %d of 6 forced calls closed in 120 tokens" % calls)
+    # /metrics counts the calls answered
+    m0 = d.metrics()["inferd_tool_calls_total"]
+    r = chat(d, QWEN, tools=[WEATHER], tool_choice="required", temperature=1.0, seed=1, n=2,
+             max_tokens=120)
+    k = sum(len(c["message"].get("tool_calls") or []) for c in r["choices"])
+    check(d.metrics()["inferd_tool_calls_total"] == m0 + k, (m0, k))
     check(len(ids) == calls, ids)
     # named among two: that one, its own schema (no other keys)
     def time_only(name, args):
