@@ -120,6 +120,8 @@ void jsonc_state_init(const struct jsonc *g, struct jsonc_state *s);
 /* Feed n bytes: 0, or -1 when they are not a continuation (s is then
  * undefined: feed a copy when unsure). */
 int jsonc_feed(const struct jsonc *g, struct jsonc_state *s, const void *bytes, size_t n);
+/* a and b are the same state (every later byte reads them alike). */
+int jsonc_state_equal(const struct jsonc_state *a, const struct jsonc_state *b);
 /* The text so far is one whole value and may end here. */
 int jsonc_can_end(const struct jsonc *g, const struct jsonc_state *s);
 /* The value is complete and nothing may follow it. */

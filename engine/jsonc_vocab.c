@@ -255,6 +255,11 @@ static size_t st_bytes(const struct jsonc_state *s)
     return offsetof(struct jsonc_state, f) + (size_t)s->depth * sizeof(s->f[0]);
 }
 
+int jsonc_state_equal(const struct jsonc_state *a, const struct jsonc_state *b)
+{
+    return a->depth == b->depth && !memcmp(a, b, st_bytes(a));
+}
+
 static void st_copy(struct jsonc_state *d, const struct jsonc_state *s)
 {
     memcpy(d, s, st_bytes(s));

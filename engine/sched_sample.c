@@ -76,7 +76,18 @@ static int json_allow(struct sched *s, struct seq *q)
         return INF_ENOMEM;
     if (!(j->have && jsonc_allow_same(r->json, s->jv, &j->prev, &j->st))) {
         const double t0 = sched_now();
-        jsonc_allow(r->json, s->jv, &j->st, s->jwork, json_bits(s, q));
+        /* a sibling whose set came from this very state (every choice of n
+         * at the first token; choices that wrote the same bytes): its bits
+         * (json_row's end-token edits are redone for each choice) */
+        int32_t c = 0;
+        while (c < r->n_choices &&
+               (c == q->choice || !r->jc[c].have || !jsonc_state_equal(&r->jc[c].prev, &j->st)))
+            c++;
+        if (c < r->n_choices)
+            memcpy(json_bits(s, q), r->jallow + (size_t)c * (((size_t)s->n_vocab + 31) / 32),
+                   (((size_t)s->n_vocab + 31) / 32) * sizeof(uint32_t));
+        else
+            jsonc_allow(r->json, s->jv, &j->st, s->jwork, json_bits(s, q));
         s->st_json_s += sched_now() - t0;
         j->prev = j->st;
         j->have = 1;
