@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mmd-call.sh [check|bench] — the first device calls of cuda/mm_deq.cu
+# bench/mmd-call.sh [check|bench|verify] — the first device calls of cuda/mm_deq.cu
 # (batch_invariant = false: K-quant batches as F16 through cuBLASLt), written
 # 2026-12-04 when no device was lent. Two phases, one device call each (the
 # tool's 10-minute limit; ~5 min each):
@@ -21,8 +21,9 @@ phase=${1:-check}
 tar xzf devcarry.tgz # always: a warm machine may hold an older devcarry/
 d=$PWD/devcarry
 export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
-# the path is off by default (cuda/mm_deq.cu MMD_MIN_ROWS = 0): on from 64 rows here
-export INFERD_MMD_MIN=${INFERD_MMD_MIN:-64}
+# check / bench: the path from 64 rows (the sm_90 default is 256 since the
+# bench phase measured the crossover); verify: the binary's own default
+[ "$phase" = verify ] || export INFERD_MMD_MIN=${INFERD_MMD_MIN:-64}
 out=/tmp/o-$phase; rm -rf $out; mkdir -p $out/ab
 S=$out/summary.txt
 date -u +%T | tee $S
@@ -104,8 +105,28 @@ elif [ "$phase" = bench ]; then
         > $out/tl-var-nommd.log 2>&1
     echo "tiny-llama variant without mmd rc=$?" | tee -a $S
     tail -3 $out/tl-var-nommd.log >> $S
+elif [ "$phase" = verify ]; then
+    # the default (256 rows on sm_90) with nothing set: the GPU suites, the
+    # 7B-shaped model's bits in both modes, pp/tg both modes
+    OUT_SAVE=$OUT; export OUT=/tmp/rog; rm -rf $OUT; mkdir -p $OUT
+    timeout 220 tests/cuda/run-on-gpu.sh self ops model > $out/rog.log 2>&1
+    echo "run-on-gpu rc=$?" | tee -a $S
+    grep -E "rc=" $OUT/summary.txt >> $S
+    cp $OUT/*.log $out/ 2>/dev/null
+    export OUT=$OUT_SAVE
+    q7
+    timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
+    echo "q7 rc=$?" | tee -a $S
+    tail -1 $out/q7.log | tee -a $S
+    INFERD_BATCH_VARIANT=1 timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7-var.log 2>&1
+    echo "q7 variant rc=$?" | tee -a $S
+    tail -2 $out/q7-var.log | tee -a $S
+    for v in true false true false; do
+        timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512 --tg 128 \
+            --reps 2 --batch-invariant $v 2>&1 | tail -3 | sed "s/^/inv=$v /" >> $S
+    done
 else
-    echo "usage: bench/mmd-call.sh check|bench" >&2
+    echo "usage: bench/mmd-call.sh check|bench|verify" >&2
     exit 2
 fi
 date -u +%T | tee -a $S

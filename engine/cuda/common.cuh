@@ -525,7 +525,7 @@ int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float
 int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,
                      int32_t n_rows);
 int cuda_mmd_reserve(struct cuda_ctx *c);
-int cuda_mmd_min_default(void); /* c->mmd_min at cuda_backend_new (INFERD_MMD_MIN, 0: never) */
+int cuda_mmd_min_default(int sm); /* c->mmd_min at cuda_backend_new (INFERD_MMD_MIN, else sm_90: 256, others 0: never) */
 
 /* cuda/knobs.cu: the environment switches into c (cuda_backend_new, once c->sm is set) */
 void cuda_knobs_read(struct cuda_ctx *c);

@@ -13,8 +13,9 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * INFERD_NO_PDL=1 turns it off (A/B runs; results do not change) */
     c->pdl = c->sm >= 90 && !getenv("INFERD_NO_PDL");
     /* batch_invariant = false only: K-quant products from this many rows
-     * as F16 through cuBLASLt (cuda/mm_deq.cu; INFERD_MMD_MIN, 0: never) */
-    c->mmd_min = cuda_mmd_min_default();
+     * as F16 through cuBLASLt (cuda/mm_deq.cu: 256 on sm_90, measured; 0,
+     * never, elsewhere; INFERD_MMD_MIN overrides) */
+    c->mmd_min = cuda_mmd_min_default(c->sm);
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");

@@ -24,7 +24,7 @@
  * (mm-deq) gates it against the CPU.
  *
  * Rows from c->mmd_min (INFERD_MMD_MIN; the dequantization is a fixed cost
- * per product that only pays from some row count: MMD_MIN_ROWS); weights up to
+ * per product that only pays from some row count: MMD_MIN_ROWS_SM90); weights up to
  * MMD_MAX_BYTES as F16 (the output head's 1 GB copy is not worth it: at
  * prefill it multiplies a few rows). Fused views (mul_mat_ex's segments)
  * run a GEMM per member, each member's rows dequantized in turn into the
@@ -45,16 +45,17 @@ extern "C" {
 }
 
 #define MMD_MAX_BYTES ((size_t)512 << 20) /* largest F16 copy dequantized a call */
-/* default c->mmd_min: 0, never, until the crossover against the int8 kernels
- * is measured on the H200 (bench/RESULTS.md 2026-12-04 23:00-: written and
- * checked on the host, no device lent that session; the prediction there
- * puts it near 48-64 rows). INFERD_MMD_MIN=N turns the path on from N rows.
- * The crossover is per architecture: the F16 copy moves ~8x the weight's
- * bytes (0.56 read, 2 written, 2 read again a Q4_K weight), which an H200's
- * 4.8 TB/s hides behind cuBLAS's F16 rate, but a GB10 (sm_121, ~273 GB/s,
- * no wgmma) likely never does: reason it from its limits before turning it
- * on there. */
-#define MMD_MIN_ROWS 0
+/* default c->mmd_min, per architecture (INFERD_MMD_MIN=N overrides: from
+ * N rows, 0 never). sm_90: 256, the crossover measured on the H200
+ * (bench/RESULTS.md 2026-12-05 04:23-: against the int8 kernels the path
+ * is 1.14-1.20x slower at 64-128 rows on the 4096 x 14336 and 7B ffn
+ * shapes, 0.71-0.79x at 256, 0.56-0.64x at 512, 0.38-0.46x at 2048; the
+ * 7B's attn-kv loses 2.6-2.8x at 64 rows). Elsewhere 0, never, until
+ * measured: the F16 copy moves ~8x the weight's bytes (0.56 read, 2
+ * written, 2 read again a Q4_K weight), which an H200's 4.8 TB/s hides
+ * behind cuBLAS's F16 rate, but a GB10 (sm_121, ~273 GB/s, no wgmma: ~1 ms
+ * of copy a 4096 x 14336 product) likely never does. */
+#define MMD_MIN_ROWS_SM90 256
 
 /* F16 bits to float on either side (the host check below runs mmd_deq8 on
  * the CPU) */
@@ -302,14 +303,14 @@ int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const f
     return rc;
 }
 
-int cuda_mmd_min_default(void)
+int cuda_mmd_min_default(int sm)
 {
     const char *e = getenv("INFERD_MMD_MIN");
     if (e && *e) {
         const long v = strtol(e, NULL, 10);
         return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
     }
-    return MMD_MIN_ROWS;
+    return sm == 90 ? MMD_MIN_ROWS_SM90 : 0;
 }
 
 /* The kernel's per-thread arithmetic on the host: n_rows rows of ne0

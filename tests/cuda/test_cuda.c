@@ -121,7 +121,7 @@ int main(void)
     /* batch_invariant = false: a backend of its own (the mode is fixed
      * before its first weight) whose prewarm launches the F16 path too */
     {
-        setenv("INFERD_MMD_MIN", "64", 0); /* the path's switch (off by default), read at cuda_backend_new */
+        setenv("INFERD_MMD_MIN", "64", 0); /* the path on from 64 rows on any GPU, read at cuda_backend_new */
         struct backend *pn = cuda_backend_new(0, &err);
         CHECK(pn != NULL);
         if (pn) {

@@ -472,9 +472,9 @@ static void test_mul_mat_cublas(void)
      * before its first weight); only the CPU gate applies */
     struct inf_error err;
     memset(&err, 0, sizeof(err));
-    /* the K-quants' F16 path from 64 rows (off by default until its
-     * crossover is measured: cuda/mm_deq.cu MMD_MIN_ROWS), read at
-     * cuda_backend_new; a value the caller set stays */
+    /* the K-quants' F16 path from 64 rows (the default is 256 on sm_90,
+     * off elsewhere: cuda/mm_deq.cu; 64 puts this file's shapes on it),
+     * read at cuda_backend_new; a value the caller set stays */
     setenv("INFERD_MMD_MIN", "64", 0);
     struct backend *pn = cuda_backend_new(0, &err);
     CHECK(pn != NULL);
