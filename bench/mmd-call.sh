@@ -34,13 +34,17 @@ q7() { # the 7B-shaped Q4_K_M, made here (a warm machine keeps /tmp)
     cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
 }
 
-if [ "$phase" = check ]; then
+rog() { # the GPU suites (tests/cuda/run-on-gpu.sh), their logs into $out
     OUT_SAVE=$OUT; export OUT=/tmp/rog; rm -rf $OUT; mkdir -p $OUT
     timeout 220 tests/cuda/run-on-gpu.sh self ops model > $out/rog.log 2>&1
     echo "run-on-gpu rc=$?" | tee -a $S
     grep -E "rc=" $OUT/summary.txt >> $S
     cp $OUT/*.log $out/ 2>/dev/null
     export OUT=$OUT_SAVE
+}
+
+if [ "$phase" = check ]; then
+    rog
     grep -E "mm-deq|f16 cublas|FAIL" $out/ops.log | head -60 >> $S
     grep -E "f16 cublas|not picked" $out/self.log | head -12 >> $S
     INFERD_BATCH_VARIANT=1 INFERD_MMD_MIN=9 timeout 60 $d/bin/test_cuda_model tiny-llama-Q4_K_M.json \
@@ -108,12 +112,7 @@ elif [ "$phase" = bench ]; then
 elif [ "$phase" = verify ]; then
     # the default (256 rows on sm_90) with nothing set: the GPU suites, the
     # 7B-shaped model's bits in both modes, pp/tg both modes
-    OUT_SAVE=$OUT; export OUT=/tmp/rog; rm -rf $OUT; mkdir -p $OUT
-    timeout 220 tests/cuda/run-on-gpu.sh self ops model > $out/rog.log 2>&1
-    echo "run-on-gpu rc=$?" | tee -a $S
-    grep -E "rc=" $OUT/summary.txt >> $S
-    cp $OUT/*.log $out/ 2>/dev/null
-    export OUT=$OUT_SAVE
+    rog
     q7
     timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
     echo "q7 rc=$?" | tee -a $S
