@@ -183,6 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = 0;
     int all_utf8 = fz_valid_utf8(ct.default_system, strlen(ct.default_system));
     while (n < FZ_MAX_MSGS && i + 2 <= size) {
+        msgs[n] = (struct chat_msg){0}; /* no tool calls (test_tools covers those) */
         msgs[n].role = (int)(data[i] % 3) + 1;
         size_t l = data[i + 1];
         i += 2;
