@@ -129,8 +129,6 @@ void chat_template_init(struct chat_template *ct, int family, const char *tmpl, 
                 (family == CHAT_TEMPLATE_CHATML && (!tmpl || ct_has(tmpl, len, "<tool_call>")));
 }
 
-
-
 const char *chat_template_eot(const struct chat_template *ct)
 {
     switch (ct->family) {
@@ -238,6 +236,18 @@ static void ct_json(struct ct_out *o, json_t *v, int indent)
         o->rc = -1;
 }
 
+/* One call as both formats write it: {"name": "NAME", "KEY": ARGS} */
+static void ct_call(struct ct_out *o, const struct chat_call *c, const char *key)
+{
+    ct_t(o, "{\"name\": \"");
+    ct_put(o, c->name, strlen(c->name), 0);
+    ct_t(o, "\", \"");
+    ct_t(o, key);
+    ct_t(o, "\": ");
+    ct_json(o, c->args, 0);
+    ct_t(o, "}");
+}
+
 static int ct_uses_tools(const struct chat_msg *m, size_t n, const struct chat_tools *tools)
 {
     if (tools && json_array_size(tools->defs))
@@ -301,19 +311,14 @@ static void ct_chatml_tools(const struct chat_template *ct, const struct chat_ms
         }
         ct_t(o, "<|im_start|>");
         ct_t(o, ct_role(m[i].role));
-        if (!m[i].n_calls) {
-            ct_t(o, "\n");
-            ct_c(o, &m[i], 0);
-        } else if (m[i].len) {
+        if (!m[i].n_calls || m[i].len) { /* a call-only turn has no newline of its own */
             ct_t(o, "\n");
             ct_c(o, &m[i], 0);
         }
         for (size_t k = 0; k < m[i].n_calls; k++) {
-            ct_t(o, "\n<tool_call>\n{\"name\": \"");
-            ct_put(o, m[i].calls[k].name, strlen(m[i].calls[k].name), 0);
-            ct_t(o, "\", \"arguments\": ");
-            ct_json(o, m[i].calls[k].args, 0);
-            ct_t(o, "}\n</tool_call>");
+            ct_t(o, "\n<tool_call>\n");
+            ct_call(o, &m[i].calls[k], "arguments");
+            ct_t(o, "\n</tool_call>");
         }
         ct_t(o, "<|im_end|>\n");
     }
@@ -386,11 +391,9 @@ static void ct_llama31(const struct chat_template *ct, const struct chat_msg *m,
             json_decref(s);
             ct_t(o, "<|eot_id|>");
         } else if (m[i].n_calls) {
-            ct_t(o, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
-            ct_put(o, m[i].calls[0].name, strlen(m[i].calls[0].name), 0);
-            ct_t(o, "\", \"parameters\": ");
-            ct_json(o, m[i].calls[0].args, 0);
-            ct_t(o, "}<|eot_id|>");
+            ct_t(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+            ct_call(o, &m[i].calls[0], "parameters");
+            ct_t(o, "<|eot_id|>");
         } else {
             ct_llama3_turn(&m[i], o);
         }
