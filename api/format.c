@@ -211,12 +211,12 @@ static int format_chat_lps(const struct tok *t, const struct gen_lp *e, size_t n
     return rc | buf_puts(o, "],\"refusal\":null}");
 }
 
-/* The finish_reason: "tool_calls" when the choice called tools and was
- * not cut short. */
-static const char *format_finish(const struct gen_choice *ch, int n_calls)
+/* The finish_reason: "tool_calls" when the choice called tools (its
+ * reader has read it all) and was not cut short. */
+static const char *format_finish(const struct gen *g, const struct gen_choice *ch)
 {
     const char *f = ch->finish ? ch->finish : "stop";
-    return n_calls && strcmp(f, "length") ? "tool_calls" : f;
+    return g->req.tools && ch->tc.n_calls && strcmp(f, "length") ? "tool_calls" : f;
 }
 
 /* One tool call: {"id", "type", "function": {"name", "arguments"}}; a
@@ -238,66 +238,57 @@ static int format_tool_call(const struct format_head *h, int choice,
 int format_tool_calls(const struct gen *g)
 {
     int n = 0;
-    for (int i = 0; g->req.tools && i < g->n_choices; i++) {
-        const struct gen_choice *ch = &g->choices[i];
-        struct toolcall_scan s;
-        struct toolcall_piece pc;
-        toolcall_start(g->req.tools, &s);
-        while (toolcall_next(g->req.tools, &s, ch->text.p ? ch->text.p : "", ch->text.len,
-                             ch->text.len, 1, &pc))
-            n += pc.kind == TOOLCALL_CALL;
-    }
+    for (int i = 0; g->req.tools && i < g->n_choices; i++)
+        n += g->choices[i].tc.n_calls;
     return n;
 }
 
 /* A finished choice's message with tools: its content (null when it only
- * called tools) and tool_calls. *n_calls: how many. */
-static int format_chat_message_tools(const struct gen *g, int i, const struct format_head *h,
-                                     int *n_calls, struct buf *o)
+ * called tools) and tool_calls, read with the choice's own reader (started
+ * over: the body may be written again), which then holds the count. */
+static int format_chat_message_tools(struct gen *g, int i, const struct format_head *h,
+                                     struct buf *o)
 {
-    const struct gen_choice *ch = &g->choices[i];
+    struct gen_choice *ch = &g->choices[i];
     const char *text = ch->text.p ? ch->text.p : "";
-    struct toolcall_scan s;
     struct toolcall_piece pc;
     struct buf content = {0}, calls = {0};
-    int rc = 0, n = 0;
-    toolcall_start(g->req.tools, &s);
-    while (toolcall_next(g->req.tools, &s, text, ch->text.len, ch->text.len, 1, &pc)) {
+    int rc = 0;
+    toolcall_start(g->req.tools, &ch->tc);
+    while (toolcall_next(g->req.tools, &ch->tc, text, ch->text.len, ch->text.len, 1, &pc)) {
         if (pc.kind == TOOLCALL_CONTENT) {
             rc |= buf_append(&content, text + pc.off, pc.len);
         } else {
-            rc |= buf_puts(&calls, n++ ? "," : "[");
+            rc |= buf_puts(&calls, pc.index ? "," : "[");
             rc |= format_tool_call(h, i, &pc, text, 0, &calls);
         }
     }
     rc |= buf_puts(o, "\"content\":");
-    if (n && !content.len)
+    if (ch->tc.n_calls && !content.len)
         rc |= buf_puts(o, "null");
     else
         rc |= buf_json_str(o, content.p ? content.p : "", content.len);
-    if (n) {
+    if (ch->tc.n_calls) {
         rc |= buf_puts(o, ",\"tool_calls\":");
         rc |= buf_append(o, calls.p, calls.len);
         rc |= buf_puts(o, "]");
     }
     buf_free(&content);
     buf_free(&calls);
-    *n_calls = n;
     return rc;
 }
 
-static int format_chat_body(const struct gen *g, const struct format_head *h, struct buf *o)
+static int format_chat_body(struct gen *g, const struct format_head *h, struct buf *o)
 {
     int rc = format_head(g, h, 0, o);
     rc |= buf_puts(o, ",\"choices\":[");
     for (int i = 0; i < g->n_choices; i++) {
         const struct gen_choice *ch = &g->choices[i];
-        int n_calls = 0;
         if (i)
             rc |= buf_puts(o, ",");
         rc |= buf_printf(o, "{\"index\":%d,\"message\":{\"role\":\"assistant\",", i);
         if (g->req.tools) {
-            rc |= format_chat_message_tools(g, i, h, &n_calls, o);
+            rc |= format_chat_message_tools(g, i, h, o);
         } else {
             rc |= buf_puts(o, "\"content\":");
             rc |= buf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.len);
@@ -307,7 +298,7 @@ static int format_chat_body(const struct gen *g, const struct format_head *h, st
             rc |= format_chat_lps(g->tok, ch->lps, ch->n_lps, o);
         else
             rc |= buf_puts(o, "null");
-        rc |= buf_printf(o, ",\"finish_reason\":\"%s\"}", format_finish(ch, n_calls));
+        rc |= buf_printf(o, ",\"finish_reason\":\"%s\"}", format_finish(g, ch));
     }
     rc |= buf_puts(o, "],\"usage\":");
     rc |= format_usage(g, o);
@@ -389,14 +380,14 @@ static int format_chat_chunk(struct gen *g, int idx, const struct format_head *h
     if (finish_now) {
         rc |= format_chat_event_head(g, h, idx, o);
         rc |= buf_printf(o, "{},\"logprobs\":null,\"finish_reason\":\"%s\"",
-                         format_finish(ch, g->req.tools ? ch->tc.n_calls : 0));
+                         format_finish(g, ch));
         rc |= format_chat_event_tail(g, o);
         ch->reported = 1;
     }
     return rc;
 }
 
-int format_body(const struct gen *g, const struct format_head *h, struct buf *o)
+int format_body(struct gen *g, const struct format_head *h, struct buf *o)
 {
     buf_clear(o);
     if (g->req.kind == API_REQ_CHAT)

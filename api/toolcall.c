@@ -198,9 +198,9 @@ int toolcall_next(const struct api_tools *t, struct toolcall_scan *s, const char
         s->pos = after;
         if (tc_call(t, text, a, body, out)) {
             s->started = 1;
-            out->index = s->n_calls++;
-            if (out->index > 0 && !t->parallel)
+            if (s->n_calls > 0 && !t->parallel)
                 continue; /* parallel_tool_calls false: the first call only */
+            out->index = s->n_calls++;
             return TOOLCALL_CALL;
         }
         return tc_content(out, open, after);

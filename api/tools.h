@@ -67,7 +67,7 @@ struct toolcall_scan {
     size_t open;  /* in_call: where the block starts (the whitespace before its tag) */
     int in_call;  /* inside a block (TAGS), or a would-be call object (JSON) */
     int started;  /* JSON: past the leading whitespace */
-    int n_calls;  /* calls given so far */
+    int n_calls;  /* calls given so far (the ones parallel_tool_calls false drops not counted) */
     int plain;    /* JSON: the answer is content, nothing more to find */
 };
 
