@@ -73,27 +73,30 @@ static json_t *tl_function(json_t *tool, size_t i, const struct tl_err *e)
     return f;
 }
 
-/* tool_choice: 0 none, 1 auto, 2 required, 3 one function (*named). */
+/* tool_choice's kinds; from TL_REQUIRED on, a call is forced */
+enum { TL_NONE, TL_AUTO, TL_REQUIRED, TL_NAMED };
+
+/* tool_choice: a TL_ kind (TL_NAMED: *named the function), or -1. */
 static int tl_choice(json_t *v, const char **named, const struct tl_err *e)
 {
     *named = NULL;
     if (!v || json_is_null(v))
-        return 1;
+        return TL_AUTO;
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
         if (!strcmp(s, "none"))
-            return 0;
+            return TL_NONE;
         if (!strcmp(s, "auto"))
-            return 1;
+            return TL_AUTO;
         if (!strcmp(s, "required"))
-            return 2;
+            return TL_REQUIRED;
     } else if (json_is_object(v)) {
         json_t *ty = json_object_get(v, "type"), *f = json_object_get(v, "function");
         json_t *name = json_is_object(f) ? json_object_get(f, "name") : NULL;
         if (json_is_string(ty) && !strcmp(json_string_value(ty), "function") &&
             json_is_string(name)) {
             *named = json_string_value(name);
-            return 3;
+            return TL_NAMED;
         }
     }
     return tl_fail(e, "tool_choice",
@@ -156,10 +159,9 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
     if (choice < 0)
         return -1;
     if (n == 0)
-        return choice >= 2 ? tl_fail(&e, "tool_choice",
-                                     "tool_choice '%s' needs tools",
-                                     choice == 2 ? "required" : named)
-                           : 0;
+        return choice >= TL_REQUIRED ? tl_fail(&e, "tool_choice", "tool_choice '%s' needs tools",
+                                               choice == TL_REQUIRED ? "required" : named)
+                                     : 0;
     if (n > TOOLS_MAX)
         return tl_fail(&e, "tools", "at most %d tools", TOOLS_MAX);
     struct api_tools *t = calloc(1, sizeof(*t));
@@ -181,20 +183,20 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
         if (named && !strcmp(name, named))
             pick = f;
     }
-    if (!rc && choice == 3 && !pick)
+    if (!rc && choice == TL_NAMED && !pick)
         rc = tl_fail(&e, "tool_choice", "tool_choice names '%.64s', which is not in tools", named);
     /* the template's question: does the family have a tool format (with
      * no template at all, the prompt's own error says so) */
     char why[320];
-    if (!rc && choice && ct->family != CHAT_TEMPLATE_NONE &&
+    if (!rc && choice != TL_NONE && ct->family != CHAT_TEMPLATE_NONE &&
         chat_template_no_tools(ct, why, sizeof(why)))
         rc = tl_fail(&e, "tools", "%s", why);
-    if (!rc && choice >= 2) {
-        if (choice == 3 || n == 1) {
+    if (!rc && choice >= TL_REQUIRED) {
+        if (choice == TL_NAMED || n == 1) {
             json_t *only = pick ? pick : json_object_get(json_array_get(tools, 0), "function");
-            rc = json_array_append_new(names, json_string(json_string_value(
-                     json_object_get(only, "name")))) ? -2 : tl_forced(only, names, ct->family,
-                                                                         forced, &e);
+            rc = json_array_append(names, json_object_get(only, "name"))
+                     ? -2
+                     : tl_forced(only, names, ct->family, forced, &e);
         } else {
             for (size_t i = 0; i < n && !rc; i++)
                 rc = json_array_append_new(names, json_string(t->names[i])) ? -2 : 0;
@@ -202,13 +204,13 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
         }
     }
     json_decref(names);
-    if (rc || choice == 0) {
+    if (rc || choice == TL_NONE) {
         api_tools_free(t);
         return rc;
     }
     t->n = (int32_t)n;
     t->format = ct->family == CHAT_TEMPLATE_LLAMA31 ? TOOLS_FMT_JSON : TOOLS_FMT_TAGS;
-    t->forced = choice >= 2;
+    t->forced = choice >= TL_REQUIRED;
     t->parallel = !json_is_false(ptc) && !t->forced;
     *out = t;
     *defs = tools;

@@ -434,7 +434,7 @@ int sched_submit(struct sched *s, const struct sched_request *rq, sched_notify_f
     if (rq->json) {
         r->json = jsonc_dup(rq->json);
         r->jc = calloc((size_t)rq->n_choices, sizeof(*r->jc));
-        r->jallow = malloc((size_t)rq->n_choices * (((size_t)s->n_vocab + 31) / 32) * sizeof(uint32_t));
+        r->jallow = malloc((size_t)rq->n_choices * sched_json_words(s) * sizeof(uint32_t));
         for (int32_t c = 0; r->json && r->jc && c < rq->n_choices; c++)
             jsonc_state_init(r->json, &r->jc[c].st);
     }

@@ -105,7 +105,7 @@ struct sched_handle {
     int32_t n_mask;        /* ids masked before min_tokens: EOG (unless ignore_eos), stop ids */
     struct jsonc *json;    /* NULL, or the JSON constraint (a copy) */
     struct sched_json *jc; /* [n_choices] */
-    uint32_t *jallow;      /* [n_choices][(n_vocab + 31) / 32] their allowed tokens */
+    uint32_t *jallow;      /* [n_choices][sched_json_words] their allowed tokens */
 };
 
 /* What a logits row of the batch is for. */
@@ -209,6 +209,12 @@ struct sched {
  * entries or masked ids than this sample on the host (same results). */
 #define SCHED_DEV_MAX_BIAS 1024 /* the daemon's default max_logit_bias */
 #define SCHED_DEV_MAX_STOP 128  /* stop ids beyond the EOG ids */
+
+/* 32-bit words of one choice's allowed-token bits (sched_handle.jallow) */
+static inline size_t sched_json_words(const struct sched *s)
+{
+    return ((size_t)s->n_vocab + 31) / 32;
+}
 
 static inline double sched_now(void)
 {

@@ -59,7 +59,7 @@ static int json_tables(struct sched *s)
 
 static uint32_t *json_bits(const struct sched *s, const struct seq *q)
 {
-    return q->r->jallow + (size_t)q->choice * (((size_t)s->n_vocab + 31) / 32);
+    return q->r->jallow + (size_t)q->choice * sched_json_words(s);
 }
 
 /* q's allowed tokens from its recognizer's state, unless already current
@@ -84,8 +84,8 @@ static int json_allow(struct sched *s, struct seq *q)
                (c == q->choice || !r->jc[c].have || !jsonc_state_equal(&r->jc[c].prev, &j->st)))
             c++;
         if (c < r->n_choices)
-            memcpy(json_bits(s, q), r->jallow + (size_t)c * (((size_t)s->n_vocab + 31) / 32),
-                   (((size_t)s->n_vocab + 31) / 32) * sizeof(uint32_t));
+            memcpy(json_bits(s, q), r->jallow + (size_t)c * sched_json_words(s),
+                   sched_json_words(s) * sizeof(uint32_t));
         else
             jsonc_allow(r->json, s->jv, &j->st, s->jwork, json_bits(s, q));
         s->st_json_s += sched_now() - t0;
