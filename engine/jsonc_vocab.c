@@ -349,5 +349,5 @@ int jsonc_allow_same(const struct jsonc *g, const struct jsonc_vocab *v,
     struct jsonc_state x;
     st_copy(&x, a);
     x.chars = b->chars;
-    return !memcmp(&x, b, st_bytes(b));
+    return jsonc_state_equal(&x, b);
 }
