@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mmd-call.sh [check|bench|verify] — the first device calls of cuda/mm_deq.cu
+# bench/mmd-call.sh [check|bench|verify|json] — the first device calls of cuda/mm_deq.cu
 # (batch_invariant = false: K-quant batches as F16 through cuBLASLt), written
 # 2026-12-04 when no device was lent. Two phases, one device call each (the
 # tool's 10-minute limit; ~5 min each):
@@ -11,6 +11,10 @@
 #          tg128 and bench-serve (512-token prompts, 1/8/64 streams), each
 #          batch_invariant true vs false interleaved; bench-serve --json false
 #          vs true (response_format's cost); ncu of the path's kernels
+#   verify the sm_90 default (256 rows) with nothing set
+#   json   JSON-constrained sampling on the device (allowed bits uploaded):
+#          cuda-sample, the API's JSON/tool tests on a GPU daemon, bench-serve
+#          --json on the device vs on the host (INFERD_JSON_ON_BACKEND=0)
 # Here: BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
 # device tool: carry ["devcarry.tgz"], command `bash bench/mmd-call.sh check` (then
 # `... bench`). Leaves in $OUT: summary.txt; bench also ab.md (the A/B table) and
@@ -124,8 +128,29 @@ elif [ "$phase" = verify ]; then
         timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512 --tg 128 \
             --reps 2 --batch-invariant $v 2>&1 | tail -3 | sed "s/^/inv=$v /" >> $S
     done
+elif [ "$phase" = json ]; then
+    # JSON-constrained choices sampled on the device (2026-12-05, written with
+    # no device lent): the op against the CPU's with allowed bits
+    # (cuda-sample), the API's response_format and tool tests against a GPU
+    # daemon, then bench-serve --json true with the bits uploaded (default) vs
+    # INFERD_JSON_ON_BACKEND=0 (the host path), interleaved, and json false
+    timeout 120 $d/bin/test_cuda_sample > $out/cuda-sample.log 2>&1
+    echo "cuda-sample rc=$?" | tee -a $S
+    tail -2 $out/cuda-sample.log >> $S
+    for t in completions chat tools; do
+        INFERD_BACKEND=cuda timeout 150 python3 tests/api/test_$t.py $d/bin/inferd > $out/api-$t.log 2>&1
+        echo "api-$t (cuda) rc=$?" | tee -a $S
+    done
+    q7
+    for r in 1 2; do for j in dev host off; do
+        case $j in dev) e=; js=true ;; host) e=INFERD_JSON_ON_BACKEND=0; js=true ;; off) e=; js=false ;; esac
+        env $e timeout 60 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,32 \
+            --prompt-tokens 512 --max-tokens 128 --rounds 1 --json $js > $out/serve-json-$j.r$r.txt 2>&1
+        echo "serve json=$j round $r"
+        tail -4 $out/serve-json-$j.r$r.txt
+    done; done >> $S
 else
-    echo "usage: bench/mmd-call.sh check|bench|verify" >&2
+    echo "usage: bench/mmd-call.sh check|bench|verify|json" >&2
     exit 2
 fi
 date -u +%T | tee -a $S

@@ -152,6 +152,13 @@ struct backend_sample_req {
     int32_t flags; /* BACKEND_SAMPLE_MASKED: the state's mask ids are -inf
                     * before everything, logprobs included (min_tokens) */
     struct sample_state *state; /* backend memory; NULL when token >= 0 */
+    /* NULL, or bits [(n_vocab + 31) / 32] in backend memory: token i is
+     * -inf unless bit i % 32 of word i / 32 is set, before everything,
+     * logprobs included, as a state's mask (a JSON constraint's allowed
+     * tokens: the scheduler works them out on the host and uploads them,
+     * so a constrained row needs neither its logits downloaded nor a host
+     * sampler) */
+    const uint32_t *allow;
 };
 
 struct backend_sample_out {
@@ -297,7 +304,9 @@ struct backend_ops {
      * buffer and upload it once to a state slot it reserved at startup
      * (slots of sample_state_bytes(n_bias max, n_mask max, n_ctx) each);
      * each step, one request per logits row that samples (flags MASKED while
-     * n_gen < min_tokens; n_top = the request's logprobs), one per prompt
+     * n_gen < min_tokens, or `allow` for a JSON-constrained choice; n_top =
+     * the request's logprobs, or -1 and a second call that scores the
+     * sampled token on the raw row when a mask applied), one per prompt
      * logprob row (token = the next prompt token, state NULL), then one call
      * after the forward pass. It calls sampler_accept on its host sampler
      * only if it still needs it; the device state is already advanced. */

@@ -207,6 +207,11 @@ static int cpu_sample(struct backend *be, const float *logits, int32_t n_rows, i
         const float *L = logits + (size_t)q->row * (size_t)n_vocab;
         const int masked = q->state && (q->flags & BACKEND_SAMPLE_MASKED);
         struct backend_sample_out *o = &out[i];
+        if (q->allow) { /* the allowed bits, on a copy (the scheduler's host masking) */
+            for (int32_t k = 0; k < n_vocab; k++)
+                c->smp_lp[k] = (q->allow[k / 32] >> (k % 32)) & 1 ? L[k] : -INFINITY;
+            L = c->smp_lp;
+        }
         o->token = q->token >= 0 ? q->token
                                  : sample_state_step(q->state, n_vocab, L, masked,
                                                      c->smp_work, c->smp_keys);
@@ -215,7 +220,8 @@ static int cpu_sample(struct backend *be, const float *logits, int32_t n_rows, i
             continue;
         if (masked) { /* the scheduler's masking of the row, on a copy */
             const int32_t *m = sample_state_mask(q->state);
-            memcpy(c->smp_lp, L, (size_t)n_vocab * sizeof(float));
+            if (L != c->smp_lp)
+                memcpy(c->smp_lp, L, (size_t)n_vocab * sizeof(float));
             for (int32_t k = 0; k < q->state->n_mask; k++)
                 if (m[k] >= 0 && m[k] < n_vocab)
                     c->smp_lp[m[k]] = -INFINITY;

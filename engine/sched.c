@@ -164,6 +164,8 @@ void sched_free(struct sched *s)
     if (s->be) {
         s->be->ops->free(s->be, s->d_states);
         s->be->ops->host_free(s->be, s->h_states);
+        s->be->ops->free(s->be, s->d_allow);
+        s->be->ops->host_free(s->be, s->h_allow);
         s->be->ops->host_free(s->be, s->sreq);
         s->be->ops->host_free(s->be, s->sout);
     }

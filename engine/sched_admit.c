@@ -94,7 +94,8 @@ static int admit(struct sched *s, struct sched_handle *r)
     /* decided before the batch is built: a step downloads its logits only
      * when a row of it samples on the host */
     r->n_mask = (r->ignore_eos ? 0 : s->n_eog) + r->n_stop_ids;
-    r->dev = s->dev && !r->json && r->sp.n_bias <= s->st_max_bias && r->n_mask <= s->st_max_mask;
+    r->dev = s->dev && (!r->json || s->d_allow) && r->sp.n_bias <= s->st_max_bias &&
+             r->n_mask <= s->st_max_mask;
     r->accept_pending = 1; /* the prompt goes to the samplers while the step computes */
     return 1;
 }

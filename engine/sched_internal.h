@@ -60,6 +60,8 @@ struct seq {
 
 #define SREQ_NONE (-1)     /* no request this step */
 #define SREQ_CANCELED (-2) /* cancelled when the requests were built (first token) */
+#define SREQ_JSON_END (-3) /* a JSON-constrained choice with no allowed token: ends (length) */
+#define SREQ_NOMEM (-4)    /* its allowed set could not be worked out: the request fails */
 
 struct sched_handle {
     /* immutable after submit */
@@ -188,6 +190,8 @@ struct sched {
     int32_t st_max_bias, st_max_mask;
     char *d_states;          /* backend memory [max_seqs][st_bytes] */
     char *h_states;          /* host_alloc [max_seqs][st_bytes] */
+    uint32_t *d_allow;       /* backend memory [max_seqs][sched_json_words]: a JSON- */
+    uint32_t *h_allow;       /* constrained choice's allowed bits, and their staging */
     int32_t *mask_buf;       /* [st_max_mask] */
     struct backend_sample_req *sreq; /* host_alloc [sreq_cap] */
     struct backend_sample_out *sout; /* host_alloc [sreq_cap] */

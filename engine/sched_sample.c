@@ -120,13 +120,12 @@ static void json_bit(uint32_t *bits, int32_t id, int on)
         bits[id / 32] &= ~(1u << (id % 32));
 }
 
-/* The row a constrained choice samples from: a copy of L with every token
- * its recognizer does not allow at -inf. End tokens and stop ids end the
- * choice rather than feed the recognizer, so they are allowed exactly where
- * the value may end (and min_tokens is reached, and for end tokens unless
- * ignore_eos), whatever bytes they would spell. NULL: out of memory.
- * *n_allowed: the tokens left. */
-static const float *json_row(struct sched *s, struct seq *q, const float *L, int32_t *n_allowed)
+/* The allowed bits of a constrained choice's step: its recognizer's set,
+ * with end tokens and stop ids, which end the choice rather than feed the
+ * recognizer, allowed exactly where the value may end (and min_tokens is
+ * reached, and for end tokens unless ignore_eos), whatever bytes they
+ * would spell. NULL: out of memory. *n_allowed: the tokens allowed. */
+static const uint32_t *json_step_bits(struct sched *s, struct seq *q, int32_t *n_allowed)
 {
     struct sched_handle *r = q->r;
     const struct jsonc_state *st = &r->jc[q->choice].st;
@@ -139,21 +138,49 @@ static const float *json_row(struct sched *s, struct seq *q, const float *L, int
         json_bit(bits, s->eog[i], end && !r->ignore_eos);
     for (int32_t i = 0; i < r->n_stop_ids; i++)
         json_bit(bits, r->stop_ids[i], end);
-    int32_t n = 0;
+    int32_t n = 0, full = s->n_vocab / 32;
+    for (int32_t w = 0; w < full; w++)
+        n += __builtin_popcount(bits[w]);
+    if (s->n_vocab % 32)
+        n += __builtin_popcount(bits[full] & ((1u << (s->n_vocab % 32)) - 1));
+    *n_allowed = n;
+    return bits;
+}
+
+/* The row a constrained choice samples from on the host: a copy of L with
+ * every token json_step_bits does not allow at -inf. NULL: out of memory. */
+static const float *json_row(struct sched *s, struct seq *q, const float *L, int32_t *n_allowed)
+{
+    const uint32_t *bits = json_step_bits(s, q, n_allowed);
+    if (!bits)
+        return NULL;
     for (int32_t w = 0; w * 32 < s->n_vocab; w++) { /* a word of bits at a time */
         int32_t i0 = w * 32, m = s->n_vocab - i0 < 32 ? s->n_vocab - i0 : 32;
         uint32_t word = bits[w];
         if (word == 0xffffffffu && m == 32) {
             memcpy(s->jrow + i0, L + i0, 32 * sizeof(float));
-            n += 32;
             continue;
         }
         for (int32_t k = 0; k < m; k++)
             s->jrow[i0 + k] = (word >> k) & 1 ? L[i0 + k] : -INFINITY;
-        n += __builtin_popcount(word & (m == 32 ? 0xffffffffu : (1u << m) - 1));
     }
-    *n_allowed = n;
     return s->jrow;
+}
+
+/* A constrained choice's token t, either path: the recognizer takes it
+ * (end tokens and stop ids end the choice instead), then the common rest
+ * (logprobs from row L on the host, from o when the backend sampled). */
+static void json_take(struct sched *s, struct seq *q, int32_t t, const float *L,
+                      const struct backend_sample_out *o)
+{
+    struct sched_handle *r = q->r;
+    s->st_json_tokens++;
+    if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
+        jsonc_feed_token(r->json, s->jv, &r->jc[q->choice].st, t)) {
+        sched_req_fail(s, r, INF_EINTERNAL); /* an allowed token was refused: a bug */
+        return;
+    }
+    take_token(s, q, t, L, o);
 }
 
 /* A constrained choice's step: sample from the masked row, feed the
@@ -180,13 +207,7 @@ static void json_sample_next(struct sched *s, struct seq *q, const float *L)
         return;
     }
     sampler_accept(q->smp, t, 0);
-    s->st_json_tokens++;
-    if (!(tok_is_eog(s->tok, t) || is_stop_id(r, t)) &&
-        jsonc_feed_token(r->json, s->jv, &r->jc[q->choice].st, t)) {
-        sched_req_fail(s, r, INF_EINTERNAL); /* an allowed token was refused: a bug */
-        return;
-    }
-    take_token(s, q, t, L, NULL);
+    json_take(s, q, t, L, NULL);
 }
 
 void sched_sample_next(struct sched *s, struct seq *q, float *L)
@@ -317,18 +338,62 @@ static struct sample_state *seq_state(struct sched *s, const struct seq *q)
 static void add_sample_req(struct sched *s, int32_t *n, int32_t k, struct seq *q)
 {
     const struct sched_handle *r = q->r;
-    const int masked = q->n_gen < r->min_tokens && r->n_mask > 0;
+    const uint32_t *allow = NULL;
+    if (r->json) { /* the step's allowed bits into the choice's slot (queued) */
+        int32_t n_allowed = 0;
+        const uint32_t *bits = json_step_bits(s, q, &n_allowed);
+        const size_t words = sched_json_words(s), off = (size_t)(q - s->slots) * words;
+        if (!bits || n_allowed == 0) { /* decided with the events, in their order */
+            q->sreq = bits ? SREQ_JSON_END : SREQ_NOMEM;
+            return;
+        }
+        memcpy(s->h_allow + off, bits, words * sizeof(uint32_t));
+        s->be->ops->upload(s->be, s->d_allow + off, s->h_allow + off, words * sizeof(uint32_t));
+        allow = s->d_allow + off;
+    }
+    /* a JSON choice's bits already hold min_tokens' end-token rule */
+    const int masked = !allow && q->n_gen < r->min_tokens && r->n_mask > 0;
     struct backend_sample_req *rq = &s->sreq[*n];
 
     rq->row = k;
     rq->token = -1;
-    rq->n_top = masked ? -1 : r->logprobs; /* masked: scored on the raw row below */
+    /* masked: the logprobs are the raw row's, scored by a second call */
+    rq->n_top = masked || allow ? -1 : r->logprobs;
     rq->flags = masked ? BACKEND_SAMPLE_MASKED : 0;
     rq->state = seq_state(s, q);
+    rq->allow = allow;
     s->sreq_k[*n] = k;
     s->sreq_q[*n] = q;
     s->sreq_lp[*n] = *n;
     q->sreq = (*n)++;
+}
+
+/* A choice's result from the backend (or what was decided when its
+ * request was built), in the host loop's event order. */
+static void take_backend(struct sched *s, struct seq *q)
+{
+    struct sched_handle *r = q->r;
+    if (q->sreq == SREQ_CANCELED) {
+        sched_req_finish_choice(s, q, SCHED_FINISH_CANCELED);
+    } else if (q->sreq == SREQ_NOMEM) {
+        sched_req_fail(s, r, INF_ENOMEM);
+    } else if (q->sreq == SREQ_JSON_END) { /* json_sample_next's dead end */
+        log_debug("sched: a JSON-constrained choice has no allowed token; it ends (length)");
+        sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
+    } else if (q->sreq >= 0) {
+        const int32_t t = s->sout[q->sreq].token;
+        const struct backend_sample_out *o = &s->sout[s->sreq_lp[q->sreq]];
+        if (!r->json) {
+            take_token(s, q, t, NULL, o);
+        } else if (t < 0 || t >= s->n_vocab || !((json_bits(s, q)[t / 32] >> (t % 32)) & 1)) {
+            /* every allowed token was banned (the op returns its argmax
+             * over an all -inf row): json_sample_next's second end */
+            log_debug("sched: a JSON-constrained choice's allowed tokens are all at -inf; it ends (length)");
+            sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
+        } else {
+            json_take(s, q, t, NULL, o);
+        }
+    }
 }
 
 /* Every row of the step (nl logits rows) that belongs to a request with
@@ -355,6 +420,7 @@ void sched_sample_rows_backend(struct sched *s, int32_t nl)
             rq->n_top = r->logprobs > 0 ? r->logprobs : 0;
             rq->flags = 0;
             rq->state = NULL;
+            rq->allow = NULL;
             s->sreq_k[n] = k;
             s->sreq_q[n] = NULL;
             s->sreq_lp[n] = n;
@@ -375,28 +441,30 @@ void sched_sample_rows_backend(struct sched *s, int32_t nl)
             add_sample_req(s, &n, k, u->q);
         }
     }
-    if (n == 0)
-        return;
-    rc = be->ops->sample(be, logits, nl, s->n_vocab, s->sreq, n, s->sout);
+    /* no call when no row needs one (choices cancelled, JSON dead ends):
+     * the events below still end those choices */
+    rc = n > 0 ? be->ops->sample(be, logits, nl, s->n_vocab, s->sreq, n, s->sout) : 0;
     if (rc != 0) {
         log_error("sched: sampling on the backend failed (%s): %d requests",
                   inf_strerror(rc), n);
         for (int32_t i = 0; i < n; i++)
             sched_req_fail(s, s->b_use[s->sreq_k[i]].r, sample_code(rc));
-        return;
+        n = 0; /* no results: the events below pass over the failed requests */
     }
     /* masked steps that want logprobs: the sampled token on the raw row */
     for (int32_t i = 0; i < n; i++) {
         const struct seq *q = s->sreq_q[i];
         struct backend_sample_req *rq = &s->sreq[n + n2];
 
-        if (!q || !(s->sreq[i].flags & BACKEND_SAMPLE_MASKED) || q->r->logprobs < 0)
+        if (!q || !((s->sreq[i].flags & BACKEND_SAMPLE_MASKED) || s->sreq[i].allow) ||
+            q->r->logprobs < 0)
             continue;
         rq->row = s->sreq[i].row;
         rq->token = s->sout[i].token;
         rq->n_top = q->r->logprobs;
         rq->flags = 0;
         rq->state = NULL;
+        rq->allow = NULL;
         s->sreq_k[n + n2] = s->sreq_k[i];
         s->sreq_q[n + n2] = NULL;
         s->sreq_lp[i] = n + n2++;
@@ -431,18 +499,11 @@ void sched_sample_rows_backend(struct sched *s, int32_t nl)
             for (int32_t c = 0; c < r->n_choices && r->state != RQ_FINISHED; c++) {
                 struct seq *q = r->seqs[c];
 
-                if (q->done || q->sreq == SREQ_NONE)
-                    continue;
-                if (q->sreq == SREQ_CANCELED)
-                    sched_req_finish_choice(s, q, SCHED_FINISH_CANCELED);
-                else
-                    take_token(s, q, s->sout[q->sreq].token, NULL,
-                               &s->sout[s->sreq_lp[q->sreq]]);
+                if (!q->done && q->sreq != SREQ_NONE)
+                    take_backend(s, q);
             }
         } else if (!u->q->done) {
-            struct seq *q = u->q;
-
-            take_token(s, q, s->sout[q->sreq].token, NULL, &s->sout[s->sreq_lp[q->sreq]]);
+            take_backend(s, u->q);
         }
     }
 }
@@ -576,4 +637,22 @@ void sched_sample_setup(struct sched *s, const struct sched_config *c)
     s->dev = 1;
     log_info("sched: sampling on the backend (%s): %d state slots of %zu bytes", be->ops->name,
              ms, s->st_bytes);
+    /* JSON-constrained choices sample there too when their allowed bits
+     * have a slot (one a sequence slot, and its staging); without one they
+     * sample on the host, as requests over the state slot's limits do
+     * (INFERD_JSON_ON_BACKEND=0 keeps them there: an A/B knob, same bits) */
+    const char *jenv = getenv("INFERD_JSON_ON_BACKEND");
+    if (jenv && !strcmp(jenv, "0"))
+        return;
+    size_t ab = (size_t)ms * sched_json_words(s) * sizeof(uint32_t);
+    s->d_allow = be->ops->alloc(be, ab);
+    s->h_allow = be->ops->host_alloc(be, ab);
+    if (!s->d_allow || !s->h_allow) {
+        log_warn("sched: JSON-constrained choices sample on the host (no room for %zu bytes of "
+                 "allowed-token bits)",
+                 ab);
+        be->ops->free(be, s->d_allow);
+        be->ops->host_free(be, s->h_allow);
+        s->d_allow = s->h_allow = NULL;
+    }
 }

@@ -191,7 +191,7 @@ extern "C" int cuda_be_prewarm(struct backend *be,
             hs->cap_hist = 4;
             struct sample_state *st = (struct sample_state *)(y + PW_N * PW_NE0 - 64);
             be->ops->upload(be, st, blob, sample_state_bytes(0, 0, 4));
-            const struct backend_sample_req rq = {0, -1, 1, 0, st};
+            const struct backend_sample_req rq = {0, -1, 1, 0, st, NULL};
             struct backend_sample_out so;
             PW_RUN("sample",
                    if ((rc = cuda_op_sample(be, x, 1, PW_NE0, &rq, 1, &so)) != 0) goto out);

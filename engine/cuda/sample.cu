@@ -46,7 +46,7 @@
 
 #include "engine/cuda/sample.cuh"
 
-static_assert(sizeof(struct backend_sample_req) == 24, "request layout shared with C");
+static_assert(sizeof(struct backend_sample_req) == 32, "request layout shared with C");
 
 /* ---- op entry -------------------------------------------------------------- */
 

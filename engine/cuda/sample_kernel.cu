@@ -59,9 +59,12 @@ smp_sample_kernel(const float *logits, int32_t V, const struct backend_sample_re
     float *work = S.work;
 
     /* bias and penalties into work (engine/sample.c apply_bias_penalties) */
+    /* a JSON constraint's allowed bits (NULL: none) ban the rest first,
+     * as the host's copy of the row with -inf outside the set does */
+    const uint32_t *allow = q.allow;
     for (int32_t i = tid; i < V; i += SMP_THREADS) {
         const float l = L[i];
-        work[i] = isnan(l) ? -INFINITY : l;
+        work[i] = isnan(l) || (allow && !((allow[i >> 5] >> (i & 31)) & 1u)) ? -INFINITY : l;
     }
     __syncthreads();
     if (q.flags & BACKEND_SAMPLE_MASKED) {

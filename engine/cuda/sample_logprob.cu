@@ -40,8 +40,9 @@ smp_logprob_kernel(const float *logits, int32_t V, const struct backend_sample_r
     const bool masked = q.state && (q.flags & BACKEND_SAMPLE_MASKED);
     const int32_t n_mask = masked ? q.state->n_mask : 0;
     const int32_t *mask = masked ? sample_state_mask(q.state) : NULL;
+    const uint32_t *allow = q.allow;
     auto val = [&](int32_t i) {
-        float l = L[i];
+        float l = allow && !((allow[i >> 5] >> (i & 31)) & 1u) ? -INFINITY : L[i];
         for (int32_t k = 0; k < n_mask; k++)
             if (mask[k] == i)
                 l = -INFINITY;

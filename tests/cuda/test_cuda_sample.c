@@ -2,7 +2,8 @@
  * backend's (the oracle: engine/sample.c through sample_state_step), on the
  * parameter combinations and logits rows of tests/sample_cases.h (random,
  * ties, all equal, NaN/-inf, one far ahead, a +-80 range, nearly all -inf),
- * vocabularies of 6000 and 151936, masked steps, score requests, two
+ * vocabularies of 6000 and 151936, masked steps, steps under allowed-token
+ * bits (a JSON constraint's, dense and sparse), score requests, two
  * sequences sampling one row, more requests than reserved rows, and long
  * sequences (the RNG streams and histories must stay aligned: the device
  * states are compared with the host's after every sequence).
@@ -87,7 +88,10 @@ static void run_case(int ci, int32_t V, int steps)
     }
     float *rows = malloc(sizeof(float) * 2 * (size_t)V);
     float *drows = gpu->ops->alloc(gpu, sizeof(float) * 2 * (size_t)V);
-    CHECK(rows && drows);
+    const int32_t words = (V + 31) / 32;
+    uint32_t *allow = malloc(sizeof(uint32_t) * (size_t)words);
+    uint32_t *dallow = gpu->ops->alloc(gpu, sizeof(uint32_t) * (size_t)words);
+    CHECK(rows && drows && allow && dallow);
     int first_bad = -1;
     for (int s = 0; s < steps; s++) {
         sc_logits((s + ci) % SC_N_KINDS, rows, V);
@@ -95,16 +99,24 @@ static void run_case(int ci, int32_t V, int steps)
         gpu->ops->upload(gpu, drows, rows, sizeof(float) * 2 * (size_t)V);
         const int n_top = (s + ci) % 4 == 0 ? -1 : (s * 7 + ci) % (BACKEND_SAMPLE_MAX_TOP + 1);
         const int32_t score_tok = (int32_t)(sc_next() % (uint64_t)V);
+        /* every third step, sequence 1 under allowed bits (a JSON
+         * constraint's): dense on even steps, sparse on odd ones */
+        const int allowed = s % 3 == 2;
+        for (int32_t w = 0; allowed && w < words; w++)
+            allow[w] = s % 2 ? (uint32_t)(sc_next() % 61 == 0) : (uint32_t)sc_next();
+        if (allowed)
+            gpu->ops->upload(gpu, dallow, allow, sizeof(uint32_t) * (size_t)words);
         struct backend_sample_req rc[NREQ] = {
-            {0, -1, n_top, s % 3 == 0 ? BACKEND_SAMPLE_MASKED : 0, hs[0]},
-            {0, -1, 3, s % 5 == 1 ? BACKEND_SAMPLE_MASKED : 0, hs[1]}, /* same row */
-            {1, score_tok, 5, 0, NULL},
-            {1, score_tok, -1, 0, NULL},
+            {0, -1, n_top, s % 3 == 0 ? BACKEND_SAMPLE_MASKED : 0, hs[0], NULL},
+            {0, -1, 3, s % 5 == 1 ? BACKEND_SAMPLE_MASKED : 0, hs[1], allowed ? allow : NULL},
+            {1, score_tok, 5, 0, NULL, NULL},
+            {1, score_tok, -1, 0, NULL, NULL},
         };
         struct backend_sample_req rg[NREQ];
         memcpy(rg, rc, sizeof(rc));
         rg[0].state = ds[0];
         rg[1].state = ds[1];
+        rg[1].allow = allowed ? dallow : NULL;
         struct backend_sample_out oc[NREQ], og[NREQ];
         CHECK(cpu->ops->sample(cpu, rows, 2, V, rc, NREQ, oc) == 0);
         CHECK(gpu->ops->sample(gpu, drows, 2, V, rg, NREQ, og) == 0);
@@ -134,6 +146,8 @@ static void run_case(int ci, int32_t V, int steps)
     }
     free(back);
     gpu->ops->free(gpu, drows);
+    gpu->ops->free(gpu, dallow);
+    free(allow);
     free(rows);
 }
 

@@ -10,15 +10,18 @@
  * (the masked steps, with and without logprobs, a stop id that is also the
  * EOG id), ignore_eos, a request whose logit_bias is too big for a
  * state slot (it samples on the host inside the backend run), and JSON
- * constraints (json_object with n = 2, a small schema; they too sample on
- * the host inside the backend run, and their tokens must spell JSON the
- * form accepts, closed where they end "stop") -- run
+ * constraints (json_object with n = 2, a small schema greedy and under
+ * every filter with min_tokens and stop ids, every first token banned by
+ * logit_bias: on the backend path their allowed bits go to ops->sample;
+ * their tokens must spell JSON the form accepts, closed where they end
+ * "stop") -- run
  * concurrently (max_seqs below the choices: queueing, mixed batches) through
  * both, and every event must be equal bit for bit (kind, choice, pos, token,
  * logprob, top ids and logprobs, finish, error).
  *
  * Also: on the backend path a step whose rows all sample there downloads
- * no logits (the graph's host copy stays as the test wrote it); the host
+ * no logits (the graph's host copy stays as the test wrote it), JSON-
+ * constrained ones included; the host
  * path never calls ops->sample; a failing ops->sample (INF_ENOMEM, then
  * INF_EINTERNAL, injected through a wrapper of the CPU op table) ends the
  * requests it covered with that error, and the scheduler keeps serving;
@@ -91,7 +94,8 @@ static int engine_new(struct engine *e, int on_backend)
 
 /* ---- requests and their event streams ---- */
 
-#define NR 22
+#define NR 24
+#define REQ_BANNED 23 /* JSON, every token its form allows first banned by logit_bias */
 #define MAXEV 2048
 
 struct run {
@@ -106,7 +110,9 @@ static int32_t prompts[NR][96];
 static int32_t stops[NR][4];
 static struct sample_bias biases[NR][1200];
 static struct run runs[2][NR];
-static struct jsonc *json_obj, *json_schema; /* requests 20 and 21 */
+static struct jsonc *json_obj, *json_schema; /* requests 20-23 */
+static struct sample_bias banned[1024];     /* request 23's bias */
+static int32_t n_banned;
 
 /* {"a": a string of at most 5 characters, "b": an integer}, "a" required. */
 static struct jsonc *small_schema(void)
@@ -379,6 +385,30 @@ static void build_requests(void)
     r->json = json_obj;
     r = add(18, 40); /* 21: a small schema, greedy */
     r->json = json_schema;
+    r = add(16, 40); /* 22: the schema, every sampling filter, min_tokens, stop ids, logprobs */
+    r->sampling.temperature = 1.1f;
+    r->sampling.top_k = 30;
+    r->sampling.top_p = 0.9f;
+    r->sampling.min_p = 0.02f;
+    r->sampling.repetition_penalty = 1.1f;
+    r->sampling.presence_penalty = 0.2f;
+    r->sampling.frequency_penalty = 0.3f;
+    r->sampling.seed = 23;
+    r->min_tokens = 4;
+    stops[22][0] = eog_id >= 0 ? eog_id : 2;
+    stops[22][1] = greedy_tok[2];
+    r->stop_ids = stops[22];
+    r->n_stop_ids = 2;
+    r->logprobs = 3;
+    r->json = json_schema;
+    r = add(10, 10); /* 23: JSON mode with every first token banned: ends at once, "length" */
+    memcpy(biases[REQ_BANNED], banned, (size_t)n_banned * sizeof(banned[0]));
+    r->sampling.bias = biases[REQ_BANNED];
+    r->sampling.n_bias = n_banned;
+    r->sampling.temperature = 0.7f;
+    r->sampling.seed = 24;
+    r->logprobs = 1;
+    r->json = json_obj;
 }
 
 /* The tokens of every choice of a JSON-constrained run spell text its form
@@ -434,9 +464,16 @@ static void case_same_events(void)
     struct jsonc_vocab *v = NULL;
     CHECK(jsonc_vocab_new(model_tok(model), &v) == 0);
     for (int i = 0; v && i < n_reqs; i++)
-        if (reqs[i].json)
+        if (reqs[i].json && i != REQ_BANNED)
             CHECK(json_spelled(&reqs[i], &runs[1][i], v));
     jsonc_vocab_free(v);
+    { /* request 23: no token, one "length" end (both paths, equal above) */
+        const struct run *rb = &runs[1][REQ_BANNED];
+        CHECK(rb->n_ev >= 1 && rb->ev[rb->n_ev - 1].kind == SCHED_EV_DONE &&
+              rb->ev[rb->n_ev - 1].finish == SCHED_FINISH_LENGTH);
+        for (int k = 0; k < rb->n_ev; k++)
+            CHECK(rb->ev[k].kind != SCHED_EV_TOKEN);
+    }
     CHECK(calls_host == 0 && calls_dev > 0);
     engine_free(&e[0]);
     engine_free(&e[1]);
@@ -465,6 +502,13 @@ static void case_faults(void)
         kept &= hl[i] == -12345.0f;
     CHECK(kept);
     CHECK(compare(0, &runs[0][0], &rs[0]) && compare(1, &runs[0][1], &rs[1]));
+    /* JSON-constrained requests too: their allowed bits go up, no logits down */
+    run_all(e.s, rs, 20, 24, 0);
+    for (size_t i = 0; i < nf; i++)
+        kept &= hl[i] == -12345.0f;
+    CHECK(kept);
+    for (int i = 20; i < 24; i++)
+        CHECK(rs[i].error == 0 && compare(i, &runs[0][i], &rs[i]));
 
     /* The third call fails: it ends the requests it samples for. Which of
      * the two share it depends on whether the running engine picked the
@@ -560,6 +604,25 @@ int main(int argc, char **argv)
     CHECK(jsonc_new_object(&json_obj) == 0);
     json_schema = small_schema();
     CHECK(json_schema != NULL);
+    { /* every token a JSON object may start with (request 23 bans them) */
+        struct jsonc_vocab *v = NULL;
+        struct jsonc_state st, *work;
+        uint32_t *bits = calloc(((size_t)n_vocab + 31) / 32, sizeof(uint32_t));
+        CHECK(jsonc_vocab_new(model_tok(model), &v) == 0 && bits);
+        work = v ? malloc(jsonc_vocab_work_states(v) * sizeof(*work)) : NULL;
+        CHECK(work != NULL);
+        if (v && bits && work) {
+            jsonc_state_init(json_obj, &st);
+            CHECK(jsonc_allow(json_obj, v, &st, work, bits) > 0);
+            for (int32_t t = 0; t < n_vocab && n_banned < 1024; t++)
+                if ((bits[t / 32] >> (t % 32)) & 1)
+                    banned[n_banned++] = (struct sample_bias){t, -100.0f};
+            CHECK(n_banned > 0 && n_banned < 1024);
+        }
+        free(work);
+        free(bits);
+        jsonc_vocab_free(v);
+    }
 
     /* stop ids that occur: prompt 0's greedy continuation on the host */
     {

@@ -2,7 +2,8 @@
  * used directly, the way the scheduler uses it today (mask the row, then
  * sampler_sample, sampler_accept, sample_logprobs): every parameter
  * combination of tests/sample_cases.h, every kind of logits row, many steps
- * of one sequence (so the RNG streams stay aligned), masked steps, score
+ * of one sequence (so the RNG streams stay aligned), masked steps, steps
+ * under allowed-token bits (a JSON constraint's, dense and sparse), score
  * requests, several requests on one row, a 151936-token vocabulary. Exact:
  * tokens, logprobs and top lists bit for bit, and the flat state's history
  * equal to the sampler's.
@@ -60,6 +61,7 @@ static void test_expf(void)
 static void run_case(struct backend *be, int ci, int32_t V, int steps, float *rows, float *lm,
                      void *blob, size_t blob_bytes, void *blob2)
 {
+    static uint32_t allow[(151936 + 31) / 32];
     struct sample_params p;
     sc_params(ci, V, 1000u + (uint64_t)ci, &p);
     struct sampler *ref = sampler_new(V, &p), *twin = sampler_new(V, &p);
@@ -77,7 +79,11 @@ static void run_case(struct backend *be, int ci, int32_t V, int steps, float *ro
     struct sample_state *st = blob;
     int bad = 0;
     for (int s = 0; s < steps && !bad; s++) {
-        const int kind = (s + ci) % SC_N_KINDS, masked = s % 3 == 0;
+        /* a third of the steps masked (min_tokens), a third through
+         * allowed bits (a JSON constraint): a random set, or a sparse one */
+        const int kind = (s + ci) % SC_N_KINDS, masked = s % 3 == 0, allowed = s % 3 == 1;
+        for (int32_t w = 0; allowed && w < (V + 31) / 32; w++)
+            allow[w] = s % 2 ? (uint32_t)sc_next() : (uint32_t)(sc_next() % 97 == 0);
         const int n_top = (s + ci) % 4 == 0 ? -1 : (s * 7 + ci) % (BACKEND_SAMPLE_MAX_TOP + 1);
         sc_logits(kind, rows + V, V); /* the row sampled: row 1 of 2 */
         sc_logits(0, rows, V);
@@ -86,6 +92,9 @@ static void run_case(struct backend *be, int ci, int32_t V, int steps, float *ro
         if (masked)
             for (int k = 0; k < 3; k++)
                 lm[mask[k]] = -INFINITY;
+        for (int32_t i = 0; allowed && i < V; i++)
+            if (!((allow[i / 32] >> (i % 32)) & 1))
+                lm[i] = -INFINITY;
         const int32_t t = sampler_sample(ref, lm);
         sampler_accept(ref, t, 0);
         struct backend_sample_out want[3], got[3];
@@ -102,9 +111,9 @@ static void run_case(struct backend *be, int ci, int32_t V, int steps, float *ro
         want[2].logprob = sample_logprobs(rows, V, score_tok, 0, NULL, NULL);
 
         const struct backend_sample_req req[3] = {
-            {1, -1, n_top, masked ? BACKEND_SAMPLE_MASKED : 0, st},
-            {1, score_tok, 5, 0, NULL},
-            {0, score_tok, 0, 0, NULL},
+            {1, -1, n_top, masked ? BACKEND_SAMPLE_MASKED : 0, st, allowed ? allow : NULL},
+            {1, score_tok, 5, 0, NULL, NULL},
+            {0, score_tok, 0, 0, NULL, NULL},
         };
         CHECK(be->ops->sample(be, rows, 2, V, req, 3, got) == 0);
         for (int r = 0; r < 3; r++) {
@@ -151,10 +160,10 @@ int main(void)
         return 1;
     CHECK(be->ops->sample(be, rows, 0, BIG, NULL, 4, NULL) == 0); /* reserve */
     {
-        const struct backend_sample_req bad_row = {2, 0, -1, 0, NULL};
+        const struct backend_sample_req bad_row = {2, 0, -1, 0, NULL, NULL};
         struct backend_sample_out o;
         CHECK(be->ops->sample(be, rows, 2, 100, &bad_row, 1, &o) == INF_EINVAL);
-        const struct backend_sample_req no_state = {0, -1, -1, 0, NULL};
+        const struct backend_sample_req no_state = {0, -1, -1, 0, NULL, NULL};
         CHECK(be->ops->sample(be, rows, 2, 100, &no_state, 1, &o) == INF_EINVAL);
     }
     int n = 0;
