@@ -427,6 +427,19 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
     return JSONC_N_ANY;
 }
 
+/* The end of a compilation: the root's form into *out (a union cycle
+ * refused), the builder and the memo freed. Returns as api_schema_compile. */
+static int schema_finish(struct ctx *c, int32_t root_id, struct jsonc **out)
+{
+    if (root_id >= 0 && jsonc_b_union_cycle(c->b))
+        root_id = fail(c, "anyOf/oneOf refers back to itself through $ref with no object or "
+                          "array in between%s", NULL);
+    int rc = root_id < 0 ? (c->oom ? -2 : -1) : jsonc_b_finish(c->b, root_id, out) ? -2 : 0;
+    jsonc_builder_free(c->b);
+    free(c->memo);
+    return rc;
+}
+
 /* Compile schema; root: what "#" and the $defs of a $ref are looked up in. */
 static int schema_compile(json_t *schema, json_t *root, int lenient, struct jsonc **out,
                           char *msg, size_t cap)
@@ -437,14 +450,7 @@ static int schema_compile(json_t *schema, json_t *root, int lenient, struct json
     c.b = jsonc_builder_new();
     if (!c.b)
         return -2;
-    int32_t root_id = compile(&c, schema, 0);
-    if (root_id >= 0 && jsonc_b_union_cycle(c.b))
-        root_id = fail(&c, "anyOf/oneOf refers back to itself through $ref with no object or "
-                           "array in between%s", NULL);
-    int rc = root_id < 0 ? (c.oom ? -2 : -1) : jsonc_b_finish(c.b, root_id, out) ? -2 : 0;
-    jsonc_builder_free(c.b);
-    free(c.memo);
-    return rc;
+    return schema_finish(&c, compile(&c, schema, 0), out);
 }
 
 int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap)
@@ -452,22 +458,57 @@ int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap
     return schema_compile(schema, schema, 0, out, msg, cap);
 }
 
-int api_schema_compile_call(json_t *names, const char *args_key, json_t *params, int lenient,
-                            struct jsonc **out, char *msg, size_t cap)
+int api_schema_compile_call(json_t *names, const char *args_key, json_t *const *params,
+                            const int *lenient, struct jsonc **out, char *msg, size_t cap,
+                            size_t *bad)
 {
-    /* {"type": "object", "properties": {"name": {"enum": names}, args_key:
-     * params}, "required": both, "additionalProperties": false}, its $refs
-     * resolved in params (the schema they were written in) */
-    json_t *w = json_pack("{s:s, s:{s:{s:O}, s:O}, s:[s, s], s:b}", "type", "object",
-                          "properties", "name", "enum", names, args_key, params, "required",
-                          "name", args_key, "additionalProperties", 0);
+    const size_t n = json_array_size(names);
+    struct ctx c = {.msg = msg, .cap = cap};
+    int32_t var[JSONC_MAX_ALT];
+    json_t *vals[JSONC_MAX_ALT];
     *out = NULL;
+    *bad = 0;
     msg[0] = 0;
-    if (!w)
+    if (n == 0 || n > JSONC_MAX_ALT) {
+        snprintf(msg, cap, "a call forced among several tools can be one of at most %d",
+                 JSONC_MAX_ALT);
+        return -1;
+    }
+    c.b = jsonc_builder_new();
+    if (!c.b)
         return -2;
-    int rc = schema_compile(w, params, lenient, out, msg, cap);
-    json_decref(w);
-    return rc;
+    int32_t root = -1;
+    for (size_t i = 0; i < n; i++) {
+        /* function i's call: {"type": "object", "properties": {"name":
+         * {"const": its name}, args_key: its parameters}, "required": both,
+         * "additionalProperties": false}, $refs resolved in its parameters
+         * (the schema they were written in; a memo per function, keyed by
+         * its own nodes) */
+        vals[i] = json_array_get(names, i);
+        json_t *w = json_pack("{s:s, s:{s:{s:O}, s:O}, s:[s, s], s:b}", "type", "object",
+                              "properties", "name", "const", vals[i], args_key, params[i],
+                              "required", "name", args_key, "additionalProperties", 0);
+        if (!w) {
+            root = oom(&c);
+            break;
+        }
+        c.root = params[i];
+        c.lenient = lenient[i];
+        c.n_memo = 0;
+        root = var[i] = compile(&c, w, 0);
+        json_decref(w);
+        if (root < 0) {
+            *bad = i;
+            break;
+        }
+    }
+    if (root >= 0 && n > 1) { /* one of them, told apart by the name */
+        int32_t tag = lits(&c, NULL, vals, n);
+        root = tag < 0 ? -1 : jsonc_b_tagged(c.b, "\"name\"", 6, tag, var, (int32_t)n);
+        if (tag >= 0 && root < 0)
+            root = oom(&c); /* the variants are built as it wants them: only memory fails */
+    }
+    return schema_finish(&c, root, out);
 }
 
 int api_response_format(json_t *body, struct jsonc **out, char *msg, size_t cap)

@@ -14,13 +14,16 @@ struct jsonc;
  * is refused (msg says why, naming the keyword), -2 out of memory. */
 int api_schema_compile(json_t *schema, struct jsonc **out, char *msg, size_t cap);
 
-/* The constraint of a forced tool call: {"name": one of names (an array of
- * strings), args_key ("arguments" / "parameters"): params} in that order,
- * both present, nothing else. params' "#" and $defs are its own. lenient:
- * keywords outside the subset are not enforced instead of refused (a
- * non-strict function's parameters). Returns as api_schema_compile. */
-int api_schema_compile_call(json_t *names, const char *args_key, json_t *params, int lenient,
-                            struct jsonc **out, char *msg, size_t cap);
+/* The constraint of a forced tool call: {"name": names[i] (an array of n
+ * strings), args_key ("arguments" / "parameters"): params[i]} in that
+ * order, both present, nothing else, for one of the n functions: the name
+ * written decides which parameters follow. params[i]'s "#" and $defs are
+ * its own; lenient[i]: keywords outside the subset are not enforced
+ * instead of refused (a non-strict function's parameters). Returns as
+ * api_schema_compile; on -1 for a schema, *bad is the function's index. */
+int api_schema_compile_call(json_t *names, const char *args_key, json_t *const *params,
+                            const int *lenient, struct jsonc **out, char *msg, size_t cap,
+                            size_t *bad);
 
 /* body's response_format: absent, null or {"type": "text"}: 0 and *out
  * NULL; {"type": "json_object"}: one JSON object; {"type": "json_schema",

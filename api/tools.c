@@ -104,39 +104,46 @@ static int tl_choice(json_t *v, const char **named, const struct tl_err *e)
                    "\"function\", \"function\": {\"name\": ...}}");
 }
 
-/* The forced call's constraint: the named function's (or the only one's)
- * parameters, else any object; names: the names a call may have. */
-static int tl_forced(json_t *fn, json_t *names, int family, struct jsonc **out,
+/* The forced call's constraint: a call of one of fns[0..n) (the named
+ * function, or every tool for "required"; names: their names), its
+ * arguments under that function's parameters. No parameters: the function
+ * takes none (OpenAI's reading). Parameters the constraint cannot take
+ * (anyOf members that start alike, ...): a strict function's are a 400, a
+ * non-strict one's arguments are any JSON object. */
+static int tl_forced(json_t *const *fns, size_t n, json_t *names, int family, struct jsonc **out,
                      const struct tl_err *e)
 {
     const char *key = family == CHAT_TEMPLATE_LLAMA31 ? "parameters" : "arguments";
-    json_t *p = fn ? json_object_get(fn, "parameters") : NULL;
-    int strict = fn && json_is_true(json_object_get(fn, "strict"));
-    json_t *owned = NULL;
+    json_t *params[TOOLS_MAX], *owned[TOOLS_MAX] = {0};
+    int lenient[TOOLS_MAX];
+    json_t *any = json_pack("{s:s}", "type", "object");
     char msg[320];
-    if (!p || json_is_null(p))
-        /* no parameters: the function takes none (OpenAI's reading), or
-         * several functions: their arguments are any object */
-        p = owned = fn ? json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
-                                   "additionalProperties", 0)
-                       : json_pack("{s:s}", "type", "object");
-    if (!p)
-        return -2;
-    int rc = api_schema_compile_call(names, key, p, !strict, out, msg, sizeof(msg));
-    if (rc == -1 && strict) {
-        json_decref(owned);
-        return tl_fail(e, "tools", "the strict function '%s': its parameters: %s",
-                       json_string_value(json_array_get(names, 0)), msg);
+    size_t bad = 0;
+    int rc = any ? 0 : -2;
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *p = json_object_get(fns[i], "parameters");
+        lenient[i] = !json_is_true(json_object_get(fns[i], "strict"));
+        if (!p || json_is_null(p))
+            p = owned[i] = json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                     "additionalProperties", 0);
+        params[i] = p;
+        rc = p ? 0 : -2;
     }
-    if (rc == -1) {
-        /* a schema the constraint cannot take (anyOf members that start
-         * alike, ...): the arguments are then any JSON object */
-        json_decref(owned);
-        owned = json_pack("{s:s}", "type", "object");
-        rc = owned ? api_schema_compile_call(names, key, owned, 1, out, msg, sizeof(msg)) : -2;
+    for (int again = !rc; again;) {
+        rc = api_schema_compile_call(names, key, params, lenient, out, msg, sizeof(msg), &bad);
+        again = rc == -1 && bad < n && lenient[bad] && params[bad] != any;
+        if (again)
+            params[bad] = any; /* that one's arguments: any object; compile again */
     }
-    json_decref(owned);
-    return rc == -1 ? tl_fail(e, "tools", "%s", msg) : rc;
+    if (rc == -1 && bad < n && !lenient[bad])
+        rc = tl_fail(e, "tools", "the strict function '%s': its parameters: %s",
+                     json_string_value(json_array_get(names, bad)), msg);
+    else if (rc == -1)
+        rc = tl_fail(e, "tools", "%s", msg);
+    for (size_t i = 0; i < n; i++)
+        json_decref(owned[i]);
+    json_decref(any);
+    return rc;
 }
 
 int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_tools **out,
@@ -165,7 +172,7 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
     if (n > TOOLS_MAX)
         return tl_fail(&e, "tools", "at most %d tools", TOOLS_MAX);
     struct api_tools *t = calloc(1, sizeof(*t));
-    json_t *names = json_array(), *pick = NULL;
+    json_t *names = json_array(), *pick = NULL, *fns[TOOLS_MAX];
     int rc = 0;
     if (!t || !names || !(t->names = calloc(n, sizeof(*t->names))))
         rc = -2;
@@ -176,6 +183,7 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
             break;
         }
         const char *name = json_string_value(json_object_get(f, "name"));
+        fns[i] = f;
         for (size_t k = 0; k < i && !rc; k++)
             if (!strcmp(t->names[k], name))
                 rc = tl_fail(&e, "tools", "two tools are named '%s'", name);
@@ -191,17 +199,17 @@ int api_tools_parse(json_t *body, const struct chat_template *ct, struct api_too
     if (!rc && choice != TL_NONE && ct->family != CHAT_TEMPLATE_NONE &&
         chat_template_no_tools(ct, why, sizeof(why)))
         rc = tl_fail(&e, "tools", "%s", why);
+    if (!rc && choice == TL_REQUIRED && n > JSONC_MAX_ALT)
+        rc = tl_fail(&e, "tool_choice",
+                     "tool_choice \"required\" forces a call of one of at most %d tools; this "
+                     "request lists %zu",
+                     JSONC_MAX_ALT, n);
     if (!rc && choice >= TL_REQUIRED) {
-        if (choice == TL_NAMED || n == 1) {
-            json_t *only = pick ? pick : json_object_get(json_array_get(tools, 0), "function");
-            rc = json_array_append(names, json_object_get(only, "name"))
-                     ? -2
-                     : tl_forced(only, names, ct->family, forced, &e);
-        } else {
-            for (size_t i = 0; i < n && !rc; i++)
-                rc = json_array_append_new(names, json_string(t->names[i])) ? -2 : 0;
-            rc = rc ? rc : tl_forced(NULL, names, ct->family, forced, &e);
-        }
+        json_t **list = pick ? &pick : fns;
+        const size_t nf = pick ? 1 : n;
+        for (size_t i = 0; i < nf && !rc; i++)
+            rc = json_array_append(names, json_object_get(list[i], "name")) ? -2 : 0;
+        rc = rc ? rc : tl_forced(list, nf, names, ct->family, forced, &e);
     }
     json_decref(names);
     if (rc || choice == TL_NONE) {

@@ -9,10 +9,11 @@
  * forced call (tool_choice "required" or {"type": "function", "function":
  * {"name": ...}}) is decoded under a JSON constraint (engine/jsonc.h): one
  * call object {"name": ..., "arguments" (llama3.1: "parameters"): ...}
- * whose arguments follow the function's parameters schema when it is one
- * function (strict: exactly or a 400; else keywords outside the subset are
- * not enforced, and a schema the constraint cannot take at all leaves the
- * arguments any JSON object), any object when "required" leaves several.
+ * whose arguments follow the parameters schema of the function it names
+ * (strict: exactly or a 400; else keywords outside the subset are not
+ * enforced, and a schema the constraint cannot take at all leaves the
+ * arguments any JSON object); "required" among several tools lets the name
+ * be any of theirs, and the name written picks the schema (JSONC_TAGGED).
  *
  * Output side (toolcall_next): the choice's text is read as content and
  * calls in the family's output format:

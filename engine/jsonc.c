@@ -94,6 +94,11 @@ static void value_done(const struct jsonc *g, struct jsonc_state *s)
         f->phase = P_COLON;
         break;
     case P_VAL:
+        /* a tagged object's first value picks the object it is from here
+         * on: the variant of the literal read (its slot 0 is this key, so
+         * idx = 1 and cur = 0 read the same in it) */
+        if (g->nodes[f->node].kind == JSONC_TAGGED)
+            f->node = g->slots[g->nodes[f->node].lo + s->lit_done].ref;
         f->phase = P_OAFTER;
         break;
     case P_AVAL:
@@ -183,6 +188,7 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
             return value_start(g, s, JSONC_N_WORDS, c, hops);
         return value_start(g, s, JSONC_N_NUMBER, c, hops);
     case JSONC_OBJECT:
+    case JSONC_TAGGED:
         return c == '{' ? open_container(s, id, P_OOPEN) : -1;
     case JSONC_ARRAY:
         return c == '[' ? open_container(s, id, P_AOPEN) : -1;

@@ -17,7 +17,9 @@
  * properties take them in the listed order: any optional one may be left
  * out, a required one may not, and no other key appears. Unions dispatch on
  * the first byte of the value, so their members must start differently
- * (the compiler checks it): a string or null, an object or null, ...
+ * (the compiler checks it): a string or null, an object or null, ...;
+ * objects that start with the same key are told apart by that key's value
+ * instead (JSONC_TAGGED).
  *
  * Allowed tokens: a token is allowed when all its bytes (tok_token_bytes,
  * specials not rendered: what the API's text holds) are accepted from the
@@ -49,6 +51,8 @@ enum jsonc_kind {
     JSONC_INTEGER,
     JSONC_LITS,    /* one of the slots' literals (serialized JSON values) */
     JSONC_UNION,   /* one of the slots' nodes, told apart by the first byte */
+    JSONC_TAGGED,  /* objects told apart by their first property's value:
+                    * jsonc_b_tagged */
 };
 
 /* Nodes every compiled form has. */
@@ -81,6 +85,16 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
                    int32_t hi, uint64_t req);
 /* Nodes built so far (the builtin ones included). */
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
+/* An object whose first property picks the rest of it (a union of
+ * objects that all start with the same key, told apart by its value: the
+ * name of a tool call, the "type" of a tagged union). key: the property
+ * name as its JSON string literal (quotes included); lits: a LITS node of
+ * n values; variants[k]: the object node the value's literal k leads to,
+ * an OBJECT (not free_keys) whose slot 0 is that key, required; its value
+ * is taken as read, and the rest of the object is the variant's. The new
+ * node's id, or -1 (out of memory, or variants/lits not so). */
+int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len, int32_t lits,
+                       const int32_t *variants, int32_t n);
 /* Whether a value of node id may start with byte c (UNION: any member). */
 int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c);
 /* Whether a union reaches itself through union members alone (a $ref

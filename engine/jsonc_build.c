@@ -143,6 +143,33 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
     nd->req = req;
 }
 
+int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len, int32_t lits,
+                       const int32_t *variants, int32_t n)
+{
+    if (lits < 0 || lits >= b->n_nodes || b->nodes[lits].kind != JSONC_LITS ||
+        b->nodes[lits].n != n || n < 1 || n > JSONC_MAX_ALT)
+        return -1;
+    for (int32_t k = 0; k < n; k++) {
+        const struct jsonc_node *v = variants[k] >= 0 && variants[k] < b->n_nodes
+                                         ? &b->nodes[variants[k]]
+                                         : NULL;
+        const struct jsonc_slot *s0 = v && v->n ? &b->slots[v->first] : NULL;
+        /* the recognizer takes the variant from its slot 1 on */
+        if (!s0 || v->kind != JSONC_OBJECT || v->free_keys || !(v->req & 1) ||
+            s0->len != key_len || memcmp(b->chars + s0->off, key, key_len) ||
+            b->slots[b->nodes[lits].first + k].len == 0)
+            return -1;
+    }
+    int32_t id = b_node_raw(b, JSONC_TAGGED, 0);
+    int32_t first = id >= 0 ? jsonc_b_slots(b, 1 + n) : -1;
+    if (first < 0 || jsonc_b_slot(b, first, key, key_len, lits))
+        return -1;
+    for (int32_t k = 0; k < n; k++)
+        b->slots[first + 1 + k].ref = variants[k];
+    jsonc_b_shape(b, id, first, 1, first + 1, n, 1);
+    return id;
+}
+
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b)
 {
     return b->n_nodes;
@@ -157,6 +184,7 @@ int jsonc_first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slot
     case JSONC_ANY:
         return c == '{' || c == '[' || c == '"' || num || c == 't' || c == 'f' || c == 'n';
     case JSONC_OBJECT:
+    case JSONC_TAGGED:
         return c == '{';
     case JSONC_ARRAY:
         return c == '[';

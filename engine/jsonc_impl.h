@@ -11,7 +11,7 @@ struct jsonc_node {
     uint8_t free_keys; /* OBJECT: any keys, JSONC_N_ANY values */
     uint16_t n;        /* slots */
     int32_t first;
-    int32_t lo, hi;
+    int32_t lo, hi;    /* TAGGED: lo the first of hi slots whose refs are the variants */
     uint64_t req;
 };
 

@@ -448,6 +448,31 @@ static void test_allow(const char *rel)
             bad += check_allow_doc(far_s, v, nv, "{\"s\":\"The quick brown fox jumps over the", 2,
                                    &us, &calls);
         jsonc_free(far_s);
+        /* a call forced among tools whose names share a start (a tagged
+         * object: the name picks the arguments' schema) */
+        json_t *names = json_pack("[s, s, s]", "get", "get_2", "c");
+        json_t *p[3] = {json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties",
+                                  "city", "type", "string", "required", "city"),
+                        json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties",
+                                  "n", "type", "integer", "required", "n"),
+                        json_pack("{s:s}", "type", "object")};
+        const int lenient[3] = {0, 0, 0};
+        struct jsonc *call = NULL;
+        char msg[256];
+        size_t which;
+        CHECK(names && p[0] && p[1] && p[2] &&
+              api_schema_compile_call(names, "arguments", p, lenient, &call, msg, sizeof(msg),
+                                      &which) == 0);
+        if (call) {
+            bad += check_allow_doc(call, v, nv, "{\"name\": \"get_2\", \"arguments\": {\"n\": 12}}",
+                                   1, &us, &calls);
+            bad += check_allow_doc(call, v, nv, "{\"name\":\"get\",\"arguments\":{\"city\":\"Nice\"}}",
+                                   1, &us, &calls);
+        }
+        jsonc_free(call);
+        json_decref(names);
+        for (int i = 0; i < 3; i++)
+            json_decref(p[i]);
         CHECK(bad == 0);
         printf("%s: %d tokens, tables %.1f ms, jsonc_allow %.0f us a call (%d calls)\n", vocab, nv,
                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,

@@ -253,14 +253,62 @@ static void test_parse(void)
                          "\"get_weather\"}}"),
                     "{\"name\":\"get_weather\",\"parameters\":{\"city\":\"x\"}}",
                     "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"x\"}}"));
-    /* several tools, required: any of the names, the arguments any object;
-     * a function without parameters takes {} only */
-    CHECK(forced_is(CHAT_TEMPLATE_CHATML,
-                    "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
-                    "\"function\":{\"name\":\"a\"}},{\"type\":\"function\",\"function\":"
-                    "{\"name\":\"b-2\"}}]}",
-                    "{\"name\":\"b-2\",\"arguments\":{\"x\":[1]}}",
-                    "{\"name\":\"c\",\"arguments\":{}}"));
+    /* several tools, required: one of the names, then that function's own
+     * parameters (a function without parameters takes {} only); names that
+     * are prefixes of each other; a non-strict schema the constraint cannot
+     * take makes that function's arguments any object, the others stay */
+    {
+        static const char *const yes[] = {
+            "{\"name\":\"get\",\"arguments\":{\"city\":\"x\"}}",
+            "{\"name\": \"get_2\", \"arguments\": {\"n\": 3}}",
+            "{\"name\":\"c\",\"arguments\":{}}",
+            "{\"name\":\"d\",\"arguments\":{\"p\":[true]}}",
+        };
+        static const char *const no[] = {
+            "{\"name\":\"get\",\"arguments\":{\"n\":3}}",
+            "{\"name\":\"get_2\",\"arguments\":{\"city\":\"x\"}}",
+            "{\"name\":\"get_2\",\"arguments\":{\"n\":\"3\"}}",
+            "{\"name\":\"c\",\"arguments\":{\"x\":1}}",
+            "{\"name\":\"e\",\"arguments\":{}}",
+            "{\"name\":\"get_\",\"arguments\":{}}",
+            "{\"arguments\":{},\"name\":\"c\"}",
+        };
+        const char *several =
+            "{\"tool_choice\":\"required\",\"tools\":["
+            "{\"type\":\"function\",\"function\":{\"name\":\"get\",\"parameters\":{\"type\":"
+            "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+            "{\"type\":\"function\",\"function\":{\"name\":\"get_2\",\"parameters\":{\"type\":"
+            "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}},"
+            "{\"type\":\"function\",\"function\":{\"name\":\"c\"}},"
+            "{\"type\":\"function\",\"function\":{\"name\":\"d\",\"parameters\":{\"anyOf\":["
+            "{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"q\":{}}}]}}}]}";
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+            CHECK(forced_is(CHAT_TEMPLATE_CHATML, several, yes[i], no[i % 7]));
+        for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+            CHECK(forced_is(CHAT_TEMPLATE_CHATML, several, yes[i % 4], no[i]));
+        /* Llama 3.1's key, and a strict function among several refused */
+        CHECK(forced_is(CHAT_TEMPLATE_LLAMA31, several,
+                        "{\"name\":\"get_2\",\"parameters\":{\"n\":-1}}",
+                        "{\"name\":\"get_2\",\"parameters\":{\"city\":\"x\"}}"));
+        char strict[2048];
+        snprintf(strict, sizeof(strict), "%.*s\"strict\":true,%s",
+                 (int)(strstr(several, "{\"name\":\"d\"") - several + 1), several,
+                 strstr(several, "{\"name\":\"d\"") + 1);
+        CHECK(parse_is(CHAT_TEMPLATE_CHATML, strict, -1, "tools", NULL, NULL));
+        /* past JSONC_MAX_ALT tools, "required" is a 400 that says so */
+        char *many = malloc(70 * 64 + 64);
+        CHECK(many != NULL);
+        if (many) {
+            size_t o = (size_t)sprintf(many, "{\"tool_choice\":\"required\",\"tools\":[");
+            for (int i = 0; i < 65; i++)
+                o += (size_t)sprintf(many + o, "%s{\"type\":\"function\",\"function\":{\"name\":"
+                                               "\"f%d\"}}",
+                                     i ? "," : "", i);
+            sprintf(many + o, "]}");
+            CHECK(parse_is(CHAT_TEMPLATE_CHATML, many, -1, "tool_choice", NULL, NULL));
+            free(many);
+        }
+    }
     CHECK(forced_is(CHAT_TEMPLATE_CHATML,
                     "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
                     "\"function\":{\"name\":\"a\"}}]}",
