@@ -6,7 +6,9 @@
  * are generated either way; an object with no properties and
  * additionalProperties not false takes any keys), items, minItems,
  * maxItems, minLength, maxLength, enum, const, anyOf / oneOf (whose
- * members start differently: a string or null, an object or an array, ...),
+ * members start differently: a string or null, an object or an array, ...;
+ * objects may all be members when each begins with the same required
+ * property and their const/enum values there differ: a tagged union),
  * $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion included),
  * and the annotations (title, description, default, examples, $schema,
  * $id, $comment, deprecated, readOnly, writeOnly). Any other keyword is
@@ -272,13 +274,15 @@ static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
 }
 
 /* A union of the n schemas in list (j NULL), or of the n type names in
- * list over schema j; members must start differently, since the recognizer
- * picks one by the value's first byte. */
+ * list over schema j. The recognizer picks a member by the value's first
+ * byte, so members must start differently; objects may share '{' when
+ * they all begin with the same required property whose const/enum values
+ * differ (a tagged union: that value picks the object, JSONC_TAGGED). */
 static int32_t union_of(struct ctx *c, json_t *key, size_t n, json_t *list, json_t *j)
 {
     if (n == 0 || n > JSONC_MAX_ALT)
         return fail(c, "anyOf/oneOf/type lists must have 1..%s entries", "64");
-    int32_t mem[JSONC_MAX_ALT];
+    int32_t mem[JSONC_MAX_ALT], objs[JSONC_MAX_ALT], n_obj = 0;
     int32_t first, id = node_slots(c, key, JSONC_UNION, (int32_t)n, &first);
     if (id < 0)
         return -1;
@@ -293,19 +297,40 @@ static int32_t union_of(struct ctx *c, json_t *key, size_t n, json_t *list, json
             m = compile(c, e, 0);
         if (m < 0)
             return -1;
+        mem[i] = m;
+        if (jsonc_b_first_ok(c->b, m, '{'))
+            objs[n_obj++] = m;
+    }
+    size_t nm = n;
+    if (n_obj >= 2) { /* the objects as one tagged object, in the first one's place */
+        int oom_ = 0;
+        int32_t t = jsonc_b_tag_objects(c->b, objs, n_obj, &oom_);
+        if (t < 0)
+            return oom_ ? oom(c)
+                        : fail(c, "anyOf/oneOf members that are objects must all begin with the "
+                                  "same required property whose const/enum values differ (a "
+                                  "tagged union)%s", NULL);
+        nm = 0;
+        for (size_t i = 0; i < n; i++)
+            if (mem[i] == objs[0])
+                mem[nm++] = t;
+            else if (!jsonc_b_first_ok(c->b, mem[i], '{'))
+                mem[nm++] = mem[i];
+    }
+    for (size_t i = 0; i < nm; i++) {
         for (size_t p = 0; p < i; p++) {
             for (unsigned b = 0; b < 256; b++) {
-                if (jsonc_b_first_ok(c->b, m, b) && jsonc_b_first_ok(c->b, mem[p], b))
+                if (jsonc_b_first_ok(c->b, mem[i], b) && jsonc_b_first_ok(c->b, mem[p], b))
                     return fail(c, "anyOf/oneOf/type alternatives must start differently (a "
                                    "string, a number, an object, an array, true/false, null: "
-                                   "one each); two of them can start with '%s'",
+                                   "one each, or objects told apart by a first property's "
+                                   "const); two of them can start with '%s'",
                                 (char[2]){(char)b, 0});
             }
         }
-        mem[i] = m;
-        jsonc_b_slot(c->b, first + (int32_t)i, NULL, 0, m);
+        jsonc_b_slot(c->b, first + (int32_t)i, NULL, 0, mem[i]);
     }
-    jsonc_b_shape(c->b, id, first, (int32_t)n, 0, -1, 0);
+    jsonc_b_shape(c->b, id, first, (int32_t)nm, 0, -1, 0);
     return id;
 }
 

@@ -95,6 +95,12 @@ int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
  * node's id, or -1 (out of memory, or variants/lits not so). */
 int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len, int32_t lits,
                        const int32_t *variants, int32_t n);
+/* The objects objs[0..n) (n >= 2) as one tagged object, when they all
+ * start with the same required key whose value is a LITS node, and no
+ * literal appears twice (at most JSONC_MAX_ALT in all): each literal leads
+ * to its object. The node's id, or -1 when they are not so (or out of
+ * memory: *oom set). */
+int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_t n, int *oom);
 /* Whether a value of node id may start with byte c (UNION: any member). */
 int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c);
 /* Whether a union reaches itself through union members alone (a $ref

@@ -170,6 +170,55 @@ int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len,
     return id;
 }
 
+int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_t n, int *oom)
+{
+    int32_t var[JSONC_MAX_ALT], total = 0;
+    *oom = 0;
+    if (n < 2)
+        return -1;
+    for (int32_t k = 0; k < n; k++) {
+        const struct jsonc_node *o = objs[k] >= 0 && objs[k] < b->n_nodes ? &b->nodes[objs[k]] : NULL;
+        if (!o || o->kind != JSONC_OBJECT || o->free_keys || o->n < 1 || !(o->req & 1))
+            return -1;
+        const struct jsonc_slot *s0 = &b->slots[o->first], *k0 = &b->slots[b->nodes[objs[0]].first];
+        const int32_t v = s0->ref;
+        if (s0->len != k0->len || memcmp(b->chars + s0->off, b->chars + k0->off, s0->len) ||
+            v < 0 || b->nodes[v].kind != JSONC_LITS || total + b->nodes[v].n > JSONC_MAX_ALT)
+            return -1;
+        for (int32_t i = 0; i < b->nodes[v].n; i++)
+            var[total++] = objs[k];
+    }
+    /* the values, in order, into one LITS node (slots copied: their
+     * literals stay where they are in chars) */
+    int32_t lits = b_node_raw(b, JSONC_LITS, 0), first = lits >= 0 ? jsonc_b_slots(b, total) : -1;
+    if (first < 0) {
+        *oom = 1;
+        return -1;
+    }
+    for (int32_t k = 0, at = first; k < n; k++) {
+        const struct jsonc_node *v = &b->nodes[b->slots[b->nodes[objs[k]].first].ref];
+        for (int32_t i = 0; i < v->n; i++)
+            b->slots[at++] = b->slots[v->first + i];
+    }
+    for (int32_t i = 0; i < total; i++) /* a value twice would name two objects */
+        for (int32_t j = 0; j < i; j++)
+            if (b->slots[first + i].len == b->slots[first + j].len &&
+                !memcmp(b->chars + b->slots[first + i].off, b->chars + b->slots[first + j].off,
+                        b->slots[first + i].len))
+                return -1;
+    jsonc_b_shape(b, lits, first, total, 0, -1, 0);
+    /* the key: a copy of the first object's slot 0 literal (jsonc_b_tagged
+     * copies it again into chars, which may move as it grows) */
+    const struct jsonc_slot k0 = b->slots[b->nodes[objs[0]].first];
+    char key[1024];
+    if (k0.len > sizeof(key))
+        return -1;
+    memcpy(key, b->chars + k0.off, k0.len);
+    int32_t id = jsonc_b_tagged(b, key, k0.len, lits, var, total);
+    *oom = id < 0;
+    return id;
+}
+
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b)
 {
     return b->n_nodes;

@@ -255,6 +255,49 @@ static void test_schemas(void)
         CHECK(!acc(g, "\"a\"") && !acc(g, "{\"a\": [1]}") && !acc(g, "1"));
     }
     jsonc_free(g);
+    /* a tagged union (pydantic's discriminated unions when the tag is the
+     * first field): the first property's value picks the object; $ref
+     * members, an enum tag, an optional property after it, and null */
+    g = schema_of(
+        "{\"$defs\":{\"C\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":"
+        "\"circle\"},\"r\":{\"type\":\"number\"}},\"required\":[\"kind\",\"r\"]}},"
+        "\"anyOf\":[{\"$ref\":\"#/$defs/C\"},{\"type\":\"object\",\"properties\":{\"kind\":"
+        "{\"enum\":[\"square\",\"box\"]},\"side\":{\"type\":\"integer\"},\"tag\":{\"type\":"
+        "\"string\"}},\"required\":[\"kind\",\"side\"]},{\"type\":\"null\"},"
+        "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circles\"}},"
+        "\"required\":[\"kind\"]}]}");
+    if (g) {
+        CHECK(acc(g, "{\"kind\":\"circle\",\"r\":1.5}") && acc(g, "{\"kind\": \"box\", \"side\": 2}"));
+        CHECK(acc(g, "{\"kind\":\"square\",\"side\":2,\"tag\":\"t\"}") && acc(g, "null"));
+        CHECK(acc(g, "{\"kind\":\"circles\"}"));
+        CHECK(!acc(g, "{\"kind\":\"circle\",\"side\":2}")); /* the square's key */
+        CHECK(!acc(g, "{\"kind\":\"square\",\"r\":1}"));
+        CHECK(!acc(g, "{\"kind\":\"box\",\"side\":2.5}")); /* its own types */
+        CHECK(!acc(g, "{\"kind\":\"circle\"}"));             /* its own required */
+        CHECK(!acc(g, "{\"kind\":\"circles\",\"r\":1}"));
+        CHECK(!acc(g, "{\"r\":1,\"kind\":\"circle\"}") && !acc(g, "{\"kind\":\"tri\"}"));
+        CHECK(!acc(g, "{}") && !acc(g, "\"circle\""));
+    }
+    jsonc_free(g);
+    CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1}},"
+                         "\"required\":[\"a\"]},{\"type\":\"object\",\"properties\":{\"b\":{\"const\":"
+                         "2}},\"required\":[\"b\"]}]}"),
+                 "tagged union")); /* different first keys */
+    CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1}}},"
+                         "{\"type\":\"object\",\"properties\":{\"a\":{\"const\":2}},\"required\":"
+                         "[\"a\"]}]}"),
+                 "tagged union")); /* the tag optional in one */
+    CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[1,2]}},"
+                         "\"required\":[\"a\"]},{\"type\":\"object\",\"properties\":{\"a\":{\"const\":"
+                         "2}},\"required\":[\"a\"]}]}"),
+                 "tagged union")); /* a value in two */
+    CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                         "\"string\"}},\"required\":[\"a\"]},{\"type\":\"object\",\"properties\":"
+                         "{\"a\":{\"const\":\"x\"}},\"required\":[\"a\"]}]}"),
+                 "tagged union")); /* a tag that is not a const/enum */
+    CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":"
+                         "{\"a\":{\"const\":1}},\"required\":[\"a\"]}]}"),
+                 "tagged union")); /* an object of any keys */
     g = schema_of("{\"type\":\"object\",\"additionalProperties\":false}");
     if (g)
         CHECK(acc(g, "{}") && !acc(g, "{\"a\":1}"));
@@ -448,6 +491,14 @@ static void test_allow(const char *rel)
             bad += check_allow_doc(far_s, v, nv, "{\"s\":\"The quick brown fox jumps over the", 2,
                                    &us, &calls);
         jsonc_free(far_s);
+        struct jsonc *tu = schema_of(
+            "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"a\"},\"x\":"
+            "{\"type\":\"integer\"}},\"required\":[\"t\",\"x\"]},{\"type\":\"object\",\"properties\":"
+            "{\"t\":{\"const\":\"ab\"},\"y\":{\"type\":\"string\"}},\"required\":[\"t\"]},"
+            "{\"type\":\"string\"}]}");
+        if (tu)
+            bad += check_allow_doc(tu, v, nv, "{\"t\": \"ab\", \"y\": \"yes\"}", 1, &us, &calls);
+        jsonc_free(tu);
         /* a call forced among tools whose names share a start (a tagged
          * object: the name picks the arguments' schema) */
         json_t *names = json_pack("[s, s, s]", "get", "get_2", "c");
