@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mmd-call.sh [check|bench|verify|json] — the first device calls of cuda/mm_deq.cu
+# bench/mmd-call.sh [check|bench|verify|json|lever] — the device calls of cuda/mm_deq.cu
 # (batch_invariant = false: K-quant batches as F16 through cuBLASLt), written
 # 2026-12-04 when no device was lent. Two phases, one device call each (the
 # tool's 10-minute limit; ~5 min each):
@@ -12,6 +12,8 @@
 #          batch_invariant true vs false interleaved; bench-serve --json false
 #          vs true (response_format's cost); ncu of the path's kernels
 #   verify the sm_90 default (256 rows) with nothing set
+#   lever  the F16 path's A/B knobs (INFERD_MMD_DQ2, INFERD_MMC_CVT8,
+#          INFERD_MMC_TUNE): their numbers, then base vs each vs all interleaved
 #   json   JSON-constrained sampling on the device (allowed bits uploaded):
 #          cuda-sample, the API's JSON/tool tests on a GPU daemon, bench-serve
 #          --json on the device vs on the host (INFERD_JSON_ON_BACKEND=0)
@@ -149,8 +151,44 @@ elif [ "$phase" = json ]; then
         echo "serve json=$j round $r"
         tail -4 $out/serve-json-$j.r$r.txt
     done; done >> $S
+elif [ "$phase" = lever ]; then
+    # the F16 path's three A/B knobs (2026-12-05, written with no device lent;
+    # predictions in bench/RESULTS.md "2026-12-05 07:30"): INFERD_MMD_DQ2
+    # (dequantization's second form), INFERD_MMC_CVT8 (activations eight a
+    # thread), INFERD_MMC_TUNE (cuBLASLt's bucket algorithms timed at load).
+    # First their numbers: cuda-ops (mm-deq, mm-cublas) with all three on.
+    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1 INFERD_MMD_MIN=64 timeout 200 \
+        $d/bin/test_cuda_ops > $out/ops-lever.log 2>&1
+    echo "cuda-ops (all three) rc=$?" | tee -a $S
+    grep -E "mm-deq|mm-cublas|FAIL" $out/ops-lever.log | head -20 >> $S
+    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        $d/bin/inferd bench --op --backend cuda --types q4_K,q5_K,q6_K --n 64,100 --shapes qwen7b-attn-kv \
+        --reps 2 --batch-invariant false > $out/memcheck-lever.log 2>&1
+    echo "memcheck (dq2, cvt8) rc=$?" | tee -a $S
+    q7
+    run_v() { # variant round: bench --op and the 7B's pp512 in that variant
+        case $1 in base) e= ;; dq2) e=INFERD_MMD_DQ2=1 ;; cvt8) e=INFERD_MMC_CVT8=1 ;;
+            tune) e=INFERD_MMC_TUNE=1 ;; all) e="INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1" ;; esac
+        env $e timeout 60 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512,2048 \
+            --shapes llama3-ffn-down,qwen7b-ffn-up --reps 10 --batch-invariant false \
+            > $out/ab/$1.r$2.op.txt 2>&1 || true
+        env $e timeout 60 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512 --tg 16 \
+            --reps 2 --batch-invariant false > $out/ab/$1.r$2.model.txt 2>&1 || true
+    }
+    for r in 1 2; do for v in base dq2 cvt8 tune all; do run_v $v $r; done; done
+    for v in dq2 cvt8 tune all; do
+        echo "## base vs $v"; python3 tests/cuda/ab_table.py $out/ab base $v
+    done > $out/lever.md 2>&1
+    grep -h "tuned:" $out/ab/tune.r1.*.txt | head -20 >> $S
+    # the kernels one by one with all three on (q4_K and q6_K 4096x14336, n = 512)
+    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1 timeout 90 ncu --metrics gpu__time_duration.sum \
+        --launch-skip 40 --launch-count 12 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 \
+        --shapes llama3-ffn-down --reps 5 --batch-invariant false > $out/ncu-lever.txt 2>&1
+    echo "ncu rc=$?" | tee -a $S
+    grep -E "mmd_|mmc_|nvjet|gemm|sm90|gpu__time" $out/ncu-lever.txt | head -40 > $out/ncu-lever-short.txt
+    cp $out/lever.md $out/ncu-lever-short.txt $OUT/ 2>/dev/null
 else
-    echo "usage: bench/mmd-call.sh check|bench|verify|json" >&2
+    echo "usage: bench/mmd-call.sh check|bench|verify|json|lever" >&2
     exit 2
 fi
 date -u +%T | tee -a $S

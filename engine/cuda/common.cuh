@@ -99,6 +99,9 @@ struct cuda_ctx {
     /* batch_invariant = false: K-quant products of mmd_min rows or more as F16 through cuBLASLt
      * (cuda/mm_deq.cu); mmd_w: the dequantized weight, mmd_need the largest one registered */
     int32_t mmd_min;
+    int mmd_dq2;       /* INFERD_MMD_DQ2=1: the dequantization's second form (A/B) */
+    int mmc_cvt8;      /* INFERD_MMC_CVT8=1: activations to F16/BF16 eight a thread (A/B) */
+    int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */
     void *mmd_w;
     size_t mmd_w_bytes, mmd_need;
     int pdl;           /* step kernels launched as programmatic dependents (cuda_launch) */

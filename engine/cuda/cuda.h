@@ -78,11 +78,13 @@ int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
  * K-quant weight w's products go through F16 and cuBLASLt
  * (cuda/mm_deq.cu), 0 when they never do (tests, bench --op). */
 int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
-/* cuda/mm_deq.cu's dequantization (eight elements a thread) run on the
- * host over n_rows rows of ne0 elements of a K-quant type, against
- * engine/quant.c, F16-rounded: the elements that differ (the first into
- * msg), -1 for a type it does not take or in a build without CUDA. No GPU
- * needed (tests/cuda/test_cuda_host.c). */
-int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg, size_t cap);
+/* cuda/mm_deq.cu's dequantization (eight elements a thread; form 0 the
+ * kernel's first form, 1 its second, INFERD_MMD_DQ2) run on the host over
+ * n_rows rows of ne0 elements of a K-quant type, against engine/quant.c,
+ * F16-rounded: the elements that differ (the first into msg), -1 for a
+ * type it does not take or in a build without CUDA. No GPU needed
+ * (tests/cuda/test_cuda_host.c). */
+int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_t ne0, int64_t n_rows, char *msg,
+                            size_t cap);
 
 #endif

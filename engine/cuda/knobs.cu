@@ -16,6 +16,16 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * as F16 through cuBLASLt (cuda/mm_deq.cu: 256 on sm_90, measured; 0,
      * never, elsewhere; INFERD_MMD_MIN overrides) */
     c->mmd_min = cuda_mmd_min_default(c->sm);
+    /* its dequantization's second form and the activations' vector
+     * conversion (cuda/mm_deq.cu, cuda/mm_cublas.cu): INFERD_MMD_DQ2=1,
+     * INFERD_MMC_CVT8=1, for A/B runs until measured (results: the same
+     * values; written 2026-12-05 with no device lent) */
+    c->mmd_dq2 = getenv("INFERD_MMD_DQ2") && !strcmp(getenv("INFERD_MMD_DQ2"), "1");
+    c->mmc_cvt8 = getenv("INFERD_MMC_CVT8") && !strcmp(getenv("INFERD_MMC_CVT8"), "1");
+    /* batch_invariant = false: cuBLASLt's algorithm for each bucket of 64+
+     * rows timed among its candidates at load (cuda/mm_cublas.cu
+     * mmc_tune; changes bits only as the mode's per-n choice already may) */
+    c->mmc_tune = getenv("INFERD_MMC_TUNE") && !strcmp(getenv("INFERD_MMC_TUNE"), "1");
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");

@@ -261,12 +261,13 @@ static int mmc_numerics_ok(const struct mmc_shape *s, const cublasLtMatmulAlgo_t
     return 1;
 }
 
-/* One algorithm for shape s: cuBLAS's heuristic at n rows; with
- * invariant, the first candidate without split-K (or the first one forced
- * to SPLITK_NUM = 1 / no reduction, if cuBLAS still accepts it), and it
- * must also run at n = 1 (it will serve every n). 0, or -1 when none. */
-static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
-                      cublasLtMatmulAlgo_t *out)
+/* Algorithms for shape s, in cuBLAS's heuristic order at n rows, into
+ * out[0..max): with invariant, only candidates without split-K (or forced
+ * to SPLITK_NUM = 1 / no reduction, if cuBLAS still accepts them, after
+ * those), which must also run at n = 1 (one will serve every n). How many;
+ * -1 when cuBLAS answers nothing. */
+static int mmc_candidates(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
+                          cublasLtMatmulAlgo_t *out, int max)
 {
     cublasLtMatrixLayoutOpaque_t b, d;
     cublasStatus_t st;
@@ -289,7 +290,7 @@ static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, 
         L.pref_set(&p, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof(mask));
     }
     cublasLtMatmulHeuristicResult_t r[MMC_CANDIDATES];
-    int got = 0;
+    int got = 0, k = 0;
     memset(r, 0, sizeof(r));
     if (L.heuristic(m->h, &m->desc, (cublasLtMatrixLayout_t)&s->a, &b, &d, &d, &p, MMC_CANDIDATES, r,
                     &got) != CUBLAS_STATUS_SUCCESS)
@@ -325,10 +326,89 @@ static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, 
             }
             if (!mmc_runs(m, s, &a, n))
                 continue;
-            *out = a;
-            return 0;
+            out[k++] = a;
+            if (k == max)
+                return k;
         }
-    return -1;
+    return k;
+}
+
+/* One algorithm for shape s: the first of mmc_candidates. 0, or -1. */
+static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
+                      cublasLtMatmulAlgo_t *out)
+{
+    return mmc_candidates(m, s, n, invariant, out, 1) == 1 ? 0 : -1;
+}
+
+/* INFERD_MMC_TUNE=1 (batch_invariant = false only; A/B, written 2026-12-05
+ * with no device lent): the bucket's algorithm timed among cuBLAS's
+ * candidates instead of its first. Why: the F16 path's 4096 x 14336 n = 512
+ * GEMM ran 101 us in cuBLAS's first pick (nvjet hss 128x128, F32 out)
+ * where the ceilings file's cublasGemmEx F16 figure is 69.2 us. Each
+ * candidate: one launch to warm, then the least of three, on scratch
+ * operands (t: A, B, D for the largest n tuned; values do not matter for
+ * speed but are finite). Startup only. */
+struct mmc_tune_bufs {
+    void *a, *b;
+    float *d;
+};
+
+static void mmc_tune(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_shape *s, int64_t n,
+                     const struct mmc_tune_bufs *t, cublasLtMatmulAlgo_t *best)
+{
+    cublasLtMatmulAlgo_t cand[MMC_CANDIDATES];
+    const int k = mmc_candidates(m, s, n, 0, cand, MMC_CANDIDATES);
+    if (k < 2)
+        return;
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaGetLastError();
+        cudaEventDestroy(e0);
+        return;
+    }
+    cublasLtMatrixLayoutOpaque_t bl, dl;
+    cublasStatus_t st;
+    mmc_layouts(s, n, &bl, &dl, &st);
+    const float one = 1.0f, zero = 0.0f;
+    float best_ms = -1.0f, first_ms = -1.0f;
+    int best_i = 0;
+    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < k; i++) {
+        float least = -1.0f;
+        for (int rep = 0; rep < 4; rep++) {
+            cudaEventRecord(e0, c->stream);
+            const cublasStatus_t rs = L.matmul(m->h, &m->desc, &one, t->a, (cublasLtMatrixLayout_t)&s->a, t->b,
+                                               &bl, &zero, t->d, &dl, t->d, &dl, &cand[i], m->ws,
+                                               MMC_WS_BYTES, c->stream);
+            cudaEventRecord(e1, c->stream);
+            float ms = 0.0f;
+            if (rs != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
+                cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                cudaGetLastError();
+                least = -1.0f;
+                break;
+            }
+            if (rep > 0 && (least < 0.0f || ms < least))
+                least = ms;
+        }
+        if (i == 0)
+            first_ms = least;
+        if (least >= 0.0f && (best_ms < 0.0f || least < best_ms)) {
+            best_ms = least;
+            best_i = i;
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (best_ms < 0.0f)
+        return;
+    *best = cand[best_i];
+    log_info("cuda: cublasLt %s %lldx%lld n=%lld tuned: candidate %d of %d, %.1f us (cuBLAS's first %.1f us)",
+             quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1, (long long)n, best_i + 1, k,
+             best_ms * 1e3, first_ms * 1e3);
 }
 
 static void mmc_algo_log(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *a, const char *what)
@@ -359,6 +439,27 @@ static int mmc_shape_init(struct cuda_ctx *c, struct cuda_mmc *m, struct mmc_sha
     for (int b = 0; b < MMC_BUCKETS; b++) {
         if (!c->batch_variant || mmc_choose(m, s, (int64_t)1 << b, 0, &s->bucket[b]))
             s->bucket[b] = s->inv;
+    }
+    if (c->batch_variant && c->mmc_tune) { /* buckets from 64 rows (A/B knob) */
+        const int64_t nmax = (int64_t)1 << (MMC_BUCKETS - 1);
+        const size_t es = mmc_esize(s->type);
+        struct mmc_tune_bufs t = {NULL, NULL, NULL};
+        if (cudaMalloc(&t.a, (size_t)s->ne0 * (size_t)s->ne1 * es) == cudaSuccess &&
+            cudaMalloc(&t.b, (size_t)nmax * (size_t)s->ne0 * es) == cudaSuccess &&
+            cudaMalloc((void **)&t.d, (size_t)nmax * (size_t)s->ne1 * sizeof(float)) == cudaSuccess &&
+            cudaMemsetAsync(t.a, 0x1c, (size_t)s->ne0 * (size_t)s->ne1 * es, c->stream) == cudaSuccess &&
+            cudaMemsetAsync(t.b, 0x1c, (size_t)nmax * (size_t)s->ne0 * es, c->stream) == cudaSuccess) {
+            for (int b = 6; b < MMC_BUCKETS; b++)
+                mmc_tune(c, m, s, (int64_t)1 << b, &t, &s->bucket[b]);
+        } else {
+            log_warn("cuda: INFERD_MMC_TUNE: no room for the scratch operands of %s %lldx%lld: untuned",
+                     quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1);
+        }
+        cudaGetLastError();
+        cudaStreamSynchronize(c->stream);
+        cudaFree(t.a);
+        cudaFree(t.b);
+        cudaFree(t.d);
     }
     return 0;
 }
@@ -557,6 +658,33 @@ static __global__ void mmc_convert_kernel(const float *__restrict__ x, void *__r
     }
 }
 
+/* The same conversion eight elements a thread (INFERD_MMC_CVT8=1, A/B;
+ * written 2026-12-05 with no device lent): two 16-byte loads, one 16-byte
+ * store, for n % 8 == 0 and 16-byte aligned x and dst. Why: ncu put the
+ * scalar kernel at 16 us for 512 x 14336 (12 MB moved: 0.75 TB/s), a
+ * 4-byte load and a 2-byte store an element. Each element is rounded as
+ * above (__floats2half2_rn / __floats2bfloat162_rn round each half). */
+template <int T>
+static __global__ void mmc_convert8_kernel(const float4 *__restrict__ x, uint4 *__restrict__ dst, int64_t n8)
+{
+    cuda_pdl_enter();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 a = x[2 * i], b = x[2 * i + 1];
+        uint32_t o[4];
+        if (T == QT_F16) {
+            const __half2 p[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w),
+                                  __floats2half2_rn(b.x, b.y), __floats2half2_rn(b.z, b.w)};
+            memcpy(o, p, sizeof(o));
+        } else {
+            const __nv_bfloat162 p[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                                         __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+            memcpy(o, p, sizeof(o));
+        }
+        dst[i] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}
+
 /* y[i] = acc[i], then the bias or the accumulate of struct cuda_epi: the
  * bits of add_bias / add after a plain product. acc may be y (bias only). */
 static __global__ void mmc_epi_kernel(const float *acc, float *y, int64_t n, int32_t ne1, struct cuda_epi E)
@@ -610,6 +738,15 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
             const int64_t ne = (int64_t)n * s->ne0;
             if (T == QT_F32) {
                 if (CUDA_CHECK_CTX(c, cudaMemcpyAsync(c->xq, x, need, cudaMemcpyDeviceToDevice, c->stream)))
+                    return;
+            } else if (c->mmc_cvt8 && ne % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)c->xq % 16 == 0) {
+                const float4 *x4 = (const float4 *)x;
+                uint4 *d4 = (uint4 *)c->xq;
+                if (T == QT_F16)
+                    cuda_launch(c, mmc_convert8_kernel<QT_F16>, cuda_stride_grid(c, ne / 8), 256, 0, x4, d4, ne / 8);
+                else
+                    cuda_launch(c, mmc_convert8_kernel<QT_BF16>, cuda_stride_grid(c, ne / 8), 256, 0, x4, d4, ne / 8);
+                if (CUDA_CHECK_LAUNCH(c, "mmc_convert8_kernel"))
                     return;
             } else {
                 if (T == QT_F16)

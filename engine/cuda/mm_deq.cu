@@ -133,28 +133,139 @@ template <> struct mmd_deq8<QT_Q6_K> {
     }
 };
 
+/* ---- the second form (INFERD_MMD_DQ2=1, A/B; 2026-12-05, not yet run on a
+ * GPU): the same values with fewer instructions an element. The first
+ * form is issue-bound where the copy should be memory-bound (ncu, q6_K
+ * 4096 x 14336: 65 us for 165 MB, 2.5 TB/s of the 4.49 ceiling): Q6_K
+ * reads its 16 quant bytes one LDG.U8 each (210-byte blocks are only
+ * 2-byte aligned), and every element is an I2F (a quarter-rate
+ * conversion) before its multiply. Here: Q6_K's eight ql and eight qh
+ * bytes from three aligned words each and funnel shifts, four 6-bit
+ * values a word operation (masks and shifts on packed bytes), and every
+ * small integer to float by the 2^23 trick (0x4B000000 | b is the float
+ * 2^23 + b; one subtraction gives b - bias exactly). Each value is the
+ * first form's float, bit for bit: (d * sc) * (float)q for Q6_K, and Q4_K
+ * / Q5_K's d * sc * q - dm * m (the host check runs both forms against
+ * engine/quant.c). */
+
+/* The float 2^23 + b (b < 2^23) from its bits */
+static __host__ __device__ __forceinline__ float mmd_magic(uint32_t b)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(0x4B000000u | b);
+#else
+    const uint32_t u = 0x4B000000u | b;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+#endif
+}
+
+/* Eight bytes at p (2-byte aligned) as two words, from aligned word loads */
+static __host__ __device__ __forceinline__ uint2 mmd_load8_a2(const uint8_t *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    const uint8_t *base = (const uint8_t *)(a & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(a & 3) * 8; /* 0 or 16 */
+#ifdef __CUDA_ARCH__
+    const unsigned int *w = (const unsigned int *)base; /* the weights: read-only global memory */
+    const uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = sh ? __ldg(w + 2) : 0u;
+    return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
+#else
+    uint32_t w[3] = {0, 0, 0};
+    memcpy(w, base, sh ? 12 : 8);
+    return make_uint2(sh ? (w[0] >> sh) | (w[1] << (32 - sh)) : w[0],
+                      sh ? (w[1] >> sh) | (w[2] << (32 - sh)) : w[1]);
+#endif
+}
+
+template <int T> struct mmd_deq8v2;
+
+/* Q4_K / Q5_K: the nibbles of eight bytes at once, the fifth bits of qh
+ * moved into place as packed bytes */
+template <bool Q5>
+static __host__ __device__ __forceinline__ void mmd_k45v2(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
+                                                          const uint8_t *qs, const uint8_t *qh, int e, float v[8])
+{
+    const int s = e / 32, l = e % 32;
+    int sc, m;
+    cuda_k4_scale_min(scales, s, &sc, &m);
+    const float d = mmd_h2f(dh), dm = mmd_h2f(mh);
+    const float dsc = d * (float)sc, dmm = dm * (float)m;
+    const uint2 q = *(const uint2 *)(qs + 32 * (s / 2) + l);
+    const int sh = (s & 1) * 4;
+    uint32_t lo = (q.x >> sh) & 0x0f0f0f0fu, hi = (q.y >> sh) & 0x0f0f0f0fu;
+    if (Q5) {
+        const uint2 h = *(const uint2 *)(qh + l);
+        lo |= ((h.x >> s) & 0x01010101u) << 4;
+        hi |= ((h.y >> s) & 0x01010101u) << 4;
+    }
+    for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+        const float qv = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388608.0f;
+        v[t] = dsc * qv - dmm;
+    }
+}
+
+template <> struct mmd_deq8v2<QT_Q4_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        const struct block_q4_K *b = (const struct block_q4_K *)blk;
+        mmd_k45v2<false>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
+    }
+};
+
+template <> struct mmd_deq8v2<QT_Q5_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        const struct block_q5_K *b = (const struct block_q5_K *)blk;
+        mmd_k45v2<true>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
+    }
+};
+
+template <> struct mmd_deq8v2<QT_Q6_K> {
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    {
+        const struct block_q6_K *b = (const struct block_q6_K *)blk;
+        const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
+        const float ds = mmd_h2f(b->d) * (float)b->scales[8 * h + l / 16 + 2 * t4];
+        const uint2 ql = mmd_load8_a2(b->ql + 64 * h + 32 * (t4 & 1) + l);
+        const uint2 qh = mmd_load8_a2(b->qh + 32 * h + l);
+        const unsigned ns = t4 < 2 ? 0 : 4, hs = 2 * t4;
+        const uint32_t lo = ((ql.x >> ns) & 0x0f0f0f0fu) | (((qh.x >> hs) & 0x03030303u) << 4);
+        const uint32_t hi = ((ql.y >> ns) & 0x0f0f0f0fu) | (((qh.y >> hs) & 0x03030303u) << 4);
+        for (int t = 0; t < 8; t++) { /* (float)(q - 32), exactly: 2^23 + q - (2^23 + 32) */
+            const float fq = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388640.0f;
+            v[t] = ds * fq;
+        }
+    }
+};
+
 /* Elements 8i .. 8i + 7 of rows of ne0 elements (row_bytes apart; ne0 % 256
  * == 0), counted row-major: what thread i of the kernel below converts, and
  * what the host check runs */
-template <int T>
+template <int T, int V2>
 static __host__ __device__ __forceinline__ void mmd_run8(const uint8_t *w, size_t row_bytes, int64_t ne0, int64_t i,
                                                          float v[8])
 {
     const int64_t per_row = ne0 / 8, r = i / per_row, k = (i % per_row) * 8;
-    mmd_deq8<T>::run(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
+    const uint8_t *blk = w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes;
+    if (V2)
+        mmd_deq8v2<T>::run(blk, (int)(k % QK_K), v);
+    else
+        mmd_deq8<T>::run(blk, (int)(k % QK_K), v);
 }
 
 /* rows x ne0 elements of w (row_bytes apart) to F16, row-major: thread i
  * writes elements 8i .. 8i + 7 (one 16-byte store; ne0 % 256 == 0). Waits
  * for the launches before it first: the previous GEMM may still read out. */
-template <int T>
+template <int T, int V2>
 static __global__ void __launch_bounds__(256)
 mmd_dequant_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t ne0, int64_t n8, __half *__restrict__ out)
 {
     cuda_pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
         float v[8];
-        mmd_run8<T>(w, row_bytes, ne0, i, v);
+        mmd_run8<T, V2>(w, row_bytes, ne0, i, v);
         uint4 o;
         __half2 p;
         p = __floats2half2_rn(v[0], v[1]);
@@ -247,10 +358,20 @@ static void mmd_dequant(struct cuda_ctx *c, const struct backend_weight *w, int6
     const int64_t n8 = ne1 * w->ne0 / 8;
     const unsigned g = cuda_stride_grid(c, n8);
     __half *out = (__half *)c->mmd_w;
+    const int v2 = c->mmd_dq2;
     switch (w->type) {
-    case QT_Q4_K: cuda_launch(c, mmd_dequant_kernel<QT_Q4_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
-    case QT_Q5_K: cuda_launch(c, mmd_dequant_kernel<QT_Q5_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
-    default: cuda_launch(c, mmd_dequant_kernel<QT_Q6_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out); break;
+    case QT_Q4_K:
+        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q4_K, 1> : mmd_dequant_kernel<QT_Q4_K, 0>, g, 256, 0, src,
+                    w->row_bytes, w->ne0, n8, out);
+        break;
+    case QT_Q5_K:
+        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q5_K, 1> : mmd_dequant_kernel<QT_Q5_K, 0>, g, 256, 0, src,
+                    w->row_bytes, w->ne0, n8, out);
+        break;
+    default:
+        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q6_K, 1> : mmd_dequant_kernel<QT_Q6_K, 0>, g, 256, 0, src,
+                    w->row_bytes, w->ne0, n8, out);
+        break;
     }
     CUDA_CHECK_LAUNCH(c, "mmd_dequant_kernel");
 }
@@ -313,15 +434,16 @@ int cuda_mmd_min_default(int sm)
     return sm == 90 ? MMD_MIN_ROWS_SM90 : 0;
 }
 
-/* The kernel's per-thread arithmetic on the host: n_rows rows of ne0
+/* The kernel's per-thread arithmetic on the host (form 0 the first, else
+ * the second): n_rows rows of ne0
  * elements of type T (bytes as weight_register gets them), every
  * eight-element run through mmd_run8, what mmd_dequant_kernel's thread i
  * runs, against engine/quant.c's quant_dequant_row, F16-rounded
  * both sides (the kernel's store); the first mismatch into msg. Returns
  * the mismatching elements, or -1 for a type this path does not take. No
  * GPU needed: the index arithmetic and formulas are what it checks. */
-extern "C" int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg,
-                                       size_t cap)
+extern "C" int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_t ne0, int64_t n_rows,
+                                       char *msg, size_t cap)
 {
     if (!mmd_type(type) || ne0 % QK_K)
         return -1;
@@ -339,10 +461,13 @@ extern "C" int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int
         if (k == 0)
             quant_dequant_row(type, wb + r * rb, ref, ne0);
         float v[8];
-        switch (type) {
-        case QT_Q4_K: mmd_run8<QT_Q4_K>(wb, rb, ne0, i, v); break;
-        case QT_Q5_K: mmd_run8<QT_Q5_K>(wb, rb, ne0, i, v); break;
-        default: mmd_run8<QT_Q6_K>(wb, rb, ne0, i, v); break;
+        switch (type * 2 + (form != 0)) {
+        case QT_Q4_K * 2: mmd_run8<QT_Q4_K, 0>(wb, rb, ne0, i, v); break;
+        case QT_Q4_K * 2 + 1: mmd_run8<QT_Q4_K, 1>(wb, rb, ne0, i, v); break;
+        case QT_Q5_K * 2: mmd_run8<QT_Q5_K, 0>(wb, rb, ne0, i, v); break;
+        case QT_Q5_K * 2 + 1: mmd_run8<QT_Q5_K, 1>(wb, rb, ne0, i, v); break;
+        case QT_Q6_K * 2: mmd_run8<QT_Q6_K, 0>(wb, rb, ne0, i, v); break;
+        default: mmd_run8<QT_Q6_K, 1>(wb, rb, ne0, i, v); break;
         }
         for (int t = 0; t < 8; t++)
             if (quant_f32_to_f16(v[t]) != quant_f32_to_f16(ref[k + t])) {
