@@ -68,85 +68,21 @@ static __host__ __device__ __forceinline__ float mmd_h2f(quant_f16 h)
 #endif
 }
 
-/* Eight consecutive elements e .. e + 7 (e % 8 == 0, within one 32-element
- * sub-block) of super-block b, each as cuda_dequant1<T> forms it, scales
- * read once. Host-callable: cuda_mmd_host_check runs the same code on the
- * CPU against engine/quant.c's rows. */
-template <int T> struct mmd_deq8;
-
-/* Q4_K and Q5_K: sub-block s's 6-bit scale and min, the low nibbles (or
- * high, odd s) of qs, and for Q5_K (qh not NULL) bit s of qh as the fifth
- * bit. 144- and 176-byte blocks: qs + 32 (s / 2) + l and qh + l are 8-byte
- * aligned. */
-template <bool Q5>
-static __host__ __device__ __forceinline__ void mmd_k45(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
-                                                        const uint8_t *qs, const uint8_t *qh, int e, float v[8])
-{
-    const int s = e / 32, l = e % 32;
-    int sc, m;
-    cuda_k4_scale_min(scales, s, &sc, &m);
-    const float d = mmd_h2f(dh), dm = mmd_h2f(mh);
-    const uint2 q = *(const uint2 *)(qs + 32 * (s / 2) + l);
-    const uint2 h = Q5 ? *(const uint2 *)(qh + l) : make_uint2(0, 0);
-    const int sh = (s & 1) * 4;
-    for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-        const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
-        const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
-        const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
-        v[t] = d * (float)sc * (float)qv - dm * (float)m;
-    }
-}
-
-template <> struct mmd_deq8<QT_Q4_K> {
-    static constexpr size_t bytes = sizeof(struct block_q4_K);
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
-    {
-        const struct block_q4_K *b = (const struct block_q4_K *)blk;
-        mmd_k45<false>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
-    }
-};
-
-template <> struct mmd_deq8<QT_Q5_K> {
-    static constexpr size_t bytes = sizeof(struct block_q5_K);
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
-    {
-        const struct block_q5_K *b = (const struct block_q5_K *)blk;
-        mmd_k45<true>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
-    }
-};
-
-template <> struct mmd_deq8<QT_Q6_K> {
-    static constexpr size_t bytes = sizeof(struct block_q6_K);
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
-    {
-        /* 210-byte blocks: byte loads */
-        const struct block_q6_K *b = (const struct block_q6_K *)blk;
-        const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
-        const float d = mmd_h2f(b->d);
-        const float sc = (float)b->scales[8 * h + l / 16 + 2 * t4]; /* l .. l + 7: one 16-group */
-        const uint8_t *ql = b->ql + 64 * h + 32 * (t4 & 1) + l, *qh = b->qh + 32 * h + l;
-        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-            const int lo = ql[t];
-            const int q = ((t4 < 2 ? (lo & 0x0f) : (lo >> 4)) | (((qh[t] >> (2 * t4)) & 3) << 4)) - 32;
-            v[t] = d * sc * (float)q;
-        }
-    }
-};
-
-/* ---- the second form (INFERD_MMD_DQ2=1, A/B; 2026-12-05, not yet run on a
- * GPU): the same values with fewer instructions an element. The first
- * form is issue-bound where the copy should be memory-bound (ncu, q6_K
- * 4096 x 14336: 65 us for 165 MB, 2.5 TB/s of the 4.49 ceiling): Q6_K
- * reads its 16 quant bytes one LDG.U8 each (210-byte blocks are only
- * 2-byte aligned), and every element is an I2F (a quarter-rate
- * conversion) before its multiply. Here: Q6_K's eight ql and eight qh
- * bytes from three aligned words each and funnel shifts, four 6-bit
- * values a word operation (masks and shifts on packed bytes), and every
- * small integer to float by the 2^23 trick (0x4B000000 | b is the float
- * 2^23 + b; one subtraction gives b - bias exactly). Each value is the
- * first form's float, bit for bit: (d * sc) * (float)q for Q6_K, and Q4_K
- * / Q5_K's d * sc * q - dm * m (the host check runs both forms against
- * engine/quant.c). */
+/* ---- two forms of the same values ----
+ * Form 1 (the default): per element, the quant bits to an int, I2F, the
+ * scale. Form 2 (V2 = 1, INFERD_MMD_DQ2=1, A/B; 2026-12-05, not yet run on
+ * a GPU): the same floats with fewer instructions an element. Form 1 is
+ * issue-bound where the copy should be memory-bound (ncu, q6_K 4096 x
+ * 14336: 65 us for 165 MB, 2.5 TB/s of the 4.49 ceiling): Q6_K reads its
+ * 16 quant bytes one LDG.U8 each (210-byte blocks are only 2-byte
+ * aligned), and every element is an I2F (a quarter-rate conversion) before
+ * its multiply. Form 2: Q6_K's eight ql and eight qh bytes from three
+ * aligned words each and funnel shifts, four 6-bit values a word operation
+ * (masks and shifts on packed bytes), and every small integer to float by
+ * the 2^23 trick (0x4B000000 | b is the float 2^23 + b; one subtraction
+ * gives b - bias exactly): (d * sc) * (float)q for Q6_K and Q4_K / Q5_K's
+ * d * sc * q - dm * m, the host check runs both forms against
+ * engine/quant.c. The form the A/B loses is deleted after it. */
 
 /* The float 2^23 + b (b < 2^23) from its bits */
 static __host__ __device__ __forceinline__ float mmd_magic(uint32_t b)
@@ -179,63 +115,86 @@ static __host__ __device__ __forceinline__ uint2 mmd_load8_a2(const uint8_t *p)
 #endif
 }
 
-template <int T> struct mmd_deq8v2;
+/* Eight consecutive elements e .. e + 7 (e % 8 == 0, within one 32-element
+ * sub-block) of super-block b, each as cuda_dequant1<T> forms it, scales
+ * read once. Host-callable: cuda_mmd_host_check runs the same code on the
+ * CPU against engine/quant.c's rows. */
+template <int T> struct mmd_deq8;
 
-/* Q4_K / Q5_K: the nibbles of eight bytes at once, the fifth bits of qh
- * moved into place as packed bytes */
-template <bool Q5>
-static __host__ __device__ __forceinline__ void mmd_k45v2(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
-                                                          const uint8_t *qs, const uint8_t *qh, int e, float v[8])
+/* Q4_K and Q5_K: sub-block s's 6-bit scale and min, the low nibbles (or
+ * high, odd s) of qs, and for Q5_K (qh not NULL) bit s of qh as the fifth
+ * bit. 144- and 176-byte blocks: qs + 32 (s / 2) + l and qh + l are 8-byte
+ * aligned. */
+template <bool Q5, int V2>
+static __host__ __device__ __forceinline__ void mmd_k45(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
+                                                        const uint8_t *qs, const uint8_t *qh, int e, float v[8])
 {
     const int s = e / 32, l = e % 32;
     int sc, m;
     cuda_k4_scale_min(scales, s, &sc, &m);
     const float d = mmd_h2f(dh), dm = mmd_h2f(mh);
-    const float dsc = d * (float)sc, dmm = dm * (float)m;
     const uint2 q = *(const uint2 *)(qs + 32 * (s / 2) + l);
+    const uint2 h = Q5 ? *(const uint2 *)(qh + l) : make_uint2(0, 0);
     const int sh = (s & 1) * 4;
-    uint32_t lo = (q.x >> sh) & 0x0f0f0f0fu, hi = (q.y >> sh) & 0x0f0f0f0fu;
-    if (Q5) {
-        const uint2 h = *(const uint2 *)(qh + l);
-        lo |= ((h.x >> s) & 0x01010101u) << 4;
-        hi |= ((h.y >> s) & 0x01010101u) << 4;
-    }
-    for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-        const float qv = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388608.0f;
-        v[t] = dsc * qv - dmm;
+    if (V2) { /* the nibbles of eight bytes at once, the fifth bits moved in as packed bytes */
+        const float dsc = d * (float)sc, dmm = dm * (float)m;
+        const uint32_t lo = ((q.x >> sh) & 0x0f0f0f0fu) | (((h.x >> s) & 0x01010101u) << 4);
+        const uint32_t hi = ((q.y >> sh) & 0x0f0f0f0fu) | (((h.y >> s) & 0x01010101u) << 4);
+        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+            const float qv = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388608.0f;
+            v[t] = dsc * qv - dmm;
+        }
+    } else {
+        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
+            const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
+            const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
+            v[t] = d * (float)sc * (float)qv - dm * (float)m;
+        }
     }
 }
 
-template <> struct mmd_deq8v2<QT_Q4_K> {
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+template <> struct mmd_deq8<QT_Q4_K> {
+    static constexpr size_t bytes = sizeof(struct block_q4_K);
+    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q4_K *b = (const struct block_q4_K *)blk;
-        mmd_k45v2<false>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
+        mmd_k45<false, V2>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
     }
 };
 
-template <> struct mmd_deq8v2<QT_Q5_K> {
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+template <> struct mmd_deq8<QT_Q5_K> {
+    static constexpr size_t bytes = sizeof(struct block_q5_K);
+    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q5_K *b = (const struct block_q5_K *)blk;
-        mmd_k45v2<true>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
+        mmd_k45<true, V2>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
     }
 };
 
-template <> struct mmd_deq8v2<QT_Q6_K> {
-    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+template <> struct mmd_deq8<QT_Q6_K> {
+    static constexpr size_t bytes = sizeof(struct block_q6_K);
+    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q6_K *b = (const struct block_q6_K *)blk;
         const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
-        const float ds = mmd_h2f(b->d) * (float)b->scales[8 * h + l / 16 + 2 * t4];
-        const uint2 ql = mmd_load8_a2(b->ql + 64 * h + 32 * (t4 & 1) + l);
-        const uint2 qh = mmd_load8_a2(b->qh + 32 * h + l);
-        const unsigned ns = t4 < 2 ? 0 : 4, hs = 2 * t4;
-        const uint32_t lo = ((ql.x >> ns) & 0x0f0f0f0fu) | (((qh.x >> hs) & 0x03030303u) << 4);
-        const uint32_t hi = ((ql.y >> ns) & 0x0f0f0f0fu) | (((qh.y >> hs) & 0x03030303u) << 4);
-        for (int t = 0; t < 8; t++) { /* (float)(q - 32), exactly: 2^23 + q - (2^23 + 32) */
-            const float fq = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388640.0f;
-            v[t] = ds * fq;
+        const float d = mmd_h2f(b->d);
+        const float sc = (float)b->scales[8 * h + l / 16 + 2 * t4]; /* l .. l + 7: one 16-group */
+        const uint8_t *ql = b->ql + 64 * h + 32 * (t4 & 1) + l, *qh = b->qh + 32 * h + l;
+        if (V2) { /* word loads, four 6-bit values a word operation */
+            const float ds = d * sc;
+            const uint2 wl = mmd_load8_a2(ql), wh = mmd_load8_a2(qh);
+            const unsigned ns = t4 < 2 ? 0 : 4, hs = 2 * t4;
+            const uint32_t lo = ((wl.x >> ns) & 0x0f0f0f0fu) | (((wh.x >> hs) & 0x03030303u) << 4);
+            const uint32_t hi = ((wl.y >> ns) & 0x0f0f0f0fu) | (((wh.y >> hs) & 0x03030303u) << 4);
+            for (int t = 0; t < 8; t++) /* (float)(q - 32), exactly: 2^23 + q - (2^23 + 32) */
+                v[t] = ds * (mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388640.0f);
+        } else { /* 210-byte blocks: byte loads */
+            for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+                const int lo = ql[t];
+                const int q = ((t4 < 2 ? (lo & 0x0f) : (lo >> 4)) | (((qh[t] >> (2 * t4)) & 3) << 4)) - 32;
+                v[t] = d * sc * (float)q;
+            }
         }
     }
 };
@@ -248,11 +207,7 @@ static __host__ __device__ __forceinline__ void mmd_run8(const uint8_t *w, size_
                                                          float v[8])
 {
     const int64_t per_row = ne0 / 8, r = i / per_row, k = (i % per_row) * 8;
-    const uint8_t *blk = w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes;
-    if (V2)
-        mmd_deq8v2<T>::run(blk, (int)(k % QK_K), v);
-    else
-        mmd_deq8<T>::run(blk, (int)(k % QK_K), v);
+    mmd_deq8<T>::template run<V2>(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
 }
 
 /* rows x ne0 elements of w (row_bytes apart) to F16, row-major: thread i

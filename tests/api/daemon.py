@@ -126,11 +126,14 @@ class Daemon:
         data = req.encode() + (body or b"")
         return parse_response(self.raw(data, timeout=timeout))
 
-    def post(self, path, obj, headers=None, timeout=60.0):
+    # 60 s a request, scaled like every other bound (valgrind_run.py sets
+    # INFERD_TEST_SLOW=20: a constrained chat of 2 x 200 tokens on a 152K
+    # vocabulary took longer than 60 s under memcheck)
+    def post(self, path, obj, headers=None, timeout=60.0 * SLOW):
         st, hd, b = self.request("POST", path, obj, headers, timeout)
         return st, hd, b
 
-    def json(self, method, path, obj=None, headers=None, timeout=60.0):
+    def json(self, method, path, obj=None, headers=None, timeout=60.0 * SLOW):
         st, hd, b = self.request(method, path, obj, headers, timeout)
         try:
             return st, json.loads(b.decode())

@@ -231,6 +231,20 @@ static int compare(int i, const struct run *a, const struct run *b)
     return 1;
 }
 
+/* Every sampling filter and penalty at once, seeded. */
+static void every_filter(struct sched_request *r, float temperature, int32_t top_k, float top_p,
+                         uint64_t seed)
+{
+    r->sampling.temperature = temperature;
+    r->sampling.top_k = top_k;
+    r->sampling.top_p = top_p;
+    r->sampling.min_p = 0.02f;
+    r->sampling.repetition_penalty = 1.1f;
+    r->sampling.presence_penalty = 0.2f;
+    r->sampling.frequency_penalty = 0.3f;
+    r->sampling.seed = seed;
+}
+
 static struct sched_request *add(int32_t n_prompt, int32_t max_tokens)
 {
     struct sched_request *r = &reqs[n_reqs];
@@ -290,14 +304,7 @@ static void build_requests(void)
     r->sampling.frequency_penalty = 0.4f;
     r->ignore_eos = 1;
     r = add(33, 40); /* 7: everything, seeded, logprobs 20 */
-    r->sampling.temperature = 0.7f;
-    r->sampling.top_k = 50;
-    r->sampling.top_p = 0.95f;
-    r->sampling.min_p = 0.02f;
-    r->sampling.repetition_penalty = 1.1f;
-    r->sampling.presence_penalty = 0.2f;
-    r->sampling.frequency_penalty = 0.3f;
-    r->sampling.seed = 15;
+    every_filter(r, 0.7f, 50, 0.95f, 15);
     r->logprobs = 20;
     r->ignore_eos = 1;
     r = add(20, 30); /* 8: logit bias: bans and a boost */
@@ -386,14 +393,7 @@ static void build_requests(void)
     r = add(18, 40); /* 21: a small schema, greedy */
     r->json = json_schema;
     r = add(16, 40); /* 22: the schema, every sampling filter, min_tokens, stop ids, logprobs */
-    r->sampling.temperature = 1.1f;
-    r->sampling.top_k = 30;
-    r->sampling.top_p = 0.9f;
-    r->sampling.min_p = 0.02f;
-    r->sampling.repetition_penalty = 1.1f;
-    r->sampling.presence_penalty = 0.2f;
-    r->sampling.frequency_penalty = 0.3f;
-    r->sampling.seed = 23;
+    every_filter(r, 1.1f, 30, 0.9f, 23);
     r->min_tokens = 4;
     stops[22][0] = eog_id >= 0 ? eog_id : 2;
     stops[22][1] = greedy_tok[2];
