@@ -5,7 +5,9 @@
  * required, additionalProperties (false, true or absent: only listed keys
  * are generated either way; an object with no properties and
  * additionalProperties not false takes any keys), items, minItems,
- * maxItems, minLength, maxLength, enum, const, anyOf / oneOf (whose
+ * maxItems, minLength, maxLength, minimum / maximum / exclusiveMinimum /
+ * exclusiveMaximum on integers (numbers refuse them), enum, const, anyOf /
+ * oneOf (whose
  * members start differently: a string or null, an object or an array, ...;
  * objects may all be members when each begins with the same required
  * property and their const/enum values there differ: a tagged union),
@@ -20,6 +22,7 @@
  */
 #include "api/schema.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +106,8 @@ static int known_keyword(const char *k)
         "type", "properties", "required", "additionalProperties", "items", "minItems",
         "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref",
         "$defs", "definitions", "title", "description", "default", "examples", "$schema",
-        "$id", "$comment", "deprecated", "readOnly", "writeOnly"};
+        "$id", "$comment", "deprecated", "readOnly", "writeOnly", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum"};
     for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
         if (!strcmp(k, kw[i]))
             return 1;
@@ -238,6 +242,47 @@ static int32_t array(struct ctx *c, json_t *j, json_t *key)
     return id;
 }
 
+static const char *const range_kw[] = {"minimum", "maximum", "exclusiveMinimum",
+                                       "exclusiveMaximum"};
+
+/* The first of j's range keywords, or NULL. */
+static const char *range_keyword(json_t *j)
+{
+    for (size_t i = 0; i < 4; i++)
+        if (json_object_get(j, range_kw[i]))
+            return range_kw[i];
+    return NULL;
+}
+
+/* An integer node with j's minimum / maximum / exclusiveMinimum /
+ * exclusiveMaximum (JSON numbers, 2020-12's form): the integers they
+ * allow, inclusive. Bounds past the recognizer's 16 digits are clamped to
+ * them; a range no such integer meets is refused. */
+static int32_t integer_node(struct ctx *c, json_t *j, json_t *key)
+{
+    const double lim = 1e16; /* beyond +-(10^16 - 1): no integer the recognizer writes */
+    double lo = -lim, hi = lim;
+    for (size_t i = 0; i < 4; i++) {
+        json_t *v = json_object_get(j, range_kw[i]);
+        if (!v)
+            continue;
+        if (!json_is_number(v))
+            return fail(c, "schema keyword '%s' must be a number (JSON Schema 2020-12)", range_kw[i]);
+        const double x = json_number_value(v);
+        const double b = i == 0 ? ceil(x) : i == 1 ? floor(x) : i == 2 ? floor(x) + 1 : ceil(x) - 1;
+        if (i % 2 == 0 && b > lo)
+            lo = b;
+        if (i % 2 == 1 && b < hi)
+            hi = b;
+    }
+    if (lo > hi || lo >= lim || hi <= -lim)
+        return fail(c, "no integer of at most 16 digits lies in this minimum/maximum range%s", NULL);
+    int32_t id = new_node(c, key, JSONC_INTEGER);
+    if (id >= 0)
+        jsonc_b_range(c->b, id, (int64_t)lo, (int64_t)hi);
+    return id;
+}
+
 /* One type name of j's "type"; key: what to remember the node under (j,
  * or NULL for one member of a list of types). */
 static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
@@ -257,10 +302,15 @@ static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
             jsonc_b_shape(c->b, id, 0, 0, (int32_t)lo, (int32_t)hi, 0);
         return id;
     }
-    if (!strcmp(type, "number"))
+    if (!strcmp(type, "number")) {
+        const char *r = range_keyword(j);
+        if (r && !c->lenient)
+            return fail(c, "'%s' is enforced on integers only (\"type\": \"integer\"), not on "
+                           "numbers", r);
         return new_node(c, key, JSONC_NUMBER);
+    }
     if (!strcmp(type, "integer"))
-        return new_node(c, key, JSONC_INTEGER);
+        return integer_node(c, j, key);
     if (!strcmp(type, "boolean")) {
         json_t *v[2] = {json_true(), json_false()};
         return lits(c, key, v, 2);
@@ -396,10 +446,10 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
     json_object_foreach(j, k, v) {
         (void)v;
         if (!known_keyword(k) && !c->lenient)
-            return fail(c, "JSON Schema keyword '%.48s' is not supported here (supported: type, "
+            return fail(c, "JSON Schema keyword '%.48s' is not supported (supported: type, "
                            "properties, required, additionalProperties, items, minItems, "
-                           "maxItems, minLength, maxLength, enum, const, anyOf, oneOf, $ref, "
-                           "$defs, and annotations)", k);
+                           "maxItems, minLength, maxLength, minimum/maximum for integers, enum, "
+                           "const, anyOf, oneOf, $ref, $defs, annotations)", k);
     }
     json_t *ref = json_object_get(j, "$ref");
     if (ref) {
@@ -447,6 +497,9 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
         return object(c, j, j);
     if (json_object_get(j, "items"))
         return array(c, j, j);
+    const char *r = range_keyword(j);
+    if (r && !c->lenient) /* a bound with no type: numbers of any kind, which it cannot bound */
+        return fail(c, "'%s' is enforced on integers only: give the schema \"type\": \"integer\"", r);
     if (memo_add(c, j, JSONC_N_ANY))
         return oom(c);
     return JSONC_N_ANY;

@@ -170,6 +170,8 @@ static uint64_t all_slots(int32_t n)
     return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
 }
 
+static int int_reachable(const struct jsonc_node *n, const struct jsonc_state *s);
+
 /* hops: unions passed through to get here (a compiled form has no union
  * cycles, jsonc_b_union_cycle; the bound is a second fence). */
 static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id, unsigned c,
@@ -207,6 +209,8 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
         s->lnode = id;
         s->ws = 0;
         s->pos = 1;
+        s->neg = c == '-';
+        s->cand = is_digit(c) ? c - '0' : 0;
         if (c == '-')
             s->sub = N_MINUS;
         else if (c == '0')
@@ -215,7 +219,7 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
             s->sub = N_INT;
         else
             return -1;
-        return 0;
+        return n->kind == JSONC_INTEGER && !int_reachable(n, s) ? -1 : 0;
     case JSONC_LITS:
         s->ws = 0;
         return lit_start(g, s, id, all_slots(n->n), c);
@@ -294,6 +298,57 @@ static int num_byte(struct jsonc_state *s, int integer, unsigned c)
 static int num_can_end(const struct jsonc_state *s)
 {
     return s->sub == N_ZERO || s->sub == N_INT || s->sub == N_FRAC || s->sub == N_EXP;
+}
+
+/* ---- integer ranges (jsonc_b_range) ----
+ * An integer being read keeps its sign (s->neg) and the magnitude of its
+ * digits (s->cand). Magnitudes have at most MAX_INT_DIGITS digits, so
+ * everything below fits in int64 once the bounds are clamped to +-10^16. */
+
+#define INT_LIMIT 10000000000000000LL /* 10^MAX_INT_DIGITS */
+
+/* The magnitudes an integer of sign neg may have to lie in [lo, hi]: *a ..
+ * *b (empty when *a > *b). -0 is 0. */
+static void int_mags(const struct jsonc_node *n, int neg, int64_t *a, int64_t *b)
+{
+    const int64_t lo = n->imin < -INT_LIMIT ? -INT_LIMIT : n->imin;
+    const int64_t hi = n->imax > INT_LIMIT ? INT_LIMIT : n->imax;
+    *a = neg ? -hi : lo;
+    *b = neg ? -lo : hi;
+    if (*a < 0)
+        *a = 0;
+}
+
+/* Whether an integer that continues what s has read may lie in n's range:
+ * after a lone '-' any magnitude; after a leading 0 only 0; else the
+ * magnitude v itself or v followed by j more digits, [v 10^j, (v + 1) 10^j
+ * - 1], within the digit limit. */
+static int int_reachable(const struct jsonc_node *n, const struct jsonc_state *s)
+{
+    int64_t a, b;
+    int_mags(n, s->neg, &a, &b);
+    if (a > b)
+        return 0;
+    if (s->sub == N_MINUS)
+        return a < INT_LIMIT;
+    const int64_t v = (int64_t)s->cand;
+    if (v >= a && v <= b)
+        return 1;
+    if (s->sub == N_ZERO)
+        return 0;
+    int64_t p = 10;
+    for (int k = s->pos; k < MAX_INT_DIGITS; k++, p *= 10)
+        if (v * p <= b && (v + 1) * p - 1 >= a)
+            return 1;
+    return 0;
+}
+
+/* Whether the integer read so far is itself in n's range. */
+static int int_in_range(const struct jsonc_node *n, const struct jsonc_state *s)
+{
+    int64_t a, b;
+    int_mags(n, s->neg, &a, &b);
+    return s->sub != N_MINUS && (int64_t)s->cand >= a && (int64_t)s->cand <= b;
 }
 
 /* The first byte of a UTF-8 lead c: continuation count and the first
@@ -478,11 +533,22 @@ static int feed_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
             return esc_byte(s, c);
         case LX_HEX:
             return hex_byte(s, c);
-        case LX_NUM:
-            r = num_byte(s, g->nodes[s->lnode].kind == JSONC_INTEGER, c);
-            if (r == 1)
+        case LX_NUM: {
+            const struct jsonc_node *n = &g->nodes[s->lnode];
+            const int integer = n->kind == JSONC_INTEGER;
+            r = num_byte(s, integer, c);
+            if (r == 0 && integer) { /* a digit more: still a way into the range? */
+                s->cand = s->cand * 10 + (c - '0');
+                if (!int_reachable(n, s))
+                    return -1;
+            }
+            if (r == 1) {
+                if (integer && !int_in_range(n, s))
+                    return -1;
                 value_done(g, s);
+            }
             break;
+        }
         case LX_LIT:
             r = lit_byte(g, s, c);
             break;
@@ -511,7 +577,8 @@ int jsonc_can_end(const struct jsonc *g, const struct jsonc_state *s)
     if (s->depth)
         return 0;
     if (s->lex == LX_NUM)
-        return num_can_end(s);
+        return num_can_end(s) &&
+               (g->nodes[s->lnode].kind != JSONC_INTEGER || int_in_range(&g->nodes[s->lnode], s));
     if (s->lex == LX_LIT) {
         const struct jsonc_node *n = &g->nodes[s->lnode];
         for (uint64_t m = s->cand; m; m &= m - 1)

@@ -48,7 +48,7 @@ enum jsonc_kind {
     JSONC_ARRAY,   /* items: slot 0's node; lo/hi: min/max items (hi < 0: none) */
     JSONC_STRING,  /* lo/hi: min/max characters (hi < 0: none) */
     JSONC_NUMBER,
-    JSONC_INTEGER,
+    JSONC_INTEGER, /* jsonc_b_range: the values it may take */
     JSONC_LITS,    /* one of the slots' literals (serialized JSON values) */
     JSONC_UNION,   /* one of the slots' nodes, told apart by the first byte */
     JSONC_TAGGED,  /* objects told apart by their first property's value:
@@ -83,6 +83,11 @@ int jsonc_b_slot(struct jsonc_builder *b, int32_t i, const char *lit, size_t len
  * (OBJECT: bit k = slot first + k is required). */
 void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n, int32_t lo,
                    int32_t hi, uint64_t req);
+/* An INTEGER node's values: lo <= v <= hi (every integer by default; the
+ * recognizer's 16 digits bound it anyway). A digit, or the '-', is taken
+ * only if some integer that continues the text lies in the range, and the
+ * integer ends only inside it, so every text it closes is in range. */
+void jsonc_b_range(struct jsonc_builder *b, int32_t id, int64_t lo, int64_t hi);
 /* Nodes built so far (the builtin ones included). */
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
 /* An object whose first property picks the rest of it (a union of
@@ -130,9 +135,10 @@ struct jsonc_state {
     uint8_t lex, sub, ws, depth;
     uint8_t u_need, u_lo, u_hi, lit_done; /* UTF-8: continuation bytes due and the next one's range */
     uint16_t pos;          /* literal bytes matched; digits of the number part; \u hex digits */
-    uint16_t pad;
+    uint8_t neg, pad;      /* an integer being read: its sign ('-' read) */
     uint32_t chars;        /* characters of the string being read */
-    uint64_t cand;         /* literal candidates (bit k: slot first + k) */
+    uint64_t cand;         /* literal candidates (bit k: slot first + k); an integer
+                            * being read: the magnitude of its digits so far */
     struct jsonc_frame f[JSONC_DEPTH];
 };
 

@@ -45,6 +45,8 @@ static int32_t b_node_raw(struct jsonc_builder *b, int kind, int free_keys)
     n->kind = (uint8_t)kind;
     n->free_keys = (uint8_t)free_keys;
     n->hi = -1;
+    n->imin = INT64_MIN;
+    n->imax = INT64_MAX;
     return b->n_nodes++;
 }
 
@@ -217,6 +219,12 @@ int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_
     int32_t id = jsonc_b_tagged(b, key, k0.len, lits, var, total);
     *oom = id < 0;
     return id;
+}
+
+void jsonc_b_range(struct jsonc_builder *b, int32_t id, int64_t lo, int64_t hi)
+{
+    b->nodes[id].imin = lo;
+    b->nodes[id].imax = hi;
 }
 
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b)

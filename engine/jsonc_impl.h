@@ -13,6 +13,7 @@ struct jsonc_node {
     int32_t first;
     int32_t lo, hi;    /* TAGGED: lo the first of hi slots whose refs are the variants */
     uint64_t req;
+    int64_t imin, imax; /* INTEGER: the values it may take (INT64_MIN / INT64_MAX: any) */
 };
 
 struct jsonc_slot {

@@ -478,6 +478,28 @@ def test_response_format(exe):
         check(isinstance(json.loads(c["text"]), dict), c)
     else:  # unclosed after 300 tokens: at least it started an object
         check(c["text"].lstrip().startswith("{"), c)
+    # integer ranges and a tagged union (2026-12-05): every closed value is
+    # inside its range / the object its tag names
+    shape = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"anyOf": [
+        {"type": "object", "properties": {"kind": {"const": "dot"},
+                                          "x": {"type": "integer", "minimum": -3, "maximum": 40}},
+         "required": ["kind", "x"], "additionalProperties": False},
+        {"type": "object", "properties": {"kind": {"enum": ["box", "bag"]},
+                                          "n": {"type": "integer", "exclusiveMinimum": 100}},
+         "required": ["kind", "n"]}]}}}
+    closed = 0
+    for seed in range(1, 7):
+        j = cmpl(d, max_tokens=120, temperature=1.0, seed=seed, n=2, response_format=shape)
+        for c in j["choices"]:
+            if c["finish_reason"] != "stop":
+                continue
+            closed += 1
+            o = json.loads(c["text"])
+            if o["kind"] == "dot":
+                check(list(o) == ["kind", "x"] and -3 <= o["x"] <= 40, o)
+            else:
+                check(o["kind"] in ("box", "bag") and list(o) == ["kind", "n"] and o["n"] > 100, o)
+    check(closed >= 3, "only %d of 12 tagged-union choices closed in 120 tokens" % closed)
     # a schema no finite JSON satisfies (every object requires another): the
     # choice ends with "length" at the nesting limit, before max_tokens
     rec = {"type": "json_schema", "json_schema": {"schema": {

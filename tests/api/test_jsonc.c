@@ -298,6 +298,39 @@ static void test_schemas(void)
     CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":"
                          "{\"a\":{\"const\":1}},\"required\":[\"a\"]}]}"),
                  "tagged union")); /* an object of any keys */
+    /* integer ranges: a digit only where the integer can still end inside */
+    g = schema_of("{\"type\":\"integer\",\"minimum\":3,\"maximum\":120}");
+    if (g) {
+        CHECK(acc(g, "3") && acc(g, "120") && acc(g, "57") && acc(g, "29"));
+        CHECK(!acc(g, "2") && !acc(g, "121") && !acc(g, "130") && !acc(g, "-5") && !acc(g, "0"));
+        CHECK(!acc(g, "1000") && !acc(g, "-0") && !acc(g, "1.5"));
+        struct jsonc_state st;
+        jsonc_state_init(g, &st); /* "1" may become 10..120; "13" then "130" may not */
+        CHECK(jsonc_feed(g, &st, "1", 1) == 0 && !jsonc_can_end(g, &st));
+        CHECK(jsonc_feed(g, &st, "3", 1) == 0 && jsonc_can_end(g, &st));
+        CHECK(jsonc_feed(g, &st, "0", 1) != 0);
+    }
+    jsonc_free(g);
+    g = schema_of("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\","
+                  "\"exclusiveMinimum\":0}},\"required\":[\"n\"]}");
+    if (g)
+        CHECK(acc(g, "{\"n\":1}") && acc(g, "{\"n\": 9999999999999999}") &&
+              !acc(g, "{\"n\":0}") && !acc(g, "{\"n\":-1}") && !acc(g, "{\"n\":-0}"));
+    jsonc_free(g);
+    g = schema_of("{\"type\":[\"integer\",\"null\"],\"minimum\":-5,\"maximum\":-2}");
+    if (g)
+        CHECK(acc(g, "-3") && acc(g, "-5") && acc(g, "null") && !acc(g, "-1") && !acc(g, "-6") &&
+              !acc(g, "-10") && !acc(g, "3"));
+    jsonc_free(g);
+    g = schema_of("{\"type\":\"integer\",\"minimum\":-1.5,\"exclusiveMaximum\":2.5,\"maximum\":1e30}");
+    if (g) /* -1 .. 2 */
+        CHECK(acc(g, "-1") && acc(g, "0") && acc(g, "-0") && acc(g, "2") && !acc(g, "-2") &&
+              !acc(g, "3"));
+    jsonc_free(g);
+    CHECK(strstr(refusal("{\"type\":\"integer\",\"minimum\":1e17}"), "no integer"));
+    CHECK(strstr(refusal("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}"), "no integer"));
+    CHECK(strstr(refusal("{\"type\":\"integer\",\"exclusiveMinimum\":true}"), "must be a number"));
+    CHECK(strstr(refusal("{\"minimum\":0}"), "integers only"));
     g = schema_of("{\"type\":\"object\",\"additionalProperties\":false}");
     if (g)
         CHECK(acc(g, "{}") && !acc(g, "{\"a\":1}"));
@@ -382,7 +415,7 @@ static void test_schemas(void)
                        0, NULL);
         CHECK(api_response_format(b, &rf, big, sizeof(big)) == -1);
         CHECK(strstr(big, "response_format.json_schema.schema: JSON Schema keyword") == big &&
-              strstr(big, "and annotations)"));
+              strstr(big, ", annotations)"));
         json_decref(b);
     }
     b = json_loads("{\"response_format\":{\"type\":\"yaml\"}}", 0, NULL);
@@ -491,6 +524,13 @@ static void test_allow(const char *rel)
             bad += check_allow_doc(far_s, v, nv, "{\"s\":\"The quick brown fox jumps over the", 2,
                                    &us, &calls);
         jsonc_free(far_s);
+        struct jsonc *rng = schema_of("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
+                                      "\"integer\",\"minimum\":-40,\"maximum\":1200}}}");
+        if (rng) {
+            bad += check_allow_doc(rng, v, nv, "{\"n\": 1190}", 1, &us, &calls);
+            bad += check_allow_doc(rng, v, nv, "{\"n\":-39}", 1, &us, &calls);
+        }
+        jsonc_free(rng);
         struct jsonc *tu = schema_of(
             "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"a\"},\"x\":"
             "{\"type\":\"integer\"}},\"required\":[\"t\",\"x\"]},{\"type\":\"object\",\"properties\":"

@@ -316,7 +316,7 @@ static void test_parse(void)
     /* outside the subset: not enforced unless strict, which refuses */
     const char *fmt = "{\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
                       "\"function\":{\"name\":\"a\",%s\"parameters\":{\"type\":\"object\","
-                      "\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":3}}}}}]}";
+                      "\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":3}}}}}]}";
     snprintf(b, sizeof(b), fmt, "");
     CHECK(forced_is(CHAT_TEMPLATE_CHATML, b, "{\"name\":\"a\",\"arguments\":{\"n\":1}}",
                     "{\"name\":\"a\",\"arguments\":{\"n\":\"1\"}}"));
