@@ -23,7 +23,7 @@ void cuda_knobs_read(struct cuda_ctx *c)
     c->mmd_dq2 = getenv("INFERD_MMD_DQ2") && !strcmp(getenv("INFERD_MMD_DQ2"), "1");
     c->mmc_cvt8 = getenv("INFERD_MMC_CVT8") && !strcmp(getenv("INFERD_MMC_CVT8"), "1");
     /* batch_invariant = false: cuBLASLt's algorithm for each bucket of 64+
-     * rows timed among its candidates at load (cuda/mm_cublas.cu
+     * rows timed among its candidates at load (cuda/mm_cublas_algo.cu
      * mmc_tune; changes bits only as the mode's per-n choice already may) */
     c->mmc_tune = getenv("INFERD_MMC_TUNE") && !strcmp(getenv("INFERD_MMC_TUNE"), "1");
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0

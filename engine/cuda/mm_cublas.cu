@@ -49,167 +49,20 @@
  *
  * Threads: the library is loaded once per process (pthread_once); the rest
  * belongs to the backend's engine thread like every op.
+ *
+ * Files: this one holds a backend's cuBLASLt state, the registration of
+ * shapes and the product; cuda/mm_cublas_algo.cu the library's loading and
+ * each shape's algorithm choice; cuda/mm_cublas_impl.cuh what they share.
  */
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublasLt.h>
-
-#include "engine/cuda/common.cuh"
+#include "engine/cuda/mm_cublas_impl.cuh"
 
 extern "C" {
 #include "engine/log.h"
 #include "engine/quant.h"
-}
-
-#define MMC_SHAPES 32           /* distinct float weight shapes of one backend */
-#define MMC_BUCKETS 13          /* batch_invariant = false: n <= 1, 2, 4, ..., 4096 */
-#define MMC_REF_N 512           /* n of the one algorithm choice (batch invariant) */
-#define MMC_WS_BYTES (32u << 20) /* cuBLASLt workspace (NVIDIA's advice for Hopper) */
-#define MMC_CANDIDATES 8        /* heuristic results looked at */
-
-/* ---- the library, loaded at run time ------------------------------------ */
-
-struct mmc_lib {
-    const char *file;
-    size_t version;
-    decltype(&cublasLtCreate) create;
-    decltype(&cublasLtDestroy) destroy;
-    decltype(&cublasLtGetVersion) get_version;
-    decltype(&cublasLtGetStatusString) status_string;
-    decltype(&cublasLtMatmul) matmul;
-    decltype(&cublasLtMatmulDescInit_internal) desc_init;
-    decltype(&cublasLtMatmulDescSetAttribute) desc_set;
-    decltype(&cublasLtMatrixLayoutInit_internal) layout_init;
-    decltype(&cublasLtMatmulPreferenceInit_internal) pref_init;
-    decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
-    decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
-    decltype(&cublasLtMatmulAlgoCheck) check;
-    decltype(&cublasLtMatmulAlgoConfigGetAttribute) cfg_get;
-    decltype(&cublasLtMatmulAlgoConfigSetAttribute) cfg_set;
-    decltype(&cublasLtMatmulAlgoCapGetAttribute) cap_get;
-};
-
-static struct mmc_lib L;
-static int mmc_lib_ok;
-static pthread_once_t mmc_once = PTHREAD_ONCE_INIT;
-
-static void mmc_load(void)
-{
-    const char *off = getenv("INFERD_NO_CUBLAS");
-    if (off && *off && *off != '0') {
-        log_info("cuda: INFERD_NO_CUBLAS set: F32/F16/BF16 products take the float kernel");
-        return;
-    }
-    /* the loader's path first; last the toolkit's own directory, which a
-     * machine with the toolkit but no ld.so.conf entry for it still has */
-    static const char *const files[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so",
-                                        "/usr/local/cuda/lib64/libcublasLt.so.13"};
-    void *dl = NULL;
-    char why[256] = "not found"; /* the first name's dlerror: the one that matters */
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !dl; i++) {
-        dl = dlopen(files[i], RTLD_NOW | RTLD_LOCAL);
-        const char *e = dl ? NULL : dlerror();
-        if (dl)
-            L.file = files[i];
-        else if (i == 0 && e)
-            snprintf(why, sizeof(why), "%s", e);
-    }
-    if (!dl) {
-        log_warn("cuda: cuBLASLt not loaded (%s): F32/F16/BF16 products take the float kernel", why);
-        return;
-    }
-    int ok = 1;
-#define MMC_SYM(field, sym)                                                                        \
-    ok &= (L.field = reinterpret_cast<decltype(L.field)>(dlsym(dl, #sym))) != NULL
-    MMC_SYM(create, cublasLtCreate);
-    MMC_SYM(destroy, cublasLtDestroy);
-    MMC_SYM(get_version, cublasLtGetVersion);
-    MMC_SYM(status_string, cublasLtGetStatusString);
-    MMC_SYM(matmul, cublasLtMatmul);
-    MMC_SYM(desc_init, cublasLtMatmulDescInit_internal);
-    MMC_SYM(desc_set, cublasLtMatmulDescSetAttribute);
-    MMC_SYM(layout_init, cublasLtMatrixLayoutInit_internal);
-    MMC_SYM(pref_init, cublasLtMatmulPreferenceInit_internal);
-    MMC_SYM(pref_set, cublasLtMatmulPreferenceSetAttribute);
-    MMC_SYM(heuristic, cublasLtMatmulAlgoGetHeuristic);
-    MMC_SYM(check, cublasLtMatmulAlgoCheck);
-    MMC_SYM(cfg_get, cublasLtMatmulAlgoConfigGetAttribute);
-    MMC_SYM(cfg_set, cublasLtMatmulAlgoConfigSetAttribute);
-    MMC_SYM(cap_get, cublasLtMatmulAlgoCapGetAttribute);
-#undef MMC_SYM
-    if (!ok) {
-        log_warn("cuda: %s lacks a cublasLt entry point: F32/F16/BF16 products take the float "
-                 "kernel", L.file);
-        dlclose(dl);
-        return;
-    }
-    L.version = L.get_version();
-    log_info("cuda: cuBLASLt %zu loaded from %s for the F32/F16/BF16 products", L.version, L.file);
-    mmc_lib_ok = 1; /* dl stays open for the life of the process */
-}
-
-/* ---- per backend ---------------------------------------------------------- */
-
-/* One weight shape and the algorithms chosen for it. */
-struct mmc_shape {
-    int type;
-    int64_t ne0, ne1;
-    int refs;           /* registered weights of this shape; 0: free slot */
-    const void *wptr;   /* one of them (prewarm launches on it), NULL when released */
-    uint32_t b_align;   /* alignment the activation pointer must have to be used as is */
-    uint32_t d_align;   /* alignment y must have to be written directly */
-    cublasLtMatrixLayoutOpaque_t a;
-    cublasLtMatmulAlgo_t inv;                  /* the batch-invariant choice */
-    cublasLtMatmulAlgo_t bucket[MMC_BUCKETS];  /* batch_invariant = false */
-};
-
-struct cuda_mmc {
-    cublasLtHandle_t h;
-    cublasLtMatmulDescOpaque_t desc; /* f32 compute and scale, A transposed */
-    void *ws;                        /* MMC_WS_BYTES */
-    float *yd;                       /* output scratch of yd_bytes */
-    size_t yd_bytes;
-    int64_t max_ne1;                 /* largest ne1 registered */
-    int full_logged;
-    struct mmc_shape shapes[MMC_SHAPES];
-};
-
-/* Record a failed cuBLASLt call like cuda_fail (first one wins). */
-static int mmc_fail(struct cuda_ctx *c, cublasStatus_t st, const char *stmt, const char *file, int line)
-{
-    if (st == CUBLAS_STATUS_SUCCESS)
-        return 0;
-    if (!c->err) {
-        c->err = st == CUBLAS_STATUS_ALLOC_FAILED ? INF_ENOMEM : INF_EDEVICE;
-        snprintf(c->err_msg, sizeof(c->err_msg), "%s failed: %s (%s:%d, device %d)", stmt,
-                 L.status_string ? L.status_string(st) : "?", file, line, c->device);
-        log_error("cuda: %s", c->err_msg);
-    }
-    return 1;
-}
-#define CUBLAS_CHECK_CTX(c, stmt) mmc_fail((c), (stmt), #stmt, __FILE__, __LINE__)
-
-static cudaDataType_t mmc_dtype(int type)
-{
-    return type == QT_F16 ? CUDA_R_16F : type == QT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-static size_t mmc_esize(int type)
-{
-    return type == QT_F32 ? 4 : 2;
-}
-
-/* Largest power of two <= 16 dividing bytes (a leading dimension's). */
-static uint32_t mmc_align_of(uint64_t bytes)
-{
-    uint32_t a = 16;
-    while (a > 1 && bytes % a)
-        a >>= 1;
-    return a;
 }
 
 static int mmc_eligible(const struct backend_weight *w)
@@ -218,250 +71,6 @@ static int mmc_eligible(const struct backend_weight *w)
      * with F32 norms must not load cuBLAS) */
     return (w->type == QT_F32 || w->type == QT_F16 || w->type == QT_BF16) && w->ne1 > 1 &&
            w->ne0 > 0;
-}
-
-static void mmc_layouts(const struct mmc_shape *s, int64_t n, cublasLtMatrixLayoutOpaque_t *b,
-                        cublasLtMatrixLayoutOpaque_t *d, cublasStatus_t *st)
-{
-    *st = L.layout_init(b, sizeof(*b), mmc_dtype(s->type), (uint64_t)s->ne0, (uint64_t)n, s->ne0);
-    if (*st == CUBLAS_STATUS_SUCCESS)
-        *st = L.layout_init(d, sizeof(*d), CUDA_R_32F, (uint64_t)s->ne1, (uint64_t)n, s->ne1);
-}
-
-/* Does algo run shape s at n rows within the workspace? */
-static int mmc_runs(struct cuda_mmc *m, const struct mmc_shape *s, const cublasLtMatmulAlgo_t *algo, int64_t n)
-{
-    cublasLtMatrixLayoutOpaque_t b, d;
-    cublasStatus_t st;
-    mmc_layouts(s, n, &b, &d, &st);
-    cublasLtMatmulHeuristicResult_t r;
-    memset(&r, 0, sizeof(r));
-    return st == CUBLAS_STATUS_SUCCESS &&
-           L.check(m->h, &m->desc, (cublasLtMatrixLayout_t)&s->a, &b, &d, &d, algo, &r) ==
-               CUBLAS_STATUS_SUCCESS &&
-           r.workspaceSize <= MMC_WS_BYTES;
-}
-
-/* The numerics every choice must have: f32 accumulation; for F32 weights
- * no tensor-core path (TF32 or an emulation would round the inputs). An
- * algorithm that does not say rests on the descriptor (CUBLAS_COMPUTE_32F,
- * never _FAST_TF32) and, for F32, the preference's IMPL_MASK. */
-static int mmc_numerics_ok(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *algo)
-{
-    uint64_t fl = 0;
-    size_t wr = 0;
-    if (L.cap_get(algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &fl, sizeof(fl), &wr) !=
-        CUBLAS_STATUS_SUCCESS)
-        return 1;
-    if ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) != CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F)
-        return 0;
-    if (s->type == QT_F32 && ((fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) ||
-                              (fl & CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32)))
-        return 0;
-    return 1;
-}
-
-/* Algorithms for shape s, in cuBLAS's heuristic order at n rows, into
- * out[0..max): with invariant, only candidates without split-K (or forced
- * to SPLITK_NUM = 1 / no reduction, if cuBLAS still accepts them, after
- * those), which must also run at n = 1 (one will serve every n). How many;
- * -1 when cuBLAS answers nothing. */
-static int mmc_candidates(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
-                          cublasLtMatmulAlgo_t *out, int max)
-{
-    cublasLtMatrixLayoutOpaque_t b, d;
-    cublasStatus_t st;
-    mmc_layouts(s, n, &b, &d, &st);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return -1;
-    cublasLtMatmulPreferenceOpaque_t p;
-    if (L.pref_init(&p, sizeof(p)) != CUBLAS_STATUS_SUCCESS)
-        return -1;
-    const uint64_t ws = MMC_WS_BYTES;
-    const uint32_t a_al = mmc_align_of((uint64_t)s->ne0 * mmc_esize(s->type));
-    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_al, sizeof(a_al));
-    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &s->b_align, sizeof(s->b_align));
-    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &s->d_align, sizeof(s->d_align));
-    L.pref_set(&p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &s->d_align, sizeof(s->d_align));
-    if (s->type == QT_F32) {
-        const uint64_t mask = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK |
-                                          CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32);
-        L.pref_set(&p, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof(mask));
-    }
-    cublasLtMatmulHeuristicResult_t r[MMC_CANDIDATES];
-    int got = 0, k = 0;
-    memset(r, 0, sizeof(r));
-    if (L.heuristic(m->h, &m->desc, (cublasLtMatrixLayout_t)&s->a, &b, &d, &d, &p, MMC_CANDIDATES, r,
-                    &got) != CUBLAS_STATUS_SUCCESS)
-        return -1;
-    /* pass 0: as cuBLAS configured it; pass 1 (invariant only): split-K
-     * switched off by hand */
-    for (int pass = 0; pass < (invariant ? 2 : 1); pass++)
-        for (int i = 0; i < got; i++) {
-            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > MMC_WS_BYTES)
-                continue;
-            cublasLtMatmulAlgo_t a = r[i].algo;
-            if (!mmc_numerics_ok(s, &a))
-                continue;
-            if (invariant) {
-                int32_t splitk = 0;
-                uint32_t red = 0;
-                size_t wr = 0;
-                if (L.cfg_get(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr) ||
-                    L.cfg_get(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &wr))
-                    continue;
-                const int split = splitk > 1 || red != CUBLASLT_REDUCTION_SCHEME_NONE;
-                if (split && pass == 0)
-                    continue;
-                if (split) {
-                    const int32_t one = 1;
-                    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-                    if (L.cfg_set(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)) ||
-                        L.cfg_set(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)))
-                        continue;
-                }
-                if (!mmc_runs(m, s, &a, 1))
-                    continue;
-            }
-            if (!mmc_runs(m, s, &a, n))
-                continue;
-            out[k++] = a;
-            if (k == max)
-                return k;
-        }
-    return k;
-}
-
-/* One algorithm for shape s: the first of mmc_candidates. 0, or -1. */
-static int mmc_choose(struct cuda_mmc *m, const struct mmc_shape *s, int64_t n, int invariant,
-                      cublasLtMatmulAlgo_t *out)
-{
-    return mmc_candidates(m, s, n, invariant, out, 1) == 1 ? 0 : -1;
-}
-
-/* INFERD_MMC_TUNE=1 (batch_invariant = false only; A/B, written 2026-12-05
- * with no device lent): the bucket's algorithm timed among cuBLAS's
- * candidates instead of its first. Why: the F16 path's 4096 x 14336 n = 512
- * GEMM ran 101 us in cuBLAS's first pick (nvjet hss 128x128, F32 out)
- * where the ceilings file's cublasGemmEx F16 figure is 69.2 us. Each
- * candidate: one launch to warm, then the least of three, on scratch
- * operands (t: A, B, D for the largest n tuned; values do not matter for
- * speed but are finite). Startup only. */
-struct mmc_tune_bufs {
-    void *a, *b;
-    float *d;
-};
-
-static void mmc_tune(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_shape *s, int64_t n,
-                     const struct mmc_tune_bufs *t, cublasLtMatmulAlgo_t *best)
-{
-    cublasLtMatmulAlgo_t cand[MMC_CANDIDATES];
-    const int k = mmc_candidates(m, s, n, 0, cand, MMC_CANDIDATES);
-    if (k < 2)
-        return;
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    if (cudaEventCreate(&e1) != cudaSuccess) {
-        cudaGetLastError();
-        cudaEventDestroy(e0);
-        return;
-    }
-    cublasLtMatrixLayoutOpaque_t bl, dl;
-    cublasStatus_t st;
-    mmc_layouts(s, n, &bl, &dl, &st);
-    const float one = 1.0f, zero = 0.0f;
-    float best_ms = -1.0f, first_ms = -1.0f;
-    int best_i = 0;
-    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < k; i++) {
-        float least = -1.0f;
-        for (int rep = 0; rep < 4; rep++) {
-            cudaEventRecord(e0, c->stream);
-            const cublasStatus_t rs = L.matmul(m->h, &m->desc, &one, t->a, (cublasLtMatrixLayout_t)&s->a, t->b,
-                                               &bl, &zero, t->d, &dl, t->d, &dl, &cand[i], m->ws,
-                                               MMC_WS_BYTES, c->stream);
-            cudaEventRecord(e1, c->stream);
-            float ms = 0.0f;
-            if (rs != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
-                cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-                cudaGetLastError();
-                least = -1.0f;
-                break;
-            }
-            if (rep > 0 && (least < 0.0f || ms < least))
-                least = ms;
-        }
-        if (i == 0)
-            first_ms = least;
-        if (least >= 0.0f && (best_ms < 0.0f || least < best_ms)) {
-            best_ms = least;
-            best_i = i;
-        }
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (best_ms < 0.0f)
-        return;
-    *best = cand[best_i];
-    log_info("cuda: cublasLt %s %lldx%lld n=%lld tuned: candidate %d of %d, %.1f us (cuBLAS's first %.1f us)",
-             quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1, (long long)n, best_i + 1, k,
-             best_ms * 1e3, first_ms * 1e3);
-}
-
-static void mmc_algo_log(const struct mmc_shape *s, const cublasLtMatmulAlgo_t *a, const char *what)
-{
-    int32_t id = -1, splitk = -1;
-    uint32_t tile = 0, stages = 0;
-    size_t wr = 0;
-    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &wr);
-    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &wr);
-    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &wr);
-    L.cfg_get(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr);
-    log_debug("cuda: cublasLt %s %lldx%lld %s: algo %d tile %u stages %u split-k %d",
-              quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1, what, id, tile, stages,
-              splitk);
-}
-
-/* Fill shape s (type and dims set) with its layout and algorithms: 0, or
- * -1 when cuBLAS has nothing for it (the float kernel serves it). */
-static int mmc_shape_init(struct cuda_ctx *c, struct cuda_mmc *m, struct mmc_shape *s)
-{
-    s->b_align = mmc_align_of((uint64_t)s->ne0 * mmc_esize(s->type));
-    s->d_align = mmc_align_of((uint64_t)s->ne1 * sizeof(float));
-    if (L.layout_init(&s->a, sizeof(s->a), mmc_dtype(s->type), (uint64_t)s->ne0, (uint64_t)s->ne1,
-                      s->ne0) != CUBLAS_STATUS_SUCCESS ||
-        mmc_choose(m, s, MMC_REF_N, 1, &s->inv))
-        return -1;
-    mmc_algo_log(s, &s->inv, "batch-invariant");
-    for (int b = 0; b < MMC_BUCKETS; b++) {
-        if (!c->batch_variant || mmc_choose(m, s, (int64_t)1 << b, 0, &s->bucket[b]))
-            s->bucket[b] = s->inv;
-    }
-    if (c->batch_variant && c->mmc_tune) { /* buckets from 64 rows (A/B knob) */
-        const int64_t nmax = (int64_t)1 << (MMC_BUCKETS - 1);
-        const size_t es = mmc_esize(s->type);
-        struct mmc_tune_bufs t = {NULL, NULL, NULL};
-        if (cudaMalloc(&t.a, (size_t)s->ne0 * (size_t)s->ne1 * es) == cudaSuccess &&
-            cudaMalloc(&t.b, (size_t)nmax * (size_t)s->ne0 * es) == cudaSuccess &&
-            cudaMalloc((void **)&t.d, (size_t)nmax * (size_t)s->ne1 * sizeof(float)) == cudaSuccess &&
-            cudaMemsetAsync(t.a, 0x1c, (size_t)s->ne0 * (size_t)s->ne1 * es, c->stream) == cudaSuccess &&
-            cudaMemsetAsync(t.b, 0x1c, (size_t)nmax * (size_t)s->ne0 * es, c->stream) == cudaSuccess) {
-            for (int b = 6; b < MMC_BUCKETS; b++)
-                mmc_tune(c, m, s, (int64_t)1 << b, &t, &s->bucket[b]);
-        } else {
-            log_warn("cuda: INFERD_MMC_TUNE: no room for the scratch operands of %s %lldx%lld: untuned",
-                     quant_type_name(s->type), (long long)s->ne0, (long long)s->ne1);
-        }
-        cudaGetLastError();
-        cudaStreamSynchronize(c->stream);
-        cudaFree(t.a);
-        cudaFree(t.b);
-        cudaFree(t.d);
-    }
-    return 0;
 }
 
 /* The library and this backend's handle, workspace and scratch; NULL when
@@ -480,24 +89,24 @@ static struct cuda_mmc *mmc_get(struct cuda_ctx *c)
         log_warn("cuda: out of host memory for the cuBLASLt state: the float kernel serves");
         return NULL;
     }
-    cublasStatus_t st = L.create(&m->h);
+    cublasStatus_t st = mmc_L.create(&m->h);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        log_warn("cuda: cublasLtCreate failed (%s): the float kernel serves", L.status_string(st));
+        log_warn("cuda: cublasLtCreate failed (%s): the float kernel serves", mmc_L.status_string(st));
         free(m);
         return NULL;
     }
     const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    st = L.desc_init(&m->desc, sizeof(m->desc), CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    st = mmc_L.desc_init(&m->desc, sizeof(m->desc), CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+        st = mmc_L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+        st = mmc_L.desc_set(&m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
     const cudaError_t e = st == CUBLAS_STATUS_SUCCESS ? cuda_malloc(c, &m->ws, MMC_WS_BYTES) : cudaSuccess;
     if (st != CUBLAS_STATUS_SUCCESS || e != cudaSuccess) {
         cudaGetLastError();
         log_warn("cuda: cuBLASLt setup failed (%s): the float kernel serves",
-                 st != CUBLAS_STATUS_SUCCESS ? L.status_string(st) : cudaGetErrorString(e));
-        L.destroy(m->h);
+                 st != CUBLAS_STATUS_SUCCESS ? mmc_L.status_string(st) : cudaGetErrorString(e));
+        mmc_L.destroy(m->h);
         free(m);
         return NULL;
     }
@@ -544,7 +153,7 @@ void cuda_mmc_free(struct cuda_ctx *c)
         return;
     cudaFree(m->yd);
     cudaFree(m->ws);
-    L.destroy(m->h);
+    mmc_L.destroy(m->h);
     free(m);
     c->mmc = NULL;
 }
@@ -713,7 +322,7 @@ static void mmc_matmul(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_
         return;
     const cublasLtMatmulAlgo_t *algo = fixed ? fixed : c->batch_variant ? &s->bucket[mmc_bucket(n)] : &s->inv;
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK_CTX(c, L.matmul(m->h, &m->desc, &one, a, (cublasLtMatrixLayout_t)&s->a, b, &bl, &zero, d,
+    CUBLAS_CHECK_CTX(c, mmc_L.matmul(m->h, &m->desc, &one, a, (cublasLtMatrixLayout_t)&s->a, b, &bl, &zero, d,
                                  &dl, d, &dl, algo, m->ws, MMC_WS_BYTES, c->stream));
 }
 
