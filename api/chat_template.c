@@ -20,7 +20,7 @@ static const struct {
     const char *name;
     int family;
 } chat_template_names[] = {
-    {"chatml", CHAT_TEMPLATE_CHATML}, {"llama3", CHAT_TEMPLATE_LLAMA3},
+    {"chatml", CHAT_TEMPLATE_CHATML}, {"qwen3", CHAT_TEMPLATE_CHATML}, {"llama3", CHAT_TEMPLATE_LLAMA3},
     {"llama3.1", CHAT_TEMPLATE_LLAMA31}, {"llama2", CHAT_TEMPLATE_LLAMA2},
     {"mistral", CHAT_TEMPLATE_MISTRAL}, {"gemma", CHAT_TEMPLATE_GEMMA},
 };
@@ -33,6 +33,11 @@ int chat_template_family(const char *name)
         if (!strcmp(chat_template_names[i].name, name))
             return chat_template_names[i].family;
     return -1;
+}
+
+int chat_template_named_think(const char *name)
+{
+    return !strcmp(name, "qwen3");
 }
 
 const char *chat_template_name(int family)
@@ -127,6 +132,10 @@ void chat_template_init(struct chat_template *ct, int family, const char *tmpl, 
      * the config is the operator saying it was (the caller sets tools). */
     ct->tools = family == CHAT_TEMPLATE_LLAMA31 ||
                 (family == CHAT_TEMPLATE_CHATML && (!tmpl || ct_has(tmpl, len, "<tool_call>")));
+    /* Qwen3's: its turns carry <think> blocks and enable_thinking empties
+     * the new one (QwQ's writes <think> but reads no enable_thinking) */
+    ct->think = family == CHAT_TEMPLATE_CHATML && ct_has(tmpl, len, "<think>") &&
+                ct_has(tmpl, len, "enable_thinking");
 }
 
 const char *chat_template_eot(const struct chat_template *ct)
@@ -285,9 +294,107 @@ static void ct_chatml_tools_system(const struct chat_template *ct, const struct 
             "</tool_call><|im_end|>\n");
 }
 
+/* ---- Qwen3's reasoning turns (ct->think) ---- */
+
+static const char *ct_find(const char *s, size_t n, const char *needle, int last)
+{
+    const size_t k = strlen(needle);
+    const char *hit = NULL;
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(s + i, needle, k)) {
+            hit = s + i;
+            if (!last)
+                break;
+        }
+    return hit;
+}
+
+/* An assistant message's content and reasoning as the template reads them:
+ * its reasoning_content when given, else (when "</think>" is in the
+ * content) the content after the last "</think>" with its leading
+ * newlines dropped, and the reasoning the part before the first one, past
+ * its last "<think>", newlines dropped at both ends. */
+struct ct_think {
+    const char *c, *r;
+    size_t cn, rn;
+};
+
+static void ct_think_split(const struct chat_msg *m, struct ct_think *t)
+{
+    t->c = m->content ? m->content : "";
+    t->cn = m->len;
+    t->r = m->reasoning ? m->reasoning : "";
+    t->rn = m->reasoning ? m->reasoning_len : 0;
+    const char *first = m->reasoning ? NULL : ct_find(t->c, t->cn, "</think>", 0);
+    if (!first)
+        return;
+    const char *last = ct_find(t->c, t->cn, "</think>", 1) + 8, *end = t->c + t->cn;
+    while (last < end && *last == '\n')
+        last++;
+    const char *r = t->c, *re = first;
+    while (re > r && re[-1] == '\n')
+        re--;
+    const char *open = ct_find(r, (size_t)(re - r), "<think>", 1);
+    if (open)
+        r = open + 7;
+    while (r < re && *r == '\n')
+        r++;
+    t->r = r;
+    t->rn = (size_t)(re - r);
+    t->c = last;
+    t->cn = (size_t)(end - last);
+}
+
+/* The index of the last user message that is a query (not a turn of
+ * <tool_response> blocks a client wrote as user), n - 1 when none. */
+static size_t ct_last_query(const struct chat_msg *m, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        const char *c = m[i].content ? m[i].content : "";
+        const size_t k = m[i].len;
+        const int wrapped = k >= 15 && !memcmp(c, "<tool_response>", 15) && k >= 16 &&
+                            !memcmp(c + k - 16, "</tool_response>", 16);
+        if (m[i].role == CHAT_ROLE_USER && !wrapped)
+            return i;
+    }
+    return n ? n - 1 : 0;
+}
+
+/* An assistant turn of a ct->think template (i of n, lq the last query). */
+static void ct_think_turn(const struct chat_msg *m, size_t i, size_t n, size_t lq, struct ct_out *o)
+{
+    struct ct_think t;
+    ct_think_split(&m[i], &t);
+    ct_t(o, "<|im_start|>assistant\n");
+    if (i > lq && (i + 1 == n || t.rn)) {
+        const char *r = t.r, *re = t.r + t.rn, *c = t.c, *ce = t.c + t.cn;
+        while (r < re && *r == '\n')
+            r++;
+        while (re > r && re[-1] == '\n')
+            re--;
+        while (c < ce && *c == '\n')
+            c++;
+        ct_t(o, "<think>\n");
+        ct_put(o, r, (size_t)(re - r), 0);
+        ct_t(o, "\n</think>\n\n");
+        ct_put(o, c, (size_t)(ce - c), 0);
+    } else {
+        ct_put(o, t.c, t.cn, 0);
+    }
+    for (size_t k = 0; k < m[i].n_calls; k++) {
+        if (k || t.cn)
+            ct_t(o, "\n");
+        ct_t(o, "<tool_call>\n");
+        ct_call(o, &m[i].calls[k], "arguments");
+        ct_t(o, "\n</tool_call>");
+    }
+    ct_t(o, "<|im_end|>\n");
+}
+
 static void ct_chatml_tools(const struct chat_template *ct, const struct chat_msg *m, size_t n,
                             const struct chat_tools *tools, int gen, struct ct_out *o)
 {
+    const size_t lq = ct->think ? ct_last_query(m, n) : 0;
     size_t i = 0;
     json_t *defs = tools ? tools->defs : NULL;
     if (json_array_size(defs)) {
@@ -309,6 +416,10 @@ static void ct_chatml_tools(const struct chat_template *ct, const struct chat_ms
                 ct_t(o, "<|im_end|>\n");
             continue;
         }
+        if (ct->think && m[i].role == CHAT_ROLE_ASSISTANT) {
+            ct_think_turn(m, i, n, lq, o);
+            continue;
+        }
         ct_t(o, "<|im_start|>");
         ct_t(o, ct_role(m[i].role));
         if (!m[i].n_calls || m[i].len) { /* a call-only turn has no newline of its own */
@@ -322,9 +433,13 @@ static void ct_chatml_tools(const struct chat_template *ct, const struct chat_ms
         }
         ct_t(o, "<|im_end|>\n");
     }
-    if (gen)
-        ct_t(o, tools && tools->forced ? "<|im_start|>assistant\n<tool_call>\n"
-                                       : "<|im_start|>assistant\n");
+    if (gen) {
+        ct_t(o, "<|im_start|>assistant\n");
+        if (ct->think && tools && tools->no_think)
+            ct_t(o, "<think>\n\n</think>\n\n");
+        if (tools && tools->forced)
+            ct_t(o, "<tool_call>\n");
+    }
 }
 
 static void ct_llama3_turn(const struct chat_msg *m, struct ct_out *o)

@@ -29,6 +29,13 @@
  *             call as {"name": ..., "parameters": ...}, a result as the ipython
  *             role's turn (its content as a JSON string, as the template's
  *             tojson writes it); one call an assistant turn
+ * Reasoning (chatml with ct->think: a template that writes "<think>" and
+ * reads enable_thinking, Qwen3's, or the config naming "qwen3"): an
+ * assistant turn after the last user query is written as
+ * "<think>\n" reasoning "\n</think>\n\n" content when it is the last
+ * message or has reasoning (its reasoning_content, else the part of its
+ * content before "</think>"); earlier turns keep only the content after
+ * "</think>"; no_think opens the new turn with "<think>\n\n</think>\n\n".
  * The signatures and arguments are written as the templates' tojson writes
  * them (jansson: ", " and ": " separators, the keys in the order given,
  * UTF-8 unescaped). The other families have no tool format: tools, a tool
@@ -74,13 +81,17 @@ struct chat_msg {
     size_t len;
     const struct chat_call *calls; /* assistant: its tool calls, else NULL */
     size_t n_calls;
+    const char *reasoning; /* assistant: its reasoning_content (not NUL-terminated), or NULL */
+    size_t reasoning_len;
 };
 
-/* The request's tools, for the prompt. */
+/* The request's tools, and its other choices that change the prompt. */
 struct chat_tools {
     json_t *defs; /* the "tools" array as given: [{"type":"function","function":{...}}] */
     int forced;   /* a call is forced: the assistant turn opens with a call's first bytes
                      (chatml "<tool_call>\n"), the constraint does the rest */
+    int no_think; /* ct->think: the assistant turn opens with an empty <think> block
+                     (chat_template_kwargs.enable_thinking false) */
 };
 
 struct chat_template {
@@ -89,11 +100,15 @@ struct chat_template {
     char eos[64];             /* the EOS token's text (eos_token) */
     char default_system[512]; /* chatml: inserted when there is no system message */
     int tools;                /* the family's tool format may be used */
+    int think;                /* chatml: Qwen3's reasoning turns (<think> ... </think>) */
 };
 
-/* The family a name stands for ("chatml", "llama3", "llama3.1", "llama2",
- * "mistral", "gemma"), or -1. */
+/* The family a name stands for ("chatml", "qwen3" (chatml with its
+ * reasoning turns: chat_template_named_think), "llama3", "llama3.1",
+ * "llama2", "mistral", "gemma"), or -1. */
 int chat_template_family(const char *name);
+/* Whether the name stands for a family with Qwen3's reasoning turns. */
+int chat_template_named_think(const char *name);
 /* The family's name; "none" for CHAT_TEMPLATE_NONE. */
 const char *chat_template_name(int family);
 /* The family whose markers tmpl[0..len) has, or CHAT_TEMPLATE_NONE. */

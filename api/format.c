@@ -243,38 +243,57 @@ int format_tool_calls(const struct gen *g)
     return n;
 }
 
-/* A finished choice's message with tools: its content (null when it only
- * called tools) and tool_calls, read with the choice's own reader (started
- * over: the body may be written again), which then holds the count. */
-static int format_chat_message_tools(struct gen *g, int i, const struct format_head *h,
-                                     struct buf *o)
+/* A finished choice's message: its reasoning (req.think, when the answer
+ * opened a <think> block), its content (null when it only called tools or
+ * only reasoned) and tool_calls (with tools), read with the choice's own
+ * readers (started over: the body may be written again); the tool reader
+ * then holds the count. */
+static int format_chat_message(struct gen *g, int i, const struct format_head *h, struct buf *o)
 {
     struct gen_choice *ch = &g->choices[i];
     const char *text = ch->text.p ? ch->text.p : "";
     struct toolcall_piece pc;
-    struct buf content = {0}, calls = {0};
+    struct buf content = {0}, calls = {0}, reasoning = {0};
+    size_t from = 0, off, n;
     int rc = 0;
-    toolcall_start(g->req.tools, &ch->tc);
-    while (toolcall_next(g->req.tools, &ch->tc, text, ch->text.len, ch->text.len, 1, &pc)) {
-        if (pc.kind == TOOLCALL_CONTENT) {
-            rc |= buf_append(&content, text + pc.off, pc.len);
-        } else {
-            rc |= buf_puts(&calls, pc.index ? "," : "[");
-            rc |= format_tool_call(h, i, &pc, text, 0, &calls);
-        }
+    if (g->req.think) {
+        think_start(&ch->th);
+        while (think_next(&ch->th, text, ch->text.len, 1, &off, &n))
+            rc |= buf_append(&reasoning, text + off, n);
+        from = ch->th.content;
     }
+    if (g->req.tools) {
+        toolcall_start(g->req.tools, &ch->tc);
+        ch->tc.pos = from;
+        while (toolcall_next(g->req.tools, &ch->tc, text, ch->text.len, ch->text.len, 1, &pc)) {
+            if (pc.kind == TOOLCALL_CONTENT) {
+                rc |= buf_append(&content, text + pc.off, pc.len);
+            } else {
+                rc |= buf_puts(&calls, pc.index ? "," : "[");
+                rc |= format_tool_call(h, i, &pc, text, 0, &calls);
+            }
+        }
+    } else {
+        rc |= buf_append(&content, text + from, ch->text.len - from);
+    }
+    const int calls_made = g->req.tools && ch->tc.n_calls;
     rc |= buf_puts(o, "\"content\":");
-    if (ch->tc.n_calls && !content.len)
+    if ((calls_made || ch->th.opened) && !content.len)
         rc |= buf_puts(o, "null");
     else
         rc |= buf_json_str(o, content.p ? content.p : "", content.len);
-    if (ch->tc.n_calls) {
+    if (g->req.think && ch->th.opened) {
+        rc |= buf_puts(o, ",\"reasoning_content\":");
+        rc |= buf_json_str(o, reasoning.p ? reasoning.p : "", reasoning.len);
+    }
+    if (calls_made) {
         rc |= buf_puts(o, ",\"tool_calls\":");
         rc |= buf_append(o, calls.p, calls.len);
         rc |= buf_puts(o, "]");
     }
     buf_free(&content);
     buf_free(&calls);
+    buf_free(&reasoning);
     return rc;
 }
 
@@ -287,12 +306,7 @@ static int format_chat_body(struct gen *g, const struct format_head *h, struct b
         if (i)
             rc |= buf_puts(o, ",");
         rc |= buf_printf(o, "{\"index\":%d,\"message\":{\"role\":\"assistant\",", i);
-        if (g->req.tools) {
-            rc |= format_chat_message_tools(g, i, h, o);
-        } else {
-            rc |= buf_puts(o, "\"content\":");
-            rc |= buf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.len);
-        }
+        rc |= format_chat_message(g, i, h, o);
         rc |= buf_puts(o, ",\"refusal\":null},\"logprobs\":");
         if (g->req.logprobs >= 0)
             rc |= format_chat_lps(g->tok, ch->lps, ch->n_lps, o);
@@ -323,11 +337,12 @@ static int format_chat_event_tail(const struct gen *g, struct buf *o)
     return rc | buf_puts(o, "}\n\n");
 }
 
-/* One delta event of choice idx: its text (content), or one tool call,
- * and the logprobs not sent yet. */
+/* One delta event of choice idx: its text (content, or with reasoning
+ * set reasoning_content), or one tool call, and the logprobs not sent
+ * yet. */
 static int format_chat_delta(struct gen *g, int idx, const struct format_head *h,
                              const char *content, size_t n, const struct toolcall_piece *call,
-                             struct buf *o)
+                             int reasoning, struct buf *o)
 {
     struct gen_choice *ch = &g->choices[idx];
     size_t new_lps = ch->n_lps > ch->lp_sent ? ch->n_lps - ch->lp_sent : 0;
@@ -338,7 +353,7 @@ static int format_chat_delta(struct gen *g, int idx, const struct format_head *h
         rc |= format_tool_call(h, idx, call, ch->text.p, 1, o);
         rc |= buf_puts(o, "]");
     } else {
-        rc |= buf_puts(o, "\"content\":");
+        rc |= buf_puts(o, reasoning ? "\"reasoning_content\":" : "\"content\":");
         rc |= buf_json_str(o, content, n);
     }
     rc |= buf_puts(o, "},\"logprobs\":");
@@ -364,19 +379,31 @@ static int format_chat_chunk(struct gen *g, int idx, const struct format_head *h
     const char *text = ch->text.p ? ch->text.p : "";
     int finish_now = ch->done && !ch->reported;
     int rc = 0;
+    if (g->req.think && ch->th.phase != THINK_CONTENT) { /* the reasoning first */
+        size_t off, n;
+        while (think_next(&ch->th, text, ch->safe, ch->done, &off, &n))
+            rc |= format_chat_delta(g, idx, h, text + off, n, NULL, 1, o);
+        if (ch->th.phase != THINK_CONTENT)
+            goto tail; /* the content's start is not known yet */
+    }
+    if (g->req.think && !ch->th_content) { /* the content reader starts where it does */
+        ch->sent = ch->tc.pos = ch->th.content;
+        ch->th_content = 1;
+    }
     if (g->req.tools) {
         struct toolcall_piece pc;
         while (toolcall_next(g->req.tools, &ch->tc, text, ch->safe, ch->text.len, ch->done, &pc))
             rc |= format_chat_delta(g, idx, h, text + pc.off, pc.len,
-                                    pc.kind == TOOLCALL_CALL ? &pc : NULL, o);
+                                    pc.kind == TOOLCALL_CALL ? &pc : NULL, 0, o);
     } else {
         size_t new_text = ch->safe > ch->sent ? ch->safe - ch->sent : 0;
         if (new_text)
-            rc |= format_chat_delta(g, idx, h, text + ch->sent, new_text, NULL, o);
+            rc |= format_chat_delta(g, idx, h, text + ch->sent, new_text, NULL, 0, o);
         ch->sent += new_text;
     }
+tail:
     if (!ch->started || ch->n_lps > ch->lp_sent)
-        rc |= format_chat_delta(g, idx, h, "", 0, NULL, o);
+        rc |= format_chat_delta(g, idx, h, "", 0, NULL, 0, o);
     if (finish_now) {
         rc |= format_chat_event_head(g, h, idx, o);
         rc |= buf_printf(o, "{},\"logprobs\":null,\"finish_reason\":\"%s\"",

@@ -22,6 +22,7 @@
 #include "api/buf.h"
 #include "api/metrics.h"
 #include "api/request.h"
+#include "api/think.h"
 #include "api/tools.h"
 #include "engine/sched.h"
 #include "engine/tok.h"
@@ -59,6 +60,8 @@ struct gen_choice {
     size_t sent, lp_sent;
     int started, reported;
     struct toolcall_scan tc; /* with tools: the content / calls read so far */
+    struct think_scan th;    /* req.think: the reasoning read so far (api/think.h) */
+    int th_content;          /* a stream's content cursor (sent, tc.pos) moved to th.content */
 };
 
 struct gen {

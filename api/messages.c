@@ -174,6 +174,17 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
             if (rc)
                 return rc;
         }
+        /* an assistant's reasoning (vLLM's reasoning_content, as a reasoning
+         * model's answer carries it): a template with reasoning turns writes
+         * it in the turn's <think> block; the others leave it out, as theirs do */
+        json_t *rc_ = json_object_get(o, "reasoning_content");
+        if (role == CHAT_ROLE_ASSISTANT && json_is_string(rc_)) {
+            ms->m[i].reasoning = json_string_value(rc_);
+            ms->m[i].reasoning_len = json_string_length(rc_);
+        } else if (role == CHAT_ROLE_ASSISTANT && rc_ && !json_is_null(rc_)) {
+            return msg_fail(&e, "messages[%zu].reasoning_content", i,
+                            "messages[%zu].reasoning_content must be a string or null", i);
+        }
         json_t *c = json_object_get(o, "content");
         if (json_is_string(c)) {
             ms->m[i].content = json_string_value(c);
@@ -182,10 +193,13 @@ int messages_parse(json_t *v, struct messages *ms, char *param, size_t param_cap
             int rc = msg_parts(c, i, ms, &e);
             if (rc)
                 return rc;
-        } else if (!(ms->m[i].n_calls && (!c || json_is_null(c)))) {
+        } else if (!((ms->m[i].n_calls || ms->m[i].reasoning) && (!c || json_is_null(c)))) {
             return msg_fail(&e, "messages[%zu].content", i,
                             "messages[%zu].content must be a string or an array of text parts%s",
-                            i, role == CHAT_ROLE_ASSISTANT ? " (or null with tool_calls)" : "");
+                            i,
+                            role == CHAT_ROLE_ASSISTANT
+                                ? " (or null with tool_calls or reasoning_content)"
+                                : "");
         }
     }
     return 0;

@@ -583,7 +583,7 @@ const char *api_request_ctx_chat(const struct api_request_ctx *x, const char **w
 {
     if (why)
         *why = x->chat_why;
-    return chat_template_name(x->chat.family);
+    return x->chat.think ? "qwen3" : chat_template_name(x->chat.family);
 }
 
 void api_request_ctx_free(struct api_request_ctx *x)

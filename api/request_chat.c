@@ -62,6 +62,33 @@ static int req_chat_tools(const struct api_request_ctx *x, json_t *b, struct api
     return 0;
 }
 
+/* chat_template_kwargs (vLLM's and llama.cpp's extension: variables for
+ * the template): enable_thinking, a bool, read on a template with
+ * reasoning turns (Qwen3's); the other keys are ignored, as a template
+ * that does not read them ignores them. With a constraint (response_format,
+ * a forced call) the turn opens with an empty think block too: the
+ * constraint allows no reasoning, so the model is told there is none.
+ * q->think: the answer's <think> block is split off (api/think.h). */
+static int req_chat_think(const struct api_request_ctx *x, json_t *b, struct api_req *q,
+                          struct chat_tools *tools, struct api_req_error *e)
+{
+    json_t *kw = json_object_get(b, "chat_template_kwargs");
+    int think = 1;
+    if (kw && !json_is_null(kw) && !json_is_object(kw))
+        return req_fail(e, 400, "chat_template_kwargs", NULL,
+                        "chat_template_kwargs must be an object");
+    json_t *et = kw ? json_object_get(kw, "enable_thinking") : NULL;
+    if (et && !json_is_null(et)) {
+        if (!json_is_boolean(et))
+            return req_fail(e, 400, "chat_template_kwargs", NULL,
+                            "chat_template_kwargs.enable_thinking must be a boolean");
+        think = json_is_true(et);
+    }
+    tools->no_think = x->chat.think && (!think || q->json);
+    q->think = x->chat.think;
+    return 0;
+}
+
 /* logprobs (bool) and top_logprobs (0..max_logprobs, needs logprobs). */
 static int req_chat_lp(const struct api_request_ctx *x, json_t *b, struct api_req *q,
                        struct api_req_error *e)
@@ -161,7 +188,7 @@ int api_req_parse_chat(const struct api_request_ctx *x, json_t *b, struct api_re
     if (!rc)
         rc = req_common(x, b, q, req_chat_lp, x->eot >= 0 ? 1 : 0, e);
     if (!rc)
-        rc = req_chat_tools(x, b, q, &tools, e);
+        rc = req_chat_tools(x, b, q, &tools, e) || req_chat_think(x, b, q, &tools, e);
     if (!rc)
         rc = req_bool(b, "add_generation_prompt", &add_gen, e);
     if (!rc) {
@@ -204,7 +231,7 @@ int api_req_apply_template(const struct api_request_ctx *x, json_t *b, char **te
     /* the tools render as a chat request's would (a forced call's opening
      * included); q only holds what req_chat_tools makes */
     int rc = req_bool(b, "add_generation_prompt", &add_gen, e) ||
-             req_chat_tools(x, b, &q, &tools, e) ||
+             req_chat_tools(x, b, &q, &tools, e) || req_chat_think(x, b, &q, &tools, e) ||
              req_chat_prompt(x, b, &tools, add_gen, &t, &p, e);
     api_req_release(&q);
     if (rc) {
@@ -253,13 +280,13 @@ int req_chat_setup(struct api_request_ctx *x, const char *tmpl, size_t len)
         family = CHAT_TEMPLATE_NONE;
         snprintf(x->chat_why, sizeof(x->chat_why),
                  "the model has no chat template (tokenizer.chat_template); set chat_template "
-                 "in the config to one of chatml, llama3, llama3.1, llama2, mistral, gemma");
+                 "in the config to one of chatml, qwen3, llama3, llama3.1, llama2, mistral, gemma");
     } else {
         family = chat_template_detect(tmpl, len);
         if (family == CHAT_TEMPLATE_NONE)
             snprintf(x->chat_why, sizeof(x->chat_why),
                      "the model's chat template matches no known family; set chat_template in "
-                     "the config to one of chatml, llama3, llama3.1, llama2, mistral, gemma");
+                     "the config to one of chatml, qwen3, llama3, llama3.1, llama2, mistral, gemma");
         else
             snprintf(x->chat_why, sizeof(x->chat_why),
                      "chat template %s (recognised in tokenizer.chat_template)",
@@ -269,6 +296,14 @@ int req_chat_setup(struct api_request_ctx *x, const char *tmpl, size_t len)
     req_token_text(x->tok, tok_bos(x->tok), bos, sizeof(bos));
     req_token_text(x->tok, tok_eos(x->tok), eos, sizeof(eos));
     chat_template_init(&x->chat, family, tmpl, len, bos, eos);
+    if (name[0] && chat_template_named_think(name)) { /* "qwen3": chatml with reasoning turns */
+        x->chat.think = 1;
+        x->chat.default_system[0] = '\0'; /* Qwen3's template inserts none */
+    } else if (x->chat.think) {
+        snprintf(x->chat_why, sizeof(x->chat_why),
+                 "chat template qwen3 (chatml with reasoning turns, recognised in "
+                 "tokenizer.chat_template)");
+    }
     /* a family the config names is the operator's word that the model was
      * trained on its format, tools included (chatml: Qwen's <tool_call>) */
     if (name[0] && strcmp(name, "auto") && family == CHAT_TEMPLATE_CHATML)

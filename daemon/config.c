@@ -123,7 +123,7 @@ static const struct cfg_key cfg_keys[] = {
      "most logit_bias entries"},
     {"chat_template", CFG_STR, CFG_OFF(chat_template), 0, 0, "auto", 0,
      "chat template family for /v1/chat/completions: auto (recognise the GGUF's "
-     "tokenizer.chat_template), chatml, llama3, llama3.1, llama2, mistral or gemma"},
+     "tokenizer.chat_template), chatml, qwen3, llama3, llama3.1, llama2, mistral or gemma"},
     {"trusted_proxies", CFG_STR, CFG_OFF(trusted_proxies), 0, 0, "", 1,
      "reverse proxies (addresses/CIDRs, comma-separated) whose X-Forwarded-For is believed"},
 };
@@ -379,7 +379,7 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
     if (c->chat_template[0] && strcmp(c->chat_template, "auto") &&
         chat_template_family(c->chat_template) < 0)
         return inf_error_set(err, INF_EINVAL,
-                             "chat_template: \"%s\" is not one of auto, chatml, llama3, llama3.1, "
+                             "chat_template: \"%s\" is not one of auto, chatml, qwen3, llama3, llama3.1, "
                              "llama2, mistral, gemma",
                              c->chat_template);
     struct proxy_list pl;

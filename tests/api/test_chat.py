@@ -352,10 +352,62 @@ def test_no_template(exe):
     check(rc == 2 and "chat_template" in d.log(), (rc, d.log()[-500:]))
 
 
+def test_reasoning(exe):
+    """Qwen3's reasoning turns (--chat-template qwen3 on tiny-qwen2's
+    vocabulary): chat_template_kwargs.enable_thinking false and a constraint
+    open the turn with an empty think block; history turns keep what follows
+    </think>, the turn after the last query writes its reasoning_content;
+    bad kwargs are 400s; an answer with no <think> block is all content and
+    carries no reasoning_content (the split itself: tests/api/test_think.c)."""
+    d = D.Daemon(exe, model=D.model_path(MODEL + ".gguf"),
+                 args=["--n-ctx", "512", "--chat-template", "qwen3"])
+    try:
+        u = [{"role": "user", "content": "Hi"}]
+        t = apply_template(d, messages=u)  # Qwen3's template has no default system prompt
+        check(t["prompt"] == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", t)
+        check(t["template"] == "qwen3" and "chat template qwen3" in d.log(), (t, d.log()[-800:]))
+        off = {"enable_thinking": False}
+        t = apply_template(d, messages=u, chat_template_kwargs=off)
+        check(t["prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), t)
+        t = apply_template(d, messages=u, chat_template_kwargs={"enable_thinking": True, "x": 1})
+        check(t["prompt"].endswith("<|im_start|>assistant\n"), t)
+        hist = [{"role": "user", "content": "A"},
+                {"role": "assistant", "content": "<think>\nold\n</think>\n\nOld"},
+                {"role": "user", "content": "B"},
+                {"role": "assistant", "content": "New", "reasoning_content": "why"}]
+        t = apply_template(d, messages=hist, add_generation_prompt=False)
+        check(t["prompt"] == "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\nOld<|im_end|>\n"
+              "<|im_start|>user\nB<|im_end|>\n<|im_start|>assistant\n<think>\nwhy\n</think>\n\n"
+              "New<|im_end|>\n", t)
+        # a completion: the answer of random weights opens no think block
+        r = chat(d, messages=u, max_tokens=8, temperature=0, chat_template_kwargs=off)
+        m = r["choices"][0]["message"]
+        check("reasoning_content" not in m and isinstance(m["content"], str), m)
+        ev = [json.loads(e) for e in chat(d, messages=u, max_tokens=8, temperature=0, stream=True,
+                                          chat_template_kwargs=off)[:-1]]
+        text = "".join(e["choices"][0]["delta"].get("content") or "" for e in ev if e["choices"])
+        check(text == m["content"], (text, m))
+        check(all("reasoning_content" not in e["choices"][0]["delta"] for e in ev if e["choices"]), ev)
+        # a constraint: the empty block too (the model is told it did not think)
+        st, hd, b = d.post("/v1/chat/completions", {"model": MODEL, "messages": u, "max_tokens": 8,
+                                                    "response_format": {"type": "json_object"}})
+        check(st == 200, b[:300])
+        for bad, param in (({"chat_template_kwargs": []}, "chat_template_kwargs"),
+                           ({"chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs"),
+                           ({"messages": [{"role": "user", "content": "a"},
+                                          {"role": "assistant", "content": "b",
+                                           "reasoning_content": 1}]}, "messages[1].reasoning_content")):
+            req = {"model": MODEL, "messages": u}
+            req.update(bad)
+            expect_error(d.post("/v1/chat/completions", req), 400, param)
+    finally:
+        check(d.stop() == 0, "exit status")
+
+
 def main():
     tests = [test_shape, test_rendered_prompt, test_content_stays_text, test_big_bodies_same_answers,
              test_greedy_equals_completions, test_stream, test_n_seed_stop_logprobs,
-             test_end_of_turn, test_errors, test_json, test_no_template]
+             test_end_of_turn, test_errors, test_json, test_no_template, test_reasoning]
     try:
         D.run(tests, sys.argv)
     finally:

@@ -60,16 +60,16 @@ static int render_tools_is(const struct chat_template *ct, const struct chat_msg
 static void test_render(void)
 {
     json_t *defs = js(tools_json), *args = js("{\"city\": \"Paris\"}"), *raw = js("\"not json\"");
-    struct chat_tools tools = {defs, 0}, forced = {defs, 1};
+    struct chat_tools tools = {defs, 0, 0}, forced = {defs, 1, 0};
     struct chat_call call = {"get_weather", args}, two[2] = {{"get_weather", args},
                                                              {"get_weather", raw}};
     struct chat_msg conv[] = {
-        {CHAT_ROLE_SYSTEM, "S", 1, NULL, 0},
-        {CHAT_ROLE_USER, "Weather?", 8, NULL, 0},
-        {CHAT_ROLE_ASSISTANT, NULL, 0, two, 2},
-        {CHAT_ROLE_TOOL, "22C", 3, NULL, 0},
-        {CHAT_ROLE_TOOL, "rain", 4, NULL, 0},
-        {CHAT_ROLE_ASSISTANT, "Warm.", 5, NULL, 0},
+        {CHAT_ROLE_SYSTEM, "S", 1, NULL, 0, NULL, 0},
+        {CHAT_ROLE_USER, "Weather?", 8, NULL, 0, NULL, 0},
+        {CHAT_ROLE_ASSISTANT, NULL, 0, two, 2, NULL, 0},
+        {CHAT_ROLE_TOOL, "22C", 3, NULL, 0, NULL, 0},
+        {CHAT_ROLE_TOOL, "rain", 4, NULL, 0, NULL, 0},
+        {CHAT_ROLE_ASSISTANT, "Warm.", 5, NULL, 0, NULL, 0},
     };
     const char *sig = "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
                       "\"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", "
@@ -99,8 +99,8 @@ static void test_render(void)
     /* no system message: the template's default one (Qwen2.5's), else none
      * (Qwen3's); a call with content; the forced call's opening */
     snprintf(ct.default_system, sizeof(ct.default_system), "You are Qwen.");
-    struct chat_msg said[] = {{CHAT_ROLE_USER, "Hi", 2, NULL, 0},
-                              {CHAT_ROLE_ASSISTANT, "Let me look.", 12, &call, 1}};
+    struct chat_msg said[] = {{CHAT_ROLE_USER, "Hi", 2, NULL, 0, NULL, 0},
+                              {CHAT_ROLE_ASSISTANT, "Let me look.", 12, &call, 1, NULL, 0}};
     snprintf(want, sizeof(want),
              "<|im_start|>system\nYou are Qwen.\n\n# Tools\n\nYou may call one or more functions "
              "to assist with the user query.\n\nYou are provided with function signatures within "
@@ -138,10 +138,10 @@ static void test_render(void)
      * user turn, one call a turn, results quoted */
     chat_template_init(&ct, CHAT_TEMPLATE_LLAMA31, NULL, 0, "<|begin_of_text|>", "");
     struct chat_msg l31[] = {
-        {CHAT_ROLE_SYSTEM, "S", 1, NULL, 0},
-        {CHAT_ROLE_USER, " Weather? ", 10, NULL, 0},
-        {CHAT_ROLE_ASSISTANT, NULL, 0, &call, 1},
-        {CHAT_ROLE_TOOL, "22 \"C\"", 6, NULL, 0},
+        {CHAT_ROLE_SYSTEM, "S", 1, NULL, 0, NULL, 0},
+        {CHAT_ROLE_USER, " Weather? ", 10, NULL, 0, NULL, 0},
+        {CHAT_ROLE_ASSISTANT, NULL, 0, &call, 1, NULL, 0},
+        {CHAT_ROLE_TOOL, "22 \"C\"", 6, NULL, 0, NULL, 0},
     };
     CHECK(render_tools_is(
         &ct, l31, 4, &tools,
