@@ -3,7 +3,8 @@
  * corpus replay.
  *
  * Input: byte 0 picks the family (bits 0-2 mod 6: chatml, llama3,
- * llama3.1, llama2, mistral, gemma) and add_generation (bit 3); byte 1 is the length L of a
+ * llama3.1, llama2, mistral, gemma), add_generation (bit 3), for chatml
+ * Qwen3's reasoning turns (bit 4) and the empty think block (bit 5); byte 1 is the length L of a
  * "model template" text that follows (read by chat_template_detect and, for
  * the chatml default system prompt, chat_template_init); then messages,
  * each a role byte (mod 3 + 1) and a length byte, then that many content
@@ -173,6 +174,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_bos_eos(family, &bos, &eos);
     struct chat_template ct;
     chat_template_init(&ct, family, tmpl, tl, bos, eos);
+    /* bit 4: chatml with Qwen3's reasoning turns (the <think> splits of
+     * assistant contents); bit 5: the turn opened with the empty block */
+    if (family == CHAT_TEMPLATE_CHATML && (data[0] & 16))
+        ct.think = 1;
+    struct chat_tools opt = {NULL, 0, (data[0] >> 5) & 1};
     if (!memchr(ct.default_system, '\0', sizeof(ct.default_system)) ||
         !memchr(ct.bos, '\0', sizeof(ct.bos)) || !memchr(ct.eos, '\0', sizeof(ct.eos)))
         fz_fail("an unterminated string in the template state");
@@ -198,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct buf text = {0}, mask = {0}, text2 = {0}, mask2 = {0};
     char msg[256] = "";
-    int rc = chat_template_render(&ct, msgs, n, add_gen, &text, &mask, msg, sizeof(msg));
+    int rc = chat_template_render_tools(&ct, msgs, n, &opt, add_gen, &text, &mask, msg, sizeof(msg));
     if (rc == INF_ENOMEM)
         goto out;
     if (rc == INF_EINVAL) {
@@ -211,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (text.len != mask.len)
         fz_fail("mask and text of different lengths");
     char msg2[256];
-    if (chat_template_render(&ct, msgs, n, add_gen, &text2, &mask2, msg2, sizeof(msg2)) == 0 &&
+    if (chat_template_render_tools(&ct, msgs, n, &opt, add_gen, &text2, &mask2, msg2, sizeof(msg2)) == 0 &&
         (text2.len != text.len || memcmp(text2.p ? text2.p : "", text.p ? text.p : "", text.len) ||
          memcmp(mask2.p ? mask2.p : "", mask.p ? mask.p : "", mask.len)))
         fz_fail("rendering is not deterministic");
