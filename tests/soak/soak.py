@@ -49,7 +49,16 @@ RFORMATS = [{"type": "json_object"},
                 "type": "object", "properties": {"who": {"type": "string", "maxLength": 16},
                                                  "n": {"type": "integer"},
                                                  "ok": {"type": ["boolean", "null"]}},
-                "required": ["who"]}}}]
+                "required": ["who"]}}},
+            # a tagged union with integer ranges (jsonc: JSONC_TAGGED, INTEGER ranges)
+            {"type": "json_schema", "json_schema": {"name": "t", "schema": {"anyOf": [
+                {"type": "object", "properties": {"k": {"const": "a"},
+                                                  "n": {"type": "integer", "minimum": -5,
+                                                        "maximum": 90}},
+                 "required": ["k", "n"]},
+                {"type": "object", "properties": {"k": {"enum": ["b", "c"]},
+                                                  "m": {"type": "integer", "exclusiveMinimum": 7}},
+                 "required": ["k"]}]}}}]
 
 
 def check_json(req, gen, fin, what):
@@ -62,6 +71,13 @@ def check_json(req, gen, fin, what):
         need(False, "%s: not JSON (%s): %r" % (what, e, gen))
         return
     need(isinstance(v, dict), "%s: JSON but not an object: %r" % (what, gen))
+    if req["response_format"].get("json_schema", {}).get("name") != "t":
+        return
+    if v.get("k") == "a":
+        need(list(v) == ["k", "n"] and -5 <= v["n"] <= 90, "%s: outside its schema: %r" % (what, gen))
+    else:
+        need(v["k"] in ("b", "c") and set(v) <= {"k", "m"} and v.get("m", 8) > 7,
+             "%s: outside its schema: %r" % (what, gen))
 
 
 class Bad(Exception):
