@@ -20,7 +20,8 @@ static const struct {
     const char *name;
     int family;
 } chat_template_names[] = {
-    {"chatml", CHAT_TEMPLATE_CHATML}, {"qwen3", CHAT_TEMPLATE_CHATML}, {"llama3", CHAT_TEMPLATE_LLAMA3},
+    {"chatml", CHAT_TEMPLATE_CHATML}, {"qwen3", CHAT_TEMPLATE_CHATML},
+    {"llama3", CHAT_TEMPLATE_LLAMA3},
     {"llama3.1", CHAT_TEMPLATE_LLAMA31}, {"llama2", CHAT_TEMPLATE_LLAMA2},
     {"mistral", CHAT_TEMPLATE_MISTRAL}, {"gemma", CHAT_TEMPLATE_GEMMA},
 };

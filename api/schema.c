@@ -267,7 +267,8 @@ static int32_t integer_node(struct ctx *c, json_t *j, json_t *key)
         if (!v)
             continue;
         if (!json_is_number(v))
-            return fail(c, "schema keyword '%s' must be a number (JSON Schema 2020-12)", range_kw[i]);
+            return fail(c, "schema keyword '%s' must be a number (JSON Schema 2020-12)",
+                        range_kw[i]);
         const double x = json_number_value(v);
         const double b = i == 0 ? ceil(x) : i == 1 ? floor(x) : i == 2 ? floor(x) + 1 : ceil(x) - 1;
         if (i % 2 == 0 && b > lo)
@@ -276,7 +277,8 @@ static int32_t integer_node(struct ctx *c, json_t *j, json_t *key)
             hi = b;
     }
     if (lo > hi || lo >= lim || hi <= -lim)
-        return fail(c, "no integer of at most 16 digits lies in this minimum/maximum range%s", NULL);
+        return fail(c, "no integer of at most 16 digits lies in this minimum/maximum range%s",
+                    NULL);
     int32_t id = new_node(c, key, JSONC_INTEGER);
     if (id >= 0)
         jsonc_b_range(c->b, id, (int64_t)lo, (int64_t)hi);
@@ -499,7 +501,8 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
         return array(c, j, j);
     const char *r = range_keyword(j);
     if (r && !c->lenient) /* a bound with no type: numbers of any kind, which it cannot bound */
-        return fail(c, "'%s' is enforced on integers only: give the schema \"type\": \"integer\"", r);
+        return fail(c, "'%s' is enforced on integers only: give the schema \"type\": "
+                       "\"integer\"", r);
     if (memo_add(c, j, JSONC_N_ANY))
         return oom(c);
     return JSONC_N_ANY;

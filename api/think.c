@@ -63,7 +63,10 @@ int think_next(struct think_scan *s, const char *text, size_t safe, int done, si
         for (size_t p = s->pos; !hit && p + k <= safe; p++)
             if (!memcmp(text + p, think_close, k))
                 hit = text + p;
-        size_t end = hit ? (size_t)(hit - text) : safe - (done ? 0 : think_partial(text, s->pos, safe, think_close));
+        /* the reasoning ends at the tag, or so far at what may begin it */
+        const size_t end = hit    ? (size_t)(hit - text)
+                           : done ? safe
+                                  : safe - think_partial(text, s->pos, safe, think_close);
         size_t e = end;
         while (e > s->pos && text[e - 1] == '\n') /* newlines that may end the reasoning */
             e--;

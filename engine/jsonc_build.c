@@ -179,7 +179,8 @@ int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_
     if (n < 2)
         return -1;
     for (int32_t k = 0; k < n; k++) {
-        const struct jsonc_node *o = objs[k] >= 0 && objs[k] < b->n_nodes ? &b->nodes[objs[k]] : NULL;
+        const struct jsonc_node *o =
+            objs[k] >= 0 && objs[k] < b->n_nodes ? &b->nodes[objs[k]] : NULL;
         if (!o || o->kind != JSONC_OBJECT || o->free_keys || o->n < 1 || !(o->req & 1))
             return -1;
         const struct jsonc_slot *s0 = &b->slots[o->first], *k0 = &b->slots[b->nodes[objs[0]].first];

@@ -388,7 +388,8 @@ static void take_backend(struct sched *s, struct seq *q)
         } else if (t < 0 || t >= s->n_vocab || !((json_bits(s, q)[t / 32] >> (t % 32)) & 1)) {
             /* every allowed token was banned (the op returns its argmax
              * over an all -inf row): json_sample_next's second end */
-            log_debug("sched: a JSON-constrained choice's allowed tokens are all at -inf; it ends (length)");
+            log_debug("sched: a JSON-constrained choice's allowed tokens are all at -inf; it "
+                      "ends (length)");
             sched_req_finish_choice(s, q, SCHED_FINISH_LENGTH);
         } else {
             json_take(s, q, t, NULL, o);

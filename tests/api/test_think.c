@@ -46,7 +46,8 @@ static void test_render(void)
     const struct chat_msg q[] = {MSG(CHAT_ROLE_USER, "Hi")};
     CHECK(render_is(&ct, q, 1, 0, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
     CHECK(render_is(&ct, q, 1, 1, 1,
-                    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+                    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                    "<think>\n\n</think>\n\n"));
     CHECK(render_is(&plain, q, 1, 1, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
     /* history: an earlier turn keeps what follows </think>; the turn after
      * the last query writes its reasoning (the last message: always) */
@@ -60,7 +61,8 @@ static void test_render(void)
     CHECK(render_is(&ct, h, 5, 0, 0,
                     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nA<|im_end|>\n"
                     "<|im_start|>assistant\nOld answer<|im_end|>\n<|im_start|>user\nB<|im_end|>\n"
-                    "<|im_start|>assistant\n<think>\nnew thought\n</think>\n\nNew answer<|im_end|>\n"));
+                    "<|im_start|>assistant\n<think>\nnew thought\n</think>\n\n"
+                    "New answer<|im_end|>\n"));
     /* the same without the template's reasoning turns: content as given */
     CHECK(render_is(&plain, h + 1, 2, 0, 0,
                     "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\n<think>\nold thought\n"
