@@ -175,19 +175,6 @@ static int wait_all(struct client **cs, int n, double timeout_s)
     }
 }
 
-static void request_init(struct sched_request *r, const int32_t *prompt, int32_t n,
-                         int32_t max_tokens)
-{
-    memset(r, 0, sizeof(*r));
-    r->prompt = prompt;
-    r->n_prompt = n;
-    r->n_choices = 1;
-    r->max_tokens = max_tokens;
-    r->logprobs = -1;
-    sample_params_default(&r->sampling);
-    r->sampling.temperature = 0.0f;
-}
-
 static int same_tokens(const struct client *a, int ca, const struct client *b, int cb)
 {
     return a->n_tok[ca] == b->n_tok[cb] && a->finish[ca] == b->finish[cb] &&

@@ -1,10 +1,11 @@
 /* sched_harness — what the scheduler tests (test_sched.c, test_sample_path.c)
- * share: an engine (a graph and a scheduler over a loaded model) and a
- * monotonic clock. Header-only: each test is one translation unit. */
+ * share: an engine (a graph and a scheduler over a loaded model), a
+ * monotonic clock and a plain greedy request. Header-only: each test is one translation unit. */
 #ifndef INFERD_TESTS_SCHED_HARNESS_H
 #define INFERD_TESTS_SCHED_HARNESS_H
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "engine/graph.h"
@@ -41,6 +42,20 @@ static inline int engine_open(struct engine *e, struct model *m, const struct sc
         return -1;
     }
     return 0;
+}
+
+/* One greedy choice of prompt[0..n), max_tokens, no logprobs. */
+static inline void request_init(struct sched_request *r, const int32_t *prompt, int32_t n,
+                                int32_t max_tokens)
+{
+    memset(r, 0, sizeof(*r));
+    r->prompt = prompt;
+    r->n_prompt = n;
+    r->n_choices = 1;
+    r->max_tokens = max_tokens;
+    r->logprobs = -1;
+    sample_params_default(&r->sampling);
+    r->sampling.temperature = 0.0f;
 }
 
 static inline void engine_free(struct engine *e)

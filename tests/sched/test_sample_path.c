@@ -251,18 +251,11 @@ static struct sched_request *add(int32_t n_prompt, int32_t max_tokens)
     int32_t *p = prompts[n_reqs];
 
     n_reqs++;
-    memset(r, 0, sizeof(*r));
     p[0] = bos >= 0 ? bos : 1;
     for (int32_t i = 1; i < n_prompt; i++) /* repeats, for the penalties */
         p[i] = i > 4 && rnd(3) == 0 ? p[rnd((uint32_t)i)]
                                     : 3 + (int32_t)rnd((uint32_t)(n_vocab - 3 < 400 ? n_vocab - 3 : 400));
-    r->prompt = p;
-    r->n_prompt = n_prompt;
-    r->n_choices = 1;
-    r->max_tokens = max_tokens;
-    r->logprobs = -1;
-    sample_params_default(&r->sampling);
-    r->sampling.temperature = 0.0f;
+    request_init(r, p, n_prompt, max_tokens);
     return r;
 }
 
