@@ -134,9 +134,14 @@ void chat_template_init(struct chat_template *ct, int family, const char *tmpl, 
     ct->tools = family == CHAT_TEMPLATE_LLAMA31 ||
                 (family == CHAT_TEMPLATE_CHATML && (!tmpl || ct_has(tmpl, len, "<tool_call>")));
     /* Qwen3's: its turns carry <think> blocks and enable_thinking empties
-     * the new one (QwQ's writes <think> but reads no enable_thinking) */
+     * the new one; Qwen3's thinking-only releases (and QwQ's) read no
+     * enable_thinking but open the block in the generation prompt (the
+     * Jinja literal, its \n written as the two characters or as a newline) */
+    ct->think_open = family == CHAT_TEMPLATE_CHATML &&
+                     (ct_has(tmpl, len, "'<|im_start|>assistant\\n<think>\\n'") ||
+                      ct_has(tmpl, len, "'<|im_start|>assistant\n<think>\n'"));
     ct->think = family == CHAT_TEMPLATE_CHATML && ct_has(tmpl, len, "<think>") &&
-                ct_has(tmpl, len, "enable_thinking");
+                (ct_has(tmpl, len, "enable_thinking") || ct->think_open);
 }
 
 const char *chat_template_eot(const struct chat_template *ct)
@@ -438,6 +443,8 @@ static void ct_chatml_tools(const struct chat_template *ct, const struct chat_ms
         ct_t(o, "<|im_start|>assistant\n");
         if (ct->think && tools && tools->no_think)
             ct_t(o, "<think>\n\n</think>\n\n");
+        else if (ct->think_open)
+            ct_t(o, "<think>\n");
         if (tools && tools->forced)
             ct_t(o, "<tool_call>\n");
     }

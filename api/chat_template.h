@@ -36,6 +36,9 @@
  * message or has reasoning (its reasoning_content, else the part of its
  * content before "</think>"); earlier turns keep only the content after
  * "</think>"; no_think opens the new turn with "<think>\n\n</think>\n\n".
+ * A template whose generation prompt itself writes "<think>\n" (Qwen3's
+ * thinking-only releases, no enable_thinking) is the same with think_open:
+ * the new turn opens the block, unless no_think closes it empty.
  * The signatures and arguments are written as the templates' tojson writes
  * them (jansson: ", " and ": " separators, the keys in the order given,
  * UTF-8 unescaped). The other families have no tool format: tools, a tool
@@ -101,6 +104,8 @@ struct chat_template {
     char default_system[512]; /* chatml: inserted when there is no system message */
     int tools;                /* the family's tool format may be used */
     int think;                /* chatml: Qwen3's reasoning turns (<think> ... </think>) */
+    int think_open;           /* think: the generation prompt opens the block ("<think>\n",
+                                 Qwen3's thinking-only templates) */
 };
 
 /* The family a name stands for ("chatml", "qwen3" (chatml with its

@@ -257,7 +257,7 @@ static int format_chat_message(struct gen *g, int i, const struct format_head *h
     size_t from = 0, off, n;
     int rc = 0;
     if (g->req.think) {
-        think_start(&ch->th);
+        think_start(&ch->th, g->req.think == 2);
         while (think_next(&ch->th, text, ch->text.len, 1, &off, &n))
             rc |= buf_append(&reasoning, text + off, n);
         from = ch->th.content;

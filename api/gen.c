@@ -54,6 +54,7 @@ int gen_init(struct gen *g, struct api_req *req, const struct tok *tok, struct m
         ch->sub = i % g->req.n;
         tok_stream_init(&ch->ts, tok, 0);
         toolcall_start(g->req.tools, &ch->tc);
+        think_start(&ch->th, g->req.think == 2);
     }
     if (g->req.echo && g->req.logprobs >= 0)
         for (int i = 0; i < g->req.n_prompts; i++)

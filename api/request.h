@@ -68,7 +68,8 @@ struct api_req {
     struct jsonc *json;    /* response_format's or a forced tool call's constraint, or NULL */
     struct api_tools *tools; /* chat tools (api/tools.h), or NULL */
     int think;               /* chat on a template with reasoning turns: the answer's
-                                <think> block is message.reasoning_content (api/think.h) */
+                                <think> block is message.reasoning_content (api/think.h);
+                                2: the prompt opened the block */
 };
 
 /* Why a request is refused: the HTTP status and OpenAI error fields. */

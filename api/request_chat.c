@@ -85,7 +85,7 @@ static int req_chat_think(const struct api_request_ctx *x, json_t *b, struct api
         think = json_is_true(et);
     }
     tools->no_think = x->chat.think && (!think || q->json);
-    q->think = x->chat.think;
+    q->think = !x->chat.think ? 0 : x->chat.think_open && !tools->no_think ? 2 : 1;
     return 0;
 }
 

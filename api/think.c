@@ -5,9 +5,13 @@
 
 static const char think_open[] = "<think>", think_close[] = "</think>";
 
-void think_start(struct think_scan *s)
+void think_start(struct think_scan *s, int opened)
 {
     memset(s, 0, sizeof(*s));
+    if (opened) {
+        s->phase = THINK_IN;
+        s->opened = s->lead = 1;
+    }
 }
 
 static int think_ws(char c)

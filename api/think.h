@@ -8,7 +8,8 @@
  * What is split, as the template reads a turn back (chat_template.c): the
  * answer's leading whitespace, then "<think>"; the reasoning without the
  * newlines at its ends; the content after "</think>" without its leading
- * newlines. An answer that does not open with "<think>" (thinking turned
+ * newlines. With the block opened by the prompt (Qwen3's thinking-only
+ * templates) the answer starts as reasoning. An answer that does not open with "<think>" (thinking turned
  * off, a constraint from the first token) is all content, as written. An
  * answer cut before "</think>" (max_tokens) is all reasoning and no
  * content. The same reader serves the finished body and the stream, one
@@ -36,7 +37,9 @@ struct think_scan {
     int lead;       /* THINK_IN: still at the reasoning's leading newlines */
 };
 
-void think_start(struct think_scan *s);
+/* opened: the prompt opened the block (a template whose generation prompt
+ * ends "<think>\n": the answer starts inside it, its reasoning first). */
+void think_start(struct think_scan *s, int opened);
 /* The next piece of reasoning in text[0..safe) (final text; done: no
  * more will come): 1 and text[*off .. *off + *len), or 0 when there is
  * none to give now. Once s->phase is THINK_CONTENT, the content is

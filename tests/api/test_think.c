@@ -86,6 +86,16 @@ static void test_render(void)
                     "<|im_start|>assistant\nfive<|im_end|>\n"
                     "<|im_start|>user\n<tool_response>\n6\n</tool_response><|im_end|>\n"
                     "<|im_start|>assistant\n"));
+    /* a thinking-only template: the generation prompt opens the block */
+    static const char open_tmpl[] = "{{- '<|im_start|>assistant\\n<think>\\n' }}<think>";
+    struct chat_template op;
+    chat_template_init(&op, CHAT_TEMPLATE_CHATML, open_tmpl, sizeof(open_tmpl) - 1, "", "");
+    CHECK(op.think && op.think_open && !ct.think_open);
+    CHECK(render_is(&op, q, 1, 0, 1,
+                    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+    CHECK(render_is(&op, q, 1, 1, 1,
+                    "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                    "<think>\n\n</think>\n\n"));
     /* a content with several </think>: content after the last, reasoning
      * before the first, past its last <think> */
     const struct chat_msg s2[] = {MSG(CHAT_ROLE_USER, "Q"),
@@ -104,11 +114,11 @@ struct split {
     size_t c_at;
 };
 
-static void split_whole(const char *text, size_t n, struct split *o)
+static void split_whole(const char *text, size_t n, int opened, struct split *o)
 {
     struct think_scan s;
     size_t off, len;
-    think_start(&s);
+    think_start(&s, opened);
     o->rn = 0;
     while (think_next(&s, text, n, 1, &off, &len)) {
         memcpy(o->r + o->rn, text + off, len);
@@ -119,10 +129,11 @@ static void split_whole(const char *text, size_t n, struct split *o)
     o->c_at = s.content;
 }
 
-static int fixed(const char *text, const char *want_r, const char *want_c, int opened)
+static int fixed_from(int from_open, const char *text, const char *want_r, const char *want_c,
+                      int opened)
 {
     struct split o;
-    split_whole(text, strlen(text), &o);
+    split_whole(text, strlen(text), from_open, &o);
     const char *c = text + o.c_at;
     int ok = o.content_known && o.opened == opened && o.rn == strlen(want_r) &&
              !memcmp(o.r, want_r, o.rn) && !strcmp(c, want_c);
@@ -130,6 +141,11 @@ static int fixed(const char *text, const char *want_r, const char *want_c, int o
         fprintf(stderr, "split [%s]: reasoning [%.*s] content [%s] opened %d\n", text, (int)o.rn,
                 o.r, c, o.opened);
     return ok;
+}
+
+static int fixed(const char *text, const char *want_r, const char *want_c, int opened)
+{
+    return fixed_from(0, text, want_r, want_c, opened);
 }
 
 static void test_split(void)
@@ -144,6 +160,10 @@ static void test_split(void)
     CHECK(fixed("", "", "", 0));
     CHECK(fixed("<think>\n\n</think>\n\n{\"a\": 1}", "", "{\"a\": 1}", 1));
     CHECK(fixed("<think>a</thinkb</think>c", "a</thinkb", "c", 1));
+    /* the block opened by the prompt: the answer starts as reasoning */
+    CHECK(fixed_from(1, "\nplan\n</think>\n\nAnswer", "plan", "Answer", 1));
+    CHECK(fixed_from(1, "still thinking", "still thinking", "", 1));
+    CHECK(fixed_from(1, "", "", "", 1));
 }
 
 /* Random answers from pieces of the tags: the stream (final text growing
@@ -162,14 +182,15 @@ static void test_stream(void)
             memcpy(text + n, p, strlen(p));
             n += strlen(p);
         }
+        const int opened = it % 2; /* half of them with the block opened by the prompt */
         struct split whole;
-        split_whole(text, n, &whole);
+        split_whole(text, n, opened, &whole);
         /* the stream: pieces of reasoning as they come, then the content
          * from where the scan says once it knows */
         struct think_scan s;
         char r[4096];
         size_t rn = 0, off, len, safe = 0;
-        think_start(&s);
+        think_start(&s, opened);
         int done = 0;
         while (!done) {
             safe += 1 + rnd(9);
