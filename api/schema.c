@@ -546,7 +546,6 @@ int api_schema_compile_call(json_t *names, const char *args_key, json_t *const *
     const size_t n = json_array_size(names);
     struct ctx c = {.msg = msg, .cap = cap};
     int32_t var[JSONC_MAX_ALT];
-    json_t *vals[JSONC_MAX_ALT];
     *out = NULL;
     *bad = 0;
     msg[0] = 0;
@@ -565,9 +564,9 @@ int api_schema_compile_call(json_t *names, const char *args_key, json_t *const *
          * "additionalProperties": false}, $refs resolved in its parameters
          * (the schema they were written in; a memo per function, keyed by
          * its own nodes) */
-        vals[i] = json_array_get(names, i);
         json_t *w = json_pack("{s:s, s:{s:{s:O}, s:O}, s:[s, s], s:b}", "type", "object",
-                              "properties", "name", "const", vals[i], args_key, params[i],
+                              "properties", "name", "const", json_array_get(names, i), args_key,
+                              params[i],
                               "required", "name", args_key, "additionalProperties", 0);
         if (!w) {
             root = oom(&c);
@@ -584,10 +583,10 @@ int api_schema_compile_call(json_t *names, const char *args_key, json_t *const *
         }
     }
     if (root >= 0 && n > 1) { /* one of them, told apart by the name */
-        int32_t tag = lits(&c, NULL, vals, n);
-        root = tag < 0 ? -1 : jsonc_b_tagged(c.b, "\"name\"", 6, tag, var, (int32_t)n);
-        if (tag >= 0 && root < 0)
-            root = oom(&c); /* the variants are built as it wants them: only memory fails */
+        int oom_ = 0;
+        root = jsonc_b_tag_objects(c.b, var, (int32_t)n, &oom_);
+        if (root < 0) /* the variants are built as it wants them: only memory fails */
+            root = oom(&c);
     }
     return schema_finish(&c, root, out);
 }

@@ -52,7 +52,7 @@ enum jsonc_kind {
     JSONC_LITS,    /* one of the slots' literals (serialized JSON values) */
     JSONC_UNION,   /* one of the slots' nodes, told apart by the first byte */
     JSONC_TAGGED,  /* objects told apart by their first property's value:
-                    * jsonc_b_tagged */
+                    * jsonc_b_tag_objects */
 };
 
 /* Nodes every compiled form has. */
@@ -90,21 +90,13 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
 void jsonc_b_range(struct jsonc_builder *b, int32_t id, int64_t lo, int64_t hi);
 /* Nodes built so far (the builtin ones included). */
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
-/* An object whose first property picks the rest of it (a union of
- * objects that all start with the same key, told apart by its value: the
- * name of a tool call, the "type" of a tagged union). key: the property
- * name as its JSON string literal (quotes included); lits: a LITS node of
- * n values; variants[k]: the object node the value's literal k leads to,
- * an OBJECT (not free_keys) whose slot 0 is that key, required; its value
- * is taken as read, and the rest of the object is the variant's. The new
- * node's id, or -1 (out of memory, or variants/lits not so). */
-int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len, int32_t lits,
-                       const int32_t *variants, int32_t n);
-/* The objects objs[0..n) (n >= 2) as one tagged object, when they all
- * start with the same required key whose value is a LITS node, and no
- * literal appears twice (at most JSONC_MAX_ALT in all): each literal leads
- * to its object. The node's id, or -1 when they are not so (or out of
- * memory: *oom set). */
+/* The objects objs[0..n) as one object whose first property picks the
+ * rest of it (JSONC_TAGGED: the name of a tool call, the "type" of a
+ * tagged union), when they all start with the same required key whose
+ * value is a LITS node (OBJECTs with fixed keys), and no literal appears
+ * twice (at most JSONC_MAX_ALT in all): each literal leads to its object,
+ * whose tag is taken as read and whose rest is then the object's. The
+ * node's id, or -1 when they are not so (or out of memory: *oom set). */
 int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_t n, int *oom);
 /* Whether a value of node id may start with byte c (UNION: any member). */
 int jsonc_b_first_ok(const struct jsonc_builder *b, int32_t id, unsigned c);

@@ -145,56 +145,48 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
     nd->req = req;
 }
 
-int32_t jsonc_b_tagged(struct jsonc_builder *b, const char *key, size_t key_len, int32_t lits,
-                       const int32_t *variants, int32_t n)
+/* Whether objs[0..n) may be the variants of a tagged object: OBJECTs
+ * with fixed keys whose slot 0 (the tag, required) is the same key and
+ * holds a LITS node (the recognizer takes a variant from its slot 1 on). */
+static int b_tag_variants_ok(const struct jsonc_builder *b, const int32_t *objs, int32_t n)
 {
-    if (lits < 0 || lits >= b->n_nodes || b->nodes[lits].kind != JSONC_LITS ||
-        b->nodes[lits].n != n || n < 1 || n > JSONC_MAX_ALT)
-        return -1;
+    const struct jsonc_slot *k0 = NULL;
     for (int32_t k = 0; k < n; k++) {
-        const struct jsonc_node *v = variants[k] >= 0 && variants[k] < b->n_nodes
-                                         ? &b->nodes[variants[k]]
-                                         : NULL;
-        const struct jsonc_slot *s0 = v && v->n ? &b->slots[v->first] : NULL;
-        /* the recognizer takes the variant from its slot 1 on */
-        if (!s0 || v->kind != JSONC_OBJECT || v->free_keys || !(v->req & 1) ||
-            s0->len != key_len || memcmp(b->chars + s0->off, key, key_len) ||
-            b->slots[b->nodes[lits].first + k].len == 0)
-            return -1;
+        const struct jsonc_node *o =
+            objs[k] >= 0 && objs[k] < b->n_nodes ? &b->nodes[objs[k]] : NULL;
+        if (!o || o->kind != JSONC_OBJECT || o->free_keys || o->n < 1 || !(o->req & 1))
+            return 0;
+        const struct jsonc_slot *s0 = &b->slots[o->first];
+        if (!k0)
+            k0 = s0;
+        if (s0->len != k0->len || memcmp(b->chars + s0->off, b->chars + k0->off, s0->len) ||
+            s0->ref < 0 || b->nodes[s0->ref].kind != JSONC_LITS)
+            return 0;
     }
-    int32_t id = b_node_raw(b, JSONC_TAGGED, 0);
-    int32_t first = id >= 0 ? jsonc_b_slots(b, 1 + n) : -1;
-    if (first < 0 || jsonc_b_slot(b, first, key, key_len, lits))
-        return -1;
-    for (int32_t k = 0; k < n; k++)
-        b->slots[first + 1 + k].ref = variants[k];
-    jsonc_b_shape(b, id, first, 1, first + 1, n, 1);
-    return id;
+    return 1;
 }
 
 int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_t n, int *oom)
 {
     int32_t var[JSONC_MAX_ALT], total = 0;
     *oom = 0;
-    if (n < 2)
+    if (n < 1 || !b_tag_variants_ok(b, objs, n))
         return -1;
     for (int32_t k = 0; k < n; k++) {
-        const struct jsonc_node *o =
-            objs[k] >= 0 && objs[k] < b->n_nodes ? &b->nodes[objs[k]] : NULL;
-        if (!o || o->kind != JSONC_OBJECT || o->free_keys || o->n < 1 || !(o->req & 1))
+        const struct jsonc_node *v = &b->nodes[b->slots[b->nodes[objs[k]].first].ref];
+        if (total + v->n > JSONC_MAX_ALT)
             return -1;
-        const struct jsonc_slot *s0 = &b->slots[o->first], *k0 = &b->slots[b->nodes[objs[0]].first];
-        const int32_t v = s0->ref;
-        if (s0->len != k0->len || memcmp(b->chars + s0->off, b->chars + k0->off, s0->len) ||
-            v < 0 || b->nodes[v].kind != JSONC_LITS || total + b->nodes[v].n > JSONC_MAX_ALT)
-            return -1;
-        for (int32_t i = 0; i < b->nodes[v].n; i++)
+        for (int32_t i = 0; i < v->n; i++)
             var[total++] = objs[k];
     }
     /* the values, in order, into one LITS node (slots copied: their
-     * literals stay where they are in chars) */
+     * literals stay where they are in chars); then the tagged node, its
+     * slot 0 the tag's key (the first object's slot, shared) with that
+     * node, the variants' slots after it */
     int32_t lits = b_node_raw(b, JSONC_LITS, 0), first = lits >= 0 ? jsonc_b_slots(b, total) : -1;
-    if (first < 0) {
+    int32_t id = first >= 0 ? b_node_raw(b, JSONC_TAGGED, 0) : -1;
+    int32_t tf = id >= 0 ? jsonc_b_slots(b, 1 + total) : -1;
+    if (tf < 0) {
         *oom = 1;
         return -1;
     }
@@ -210,15 +202,11 @@ int32_t jsonc_b_tag_objects(struct jsonc_builder *b, const int32_t *objs, int32_
                         b->slots[first + i].len))
                 return -1;
     jsonc_b_shape(b, lits, first, total, 0, -1, 0);
-    /* the key: a copy of the first object's slot 0 literal (jsonc_b_tagged
-     * copies it again into chars, which may move as it grows) */
-    const struct jsonc_slot k0 = b->slots[b->nodes[objs[0]].first];
-    char key[1024];
-    if (k0.len > sizeof(key))
-        return -1;
-    memcpy(key, b->chars + k0.off, k0.len);
-    int32_t id = jsonc_b_tagged(b, key, k0.len, lits, var, total);
-    *oom = id < 0;
+    b->slots[tf] = b->slots[b->nodes[objs[0]].first];
+    b->slots[tf].ref = lits;
+    for (int32_t k = 0; k < total; k++)
+        b->slots[tf + 1 + k].ref = var[k];
+    jsonc_b_shape(b, id, tf, 1, tf + 1, total, 1);
     return id;
 }
 
