@@ -273,15 +273,16 @@ static int format_chat_message(struct gen *g, int i, const struct format_head *h
                 rc |= format_tool_call(h, i, &pc, text, 0, &calls);
             }
         }
-    } else {
-        rc |= buf_append(&content, text + from, ch->text.len - from);
     }
+    /* without tools the content is the text from there on, as it stands */
+    const char *cp = g->req.tools ? content.p : text + from;
+    const size_t cn = g->req.tools ? content.len : ch->text.len - from;
     const int calls_made = g->req.tools && ch->tc.n_calls;
     rc |= buf_puts(o, "\"content\":");
-    if ((calls_made || ch->th.opened) && !content.len)
+    if ((calls_made || ch->th.opened) && !cn)
         rc |= buf_puts(o, "null");
     else
-        rc |= buf_json_str(o, content.p ? content.p : "", content.len);
+        rc |= buf_json_str(o, cp ? cp : "", cn);
     if (g->req.think && ch->th.opened) {
         rc |= buf_puts(o, ",\"reasoning_content\":");
         rc |= buf_json_str(o, reasoning.p ? reasoning.p : "", reasoning.len);
@@ -385,10 +386,7 @@ static int format_chat_chunk(struct gen *g, int idx, const struct format_head *h
             rc |= format_chat_delta(g, idx, h, text + off, n, NULL, 1, o);
         if (ch->th.phase != THINK_CONTENT)
             goto tail; /* the content's start is not known yet */
-    }
-    if (g->req.think && !ch->th_content) { /* the content reader starts where it does */
-        ch->sent = ch->tc.pos = ch->th.content;
-        ch->th_content = 1;
+        ch->sent = ch->tc.pos = ch->th.content; /* known now: the content reader starts there */
     }
     if (g->req.tools) {
         struct toolcall_piece pc;

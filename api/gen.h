@@ -61,7 +61,6 @@ struct gen_choice {
     int started, reported;
     struct toolcall_scan tc; /* with tools: the content / calls read so far */
     struct think_scan th;    /* req.think: the reasoning read so far (api/think.h) */
-    int th_content;          /* a stream's content cursor (sent, tc.pos) moved to th.content */
 };
 
 struct gen {
