@@ -302,17 +302,29 @@ static void ct_chatml_tools_system(const struct chat_template *ct, const struct 
 
 /* ---- Qwen3's reasoning turns (ct->think) ---- */
 
-static const char *ct_find(const char *s, size_t n, const char *needle, int last)
+/* The last needle in s[0..n), or NULL (the first one: memmem). */
+static const char *ct_find_last(const char *s, size_t n, const char *needle)
 {
     const size_t k = strlen(needle);
-    const char *hit = NULL;
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(s + i, needle, k)) {
-            hit = s + i;
-            if (!last)
-                break;
-        }
-    return hit;
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (!memcmp(s + i, needle, k))
+            return s + i;
+    return NULL;
+}
+
+/* Past the newlines at the start of [p, e); before those at its end. */
+static const char *ct_skip_nl(const char *p, const char *e)
+{
+    while (p < e && *p == '\n')
+        p++;
+    return p;
+}
+
+static const char *ct_back_nl(const char *p, const char *e)
+{
+    while (e > p && e[-1] == '\n')
+        e--;
+    return e;
 }
 
 /* An assistant message's content and reasoning as the template reads them:
@@ -331,20 +343,14 @@ static void ct_think_split(const struct chat_msg *m, struct ct_think *t)
     t->cn = m->len;
     t->r = m->reasoning ? m->reasoning : "";
     t->rn = m->reasoning ? m->reasoning_len : 0;
-    const char *first = m->reasoning ? NULL : ct_find(t->c, t->cn, "</think>", 0);
+    const char *first = m->reasoning ? NULL : memmem(t->c, t->cn, "</think>", 8);
     if (!first)
         return;
-    const char *last = ct_find(t->c, t->cn, "</think>", 1) + 8, *end = t->c + t->cn;
-    while (last < end && *last == '\n')
-        last++;
-    const char *r = t->c, *re = first;
-    while (re > r && re[-1] == '\n')
-        re--;
-    const char *open = ct_find(r, (size_t)(re - r), "<think>", 1);
-    if (open)
-        r = open + 7;
-    while (r < re && *r == '\n')
-        r++;
+    const char *end = t->c + t->cn;
+    const char *last = ct_skip_nl(ct_find_last(t->c, t->cn, "</think>") + 8, end);
+    const char *r = t->c, *re = ct_back_nl(r, first);
+    const char *open = ct_find_last(r, (size_t)(re - r), "<think>");
+    r = ct_skip_nl(open ? open + 7 : r, re);
     t->r = r;
     t->rn = (size_t)(re - r);
     t->c = last;
@@ -373,13 +379,8 @@ static void ct_think_turn(const struct chat_msg *m, size_t i, size_t n, size_t l
     ct_think_split(&m[i], &t);
     ct_t(o, "<|im_start|>assistant\n");
     if (i > lq && (i + 1 == n || t.rn)) {
-        const char *r = t.r, *re = t.r + t.rn, *c = t.c, *ce = t.c + t.cn;
-        while (r < re && *r == '\n')
-            r++;
-        while (re > r && re[-1] == '\n')
-            re--;
-        while (c < ce && *c == '\n')
-            c++;
+        const char *r = ct_skip_nl(t.r, t.r + t.rn), *re = ct_back_nl(r, t.r + t.rn);
+        const char *c = ct_skip_nl(t.c, t.c + t.cn), *ce = t.c + t.cn;
         ct_t(o, "<think>\n");
         ct_put(o, r, (size_t)(re - r), 0);
         ct_t(o, "\n</think>\n\n");

@@ -62,11 +62,8 @@ int think_next(struct think_scan *s, const char *text, size_t safe, int done, si
             s->pos++;
         if (s->pos < safe)
             s->lead = 0;
-        const char *hit = NULL;
         const size_t k = sizeof(think_close) - 1;
-        for (size_t p = s->pos; !hit && p + k <= safe; p++)
-            if (!memcmp(text + p, think_close, k))
-                hit = text + p;
+        const char *hit = s->pos < safe ? memmem(text + s->pos, safe - s->pos, think_close, k) : NULL;
         /* the reasoning ends at the tag, or so far at what may begin it */
         const size_t end = hit    ? (size_t)(hit - text)
                            : done ? safe
