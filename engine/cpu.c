@@ -209,7 +209,7 @@ static int cpu_sample(struct backend *be, const float *logits, int32_t n_rows, i
         struct backend_sample_out *o = &out[i];
         if (q->allow) { /* the allowed bits, on a copy (the scheduler's host masking) */
             for (int32_t k = 0; k < n_vocab; k++)
-                c->smp_lp[k] = (q->allow[k / 32] >> (k % 32)) & 1 ? L[k] : -INFINITY;
+                c->smp_lp[k] = sample_allowed(q->allow, k) ? L[k] : -INFINITY;
             L = c->smp_lp;
         }
         o->token = q->token >= 0 ? q->token

@@ -110,6 +110,13 @@ struct sample_state {
 #define SAMPLE_STATE_FN static inline
 #endif
 
+/* Whether token i is in an allowed-token set of bits (bit i % 32 of word
+ * i / 32: backend_sample_req.allow, a JSON constraint's). */
+SAMPLE_STATE_FN int sample_allowed(const uint32_t *bits, int32_t i)
+{
+    return (int)((bits[i >> 5] >> (i & 31)) & 1u);
+}
+
 SAMPLE_STATE_FN size_t sample_state_bytes(int32_t n_bias, int32_t n_mask, int32_t cap_hist)
 {
     size_t b = sizeof(struct sample_state) + (size_t)n_bias * sizeof(struct sample_bias) +

@@ -385,7 +385,7 @@ static void take_backend(struct sched *s, struct seq *q)
         const struct backend_sample_out *o = &s->sout[s->sreq_lp[q->sreq]];
         if (!r->json) {
             take_token(s, q, t, NULL, o);
-        } else if (t < 0 || t >= s->n_vocab || !((json_bits(s, q)[t / 32] >> (t % 32)) & 1)) {
+        } else if (t < 0 || t >= s->n_vocab || !sample_allowed(json_bits(s, q), t)) {
             /* every allowed token was banned (the op returns its argmax
              * over an all -inf row): json_sample_next's second end */
             log_debug("sched: a JSON-constrained choice's allowed tokens are all at -inf; it "

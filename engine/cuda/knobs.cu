@@ -7,6 +7,13 @@
 
 #include "engine/cuda/common.cuh"
 
+/* name=1 in the environment */
+static int knob_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, "1");
+}
+
 void cuda_knobs_read(struct cuda_ctx *c)
 {
     /* programmatic dependent launch (cuda/common.cuh): sm_90 and later;
@@ -20,12 +27,12 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * conversion (cuda/mm_deq.cu, cuda/mm_cublas.cu): INFERD_MMD_DQ2=1,
      * INFERD_MMC_CVT8=1, for A/B runs until measured (results: the same
      * values; written 2026-12-05 with no device lent) */
-    c->mmd_dq2 = getenv("INFERD_MMD_DQ2") && !strcmp(getenv("INFERD_MMD_DQ2"), "1");
-    c->mmc_cvt8 = getenv("INFERD_MMC_CVT8") && !strcmp(getenv("INFERD_MMC_CVT8"), "1");
+    c->mmd_dq2 = knob_on("INFERD_MMD_DQ2");
+    c->mmc_cvt8 = knob_on("INFERD_MMC_CVT8");
     /* batch_invariant = false: cuBLASLt's algorithm for each bucket of 64+
      * rows timed among its candidates at load (cuda/mm_cublas_algo.cu
      * mmc_tune; changes bits only as the mode's per-n choice already may) */
-    c->mmc_tune = getenv("INFERD_MMC_TUNE") && !strcmp(getenv("INFERD_MMC_TUNE"), "1");
+    c->mmc_tune = knob_on("INFERD_MMC_TUNE");
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");

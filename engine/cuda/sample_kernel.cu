@@ -64,7 +64,7 @@ smp_sample_kernel(const float *logits, int32_t V, const struct backend_sample_re
     const uint32_t *allow = q.allow;
     for (int32_t i = tid; i < V; i += SMP_THREADS) {
         const float l = L[i];
-        work[i] = isnan(l) || (allow && !((allow[i >> 5] >> (i & 31)) & 1u)) ? -INFINITY : l;
+        work[i] = isnan(l) || (allow && !sample_allowed(allow, i)) ? -INFINITY : l;
     }
     __syncthreads();
     if (q.flags & BACKEND_SAMPLE_MASKED) {

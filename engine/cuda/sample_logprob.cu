@@ -42,7 +42,7 @@ smp_logprob_kernel(const float *logits, int32_t V, const struct backend_sample_r
     const int32_t *mask = masked ? sample_state_mask(q.state) : NULL;
     const uint32_t *allow = q.allow;
     auto val = [&](int32_t i) {
-        float l = allow && !((allow[i >> 5] >> (i & 31)) & 1u) ? -INFINITY : L[i];
+        float l = allow && !sample_allowed(allow, i) ? -INFINITY : L[i];
         for (int32_t k = 0; k < n_mask; k++)
             if (mask[k] == i)
                 l = -INFINITY;
