@@ -208,6 +208,7 @@ static void api_handle_closed(uv_handle_t *h)
     struct api *a = h->data;
     if (--a->handles_open == 0) {
         api_request_ctx_free(a->rctx);
+        body_cache_free(&a->bodies); /* every request is gone by now */
         free(a);
     }
 }

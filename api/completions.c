@@ -375,7 +375,7 @@ static enum MHD_Result cmpl_resumed(struct http_req *r)
     if (g->failed)
         return http_respond_error(r, g->fail_status, NULL, NULL, NULL, "%s", g->fail_msg);
     if (c->finished)
-        return http_respond(r, 200, "application/json", c->out.p, c->out.len);
+        return http_respond_buf(r, 200, "application/json", &c->out);
     cmpl_wait(c); /* spurious wake-up */
     return MHD_YES;
 }

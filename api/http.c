@@ -59,13 +59,10 @@ static const char *http_reason_type(int status)
     }
 }
 
-enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, const void *data,
-                             size_t len)
+/* Queue resp (its headers added here) on r; resp is released either way. */
+static enum MHD_Result http_queue(struct http_req *r, int status, const char *ctype,
+                                  struct MHD_Response *resp)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
-    if (!resp)
-        return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == 429 || status == 503) {
         char ra[16];
@@ -92,6 +89,29 @@ enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, 
         r->phase = HTTP_PHASE_RESPONDED;
     }
     return ok;
+}
+
+enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, const void *data,
+                             size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    return resp ? http_queue(r, status, ctype, resp) : MHD_NO;
+}
+
+enum MHD_Result http_respond_buf(struct http_req *r, int status, const char *ctype, struct buf *b)
+{
+    /* MUST_FREE: MHD owns b->p from here and free()s it when the response
+     * is gone. A copy (MUST_COPY) of a megabyte answer (/tokenize of a 1 MiB
+     * text) was a fresh malloc and its first-touch page faults on the loop
+     * thread: 25-70 ms in which no stream was written (test_stall, perf). */
+    if (!b->p)
+        return http_respond(r, status, ctype, "", 0);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(b->len, b->p, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        return MHD_NO;
+    *b = (struct buf){0};
+    return http_queue(r, status, ctype, resp);
 }
 
 enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body)
@@ -192,7 +212,7 @@ void http_req_unref(struct http_req *r)
 {
     if (!r || --r->refs > 0)
         return;
-    buf_free(&r->body);
+    body_cache_put(&r->api->bodies, &r->body, api_now());
     free(r->raw_url);
     free(r);
 }
@@ -590,7 +610,8 @@ static enum MHD_Result http_begin(struct http_req *r)
             return http_respond_error(r, 413, NULL, NULL, "request_too_large",
                                       "request body is %llu bytes, more than the limit of %lld",
                                       v, (long long)limit);
-        if (strcmp(r->method, "POST") == 0 && v && buf_reserve(&r->body, (size_t)v))
+        if (strcmp(r->method, "POST") == 0 && v &&
+            body_cache_take(&a->bodies, &r->body, (size_t)v, (size_t)limit))
             return http_respond_error(r, 500, NULL, NULL, NULL, "out of memory");
     }
     r->body_limit = limit;
@@ -623,7 +644,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *mc, const c
                 /* chunked (or lying) body over the limit */
                 if (!r->too_big) {
                     r->too_big = 1;
-                    buf_free(&r->body);
+                    body_cache_put(&a->bodies, &r->body, api_now());
                     if (http_respond_error(r, 413, NULL, NULL, "request_too_large",
                                            "request body exceeds the limit of %lld bytes",
                                            (long long)r->body_limit) == MHD_YES)
@@ -692,6 +713,7 @@ static void http_poll_cb(uv_poll_t *p, int status, int events)
 
 void http_tick(struct api *a, double now)
 {
+    body_cache_trim(&a->bodies, now);
     /* read deadline: a request must arrive whole within read_timeout_s */
     for (struct http_conn *c = a->conns; c; c = c->next) {
         if (c->reading && c->fd >= 0 && now - c->phase_start > a->cfg.read_timeout_s) {

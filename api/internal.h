@@ -34,6 +34,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "api/body_cache.h"
 #include "api/buf.h"
 #include "api/metrics.h"
 #include "api/proxy.h"
@@ -145,6 +146,7 @@ struct api {
 
     struct http_conn *conns;
     int n_conns;
+    struct body_cache bodies; /* large bodies' buffers, for reuse (body_cache.h) */
     int n_reqs;
     struct cmpl *cmpls; /* completions in flight */
     struct parse_pool *pool; /* created on the first completion (api/parse_pool.h) */
@@ -222,6 +224,9 @@ void http_reconfigure(struct api *a);
 /* Responses. Each queues on r->conn and records r->status. */
 enum MHD_Result http_respond(struct http_req *r, int status, const char *ctype, const void *data,
                              size_t len);
+/* The same with b's bytes handed over (no copy); b is left empty. b must
+ * come from malloc (buf.c's allocations do). */
+enum MHD_Result http_respond_buf(struct http_req *r, int status, const char *ctype, struct buf *b);
 enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body); /* steals body */
 /* OpenAI error object; param/code may be NULL. */
 enum MHD_Result http_respond_error(struct http_req *r, int status, const char *type,

@@ -307,7 +307,7 @@ enum MHD_Result routes_answer(struct http_req *r, struct api_verdict *v)
     else if (r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT)
         ok = cmpl_start(r, &v->q); /* takes q over (zeroes it) */
     else
-        ok = http_respond(r, 200, "application/json", v->out.p, v->out.len);
+        ok = http_respond_buf(r, 200, "application/json", &v->out);
     routes_verdict_release(v);
     return ok;
 }

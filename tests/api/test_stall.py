@@ -6,10 +6,9 @@ while five others keep sending maximal bodies (the 4 MB default
 max_body_bytes): a 1.3M-entry token array, a 200k-entry logit_bias, a
 multi-megabyte prompt string, a valid request padded with a huge unknown
 field, and the longest text /tokenize takes (1 MiB). Each of those gets its
-400 (or 200) answer; the stream's longest gap must
-stay under 50 ms and its 99th percentile under 50 ms, above the same
-stream's figures alone for as long (the machine's noise floor;
-INFERD_TEST_SLOW scales the bounds). That holds only when JSON parsing,
+400 (or 200) answer, and the stream must not stall: gaps 50 ms above the
+same stream's alone for as long (the machine's noise floor; the bound
+itself is below; INFERD_TEST_SLOW scales it). That holds only when JSON parsing,
 validation and tokenization run off the loop thread (api/parse_pool.c;
 with them on the loop the longest gap was 5.1 s) and when the workers,
 which run at a low priority, never hold a lock the loop thread needs
@@ -17,9 +16,20 @@ which run at a low priority, never hold a lock the loop thread needs
 loop blocked 31-39 ms on a free() of a worker's memory while that worker
 was preempted).
 What is left on a shared 2-core machine is CPU scheduling: a stream alone
-shows 15-45 ms gaps there when other processes run. So a miss of the
-latency bounds runs the whole measurement once more, on a fresh daemon,
-and only a second miss fails (as test_connections does).
+shows 15-45 ms gaps there when other processes run, and with the heavy
+clients the engine and loop threads end up sharing one core in 1.5 ms
+slices (perf sched, 2026-12-05: both preempted runnable, neither blocked)
+while the clients' and workers' nice-10 threads weigh on the other; one or
+two gaps of 60-160 ms then come in a third of the measurements, each alone
+and mostly as a new stream starts (its first steps: engine steps of 0.4 ms
+continued, the loop formatted nothing for 71 ms while it ran busy). What
+the bound is for, work on the loop thread for a request, stalls the stream
+once per heavy request (parsing on the loop: every one of 15+ answers, the
+longest 5.1 s). So the bound is: the 99th percentile under 50 ms above the
+same stream's alone, no gap over a second, and at most MAX_STALLS gaps over
+50 ms above the longest alone. A miss still runs the whole measurement
+once more, on a fresh daemon, and only a second miss fails (as
+test_connections does).
 usage: test_stall.py <inferd binary>
 """
 import json
@@ -37,6 +47,8 @@ from daemon import check
 # tiny-llama: about 2 ms a token here, long enough a stream to be disturbed
 MODEL = "tiny-llama-Q4_K_M"
 SLOW = float(os.environ.get("INFERD_TEST_SLOW", "1") or 1)
+# gaps over the bound one measurement may show and pass (module doc)
+MAX_STALLS = 2
 
 
 def bodies():
@@ -209,10 +221,20 @@ def stall_once(exe, heavy_bodies):
         misses = []
         if not p99 < 0.050 * SLOW + q99:
             misses.append("p99 gap %.1f ms (alone %.1f ms)" % (p99 * 1e3, q99 * 1e3))
-        if not gs[-1] < 0.050 * SLOW + qs[-1]:
-            misses.append("longest gap %.1f ms (alone %.1f ms)" % (gs[-1] * 1e3, qs[-1] * 1e3))
+        # A stall: a gap 50 ms above the longest alone. Work on the loop
+        # thread stalls the stream once per heavy request (each of them was
+        # answered twice or more meanwhile); CPU scheduling on two cores
+        # gives one or two, at random (see the module doc).
+        bound = 0.050 * SLOW + qs[-1]
+        stalls = [x for x in gs if x >= bound]
+        if len(stalls) > MAX_STALLS or gs[-1] > 1.0 * SLOW:
+            misses.append("%d gaps over %.1f ms, longest %.1f ms (alone %.1f ms)" % (
+                len(stalls), bound * 1e3, gs[-1] * 1e3, qs[-1] * 1e3))
         if misses:
             raise LatencyMiss("; ".join(misses))
+        if stalls:
+            print("stall: %d gap(s) over %.1f ms (at most %d allowed): %s ms" % (
+                len(stalls), bound * 1e3, MAX_STALLS, ", ".join("%.1f" % (x * 1e3) for x in stalls)))
     finally:
         rc = d.stop()
         d.close()
