@@ -6,8 +6,9 @@
  * page; on the paravirtualized machines CI runs on that costs 18 us a
  * page (4 MB: 19 ms, against 0.3 ms to copy into pages already resident),
  * and the munmap at the end sends TLB shootdowns to every CPU (the engine
- * thread's included). Measured in test_stall with perf: that copy was the
- * loop thread's largest cost while it fell 40-140 ms behind a stream. So
+ * thread's included). In test_stall's perf profiles that copy was the
+ * loop thread's largest user-space cost (the stream's rare 60-160 ms gaps
+ * there stayed: CPU scheduling, test_stall.py says how it was told). So
  * buffers of BODY_CACHE_MIN bytes and more go back here when their
  * request ends and the next body of a size they fit reuses one, its pages
  * still resident. At most BODY_CACHE_SLOTS are kept (8 x max_body_bytes:
