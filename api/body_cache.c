@@ -67,9 +67,29 @@ void body_cache_put(struct body_cache *c, struct buf *b, double now)
     *b = (struct buf){0};
 }
 
+int body_cache_warm(struct body_cache *c, size_t limit, double now)
+{
+    int n = 0;
+    while (n < BODY_CACHE_WARM && c->n < BODY_CACHE_SLOTS &&
+           (size_t)(n + 1) * (limit + 1) <= BODY_CACHE_WARM_BYTES) {
+        char *p = malloc(limit + 1);
+        if (!p)
+            break;
+        /* the first write is the cost: pay it here, a byte a page (through
+         * a volatile pointer: malloc + memset 0 may become calloc, whose
+         * fresh mapping is never written) */
+        for (size_t o = 0; o <= limit; o += 4096)
+            ((volatile char *)p)[o] = 0;
+        c->slot[c->n++] = (struct body_slot){p, limit + 1, now};
+        n++;
+    }
+    c->keep = n;
+    return n;
+}
+
 void body_cache_trim(struct body_cache *c, double now)
 {
-    for (int i = c->n - 1; i >= 0; i--)
+    for (int i = c->n - 1; i >= 0 && c->n > c->keep; i--)
         if (now - c->slot[i].t_put > BODY_CACHE_IDLE_S)
             body_cache_drop(c, i);
 }

@@ -87,8 +87,41 @@ static void test_slots_and_trim(void)
     CHECK(c.n == 0 && body_cache_bytes(&c) == 0);
 }
 
+static void test_warm(void)
+{
+    struct body_cache c = {0};
+    /* 4 MB limit: BODY_CACHE_WARM buffers, kept by the trim */
+    CHECK(body_cache_warm(&c, LIMIT, 5.0) == BODY_CACHE_WARM && c.n == BODY_CACHE_WARM &&
+          c.keep == BODY_CACHE_WARM);
+    CHECK(body_cache_bytes(&c) == BODY_CACHE_WARM * (LIMIT + 1));
+    struct buf b = {0};
+    CHECK(body_cache_take(&c, &b, LIMIT, LIMIT) == 0 && b.cap == LIMIT + 1 && c.n == BODY_CACHE_WARM - 1);
+    body_cache_put(&c, &b, 6.0);
+    /* five bodies at once: the four warm buffers and a new one */
+    struct buf f[BODY_CACHE_WARM + 1];
+    memset(f, 0, sizeof(f));
+    for (int i = 0; i <= BODY_CACHE_WARM; i++)
+        CHECK(body_cache_take(&c, &f[i], 3000000, LIMIT) == 0 && f[i].cap == LIMIT + 1);
+    CHECK(c.n == 0);
+    for (int i = 0; i <= BODY_CACHE_WARM; i++)
+        body_cache_put(&c, &f[i], 7.0);
+    CHECK(c.n == BODY_CACHE_WARM + 1);
+    body_cache_trim(&c, 1e9);
+    CHECK(c.n == BODY_CACHE_WARM); /* down to the warm count, never below */
+    body_cache_free(&c);
+    /* a limit whose buffers pass BODY_CACHE_WARM_BYTES: fewer, or none */
+    struct body_cache d = {0};
+    CHECK(body_cache_warm(&d, BODY_CACHE_WARM_BYTES / 2, 1.0) == 1 && d.keep == 1);
+    body_cache_free(&d);
+    struct body_cache e = {0};
+    CHECK(body_cache_warm(&e, BODY_CACHE_WARM_BYTES, 1.0) == 0 && e.n == 0);
+    body_cache_trim(&e, 1e9);
+    body_cache_free(&e);
+}
+
 int main(void)
 {
+    test_warm();
     test_reuse();
     test_fit();
     test_slots_and_trim();
