@@ -95,6 +95,9 @@ int metrics_render(const struct metrics *m, struct sched *s, int ready, int weig
                           (double)m->open_connections);
     rc |= metrics_counter(o, "inferd_active_streams", "gauge", "SSE streams in progress",
                           (double)m->active_streams);
+    rc |= metrics_counter(o, "inferd_body_buffer_bytes", "gauge",
+                          "bytes of large request bodies' buffers kept for reuse",
+                          (double)m->body_buffer_bytes);
     rc |= metrics_counter(o, "inferd_ready", "gauge", "1 once the model is loaded and warm",
                           ready);
     if (weight >= 0)

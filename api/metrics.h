@@ -37,6 +37,7 @@ struct metrics {
     uint64_t disconnects;           /* clients gone while their request ran */
     int64_t open_connections;
     int64_t active_streams;
+    int64_t body_buffer_bytes; /* api/body_cache.c's buffers (set as /metrics renders) */
 };
 
 void metrics_init(struct metrics *m);

@@ -95,6 +95,7 @@ static enum MHD_Result routes_metrics(struct http_req *r)
 {
     struct api *a = r->api;
     struct buf b = {0};
+    a->metrics.body_buffer_bytes = (int64_t)body_cache_bytes(&a->bodies);
     if (metrics_render(&a->metrics, a->sched, a->state == API_READY,
                        a->agent_open ? api_agent_weight(a, api_now()) : -1, &b)) {
         buf_free(&b);

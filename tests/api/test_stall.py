@@ -212,6 +212,11 @@ def stall_once(exe, heavy_bodies):
               % sum(1 for a in answers if a[4] <= t_end))
         for name, st, want, b, _ in answers:
             check(st == want, "%s body: %d, wanted %d: %r" % (name, st, want, b))
+        # the bodies' buffers: the four written at startup at least, the
+        # eight slots at most (api/body_cache.h)
+        kept = d.metrics()["inferd_body_buffer_bytes"]
+        check(4 * (4 << 20) < kept <= 8 * ((4 << 20) + 1),
+              "inferd_body_buffer_bytes %d after the heavy bodies" % int(kept))
         during = [a for a in answers if a[4] <= t_end]
         check(len(during) >= len(heavy_bodies) and
               len(set(a[0] for a in during)) == len(heavy_bodies),
