@@ -5,8 +5,10 @@
  * required, additionalProperties (false, true or absent: only listed keys
  * are generated either way; an object with no properties and
  * additionalProperties not false takes any keys), items, minItems,
- * maxItems, minLength, maxLength, minimum / maximum / exclusiveMinimum /
- * exclusiveMaximum on integers (numbers refuse them), enum, const, anyOf /
+ * maxItems, minLength, maxLength, pattern and format on strings (a DFA:
+ * engine/jsonc_regex.h; the formats below), minimum / maximum /
+ * exclusiveMinimum / exclusiveMaximum on integers (numbers refuse them),
+ * enum, const, anyOf /
  * oneOf (whose
  * members start differently: a string or null, an object or an array, ...;
  * objects may all be members when each begins with the same required
@@ -15,7 +17,7 @@
  * and the annotations (title, description, default, examples, $schema,
  * $id, $comment, deprecated, readOnly, writeOnly). Any other keyword is
  * refused by name rather than silently not enforced: a client that asked
- * for a pattern or a minimum must not get output that ignores it.
+ * for a multipleOf or a minimum must not get output that ignores it.
  * Properties are generated in the order the schema lists them (jansson
  * keeps an object's key order when it parses).
  * Thread: any.
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #include "engine/jsonc.h"
+#include "engine/jsonc_regex.h"
 
 #define SCHEMA_MAX_NODES 4096
 #define SCHEMA_MAX_LIT 1024 /* bytes of one enum/const value */
@@ -107,7 +110,7 @@ static int known_keyword(const char *k)
         "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref",
         "$defs", "definitions", "title", "description", "default", "examples", "$schema",
         "$id", "$comment", "deprecated", "readOnly", "writeOnly", "minimum", "maximum",
-        "exclusiveMinimum", "exclusiveMaximum"};
+        "exclusiveMinimum", "exclusiveMaximum", "pattern", "format"};
     for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
         if (!strcmp(k, kw[i]))
             return 1;
@@ -285,6 +288,87 @@ static int32_t integer_node(struct ctx *c, json_t *j, json_t *key)
     return id;
 }
 
+/* The formats enforced, as patterns over what jsonc_regex takes. Dates:
+ * RFC 3339's full-date, years 0001-9999 (what common parsers take), the
+ * days each month has, February 29 in leap years only (the Gregorian rule
+ * written out: years divisible by 4 but not 100, or by 400). Times: RFC
+ * 3339's full-time ('Z' and 'T' upper case; second 60 is its leap
+ * second). uuid: RFC 4122's text; ipv4: dotted quads without leading
+ * zeros; email, simplified: a local part of letters, digits and ._%+- , an
+ * '@', a domain with at least one dot. */
+#define FMT_YEAR "([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+#define FMT_LEAP "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
+#define FMT_MD                                                                                \
+    "((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"          \
+    "02-(0[1-9]|1[0-9]|2[0-8]))"
+#define FMT_DATE "(" FMT_YEAR "-" FMT_MD "|" FMT_LEAP "-02-29)"
+#define FMT_TIME                                                                              \
+    "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]{1,9})?"                            \
+    "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+static const char *const formats[][2] = {
+    {"date", "^" FMT_DATE "$"},
+    {"time", "^" FMT_TIME "$"},
+    {"date-time", "^" FMT_DATE "T" FMT_TIME "$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}"
+             "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
+    {"email", "^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+$"},
+};
+
+static int32_t plain_string(struct ctx *c, json_t *j, json_t *key)
+{
+    int64_t lo = count_kw(c, j, "minLength", 0), hi = count_kw(c, j, "maxLength", -1);
+    if (lo == -2 || hi == -2)
+        return -1;
+    if (hi >= 0 && hi < lo)
+        return fail(c, "maxLength is below minLength%s", NULL);
+    int32_t id = new_node(c, key, JSONC_STRING);
+    if (id >= 0)
+        jsonc_b_shape(c->b, id, 0, 0, (int32_t)lo, (int32_t)hi, 0);
+    return id;
+}
+
+/* A string with j's "pattern" or "format" (a PATTERN node: its DFA).
+ * Lenient (non-strict tool parameters): one it cannot enforce is a plain
+ * string. */
+static int32_t pattern_string(struct ctx *c, json_t *j, json_t *key, json_t *pat, json_t *fmt)
+{
+    if (pat && fmt)
+        return fail(c, "'pattern' and 'format' together on one string are not supported%s", NULL);
+    if (json_object_get(j, "minLength") || json_object_get(j, "maxLength"))
+        return c->lenient ? plain_string(c, j, key)
+                          : fail(c, "minLength/maxLength with a pattern or format are not "
+                                    "supported (write the length into the pattern)%s", NULL);
+    json_t *v = pat ? pat : fmt;
+    if (!json_is_string(v))
+        return fail(c, "schema keyword '%s' must be a string", pat ? "pattern" : "format");
+    const char *re = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (fmt) {
+        re = NULL;
+        for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+            if (!strcmp(json_string_value(fmt), formats[i][0]))
+                re = formats[i][1];
+        if (!re)
+            return c->lenient ? plain_string(c, j, key)
+                              : fail(c, "format '%.40s' is not enforced (supported: date-time, "
+                                        "date, time, uuid, ipv4, email)", json_string_value(fmt));
+        len = strlen(re);
+    }
+    struct jsonc_dfa d;
+    char why[200];
+    if (jsonc_regex_compile(re, len, &d, why, sizeof(why))) {
+        if (strstr(why, "out of memory"))
+            return oom(c);
+        return c->lenient ? plain_string(c, j, key) : fail(c, "%s", why);
+    }
+    int32_t id = new_node(c, key, JSONC_PATTERN);
+    if (id >= 0 && jsonc_b_pattern(c->b, id, &d))
+        id = oom(c);
+    jsonc_dfa_free(&d);
+    return id;
+}
+
 /* One type name of j's "type"; key: what to remember the node under (j,
  * or NULL for one member of a list of types). */
 static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
@@ -294,15 +378,8 @@ static int32_t typed(struct ctx *c, json_t *j, const char *type, json_t *key)
     if (!strcmp(type, "array"))
         return array(c, j, key);
     if (!strcmp(type, "string")) {
-        int64_t lo = count_kw(c, j, "minLength", 0), hi = count_kw(c, j, "maxLength", -1);
-        if (lo == -2 || hi == -2)
-            return -1;
-        if (hi >= 0 && hi < lo)
-            return fail(c, "maxLength is below minLength%s", NULL);
-        int32_t id = new_node(c, key, JSONC_STRING);
-        if (id >= 0)
-            jsonc_b_shape(c->b, id, 0, 0, (int32_t)lo, (int32_t)hi, 0);
-        return id;
+        json_t *pat = json_object_get(j, "pattern"), *fmt = json_object_get(j, "format");
+        return pat || fmt ? pattern_string(c, j, key, pat, fmt) : plain_string(c, j, key);
     }
     if (!strcmp(type, "number")) {
         const char *r = range_keyword(j);
@@ -434,6 +511,18 @@ static int32_t compile(struct ctx *c, json_t *j, int hops)
     return id;
 }
 
+/* Whether "type" (a name or a list of names) names t. */
+static int type_has(json_t *type, const char *t)
+{
+    if (json_is_string(type))
+        return !strcmp(json_string_value(type), t);
+    for (size_t i = 0; json_is_array(type) && i < json_array_size(type); i++)
+        if (json_is_string(json_array_get(type, i)) &&
+            !strcmp(json_string_value(json_array_get(type, i)), t))
+            return 1;
+    return 0;
+}
+
 static int32_t compile_in(struct ctx *c, json_t *j, int hops)
 {
     const char *k;
@@ -449,9 +538,9 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
         (void)v;
         if (!known_keyword(k) && !c->lenient)
             return fail(c, "JSON Schema keyword '%.48s' is not supported (supported: type, "
-                           "properties, required, additionalProperties, items, minItems, "
-                           "maxItems, minLength, maxLength, minimum/maximum for integers, enum, "
-                           "const, anyOf, oneOf, $ref, $defs, annotations)", k);
+                           "properties, required, additionalProperties, items, min/maxItems, "
+                           "min/maxLength, pattern, format, integer min/max, enum, const, "
+                           "anyOf, oneOf, $ref, $defs, annotations)", k);
     }
     json_t *ref = json_object_get(j, "$ref");
     if (ref) {
@@ -486,6 +575,11 @@ static int32_t compile_in(struct ctx *c, json_t *j, int hops)
         return union_of(c, j, json_array_size(any), any, NULL);
     }
     json_t *type = json_object_get(j, "type");
+    const char *skw = json_object_get(j, "pattern") ? "pattern"
+                      : json_object_get(j, "format") ? "format" : NULL;
+    if (skw && !c->lenient && !type_has(type, "string"))
+        return fail(c, "'%s' is enforced on strings only: give the schema \"type\": \"string\"",
+                    skw);
     if (json_is_string(type))
         return typed(c, j, json_string_value(type), j);
     if (json_is_array(type)) {

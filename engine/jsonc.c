@@ -12,6 +12,7 @@
  */
 #include "engine/jsonc.h"
 #include "engine/jsonc_impl.h"
+#include "engine/jsonc_regex.h"
 
 #include <string.h>
 
@@ -195,8 +196,11 @@ static int value_start(const struct jsonc *g, struct jsonc_state *s, int32_t id,
     case JSONC_ARRAY:
         return c == '[' ? open_container(s, id, P_AOPEN) : -1;
     case JSONC_STRING:
+    case JSONC_PATTERN:
         if (c != '"')
             return -1;
+        if (n->kind == JSONC_PATTERN)
+            s->cand = 0; /* the DFA's start */
         s->lex = LX_STR;
         s->lnode = id;
         s->chars = 0;
@@ -387,9 +391,34 @@ static int utf8_cont(struct jsonc_state *s, unsigned c)
     return 0;
 }
 
+/* A PATTERN string's byte: into a state of the DFA, or its end in an
+ * accepting one (jsonc_regex.h: no escapes, no byte outside the table). */
+static int pat_byte(const struct jsonc *g, const struct jsonc_node *n, struct jsonc_state *s,
+                    unsigned c)
+{
+    const uint8_t *t = g->chars + n->req;
+    if (c == '"') {
+        if (!t[(size_t)n->imin * JSONC_RX_SYMS * 2 + s->cand])
+            return -1;
+        value_done(g, s);
+        return 0;
+    }
+    if (c < 0x20 || c > 0x7E)
+        return -1;
+    const size_t k = (size_t)s->cand * JSONC_RX_SYMS + (c - 0x20);
+    const unsigned next = t[2 * k] | (unsigned)t[2 * k + 1] << 8;
+    if (next == JSONC_RX_DEAD)
+        return -1;
+    s->cand = next;
+    s->chars++;
+    return 0;
+}
+
 static int str_byte(const struct jsonc *g, struct jsonc_state *s, unsigned c)
 {
     const struct jsonc_node *n = &g->nodes[s->lnode];
+    if (n->kind == JSONC_PATTERN)
+        return pat_byte(g, n, s, c);
     if (s->u_need)
         return utf8_cont(s, c);
     if (c == '"') {
@@ -598,6 +627,8 @@ int64_t jsonc_plain_budget(const struct jsonc *g, const struct jsonc_state *s)
     if (s->lex != LX_STR || s->u_need)
         return -1;
     const struct jsonc_node *n = &g->nodes[s->lnode];
+    if (n->kind == JSONC_PATTERN) /* its bytes are the DFA's to judge */
+        return -1;
     if (n->hi < 0)
         return INT64_MAX;
     return n->hi > (int64_t)s->chars ? n->hi - (int64_t)s->chars : 0;

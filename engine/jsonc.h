@@ -53,6 +53,7 @@ enum jsonc_kind {
     JSONC_UNION,   /* one of the slots' nodes, told apart by the first byte */
     JSONC_TAGGED,  /* objects told apart by their first property's value:
                     * jsonc_b_tag_objects */
+    JSONC_PATTERN, /* a string whose value a DFA takes (jsonc_b_pattern) */
 };
 
 /* Nodes every compiled form has. */
@@ -88,6 +89,12 @@ void jsonc_b_shape(struct jsonc_builder *b, int32_t id, int32_t first, int32_t n
  * only if some integer that continues the text lies in the range, and the
  * integer ends only inside it, so every text it closes is in range. */
 void jsonc_b_range(struct jsonc_builder *b, int32_t id, int64_t lo, int64_t hi);
+/* Make node id (a PATTERN node) a string whose value d takes
+ * (jsonc_regex.h): printable ASCII with no escapes, each byte only into a
+ * state of d's table, the closing quote only in an accepting one. d is
+ * copied. 0, or -1 (out of memory). */
+struct jsonc_dfa;
+int jsonc_b_pattern(struct jsonc_builder *b, int32_t id, const struct jsonc_dfa *d);
 /* Nodes built so far (the builtin ones included). */
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b);
 /* The objects objs[0..n) as one object whose first property picks the
@@ -130,7 +137,8 @@ struct jsonc_state {
     uint8_t neg, pad;      /* an integer being read: its sign ('-' read) */
     uint32_t chars;        /* characters of the string being read */
     uint64_t cand;         /* literal candidates (bit k: slot first + k); an integer
-                            * being read: the magnitude of its digits so far */
+                            * being read: the magnitude of its digits so far; a
+                            * PATTERN string: its DFA state */
     struct jsonc_frame f[JSONC_DEPTH];
 };
 

@@ -5,6 +5,7 @@
  */
 #include "engine/jsonc.h"
 #include "engine/jsonc_impl.h"
+#include "engine/jsonc_regex.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,26 @@ void jsonc_b_range(struct jsonc_builder *b, int32_t id, int64_t lo, int64_t hi)
     b->nodes[id].imax = hi;
 }
 
+int jsonc_b_pattern(struct jsonc_builder *b, int32_t id, const struct jsonc_dfa *d)
+{
+    const int64_t bytes = (int64_t)d->n * (JSONC_RX_SYMS * 2 + 1);
+    int64_t cap = b->cap_chars;
+    if (d->n <= 0 || (int64_t)b->n_chars + bytes > (1 << 26) ||
+        grow((void **)&b->chars, (int64_t)b->n_chars + bytes + 1, &cap, 1))
+        return -1;
+    b->cap_chars = (uint32_t)cap;
+    uint8_t *p = b->chars + b->n_chars;
+    for (int64_t i = 0; i < (int64_t)d->n * JSONC_RX_SYMS; i++) {
+        p[2 * i] = (uint8_t)(d->next[i] & 0xFF);
+        p[2 * i + 1] = (uint8_t)(d->next[i] >> 8);
+    }
+    memcpy(p + (size_t)d->n * JSONC_RX_SYMS * 2, d->accept, (size_t)d->n);
+    b->nodes[id].req = b->n_chars;
+    b->nodes[id].imin = d->n;
+    b->n_chars += (uint32_t)bytes;
+    return 0;
+}
+
 int32_t jsonc_b_n_nodes(const struct jsonc_builder *b)
 {
     return b->n_nodes;
@@ -235,6 +256,7 @@ int jsonc_first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slot
     case JSONC_ARRAY:
         return c == '[';
     case JSONC_STRING:
+    case JSONC_PATTERN:
         return c == '"';
     case JSONC_NUMBER:
     case JSONC_INTEGER:

@@ -12,8 +12,9 @@ struct jsonc_node {
     uint16_t n;        /* slots */
     int32_t first;
     int32_t lo, hi;    /* TAGGED: lo the first of hi slots whose refs are the variants */
-    uint64_t req;
-    int64_t imin, imax; /* INTEGER: the values it may take (INT64_MIN / INT64_MAX: any) */
+    uint64_t req;       /* OBJECT: required slots; PATTERN: the DFA's offset in chars[] */
+    int64_t imin, imax; /* INTEGER: the values it may take (INT64_MIN / INT64_MAX: any);
+                         * PATTERN: imin its DFA's states */
 };
 
 struct jsonc_slot {
@@ -30,6 +31,9 @@ struct jsonc {
     const uint8_t *chars;
 };
 
+/* A PATTERN node's DFA in chars[] (at node->req): node->imin states of
+ * JSONC_RX_SYMS little-endian uint16 next states each, then a byte per
+ * state, 1 where it accepts. */
 /* Whether a value of node id may start with byte c (UNION: any member);
  * depth bounds a union that (through a $ref loop) names itself. */
 int jsonc_first_ok(const struct jsonc_node *nodes, const struct jsonc_slot *slots,

@@ -7,11 +7,15 @@ seed, n / echo / logprobs / stop / logit_bias / seed semantics, token-id
 prompts, /tokenize, /detokenize, /v1/models, /metrics, response_format.
 usage: test_completions.py <inferd binary>
 """
+import datetime
+import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+import uuid
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 import daemon as D  # noqa: E402
@@ -500,6 +504,30 @@ def test_response_format(exe):
             else:
                 check(o["kind"] in ("box", "bag") and list(o) == ["kind", "n"] and o["n"] > 100, o)
     check(closed >= 3, "only %d of 12 tagged-union choices closed in 120 tokens" % closed)
+    # formats and a pattern (2026-12-05): every closed value parses as what
+    # its format names, and the code matches its pattern
+    pat = {"type": "json_schema", "json_schema": {"name": "f", "schema": {
+        "type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "format": "uuid"},
+            "ip": {"type": "string", "format": "ipv4"},
+            "code": {"type": "string", "pattern": "^[A-Z]{2,3}-[0-9]{1,4}$"}},
+        "required": ["when", "id", "ip", "code"], "additionalProperties": False}}}
+    closed = 0
+    for seed in range(1, 5):
+        j = cmpl(d, max_tokens=200, temperature=1.0, seed=seed, n=2, response_format=pat)
+        for c in j["choices"]:
+            if c["finish_reason"] != "stop":
+                continue
+            closed += 1
+            o = json.loads(c["text"])
+            check(list(o) == ["when", "id", "ip", "code"], o)
+            # RFC 3339 allows a leap second, which Python's datetime does not
+            datetime.datetime.fromisoformat(re.sub(r":60(?=[.Z+-])", ":59", o["when"]))
+            check(str(uuid.UUID(o["id"])) == o["id"].lower(), o)
+            check(str(ipaddress.IPv4Address(o["ip"])) == o["ip"], o)
+            check(re.fullmatch(r"[A-Z]{2,3}-[0-9]{1,4}", o["code"]) is not None, o)
+    check(closed >= 2, "only %d of 8 format choices closed in 200 tokens" % closed)
     # a schema no finite JSON satisfies (every object requires another): the
     # choice ends with "length" at the nesting limit, before max_tokens
     rec = {"type": "json_schema", "json_schema": {"schema": {
@@ -538,7 +566,9 @@ def test_response_format(exe):
           0 < m["inferd_engine_json_allow_seconds_total"] < 60, m)
     # what the constraint cannot enforce is refused, by name
     for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
-                          "type": "string", "pattern": "^a"}}}, "'pattern'"),
+                          "type": "string", "pattern": "(?=a)"}}}, "lookaround"),
+                      ({"type": "json_schema", "json_schema": {"schema": {
+                          "type": "string", "format": "uri"}}}, "'uri'"),
                       ({"type": "yaml"}, "'yaml'"),
                       ({"type": "json_schema", "json_schema": {"schema": {"anyOf": [
                           {"type": "integer"}, {"type": "number"}]}}}, "start differently")):

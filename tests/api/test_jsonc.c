@@ -15,6 +15,7 @@
 #include "api/request.h"
 #include "api/schema.h"
 #include "engine/jsonc.h"
+#include "engine/jsonc_regex.h"
 #include "tests/jsonc_check.h"
 #include "tests/rng.h"
 #include "tests/tok/tok_test.h"
@@ -341,7 +342,7 @@ static void test_schemas(void)
     jsonc_free(g);
 
     /* refusals name what is refused */
-    CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"^a\"}"), "'pattern'"));
+    CHECK(strstr(refusal("{\"type\":\"integer\",\"multipleOf\":2}"), "'multipleOf'"));
     CHECK(strstr(refusal("{\"type\":\"number\",\"minimum\":0}"), "'minimum'"));
     CHECK(strstr(refusal("{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}"),
                  "start differently"));
@@ -539,6 +540,19 @@ static void test_allow(const char *rel)
         if (tu)
             bad += check_allow_doc(tu, v, nv, "{\"t\": \"ab\", \"y\": \"yes\"}", 1, &us, &calls);
         jsonc_free(tu);
+        /* patterns: a format and a pattern inside an object (the allowed
+         * sets walk the vocabulary through the DFA, no plain-string path) */
+        struct jsonc *pt = schema_of(
+            "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":"
+            "\"date-time\"},\"id\":{\"type\":\"string\",\"format\":\"uuid\"},\"code\":{\"type\":"
+            "\"string\",\"pattern\":\"^[A-Z]{2,3}-[0-9]{1,4}$\"}},\"required\":[\"when\",\"id\","
+            "\"code\"]}");
+        if (pt)
+            bad += check_allow_doc(pt, v, nv,
+                                   "{\"when\": \"2024-02-29T12:30:00.25Z\", \"id\": "
+                                   "\"123e4567-e89b-12d3-a456-426614174000\", \"code\": \"AB-12\"}",
+                                   1, &us, &calls);
+        jsonc_free(pt);
         /* a call forced among tools whose names share a start (a tagged
          * object: the name picks the arguments' schema) */
         json_t *names = json_pack("[s, s, s]", "get", "get_2", "c");
@@ -576,8 +590,114 @@ static void test_allow(const char *rel)
     gguf_close(f);
 }
 
+/* Patterns (engine/jsonc_regex.c): whole-string matches against what an
+ * ECMA-262 search would say, written out by hand, and the refusals. */
+static int rx_match(const char *re, const char *s)
+{
+    struct jsonc_dfa d;
+    char msg[256];
+    if (jsonc_regex_compile(re, strlen(re), &d, msg, sizeof(msg))) {
+        fprintf(stderr, "pattern refused: %s: %s\n", re, msg);
+        return -1;
+    }
+    int m = jsonc_dfa_match(&d, s, strlen(s));
+    jsonc_dfa_free(&d);
+    return m;
+}
+
+static int rx_refused(const char *re)
+{
+    struct jsonc_dfa d;
+    char msg[256];
+    if (jsonc_regex_compile(re, strlen(re), &d, msg, sizeof(msg)))
+        return strncmp(msg, "pattern: ", 9) == 0;
+    jsonc_dfa_free(&d);
+    return 0;
+}
+
+static void test_patterns(void)
+{
+    static const struct {
+        const char *re, *s;
+        int want;
+    } cases[] = {
+        {"abc", "xxabcxx", 1}, {"abc", "xxabxx", 0}, {"^abc", "abcx", 1}, {"^abc", "xabc", 0},
+        {"abc$", "xabc", 1}, {"abc$", "abcx", 0}, {"^a{2,4}$", "a", 0}, {"^a{2,4}$", "aa", 1},
+        {"^a{2,4}$", "aaaa", 1}, {"^a{2,4}$", "aaaaa", 0}, {"^a{2,}$", "aaaaaaa", 1},
+        {"^a{2,}$", "a", 0}, {"^a{0}b$", "b", 1}, {"^(ab){2}$", "abab", 1}, {"^(ab){2}$", "ab", 0},
+        {"^\\d+\\.\\d*$", "12.", 1}, {"^\\w+$", "ab_9", 1}, {"^\\W$", "-", 1},
+        {"^\\W$", "a", 0}, {"^[^a-z]+$", "ABC", 1}, {"^[^a-z]+$", "AbC", 0},
+        {"^(a|bc)*$", "abcbca", 1}, {"^(a|bc)*$", "abcb", 0}, {"^x??y$", "y", 1},
+        {"^(?:ab|c)+?$", "cab", 1}, {"^\\$[0-9]+$", "$12", 1}, {"a\\$", "a$", 1},
+        {"^[a-c-]+$", "a-b", 1}, {"^.{3}$", "a b", 1}, {"^\\s$", " ", 1}, {"^\\S$", " ", 0},
+        {"{", "{", 1}, {"^a{,3}$", "a{,3}", 1}, {"^[\\d.]+$", "1.2", 1},
+        /* outside the alphabet: never (the quote, the backslash, a tab) */
+        {"^.$", "\"", 0}, {"^.$", "\\", 0}, {"^.$", "\t", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int m = rx_match(cases[i].re, cases[i].s);
+        if (m != cases[i].want)
+            fprintf(stderr, "pattern %s on \"%s\": %d, want %d\n", cases[i].re, cases[i].s, m,
+                    cases[i].want);
+        CHECK(m == cases[i].want);
+    }
+    static const char *const refused[] = {
+        "(?=a)", "(?!a)", "\\bfoo", "(a)\\1", "^a$b", "a^", "[z-a]", "\\t", "\\u0041",
+        "(ab", "ab)", "*a", "a**", "a{1}{2}", "a{300}", "^(a{200}){200}$", "[]", "[abc",
+        "^[\"]$", "\xc3\xa9", "\\",
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        int r = rx_refused(refused[i]);
+        if (!r)
+            fprintf(stderr, "pattern %s was not refused\n", refused[i]);
+        CHECK(r);
+    }
+    /* the formats, through the schema compiler and the recognizer */
+    static const struct {
+        const char *fmt, *doc;
+        int want;
+    } fmts[] = {
+        {"date", "\"2024-02-29\"", 1}, {"date", "\"2024-2-29\"", 0},
+        {"date", "\"2024-13-01\"", 0}, {"date", "\"2024-01-32\"", 0},
+        {"date", "\"2023-02-29\"", 0}, {"date", "\"2000-02-29\"", 1}, {"date", "\"1900-02-29\"", 0},
+        {"date", "\"0004-02-29\"", 1}, {"date", "\"0000-01-01\"", 0}, {"date", "\"2024-04-31\"", 0},
+        {"date", "\"2024-12-31\"", 1}, {"date", "\"2024-11-30\"", 1},
+        {"date-time", "\"2024-02-29T12:30:00.5+01:00\"", 1},
+        {"date-time", "\"2024-02-29T12:30:00Z\"", 1}, {"date-time", "\"2024-02-29 12:30:00Z\"", 0},
+        {"date-time", "\"2024-02-29T24:00:00Z\"", 0}, {"time", "\"23:59:60Z\"", 1},
+        {"time", "\"23:59\"", 0}, {"uuid", "\"123e4567-e89b-12d3-a456-426614174000\"", 1},
+        {"uuid", "\"123e4567e89b12d3a456426614174000\"", 0}, {"ipv4", "\"10.0.0.255\"", 1},
+        {"ipv4", "\"10.0.0.256\"", 0}, {"ipv4", "\"01.0.0.1\"", 0},
+        {"email", "\"a.b+c@mail.example.org\"", 1}, {"email", "\"a@localhost\"", 0},
+    };
+    for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+        char schema[128];
+        snprintf(schema, sizeof(schema), "{\"type\":\"string\",\"format\":\"%s\"}", fmts[i].fmt);
+        struct jsonc *g = schema_of(schema);
+        int m = g ? acc(g, fmts[i].doc) : -1;
+        if (m != fmts[i].want)
+            fprintf(stderr, "format %s on %s: %d, want %d\n", fmts[i].fmt, fmts[i].doc, m,
+                    fmts[i].want);
+        CHECK(m == fmts[i].want);
+        jsonc_free(g);
+    }
+    struct jsonc *g = schema_of("{\"type\":[\"string\",\"null\"],\"pattern\":\"^[A-Z]{3}-[0-9]+$\"}");
+    CHECK(g && acc(g, "\"ABC-12\"") && acc(g, "null") && !acc(g, "\"ABC-\"") &&
+          !acc(g, "\"abc-1\"") && !acc(g, "\"ABC-1\\u0030\""));
+    jsonc_free(g);
+    CHECK(strstr(refusal("{\"type\":\"string\",\"format\":\"uri\"}"), "not enforced"));
+    CHECK(strstr(refusal("{\"type\":\"integer\",\"format\":\"int32\"}"), "strings only"));
+    CHECK(strstr(refusal("{\"pattern\":\"a\"}"), "strings only"));
+    CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"date\"}"),
+                 "together"));
+    CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}"), "maxLength"));
+    CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"(?=a)\"}"), "lookaround"));
+    CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":7}"), "must be a string"));
+}
+
 int main(void)
 {
+    test_patterns();
     test_recognizer();
     test_against_jansson();
     test_schemas();
