@@ -652,6 +652,41 @@ static void test_patterns(void)
             fprintf(stderr, "pattern %s was not refused\n", refused[i]);
         CHECK(r);
     }
+    /* random patterns of metacharacters (under ASan in CI): each compiles or
+     * is refused with a message, and a compiled one takes a string only
+     * when its recognizer path (jsonc_feed through a PATTERN node) does */
+    static const char meta[] = "ab.()[]^$-|*+?{}0123,\\dws:";
+    int compiled = 0;
+    for (int i = 0; i < 4000; i++) {
+        char re[24], msg[200];
+        int n = 1 + (int)rnd(22);
+        for (int k = 0; k < n; k++)
+            re[k] = meta[rnd(sizeof(meta) - 1)];
+        re[n] = 0;
+        struct jsonc_dfa d;
+        if (jsonc_regex_compile(re, (size_t)n, &d, msg, sizeof(msg))) {
+            CHECK(!strncmp(msg, "pattern: ", 9));
+            continue;
+        }
+        compiled++;
+        CHECK(d.n >= 1 && d.n <= JSONC_RX_MAX_STATES);
+        json_t *sch = json_pack("{s:s, s:s%}", "type", "string", "pattern", re, (size_t)n);
+        struct jsonc *g = NULL;
+        char m2[300];
+        CHECK(sch && api_schema_compile(sch, &g, m2, sizeof(m2)) == 0);
+        for (int t = 0; g && t < 20; t++) {
+            char s[16], doc[20];
+            int len = (int)rnd(9);
+            for (int k = 0; k < len; k++)
+                s[k] = "ab-0123 ,:"[rnd(10)];
+            snprintf(doc, sizeof(doc), "\"%.*s\"", len, s);
+            CHECK(jsonc_dfa_match(&d, s, (size_t)len) == acc(g, doc));
+        }
+        jsonc_free(g);
+        json_decref(sch);
+        jsonc_dfa_free(&d);
+    }
+    CHECK(compiled > 200);
     /* the formats, through the schema compiler and the recognizer */
     static const struct {
         const char *fmt, *doc;
