@@ -226,7 +226,7 @@ try {
       [{ model: MODEL, messages: [{ role: 'user', content: 7 }] }, 400, 'messages[0].content'],
       [{ model: MODEL, messages: MESSAGES, tools: [{ type: 'function', function: { name: 'no spaces' } }] }, 400, 'tools[0]'],
       [{ model: MODEL, messages: MESSAGES, tool_choice: 'required' }, 400, 'tool_choice'],
-      [{ model: MODEL, messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }, 400, 'response_format'],
+      [{ model: MODEL, messages: MESSAGES, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(?=a)' } } } }, 400, 'response_format'],
       [{ model: 'nope', messages: MESSAGES }, 404, 'model'],
     ];
     for (const [req, status, param] of cases) {
