@@ -454,6 +454,16 @@ def conforms(o):
             (o.get("note") is None or isinstance(o["note"], str)))
 
 
+def closed_values(d, rf, seeds, max_tokens):
+    """The values of the choices that closed ("stop"), sampled at
+    temperature 1 with n = 2 for each seed."""
+    out = []
+    for seed in seeds:
+        j = cmpl(d, max_tokens=max_tokens, temperature=1.0, seed=seed, n=2, response_format=rf)
+        out += [json.loads(c["text"]) for c in j["choices"] if c["finish_reason"] == "stop"]
+    return out
+
+
 def test_response_format(exe):
     """JSON mode and json_schema on /v1/completions (llama.cpp's server takes
     response_format there too): sampled at temperature 1, every choice that
@@ -491,19 +501,13 @@ def test_response_format(exe):
         {"type": "object", "properties": {"kind": {"enum": ["box", "bag"]},
                                           "n": {"type": "integer", "exclusiveMinimum": 100}},
          "required": ["kind", "n"]}]}}}
-    closed = 0
-    for seed in range(1, 7):
-        j = cmpl(d, max_tokens=120, temperature=1.0, seed=seed, n=2, response_format=shape)
-        for c in j["choices"]:
-            if c["finish_reason"] != "stop":
-                continue
-            closed += 1
-            o = json.loads(c["text"])
-            if o["kind"] == "dot":
-                check(list(o) == ["kind", "x"] and -3 <= o["x"] <= 40, o)
-            else:
-                check(o["kind"] in ("box", "bag") and list(o) == ["kind", "n"] and o["n"] > 100, o)
-    check(closed >= 3, "only %d of 12 tagged-union choices closed in 120 tokens" % closed)
+    closed = closed_values(d, shape, range(1, 7), 120)
+    for o in closed:
+        if o["kind"] == "dot":
+            check(list(o) == ["kind", "x"] and -3 <= o["x"] <= 40, o)
+        else:
+            check(o["kind"] in ("box", "bag") and list(o) == ["kind", "n"] and o["n"] > 100, o)
+    check(len(closed) >= 3, "only %d of 12 tagged-union choices closed in 120 tokens" % len(closed))
     # formats and a pattern (2026-12-05): every closed value parses as what
     # its format names, and the code matches its pattern
     pat = {"type": "json_schema", "json_schema": {"name": "f", "schema": {
@@ -513,21 +517,15 @@ def test_response_format(exe):
             "ip": {"type": "string", "format": "ipv4"},
             "code": {"type": "string", "pattern": "^[A-Z]{2,3}-[0-9]{1,4}$"}},
         "required": ["when", "id", "ip", "code"], "additionalProperties": False}}}
-    closed = 0
-    for seed in range(1, 5):
-        j = cmpl(d, max_tokens=200, temperature=1.0, seed=seed, n=2, response_format=pat)
-        for c in j["choices"]:
-            if c["finish_reason"] != "stop":
-                continue
-            closed += 1
-            o = json.loads(c["text"])
-            check(list(o) == ["when", "id", "ip", "code"], o)
-            # RFC 3339 allows a leap second, which Python's datetime does not
-            datetime.datetime.fromisoformat(re.sub(r":60(?=[.Z+-])", ":59", o["when"]))
-            check(str(uuid.UUID(o["id"])) == o["id"].lower(), o)
-            check(str(ipaddress.IPv4Address(o["ip"])) == o["ip"], o)
-            check(re.fullmatch(r"[A-Z]{2,3}-[0-9]{1,4}", o["code"]) is not None, o)
-    check(closed >= 2, "only %d of 8 format choices closed in 200 tokens" % closed)
+    closed = closed_values(d, pat, range(1, 5), 200)
+    for o in closed:
+        check(list(o) == ["when", "id", "ip", "code"], o)
+        # RFC 3339 allows a leap second, which Python's datetime does not
+        datetime.datetime.fromisoformat(re.sub(r":60(?=[.Z+-])", ":59", o["when"]))
+        check(str(uuid.UUID(o["id"])) == o["id"].lower(), o)
+        check(str(ipaddress.IPv4Address(o["ip"])) == o["ip"], o)
+        check(re.fullmatch(r"[A-Z]{2,3}-[0-9]{1,4}", o["code"]) is not None, o)
+    check(len(closed) >= 2, "only %d of 8 format choices closed in 200 tokens" % len(closed))
     # a schema no finite JSON satisfies (every object requires another): the
     # choice ends with "length" at the nesting limit, before max_tokens
     rec = {"type": "json_schema", "json_schema": {"schema": {
