@@ -65,9 +65,21 @@ static void rx_alphabet(uint64_t set[2])
     set[1] = (~(uint64_t)0 >> 1) & ~((uint64_t)1 << ('\\' - 64));
 }
 
+/* Bit i of a set of uint64 words: the byte sets (two words) and the NFA
+ * state sets alike. */
+static int bit_test(const uint64_t *set, int64_t i)
+{
+    return set[i >> 6] >> (i & 63) & 1;
+}
+
+static void bit_set(uint64_t *set, int64_t i)
+{
+    set[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+
 static void set_add(uint64_t set[2], unsigned c)
 {
-    set[c >> 6] |= (uint64_t)1 << (c & 63);
+    bit_set(set, c);
 }
 
 static void set_range(uint64_t set[2], unsigned a, unsigned b)
@@ -382,30 +394,40 @@ static struct frag rx_alt(struct rx *r, int depth)
 
 /* ---- NFA to DFA ---- */
 
+#define DFA_TABLE (4 * JSONC_RX_MAX_STATES) /* open addressing, at most a quarter full */
+
 struct dfa_build {
-    const struct rx *r;
     int32_t words;     /* uint64 words of an NFA state set */
     uint64_t *sets;    /* the DFA states' NFA sets, words each */
     uint32_t *hash;
+    int32_t *table;    /* DFA_TABLE slots: state + 1 by hash, 0 empty */
     int32_t n, cap;
     uint16_t *next;
     int32_t *stack;
 };
 
-static void closure(const struct rx *r, uint64_t *set, int32_t *stack)
+/* The members of set (words words) into out, by word: an NFA set is
+ * mostly zero words. Returns how many. */
+static int32_t set_members(const uint64_t *set, int32_t words, int32_t *out)
 {
-    int32_t sp = 0;
-    for (int32_t i = 0; i < r->n; i++)
-        if (set[i >> 6] >> (i & 63) & 1)
-            stack[sp++] = i;
+    int32_t n = 0;
+    for (int32_t w = 0; w < words; w++)
+        for (uint64_t m = set[w]; m; m &= m - 1)
+            out[n++] = w * 64 + __builtin_ctzll(m);
+    return n;
+}
+
+static void closure(const struct rx *r, uint64_t *set, int32_t words, int32_t *stack)
+{
+    int32_t sp = set_members(set, words, stack);
     while (sp) {
         const struct rx_state *s = &r->s[stack[--sp]];
         if (s->kind != RX_EPS)
             continue;
         int32_t o[2] = {s->out, s->out1};
         for (int k = 0; k < 2; k++)
-            if (o[k] >= 0 && !(set[o[k] >> 6] >> (o[k] & 63) & 1)) {
-                set[o[k] >> 6] |= (uint64_t)1 << (o[k] & 63);
+            if (o[k] >= 0 && !bit_test(set, o[k])) {
+                bit_set(set, o[k]);
                 stack[sp++] = o[k];
             }
     }
@@ -423,10 +445,12 @@ static uint32_t set_hash(const uint64_t *set, int32_t words)
  * -2 too many. */
 static int32_t dfa_state(struct dfa_build *d, const uint64_t *set)
 {
-    uint32_t h = set_hash(set, d->words);
-    for (int32_t i = 0; i < d->n; i++)
+    uint32_t h = set_hash(set, d->words), at = h % DFA_TABLE;
+    for (; d->table[at]; at = (at + 1) % DFA_TABLE) {
+        int32_t i = d->table[at] - 1;
         if (d->hash[i] == h && !memcmp(d->sets + (size_t)i * d->words, set, (size_t)d->words * 8))
             return i;
+    }
     if (d->n >= JSONC_RX_MAX_STATES)
         return -2;
     if (d->n == d->cap) {
@@ -447,21 +471,25 @@ static int32_t dfa_state(struct dfa_build *d, const uint64_t *set)
     }
     memcpy(d->sets + (size_t)d->n * d->words, set, (size_t)d->words * 8);
     d->hash[d->n] = h;
+    d->table[at] = d->n + 1;
     return d->n++;
 }
 
 static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa *out)
 {
-    struct dfa_build d = {r, (r->n + 63) / 64, NULL, NULL, 0, 0, NULL, NULL};
+    struct dfa_build d = {(r->n + 63) / 64, NULL, NULL, NULL, 0, 0, NULL, NULL};
+    d.table = calloc(DFA_TABLE, sizeof(*d.table));
     uint64_t *cur = calloc((size_t)d.words * (JSONC_RX_SYMS + 1), 8);
     d.stack = malloc((size_t)r->n * 2 * sizeof(int32_t) + 8);
+    uint8_t *live = NULL;
+    int32_t *map = NULL;
     int rc = -1;
-    if (!cur || !d.stack) {
+    if (!cur || !d.stack || !d.table) {
         rx_fail(r, "out of memory");
         goto done;
     }
-    cur[start >> 6] |= (uint64_t)1 << (start & 63);
-    closure(r, cur, d.stack);
+    bit_set(cur, start);
+    closure(r, cur, d.words, d.stack);
     if (dfa_state(&d, cur) != 0) {
         rx_fail(r, "out of memory");
         goto done;
@@ -470,15 +498,14 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
         /* per byte, the states the set's RX_SET members move to */
         uint64_t *to = cur + d.words;
         memset(to, 0, (size_t)d.words * JSONC_RX_SYMS * 8);
-        const uint64_t *from = d.sets + (size_t)i * d.words;
-        for (int32_t k = 0; k < r->n; k++) {
-            if (!(from[k >> 6] >> (k & 63) & 1) || r->s[k].kind != RX_SET)
+        int32_t nm = set_members(d.sets + (size_t)i * d.words, d.words, d.stack);
+        for (int32_t m = 0; m < nm; m++) {
+            const struct rx_state *k = &r->s[d.stack[m]];
+            if (k->kind != RX_SET)
                 continue;
-            for (unsigned c = 0x20; c < 0x7F; c++)
-                if (r->s[k].set[c >> 6] >> (c & 63) & 1) {
-                    uint64_t *t = to + (size_t)(c - 0x20) * d.words;
-                    t[r->s[k].out >> 6] |= (uint64_t)1 << (r->s[k].out & 63);
-                }
+            for (int w = 0; w < 2; w++) /* the byte set's members: 0x20..0x7E */
+                for (uint64_t b = k->set[w]; b; b &= b - 1)
+                    bit_set(to + (size_t)(w * 64 + __builtin_ctzll(b) - 0x20) * d.words, k->out);
         }
         for (int c = 0; c < JSONC_RX_SYMS; c++) {
             uint64_t *t = to + (size_t)c * d.words;
@@ -487,7 +514,7 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
                 any = t[w] != 0;
             int32_t j = JSONC_RX_DEAD;
             if (any) {
-                closure(r, t, d.stack);
+                closure(r, t, d.words, d.stack);
                 j = dfa_state(&d, t);
                 if (j < 0) {
                     rx_fail(r, j == -2 ? "needs more than 1024 states (too complex)"
@@ -500,19 +527,19 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
     }
     /* live: the states an accepting one is reachable from */
     const size_t nd = (size_t)(uint32_t)d.n; /* 1..JSONC_RX_MAX_STATES */
-    uint8_t *live = calloc(nd, 1);
-    int32_t *map = malloc(nd * sizeof(*map));
+    live = calloc(nd, 1);
+    map = malloc(nd * sizeof(*map));
     if (!live || !map) {
-        free(live);
-        free(map);
         rx_fail(r, "out of memory");
         goto done;
     }
     for (int32_t i = 0; i < d.n; i++)
-        live[i] = d.sets[(size_t)i * d.words + (match >> 6)] >> (match & 63) & 1;
+        live[i] = (uint8_t)bit_test(d.sets + (size_t)i * d.words, match);
+    /* states are numbered breadth first, a successor mostly after its
+     * state: walking them backwards settles most of it in one pass */
     for (int changed = 1; changed;) {
         changed = 0;
-        for (int32_t i = 0; i < d.n; i++)
+        for (int32_t i = d.n - 1; i >= 0; i--)
             for (int c = 0; c < JSONC_RX_SYMS && !live[i]; c++) {
                 uint16_t j = d.next[(size_t)i * JSONC_RX_SYMS + c];
                 if (j != JSONC_RX_DEAD && live[j])
@@ -520,8 +547,6 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
             }
     }
     if (!live[0]) {
-        free(live);
-        free(map);
         rx_fail(r, "no string of printable ASCII without '\"' or '\\\\' matches it");
         goto done;
     }
@@ -532,8 +557,6 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
     out->next = malloc((size_t)n * JSONC_RX_SYMS * sizeof(uint16_t));
     out->accept = malloc((size_t)n);
     if (!out->next || !out->accept) {
-        free(live);
-        free(map);
         jsonc_dfa_free(out);
         rx_fail(r, "out of memory");
         goto done;
@@ -546,16 +569,17 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
             out->next[(size_t)map[i] * JSONC_RX_SYMS + c] =
                 j != JSONC_RX_DEAD && live[j] ? (uint16_t)map[j] : JSONC_RX_DEAD;
         }
-        out->accept[map[i]] = d.sets[(size_t)i * d.words + (match >> 6)] >> (match & 63) & 1;
+        out->accept[map[i]] = (uint8_t)bit_test(d.sets + (size_t)i * d.words, match);
     }
-    free(live);
-    free(map);
     rc = 0;
 done:
+    free(live);
+    free(map);
     free(cur);
     free(d.stack);
     free(d.sets);
     free(d.hash);
+    free(d.table);
     free(d.next);
     return rc;
 }
