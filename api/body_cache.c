@@ -19,28 +19,25 @@ int body_cache_take(struct body_cache *c, struct buf *b, size_t n, size_t limit)
     for (int i = 0; i < c->n; i++)
         if (c->slot[i].cap > n && (best < 0 || c->slot[i].cap < c->slot[best].cap))
             best = i;
+    char *p;
+    size_t cap;
     if (best >= 0) {
-        buf_free(b);
-        b->p = c->slot[best].p;
-        b->cap = c->slot[best].cap;
-        b->len = 0;
-        b->p[0] = '\0';
+        p = c->slot[best].p;
+        cap = c->slot[best].cap;
         c->slot[best] = c->slot[--c->n];
-        return 0;
+    } else {
+        cap = BODY_CACHE_MIN;
+        while (cap < n + 1 && cap <= limit)
+            cap *= 2;
+        /* at the limit a power of two is waste: limit + 1 holds any body */
+        if (cap >= limit)
+            cap = limit + 1 > n + 1 ? limit + 1 : n + 1;
+        p = malloc(cap);
+        if (!p)
+            return INF_ENOMEM;
     }
-    size_t cap = BODY_CACHE_MIN;
-    while (cap < n + 1 && cap <= limit)
-        cap *= 2;
-    /* at the limit a power of two is waste: limit + 1 holds any body */
-    if (cap >= limit)
-        cap = limit + 1 > n + 1 ? limit + 1 : n + 1;
-    char *p = malloc(cap);
-    if (!p)
-        return INF_ENOMEM;
     buf_free(b);
-    b->p = p;
-    b->cap = cap;
-    b->len = 0;
+    *b = (struct buf){p, 0, cap};
     p[0] = '\0';
     return 0;
 }
