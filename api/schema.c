@@ -357,11 +357,11 @@ static int32_t pattern_string(struct ctx *c, json_t *j, json_t *key, json_t *pat
     }
     struct jsonc_dfa d;
     char why[200];
-    if (jsonc_regex_compile(re, len, &d, why, sizeof(why))) {
-        if (strstr(why, "out of memory"))
-            return oom(c);
+    int rc = jsonc_regex_compile(re, len, &d, why, sizeof(why));
+    if (rc == -2)
+        return oom(c);
+    if (rc)
         return c->lenient ? plain_string(c, j, key) : fail(c, "%s", why);
-    }
     int32_t id = new_node(c, key, JSONC_PATTERN);
     if (id >= 0 && jsonc_b_pattern(c->b, id, &d))
         id = oom(c);

@@ -26,6 +26,7 @@ struct rx {
     char *msg;
     size_t msg_cap;
     int err;
+    int oom; /* the refusal is the allocator's (jsonc_regex_compile returns -2) */
 };
 
 struct frag {
@@ -40,6 +41,13 @@ static int rx_fail(struct rx *r, const char *what)
     return -1;
 }
 
+static int rx_oom(struct rx *r)
+{
+    if (!r->err)
+        r->oom = 1;
+    return rx_fail(r, "out of memory");
+}
+
 static int32_t rx_new(struct rx *r, int kind)
 {
     if (r->err)
@@ -50,7 +58,7 @@ static int32_t rx_new(struct rx *r, int kind)
         int32_t cap = r->cap ? 2 * r->cap : 256;
         struct rx_state *q = realloc(r->s, (size_t)cap * sizeof(*q));
         if (!q)
-            return rx_fail(r, "out of memory");
+            return rx_oom(r);
         r->s = q;
         r->cap = cap;
     }
@@ -485,13 +493,13 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
     int32_t *map = NULL;
     int rc = -1;
     if (!cur || !d.stack || !d.table) {
-        rx_fail(r, "out of memory");
+        rx_oom(r);
         goto done;
     }
     bit_set(cur, start);
     closure(r, cur, d.words, d.stack);
     if (dfa_state(&d, cur) != 0) {
-        rx_fail(r, "out of memory");
+        rx_oom(r);
         goto done;
     }
     for (int32_t i = 0; i < d.n; i++) {
@@ -517,8 +525,10 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
                 closure(r, t, d.words, d.stack);
                 j = dfa_state(&d, t);
                 if (j < 0) {
-                    rx_fail(r, j == -2 ? "needs more than 1024 states (too complex)"
-                                       : "out of memory");
+                    if (j == -2)
+                        rx_fail(r, "needs more than 1024 states (too complex)");
+                    else
+                        rx_oom(r);
                     goto done;
                 }
             }
@@ -530,7 +540,7 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
     live = calloc(nd, 1);
     map = malloc(nd * sizeof(*map));
     if (!live || !map) {
-        rx_fail(r, "out of memory");
+        rx_oom(r);
         goto done;
     }
     for (int32_t i = 0; i < d.n; i++)
@@ -558,7 +568,7 @@ static int dfa_make(struct rx *r, int32_t start, int32_t match, struct jsonc_dfa
     out->accept = malloc((size_t)n);
     if (!out->next || !out->accept) {
         jsonc_dfa_free(out);
-        rx_fail(r, "out of memory");
+        rx_oom(r);
         goto done;
     }
     for (int32_t i = 0; i < d.n; i++) {
@@ -587,7 +597,7 @@ done:
 int jsonc_regex_compile(const char *re, size_t len, struct jsonc_dfa *out, char *msg, size_t cap)
 {
     memset(out, 0, sizeof(*out));
-    struct rx r = {re, re + len, NULL, 0, 0, msg, cap, 0};
+    struct rx r = {re, re + len, NULL, 0, 0, msg, cap, 0, 0};
     int anchor_start = len > 0 && re[0] == '^';
     /* a final '$' not itself escaped: count the backslashes before it */
     int anchor_end = 0;
@@ -614,7 +624,7 @@ int jsonc_regex_compile(const char *re, size_t len, struct jsonc_dfa *out, char 
         rc = dfa_make(&r, f.in, m, out);
     }
     free(r.s);
-    return rc;
+    return rc && r.oom ? -2 : rc;
 }
 
 void jsonc_dfa_free(struct jsonc_dfa *d)

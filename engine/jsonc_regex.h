@@ -40,9 +40,8 @@ struct jsonc_dfa {
     uint8_t *accept; /* n: the text so far matches */
 };
 
-/* Compile re[0..len): 0, or -1 with msg set (INF_ENOMEM-like failures
- * say "out of memory"). out is filled on success; free it with
- * jsonc_dfa_free. */
+/* Compile re[0..len): 0; -1 with msg set (the pattern is refused); -2
+ * out of memory. out is filled on success; free it with jsonc_dfa_free. */
 int jsonc_regex_compile(const char *re, size_t len, struct jsonc_dfa *out, char *msg, size_t cap);
 void jsonc_dfa_free(struct jsonc_dfa *d);
 /* Whether the DFA takes s[0..n) whole (tests; a byte outside the alphabet
