@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/mmd-call.sh [check|bench|verify|json|lever] — the device calls of cuda/mm_deq.cu
+# bench/mmd-call.sh [check|bench|verify|json|f16r] — the device calls of cuda/mm_deq.cu
 # (batch_invariant = false: K-quant batches as F16 through cuBLASLt), written
 # 2026-12-04 when no device was lent. Two phases, one device call each (the
 # tool's 10-minute limit; ~5 min each):
@@ -12,8 +12,8 @@
 #          batch_invariant true vs false interleaved; bench-serve --json false
 #          vs true (response_format's cost); ncu of the path's kernels
 #   verify the sm_90 default (256 rows) with nothing set
-#   lever  the F16 path's A/B knobs (INFERD_MMD_DQ2, INFERD_MMC_CVT8,
-#          INFERD_MMC_TUNE): their numbers, then base vs each vs all interleaved
+#   f16r   resident F16 copies (--f16-weights / f16_weights_mb): op cases,
+#          memcheck, the 7B's variant gates, A/B op / model / serve
 #   json   JSON-constrained sampling on the device (allowed bits uploaded):
 #          cuda-sample, the API's JSON/tool tests on a GPU daemon, bench-serve
 #          --json on the device vs on the host (INFERD_JSON_ON_BACKEND=0)
@@ -155,44 +155,55 @@ elif [ "$phase" = json ]; then
         echo "serve json=$j round $r"
         tail -4 $out/serve-json-$j.r$r.txt
     done; done >> $S
-elif [ "$phase" = lever ]; then
-    # the F16 path's three A/B knobs (2026-12-05, written with no device lent;
-    # predictions in bench/RESULTS.md "2026-12-05 07:30"): INFERD_MMD_DQ2
-    # (dequantization's second form), INFERD_MMC_CVT8 (activations eight a
-    # thread), INFERD_MMC_TUNE (cuBLASLt's bucket algorithms timed at load).
-    # First their numbers: cuda-ops (mm-deq, mm-cublas) with all three on.
-    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1 INFERD_MMD_MIN=64 timeout 200 \
-        $d/bin/test_cuda_ops > $out/ops-lever.log 2>&1
-    echo "cuda-ops (all three) rc=$?" | tee -a $S
-    grep -E "mm-deq|mm-cublas|FAIL" $out/ops-lever.log | head -20 >> $S
-    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        $d/bin/inferd bench --op --backend cuda --types q4_K,q5_K,q6_K --n 64,100 --shapes qwen7b-attn-kv \
-        --reps 2 --batch-invariant false > $out/memcheck-lever.log 2>&1
-    echo "memcheck (dq2, cvt8) rc=$?" | tee -a $S
+elif [ "$phase" = f16r ]; then
+    # resident F16 copies (config f16_weights_mb; 2026-12-05 session 38):
+    # their op cases (cuda-ops mm-deq-res), memcheck, the 7B-shaped model's
+    # variant gates with them from 9 rows, then A/B interleaved: bench --op
+    # in batch_invariant = false without copies (int8 below 256 rows, F16
+    # with a copy a product from 256) vs with them (INFERD_MMD_RES_MIN=16:
+    # the crossover against int8 read off the table), the 7B's pp/tg in
+    # three modes, bench-serve without / with copies
+    unset INFERD_MMD_MIN
+    timeout 200 $d/bin/test_cuda_ops > $out/ops-f16r.log 2>&1
+    echo "cuda-ops rc=$?" | tee -a $S
+    grep -E "mm-deq|FAIL" $out/ops-f16r.log | head -30 >> $S
+    timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types q4_K,q5_K,q6_K --n 16,100,300 --shapes qwen7b-attn-kv --reps 2 --batch-invariant false \
+        --f16-weights 1024 > $out/memcheck-f16r.log 2>&1
+    echo "memcheck (f16r) rc=$?" | tee -a $S
     q7
-    run_v() { # variant round: bench --op and the 7B's pp512 in that variant
-        case $1 in base) e= ;; dq2) e=INFERD_MMD_DQ2=1 ;; cvt8) e=INFERD_MMC_CVT8=1 ;;
-            tune) e=INFERD_MMC_TUNE=1 ;; all) e="INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1" ;; esac
-        env $e timeout 60 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512,2048 \
-            --shapes llama3-ffn-down,qwen7b-ffn-up --reps 10 --batch-invariant false \
-            > $out/ab/$1.r$2.op.txt 2>&1 || true
-        env $e timeout 60 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512 --tg 16 \
-            --reps 2 --batch-invariant false > $out/ab/$1.r$2.model.txt 2>&1 || true
-    }
-    for r in 1 2; do for v in base dq2 cvt8 tune all; do run_v $v $r; done; done
-    for v in dq2 cvt8 tune all; do
-        echo "## base vs $v"; python3 tests/cuda/ab_table.py $out/ab base $v
-    done > $out/lever.md 2>&1
-    grep -h "tuned:" $out/ab/tune.r1.*.txt | head -20 >> $S
-    # the kernels one by one with all three on (q4_K and q6_K 4096x14336, n = 512)
-    INFERD_MMD_DQ2=1 INFERD_MMC_CVT8=1 INFERD_MMC_TUNE=1 timeout 90 ncu --metrics gpu__time_duration.sum \
-        --launch-skip 40 --launch-count 12 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 512 \
-        --shapes llama3-ffn-down --reps 5 --batch-invariant false > $out/ncu-lever.txt 2>&1
-    echo "ncu rc=$?" | tee -a $S
-    grep -E "mmd_|mmc_|nvjet|gemm|sm90|gpu__time" $out/ncu-lever.txt | head -40 > $out/ncu-lever-short.txt
-    cp $out/lever.md $out/ncu-lever-short.txt $OUT/ 2>/dev/null
+    INFERD_BATCH_VARIANT=1 INFERD_F16_WEIGHTS_MB=65536 INFERD_MMD_MIN=9 INFERD_MMD_RES_MIN=9 timeout 120 \
+        $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7-f16r.log 2>&1
+    echo "q7 variant f16r rc=$?" | tee -a $S
+    tail -2 $out/q7-f16r.log | tee -a $S
+    for r in 1 2; do for v in deq res; do
+        f=0; [ $v = res ] && f=4096
+        INFERD_MMD_RES_MIN=16 timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q5_K,q6_K \
+            --n 16,32,48,64,96,128,256,512,2048 \
+            --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 10 \
+            --batch-invariant false --f16-weights $f > $out/ab/$v.r$r.op.txt 2>&1 || true
+    done; done
+    date -u +%T | tee -a $S
+    for r in 1 2; do for v in inv deq res; do
+        case $v in inv) a="--batch-invariant true" ;; deq) a="--batch-invariant false" ;;
+            res) a="--batch-invariant false --f16-weights 65536" ;; esac
+        timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 \
+            --reps 2 $a > $out/ab/$v.r$r.model.txt 2>&1
+    done; done
+    grep -h "resident on the GPU" $out/ab/*.r1.model.txt | head -3 >> $S
+    python3 tests/cuda/ab_table.py $out/ab deq res > $out/f16r.md 2>&1
+    echo "## 7B: invariant / variant / variant + copies" >> $out/f16r.md
+    python3 tests/cuda/ab_table.py $out/ab inv deq res | sed -n '/model test/,$p' >> $out/f16r.md 2>&1
+    for f in 0 65536; do
+        timeout 90 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
+            --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant false --f16-weights $f \
+            > $out/serve-f16r-$f.txt 2>&1
+        echo "serve batch_invariant=false f16_weights_mb=$f"
+        tail -4 $out/serve-f16r-$f.txt
+    done >> $S
+    cp $out/f16r.md $OUT/ 2>/dev/null
 else
-    echo "usage: bench/mmd-call.sh check|bench|verify|json|lever" >&2
+    echo "usage: bench/mmd-call.sh check|bench|verify|json|f16r" >&2
     exit 2
 fi
 date -u +%T | tee -a $S

@@ -1,6 +1,7 @@
 /* backend_open — see backend_open.h. */
 #include "daemon/backend_open.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,17 @@ int batch_invariant_parse(const char *s, int *no_inv)
     return 0;
 }
 
+int f16_weights_parse(const char *s, int *mb)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > (1L << 22))
+        return INF_EINVAL;
+    *mb = (int)v;
+    return 0;
+}
+
 const char *backend_kind_name(int kind)
 {
     return kind == BACKEND_CUDA ? "cuda" : kind == BACKEND_CPU ? "cpu" : "auto";
@@ -99,6 +111,12 @@ int backend_open(const struct backend_open_params *p, struct backend **out, stru
             log_info("cuda: batch_invariant = false: cuBLAS picks its algorithm per batch size "
                      "(a row may differ by ulps between batch sizes)");
         }
+        if (p->f16_weights_mb > 0) {
+            if (!p->no_batch_invariance)
+                log_warn("cuda: f16_weights_mb needs batch_invariant = false: no F16 copies kept");
+            else
+                cuda_backend_set_f16_weights(be, (size_t)p->f16_weights_mb << 20);
+        }
         if (p->attention_tc) {
             cuda_backend_set_attention_tc(be, 1);
             log_info("cuda: attention_scores = tensor: attention scores by tensor cores "
@@ -118,9 +136,10 @@ void backend_log_resident(const struct backend *be, double load_seconds)
     size_t w = 0, fr = 0, tot = 0;
     if (!strcmp(be->ops->name, "cuda") && cuda_backend_mem(be, &w, &fr, &tot) == 0)
         log_info("weights resident on the GPU: %.1f MiB uploaded in %.2f s (+%.1f MiB of "
-                 "Q6_K expanded for MMQ); %zu MiB of %zu MiB free",
+                 "Q6_K expanded for MMQ, +%.1f MiB of F16 copies); %zu MiB of %zu MiB free",
                  (double)w / 1048576.0, load_seconds,
-                 (double)cuda_backend_aux_bytes(be) / 1048576.0, fr >> 20, tot >> 20);
+                 (double)cuda_backend_aux_bytes(be) / 1048576.0,
+                 (double)cuda_backend_f16_bytes(be) / 1048576.0, fr >> 20, tot >> 20);
     else
         log_info("model loaded for the %s backend in %.2f s", be->ops->name, load_seconds);
 }

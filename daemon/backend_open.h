@@ -31,6 +31,9 @@ int bool_flag_parse(const char *s, int *on);
  * 0, "false" -> *no_inv = 1 (struct backend_open_params.no_batch_invariance):
  * 0, or INF_EINVAL. */
 int batch_invariant_parse(const char *s, int *no_inv);
+/* --f16-weights (the config key f16_weights_mb): MiB, 0..4194304 -> *mb:
+ * 0, or INF_EINVAL. */
+int f16_weights_parse(const char *s, int *mb);
 /* The kind a command uses when no --backend is given: INFERD_BACKEND from the
  * environment when it names one (test runs pin a backend that way), else auto. */
 int backend_kind_default(void);
@@ -48,6 +51,9 @@ struct backend_open_params {
      * scores by tensor cores (0, the default: the CPU backend's order and
      * expf, so the GPU's logits equal the CPU's) */
     int attention_tc;
+    /* config f16_weights_mb (with no_batch_invariance): MiB of resident F16
+     * copies of K-quant matrices (0: none) */
+    int f16_weights_mb;
 };
 
 /* 0 and *out, or a negative INF_E* code with err filled. */

@@ -73,6 +73,11 @@ static const struct cfg_key cfg_keys[] = {
      "GPU (cuda backend): F32/F16/BF16 weight products through cuBLAS with one algorithm per "
      "weight shape, so a row's result does not depend on what it is batched with (false: "
      "cuBLAS picks per batch size, faster, a row may then differ by ulps between batch sizes)"},
+    {"f16_weights_mb", CFG_INT, CFG_OFF(f16_weights_mb), 0, 1 << 22, "0", 0,
+     "GPU (cuda backend), with batch_invariant = false: keep F16 copies of the Q4_K/Q5_K/Q6_K "
+     "matrices, up to this many MiB, so prefill products of many rows skip dequantizing the "
+     "weight (about 2 bytes an element: ~13 GiB for a 7B model; the same results; the memory "
+     "comes out of what the KV cache would get). 0: off"},
     {"attention_scores", CFG_STR, CFG_OFF(attention_scores), 0, 0, "exact", 0,
      "GPU (cuda backend): attention scores \"exact\" (the CPU backend's order and expf: the "
      "GPU's logits equal the CPU's) or \"tensor\" (tensor-core sums, ulps from the CPU's; "
@@ -361,6 +366,11 @@ int cfg_validate(const struct cfg *c, struct inf_error *err)
                              "model = in the config file (the default %s is not installed; "
                              "a checkout has data/models/stories260K.gguf)",
                              INFERD_DEFAULT_MODEL);
+    if (c->f16_weights_mb && c->batch_invariant)
+        return inf_error_set(err, INF_EINVAL,
+                             "f16_weights_mb (%d) needs batch_invariant = false: the F16 copies serve the "
+                             "batch-variant prefill path only",
+                             c->f16_weights_mb);
     if (strcmp(c->attention_scores, "exact") && strcmp(c->attention_scores, "tensor"))
         return inf_error_set(err, INF_EINVAL, "attention_scores: \"%s\" is not exact or tensor",
                              c->attention_scores);

@@ -48,6 +48,7 @@ struct cfg {
     int prefix_cache;
     int llamacpp_numerics;
     int batch_invariant;
+    int f16_weights_mb; /* batch_invariant = false: resident F16 copies of K-quant matrices, MiB */
     char attention_scores[16]; /* "exact" | "tensor" */
     int prewarm;
     /* reloadable on SIGHUP */

@@ -131,6 +131,7 @@ static void bench_usage(FILE *f)
                "                    [--peer ../shared/peer/llamacpp-cpu.md] [--backend auto|cuda|cpu]\n"
                "                    [--attention-scores exact|tensor]   (config key attention_scores)\n"
                "                    [--batch-invariant true|false]      (config key batch_invariant)\n"
+               "                    [--f16-weights MiB]   (config key f16_weights_mb; with batch-invariant false)\n"
                "       inferd bench --op [...]   one matrix product per type/shape (--op --help)\n");
 }
 
@@ -143,7 +144,7 @@ int cmd_bench(int argc, char **argv)
     int pp[BENCH_MAX_TESTS] = {128, 512}, tg[BENCH_MAX_TESTS] = {128};
     int n_pp = 2, n_tg = 1;
     long threads = 2, reps = 3;
-    int kind = backend_kind_default(), att_tc = 0, no_inv = 0;
+    int kind = backend_kind_default(), att_tc = 0, no_inv = 0, f16_mb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -151,7 +152,8 @@ int cmd_bench(int argc, char **argv)
             return CMD_OK;
         }
         static const char *const flags[] = {"--model", "--peer", "--pp", "--tg", "--threads",
-                                            "--reps", "--backend", "--attention-scores", "--batch-invariant"};
+                                            "--reps", "--backend", "--attention-scores", "--batch-invariant",
+                                            "--f16-weights"};
         int known = 0;
         for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
             known |= !strcmp(a, flags[f]);
@@ -184,6 +186,11 @@ int cmd_bench(int argc, char **argv)
                 fprintf(stderr, "inferd bench: --batch-invariant must be true or false, not '%s'\n", v);
                 return CMD_USAGE;
             }
+        } else if (!strcmp(a, "--f16-weights")) {
+            if (f16_weights_parse(v, &f16_mb)) {
+                fprintf(stderr, "inferd bench: --f16-weights expects MiB (0..4194304), not '%s'\n", v);
+                return CMD_USAGE;
+            }
         } else if (!strcmp(a, "--pp")) {
             if ((n_pp = bench_list(v, pp, BENCH_MAX_TESTS)) < 0) {
                 fprintf(stderr, "inferd bench: bad --pp list '%s'\n", v);
@@ -214,7 +221,7 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc, f16_mb};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

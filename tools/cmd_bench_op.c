@@ -154,10 +154,12 @@ static int op_run_one(struct backend *be, int type, const struct op_shape *sh, c
     /* batch_invariant = false: K-quants from this many rows as F16 through
      * cuBLAS (cuda/mm_deq.cu), shown as q4_K/f16 */
     const int deq = !strcmp(be->ops->name, "cuda") ? cuda_backend_mm_deq_min(be, &w) : 0;
+    const int f16r = deq && cuda_backend_mm_deq_resident(be, &w); /* a resident F16 copy: /f16r */
     for (int k = 0; k < n_n; k++) {
         const int n = ns[k];
         if (deq)
-            snprintf(tname, sizeof(tname), "%s%s", quant_type_name(type), n >= deq ? "/f16" : "");
+            snprintf(tname, sizeof(tname), "%s%s", quant_type_name(type),
+                     n < deq ? "" : f16r ? "/f16r" : "/f16");
         for (int i = 0; i < 3; i++) /* warm-up: module load, clocks */
             be->ops->mul_mat(be, &w, dx, dy, n);
         if (be->ops->sync(be))
@@ -215,7 +217,7 @@ int cmd_bench_op(int argc, char **argv)
     char types_s[256] = "q4_K,q6_K,q5_K,q8_0,q4_0,f16";
     char shapes_s[256] = "llama3-ffn-down";
     int ns[16] = {1, 8, 512, 2048}, n_n = 4, reps = 30, kind = backend_kind_default();
-    int no_inv = 0;
+    int no_inv = 0, f16_mb = 0;
     long threads = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -224,12 +226,14 @@ int cmd_bench_op(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: inferd bench --op [--backend auto|cuda|cpu] [--types q4_K,q6_K,...]\n"
                    "                    [--n 1,8,512,2048] [--shapes NAME,...|all] [--reps 30]\n"
-                   "                    [--threads 2] [--batch-invariant true|false]\n"
+                   "                    [--threads 2] [--batch-invariant true|false] [--f16-weights MiB]\n"
                    "shapes: llama3-ffn-down (4096x14336, the peer file's), qwen7b-attn-q,\n"
                    "        qwen7b-attn-kv, qwen7b-ffn-up, qwen7b-ffn-down; all = every one\n"
                    "--batch-invariant false: cuBLAS picks its algorithm per n for F32/F16/BF16,\n"
                    "        and K-quants from INFERD_MMD_MIN=N rows run as F16 through cuBLAS\n"
-                   "        (the config key batch_invariant; default true: one per shape, int8)\n");
+                   "        (the config key batch_invariant; default true: one per shape, int8)\n"
+                   "--f16-weights MiB: with --batch-invariant false, the weight's F16 copy made once\n"
+                   "        at registration and kept (config key f16_weights_mb), shown as q4_K/f16r\n");
             return CMD_OK;
         }
         if (!v) {
@@ -262,6 +266,11 @@ int cmd_bench_op(int argc, char **argv)
                 fprintf(stderr, "inferd bench --op: --batch-invariant must be true or false\n");
                 return CMD_USAGE;
             }
+        } else if (!strcmp(a, "--f16-weights")) {
+            if (f16_weights_parse(v, &f16_mb)) {
+                fprintf(stderr, "inferd bench --op: --f16-weights expects MiB (0..4194304)\n");
+                return CMD_USAGE;
+            }
         } else if (!strcmp(a, "--backend")) {
             if (backend_kind_parse(v, &kind)) {
                 fprintf(stderr, "inferd bench --op: --backend must be auto, cuda or cpu\n");
@@ -274,7 +283,7 @@ int cmd_bench_op(int argc, char **argv)
     }
     struct inf_error err = {0, ""};
     struct backend *be = NULL;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, 0};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench --op: %s\n", err.msg);
         return CMD_FAIL;

@@ -306,6 +306,7 @@ static void bs_usage(FILE *f)
             "                          [--prompt-tokens 32] [--threads 2] [--rounds 2]\n"
             "                          [--step-tokens 512] [--block-size 16] [--backend auto|cuda|cpu]\n"
             "                          [--batch-invariant true|false]   (config key batch_invariant)\n"
+            "                          [--f16-weights MiB]   (config key f16_weights_mb)\n"
             "                          [--json true|false]   (JSON-constrained requests)\n"
             "Runs the scheduler directly (no HTTP): for each concurrency C, C clients in a\n"
             "closed loop submit C*rounds requests (random prompts, greedy, ignore_eos); prints\n"
@@ -351,7 +352,7 @@ int cmd_bench_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *conc_s = "1,4,16,64";
     int32_t max_tokens = 64, n_prompt = 32, threads = 2, rounds = 2, step_tokens = 512;
-    int kind = backend_kind_default(), no_inv = 0, json_on = 0;
+    int kind = backend_kind_default(), no_inv = 0, json_on = 0, f16_mb = 0;
     int32_t block_size = 16, conc[BS_MAX_CONC], n_conc = 0;
     struct backend *be;
     struct model *m = NULL;
@@ -384,6 +385,12 @@ int cmd_bench_serve(int argc, char **argv)
         else if (!strcmp(a, "--batch-invariant")) {
             if (batch_invariant_parse(v, &no_inv)) {
                 fprintf(stderr, "inferd bench-serve: --batch-invariant must be true or false\n");
+                return CMD_USAGE;
+            }
+        }
+        else if (!strcmp(a, "--f16-weights")) {
+            if (f16_weights_parse(v, &f16_mb)) {
+                fprintf(stderr, "inferd bench-serve: --f16-weights expects MiB (0..4194304)\n");
                 return CMD_USAGE;
             }
         }
@@ -441,7 +448,7 @@ int cmd_bench_serve(int argc, char **argv)
         fprintf(stderr, "inferd bench-serve: out of memory\n");
         return CMD_FAIL;
     }
-    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0};
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         jsonc_free(json);

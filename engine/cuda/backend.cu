@@ -421,6 +421,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
     off = aoff = 0;
     for (int i = 0; i < n; i++) {
         struct backend_weight *a = w[i];
+        cuda_mmd_rekey(c, a->data, (char *)g->data + off); /* its resident F16 copy, if any */
         cudaFree(a->data);
         a->data = (char *)g->data + off;
         off += a->row_bytes * (size_t)a->ne1;
@@ -563,6 +564,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
     cudaFree(c->mmd_w);
+    cuda_mmd_free(c);
     cudaFree(c->att_sc);
     for (int i = 0; i < c->att_sc_nold; i++)
         cudaFree(c->att_sc_old[i]);
@@ -686,7 +688,28 @@ extern "C" int cuda_backend_mm_cublas(struct backend *be, const struct backend_w
 extern "C" int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w)
 {
     const struct cuda_ctx *c = cuda_ctx_of(be);
-    return cuda_mmd_takes(c, w, 1 << 30) ? c->mmd_min : 0;
+    if (!cuda_mmd_takes(c, w, 1 << 30))
+        return 0;
+    return cuda_mmd_resident(c, w) && c->mmd_min_res > 0 ? c->mmd_min_res : c->mmd_min;
+}
+
+extern "C" int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w)
+{
+    return cuda_mmd_resident(cuda_ctx_of(be), w);
+}
+
+extern "C" int cuda_backend_set_f16_weights(struct backend *be, size_t bytes)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (c->weight_bytes)
+        return INF_EINVAL; /* weights already registered without copies */
+    c->f16w_budget = bytes;
+    return 0;
+}
+
+extern "C" size_t cuda_backend_f16_bytes(const struct backend *be)
+{
+    return ((const struct cuda_ctx *)be->ctx)->f16w_bytes;
 }
 
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)

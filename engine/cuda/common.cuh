@@ -99,8 +99,13 @@ struct cuda_ctx {
     /* batch_invariant = false: K-quant products of mmd_min rows or more as F16 through cuBLASLt
      * (cuda/mm_deq.cu); mmd_w: the dequantized weight, mmd_need the largest one registered */
     int32_t mmd_min;
-    int mmd_dq2;       /* INFERD_MMD_DQ2=1: the dequantization's second form (A/B) */
-    int mmc_cvt8;      /* INFERD_MMC_CVT8=1: activations to F16/BF16 eight a thread (A/B) */
+    /* the same where every member of the product has a resident F16 copy (config f16_weights_mb:
+     * f16w_budget bytes; f16w_n copies in f16w, f16w_bytes; f16w_full once the device refused one) */
+    int32_t mmd_min_res;
+    size_t f16w_budget, f16w_bytes;
+    struct cuda_f16w *f16w;
+    int f16w_n, f16w_cap, f16w_full;
+    int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */
     int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */
     void *mmd_w;
     size_t mmd_w_bytes, mmd_need;
@@ -529,6 +534,12 @@ int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const f
                      int32_t n_rows);
 int cuda_mmd_reserve(struct cuda_ctx *c);
 int cuda_mmd_min_default(int sm); /* c->mmd_min at cuda_backend_new (INFERD_MMD_MIN, else sm_90: 256, others 0: never) */
+int cuda_mmd_min_res_default(int sm); /* c->mmd_min_res (INFERD_MMD_RES_MIN, else sm_90: 64, others 0) */
+/* resident F16 copies (config f16_weights_mb): rekey when weight_fuse moves a weight's rows from
+ * `from` to `to`; resident: 1 when w has one; free: all of them (destroy) */
+void cuda_mmd_rekey(struct cuda_ctx *c, const void *from, const void *to);
+int cuda_mmd_resident(const struct cuda_ctx *c, const struct backend_weight *w);
+void cuda_mmd_free(struct cuda_ctx *c);
 
 /* cuda/knobs.cu: the environment switches into c (cuda_backend_new, once c->sm is set) */
 void cuda_knobs_read(struct cuda_ctx *c);

@@ -78,13 +78,21 @@ int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
  * K-quant weight w's products go through F16 and cuBLASLt
  * (cuda/mm_deq.cu), 0 when they never do (tests, bench --op). */
 int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
-/* cuda/mm_deq.cu's dequantization (eight elements a thread; form 0 the
- * kernel's first form, 1 its second, INFERD_MMD_DQ2) run on the host over
+/* (c->mmd_min_res for a weight with a resident F16 copy: see below) */
+/* With batch_invariant = false (set first): keep F16 copies of the K-quant
+ * matrices the F16 path takes, up to `bytes` in all, made as each weight
+ * registers (config f16_weights_mb), so their large products skip the
+ * dequantization; the same results. Call before model_load: 0, or
+ * INF_EINVAL once weights are registered. */
+int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
+/* Bytes of those copies held; 1 when the registered weight w has one. */
+size_t cuda_backend_f16_bytes(const struct backend *be);
+int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w);
+/* cuda/mm_deq.cu's dequantization (eight elements a thread) run on the host over
  * n_rows rows of ne0 elements of a K-quant type, against engine/quant.c,
  * F16-rounded: the elements that differ (the first into msg), -1 for a
  * type it does not take or in a build without CUDA. No GPU needed
  * (tests/cuda/test_cuda_host.c). */
-int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_t ne0, int64_t n_rows, char *msg,
-                            size_t cap);
+int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg, size_t cap);
 
 #endif

@@ -97,10 +97,27 @@ int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w)
     return 0;
 }
 
-int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_t ne0, int64_t n_rows, char *msg,
-                            size_t cap)
+int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w)
 {
-    (void)type, (void)form, (void)w, (void)ne0, (void)n_rows;
+    (void)be, (void)w;
+    return 0;
+}
+
+int cuda_backend_set_f16_weights(struct backend *be, size_t bytes)
+{
+    (void)be, (void)bytes;
+    return 0;
+}
+
+size_t cuda_backend_f16_bytes(const struct backend *be)
+{
+    (void)be;
+    return 0;
+}
+
+int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg, size_t cap)
+{
+    (void)type, (void)w, (void)ne0, (void)n_rows;
     if (msg && cap)
         msg[0] = 0;
     return -1;

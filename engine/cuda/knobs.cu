@@ -23,15 +23,22 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * as F16 through cuBLASLt (cuda/mm_deq.cu: 256 on sm_90, measured; 0,
      * never, elsewhere; INFERD_MMD_MIN overrides) */
     c->mmd_min = cuda_mmd_min_default(c->sm);
-    /* its dequantization's second form and the activations' vector
-     * conversion (cuda/mm_deq.cu, cuda/mm_cublas.cu): INFERD_MMD_DQ2=1,
-     * INFERD_MMC_CVT8=1, for A/B runs until measured (results: the same
-     * values; written 2026-12-05 with no device lent) */
-    c->mmd_dq2 = knob_on("INFERD_MMD_DQ2");
-    c->mmc_cvt8 = knob_on("INFERD_MMC_CVT8");
+    /* the same for weights with a resident F16 copy (config f16_weights_mb;
+     * INFERD_MMD_RES_MIN overrides, 0: c->mmd_min) */
+    c->mmd_min_res = cuda_mmd_min_res_default(c->sm);
+    /* the activations' F16/BF16 conversion eight elements a thread
+     * (cuda/mm_cublas.cu; measured 2026-12-05: 0.95x the scalar form's
+     * product time at n = 512-2048); INFERD_MMC_CVT8=0 the scalar form
+     * (A/B runs; the same values) */
+    const char *cv8 = getenv("INFERD_MMC_CVT8");
+    c->mmc_cvt8 = !(cv8 && !strcmp(cv8, "0"));
     /* batch_invariant = false: cuBLASLt's algorithm for each bucket of 64+
      * rows timed among its candidates at load (cuda/mm_cublas_algo.cu
-     * mmc_tune; changes bits only as the mode's per-n choice already may) */
+     * mmc_tune; changes bits only as the mode's per-n choice already may).
+     * Stays an A/B knob: measured 2026-12-05, 0.98-1.01x at n = 512 and
+     * 0.97-1.00x at 2048, and a choice by timing may differ from one start
+     * to the next, so a restarted daemon could give other bits for the
+     * same request */
     c->mmc_tune = knob_on("INFERD_MMC_TUNE");
     /* the quantizers' early trigger (cuda_pdl_trigger); INFERD_PDL_EARLY=0
      * leaves it out (A/B runs; results do not change) */

@@ -267,12 +267,14 @@ static __global__ void mmc_convert_kernel(const float *__restrict__ x, void *__r
     }
 }
 
-/* The same conversion eight elements a thread (INFERD_MMC_CVT8=1, A/B;
- * written 2026-12-05 with no device lent): two 16-byte loads, one 16-byte
- * store, for n % 8 == 0 and 16-byte aligned x and dst. Why: ncu put the
- * scalar kernel at 16 us for 512 x 14336 (12 MB moved: 0.75 TB/s), a
- * 4-byte load and a 2-byte store an element. Each element is rounded as
- * above (__floats2half2_rn / __floats2bfloat162_rn round each half). */
+/* The same conversion eight elements a thread (the default where n % 8 ==
+ * 0 and x and dst are 16-byte aligned; INFERD_MMC_CVT8=0 the scalar form,
+ * A/B): two 16-byte loads, one 16-byte store. Why: ncu put the scalar
+ * kernel at 16 us for 512 x 14336 (12 MB moved: 0.75 TB/s), a 4-byte load
+ * and a 2-byte store an element; measured 2026-12-05 (H200) the F16 path's
+ * q4_K 4096 x 14336 product 157.2 -> 148.8 us at n = 512 (0.95x). Each
+ * element is rounded as above (__floats2half2_rn / __floats2bfloat162_rn
+ * round each half). */
 template <int T>
 static __global__ void mmc_convert8_kernel(const float4 *__restrict__ x, uint4 *__restrict__ dst, int64_t n8)
 {

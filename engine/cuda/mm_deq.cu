@@ -41,6 +41,7 @@
 #include "engine/cuda/qtypes.cuh"
 
 extern "C" {
+#include "engine/log.h"
 #include "engine/quant.h"
 }
 
@@ -56,6 +57,13 @@ extern "C" {
  * behind cuBLAS's F16 rate, but a GB10 (sm_121, ~273 GB/s, no wgmma: ~1 ms
  * of copy a 4096 x 14336 product) likely never does. */
 #define MMD_MIN_ROWS_SM90 256
+/* default c->mmd_min_res: the same for a product whose weight has a
+ * resident F16 copy (config f16_weights_mb), which pays no dequantization:
+ * INFERD_MMD_RES_MIN=N overrides, 0 takes c->mmd_min. sm_90: 64, from the
+ * 04:23 section's figures less the copy (q4_K 4096 x 14336 at n = 64: the
+ * path 97.9 us of which ~38 the copy and conversion, int8 84.7); to be
+ * measured. Elsewhere 0 (c->mmd_min: never). */
+#define MMD_MIN_RES_ROWS_SM90 64
 
 /* F16 bits to float on either side (the host check below runs mmd_deq8 on
  * the CPU) */
@@ -68,21 +76,21 @@ static __host__ __device__ __forceinline__ float mmd_h2f(quant_f16 h)
 #endif
 }
 
-/* ---- two forms of the same values ----
- * Form 1 (the default): per element, the quant bits to an int, I2F, the
- * scale. Form 2 (V2 = 1, INFERD_MMD_DQ2=1, A/B; 2026-12-05, not yet run on
- * a GPU): the same floats with fewer instructions an element. Form 1 is
- * issue-bound where the copy should be memory-bound (ncu, q6_K 4096 x
- * 14336: 65 us for 165 MB, 2.5 TB/s of the 4.49 ceiling): Q6_K reads its
- * 16 quant bytes one LDG.U8 each (210-byte blocks are only 2-byte
- * aligned), and every element is an I2F (a quarter-rate conversion) before
- * its multiply. Form 2: Q6_K's eight ql and eight qh bytes from three
- * aligned words each and funnel shifts, four 6-bit values a word operation
- * (masks and shifts on packed bytes), and every small integer to float by
- * the 2^23 trick (0x4B000000 | b is the float 2^23 + b; one subtraction
- * gives b - bias exactly): (d * sc) * (float)q for Q6_K and Q4_K / Q5_K's
- * d * sc * q - dm * m, the host check runs both forms against
- * engine/quant.c. The form the A/B loses is deleted after it. */
+/* ---- the values, few instructions an element ----
+ * The first form of this kernel (per element: the quant bits to an int,
+ * an I2F, the scale) was issue-bound where the copy should be
+ * memory-bound (ncu, q6_K 4096 x 14336: 65 us for 165 MB, 2.5 TB/s of the
+ * 4.49 ceiling): Q6_K read its 16 quant bytes one LDG.U8 each (210-byte
+ * blocks are only 2-byte aligned), and every element was a quarter-rate
+ * I2F. This form gives the same floats (the host check runs it against
+ * engine/quant.c): Q6_K's eight ql and eight qh bytes from three aligned
+ * words each and funnel shifts, four 6-bit values a word operation (masks
+ * and shifts on packed bytes), and every small integer to float by the
+ * 2^23 trick (0x4B000000 | b is the float 2^23 + b; one subtraction gives
+ * b - bias exactly): (d * sc) * (float)q for Q6_K and Q4_K / Q5_K's d * sc
+ * * q - dm * m. Measured against the first form (bench/RESULTS.md
+ * 2026-12-05 12:42, H200, interleaved): the F16 path's q6_K 4096 x 14336
+ * n = 512 173.2 -> 159.5 us, q4_K 157.2 -> 152.4; the first form deleted. */
 
 /* The float 2^23 + b (b < 2^23) from its bits */
 static __host__ __device__ __forceinline__ float mmd_magic(uint32_t b)
@@ -125,7 +133,7 @@ template <int T> struct mmd_deq8;
  * high, odd s) of qs, and for Q5_K (qh not NULL) bit s of qh as the fifth
  * bit. 144- and 176-byte blocks: qs + 32 (s / 2) + l and qh + l are 8-byte
  * aligned. */
-template <bool Q5, int V2>
+template <bool Q5>
 static __host__ __device__ __forceinline__ void mmd_k45(const uint8_t *scales, quant_f16 dh, quant_f16 mh,
                                                         const uint8_t *qs, const uint8_t *qh, int e, float v[8])
 {
@@ -136,91 +144,76 @@ static __host__ __device__ __forceinline__ void mmd_k45(const uint8_t *scales, q
     const uint2 q = *(const uint2 *)(qs + 32 * (s / 2) + l);
     const uint2 h = Q5 ? *(const uint2 *)(qh + l) : make_uint2(0, 0);
     const int sh = (s & 1) * 4;
-    if (V2) { /* the nibbles of eight bytes at once, the fifth bits moved in as packed bytes */
-        const float dsc = d * (float)sc, dmm = dm * (float)m;
-        const uint32_t lo = ((q.x >> sh) & 0x0f0f0f0fu) | (((h.x >> s) & 0x01010101u) << 4);
-        const uint32_t hi = ((q.y >> sh) & 0x0f0f0f0fu) | (((h.y >> s) & 0x01010101u) << 4);
-        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-            const float qv = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388608.0f;
-            v[t] = dsc * qv - dmm;
-        }
-    } else {
-        for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-            const int byte = (int)(((t < 4 ? q.x : q.y) >> (8 * (t % 4))) & 0xff);
-            const int hb = (int)(((t < 4 ? h.x : h.y) >> (8 * (t % 4))) & 0xff);
-            const int qv = ((byte >> sh) & 0x0f) | (((hb >> s) & 1) << 4);
-            v[t] = d * (float)sc * (float)qv - dm * (float)m;
-        }
+    /* the nibbles of eight bytes at once, the fifth bits moved in as packed bytes */
+    const float dsc = d * (float)sc, dmm = dm * (float)m;
+    const uint32_t lo = ((q.x >> sh) & 0x0f0f0f0fu) | (((h.x >> s) & 0x01010101u) << 4);
+    const uint32_t hi = ((q.y >> sh) & 0x0f0f0f0fu) | (((h.y >> s) & 0x01010101u) << 4);
+    for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
+        const float qv = mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388608.0f;
+        v[t] = dsc * qv - dmm;
     }
 }
 
 template <> struct mmd_deq8<QT_Q4_K> {
     static constexpr size_t bytes = sizeof(struct block_q4_K);
-    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q4_K *b = (const struct block_q4_K *)blk;
-        mmd_k45<false, V2>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
+        mmd_k45<false>(b->scales, b->d, b->dmin, b->qs, NULL, e, v);
     }
 };
 
 template <> struct mmd_deq8<QT_Q5_K> {
     static constexpr size_t bytes = sizeof(struct block_q5_K);
-    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q5_K *b = (const struct block_q5_K *)blk;
-        mmd_k45<true, V2>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
+        mmd_k45<true>(b->scales, b->d, b->dmin, b->qs, b->qh, e, v);
     }
 };
 
 template <> struct mmd_deq8<QT_Q6_K> {
     static constexpr size_t bytes = sizeof(struct block_q6_K);
-    template <int V2> static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
+    static __host__ __device__ __forceinline__ void run(const uint8_t *blk, int e, float v[8])
     {
         const struct block_q6_K *b = (const struct block_q6_K *)blk;
         const int h = e / 128, t4 = (e % 128) / 32, l = e % 32;
         const float d = mmd_h2f(b->d);
         const float sc = (float)b->scales[8 * h + l / 16 + 2 * t4]; /* l .. l + 7: one 16-group */
         const uint8_t *ql = b->ql + 64 * h + 32 * (t4 & 1) + l, *qh = b->qh + 32 * h + l;
-        if (V2) { /* word loads, four 6-bit values a word operation */
-            const float ds = d * sc;
-            const uint2 wl = mmd_load8_a2(ql), wh = mmd_load8_a2(qh);
-            const unsigned ns = t4 < 2 ? 0 : 4, hs = 2 * t4;
-            const uint32_t lo = ((wl.x >> ns) & 0x0f0f0f0fu) | (((wh.x >> hs) & 0x03030303u) << 4);
-            const uint32_t hi = ((wl.y >> ns) & 0x0f0f0f0fu) | (((wh.y >> hs) & 0x03030303u) << 4);
-            for (int t = 0; t < 8; t++) /* (float)(q - 32), exactly: 2^23 + q - (2^23 + 32) */
-                v[t] = ds * (mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388640.0f);
-        } else { /* 210-byte blocks: byte loads */
-            for (int t = 0; t < 8; t++) { /* a constant trip count: nvcc unrolls it */
-                const int lo = ql[t];
-                const int q = ((t4 < 2 ? (lo & 0x0f) : (lo >> 4)) | (((qh[t] >> (2 * t4)) & 3) << 4)) - 32;
-                v[t] = d * sc * (float)q;
-            }
-        }
+        /* word loads, four 6-bit values a word operation */
+        const float ds = d * sc;
+        const uint2 wl = mmd_load8_a2(ql), wh = mmd_load8_a2(qh);
+        const unsigned ns = t4 < 2 ? 0 : 4, hs = 2 * t4;
+        const uint32_t lo = ((wl.x >> ns) & 0x0f0f0f0fu) | (((wh.x >> hs) & 0x03030303u) << 4);
+        const uint32_t hi = ((wl.y >> ns) & 0x0f0f0f0fu) | (((wh.y >> hs) & 0x03030303u) << 4);
+        for (int t = 0; t < 8; t++) /* (float)(q - 32), exactly: 2^23 + q - (2^23 + 32) */
+            v[t] = ds * (mmd_magic(((t < 4 ? lo : hi) >> (8 * (t % 4))) & 0xff) - 8388640.0f);
     }
 };
 
 /* Elements 8i .. 8i + 7 of rows of ne0 elements (row_bytes apart; ne0 % 256
  * == 0), counted row-major: what thread i of the kernel below converts, and
  * what the host check runs */
-template <int T, int V2>
+template <int T>
 static __host__ __device__ __forceinline__ void mmd_run8(const uint8_t *w, size_t row_bytes, int64_t ne0, int64_t i,
                                                          float v[8])
 {
     const int64_t per_row = ne0 / 8, r = i / per_row, k = (i % per_row) * 8;
-    mmd_deq8<T>::template run<V2>(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
+    mmd_deq8<T>::run(w + r * row_bytes + (k / QK_K) * mmd_deq8<T>::bytes, (int)(k % QK_K), v);
 }
 
 /* rows x ne0 elements of w (row_bytes apart) to F16, row-major: thread i
  * writes elements 8i .. 8i + 7 (one 16-byte store; ne0 % 256 == 0). Waits
  * for the launches before it first: the previous GEMM may still read out. */
-template <int T, int V2>
+template <int T>
 static __global__ void __launch_bounds__(256)
 mmd_dequant_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int64_t ne0, int64_t n8, __half *__restrict__ out)
 {
     cuda_pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
         float v[8];
-        mmd_run8<T, V2>(w, row_bytes, ne0, i, v);
+        mmd_run8<T>(w, row_bytes, ne0, i, v);
         uint4 o;
         __half2 p;
         p = __floats2half2_rn(v[0], v[1]);
@@ -256,16 +249,106 @@ static int mmd_eligible(const struct cuda_ctx *c, const struct backend_weight *w
            strncmp(w->name, "token_embd", 10) != 0;
 }
 
+/* ---- resident F16 copies (config f16_weights_mb) ----
+ * The dequantization is a fixed cost a product (q4_K 4096 x 14336: ~36 us
+ * of the path's ~145 at n = 512, at the read + write floor of its 150 MB),
+ * which no kernel change removes. With memory to spare (a 7B model's K-quant
+ * matrices are ~13 GB as F16; an H200 has 141 GB) the copy can be made once,
+ * at registration, and kept: the product is then cuBLASLt's GEMM alone.
+ * Same kernel, same GEMM algorithm (the shape's), so the same bits as the
+ * per-product copy. Up to c->f16w_budget bytes, in registration order; a
+ * weight that does not fit (budget or device memory) keeps the per-product
+ * copy. Entries are keyed by the weight's device rows (what a fused view's
+ * segment points at), re-keyed when weight_fuse moves them. */
+struct cuda_f16w {
+    const void *src; /* the weight's rows on the device (backend_weight.data) */
+    int64_t ne0, ne1;
+    void *f16;       /* [ne1][ne0] F16 */
+};
+
+static const struct cuda_f16w *mmd_resident(const struct cuda_ctx *c, const void *src, int64_t ne0, int64_t ne1)
+{
+    for (int i = 0; i < c->f16w_n; i++) /* a few hundred entries, asked once a large product */
+        if (c->f16w[i].src == src && c->f16w[i].ne0 == ne0 && c->f16w[i].ne1 == ne1)
+            return &c->f16w[i];
+    return NULL;
+}
+
+static void mmd_dequant_to(struct cuda_ctx *c, const struct backend_weight *w, int64_t j0, int64_t ne1,
+                           __half *out);
+
+/* A resident copy of w, if the budget and the device allow: 1 made, 0 not
+ * (the per-product copy serves), or a negative INF_E* code (the device) */
+static int mmd_resident_add(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    const size_t bytes = mmd_bytes(w->ne0, w->ne1);
+    if (c->f16w_budget < bytes || c->f16w_bytes > c->f16w_budget - bytes)
+        return 0;
+    if (c->f16w_n == c->f16w_cap) {
+        const int cap = c->f16w_cap ? 2 * c->f16w_cap : 64;
+        struct cuda_f16w *t = (struct cuda_f16w *)realloc(c->f16w, sizeof(*t) * (size_t)cap);
+        if (!t)
+            return 0;
+        c->f16w = t;
+        c->f16w_cap = cap;
+    }
+    void *p = NULL;
+    if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        if (!c->f16w_full)
+            log_warn("cuda: f16_weights_mb: no device memory for the F16 copy of '%s' (%zu MiB) and those "
+                     "after it: their large products dequantize a product",
+                     w->name, bytes >> 20);
+        c->f16w_full = 1;
+        return 0;
+    }
+    mmd_dequant_to(c, w, 0, w->ne1, (__half *)p);
+    if (c->err || CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream))) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(p);
+        return c->err ? c->err : INF_EDEVICE;
+    }
+    c->f16w[c->f16w_n++] = cuda_f16w{w->data, w->ne0, w->ne1, p};
+    c->f16w_bytes += bytes;
+    return 1;
+}
+
+void cuda_mmd_rekey(struct cuda_ctx *c, const void *from, const void *to)
+{
+    for (int i = 0; i < c->f16w_n; i++)
+        if (c->f16w[i].src == from)
+            c->f16w[i].src = to;
+}
+
+void cuda_mmd_free(struct cuda_ctx *c)
+{
+    for (int i = 0; i < c->f16w_n; i++)
+        cudaFree(c->f16w[i].f16);
+    free(c->f16w);
+    c->f16w = NULL;
+    c->f16w_n = c->f16w_cap = 0;
+    c->f16w_bytes = 0;
+}
+
+int cuda_mmd_resident(const struct cuda_ctx *c, const struct backend_weight *w)
+{
+    return w->data && mmd_resident(c, w->data, w->ne0, w->ne1) != NULL;
+}
+
 int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
 {
     if (!mmd_eligible(c, w))
         return 0;
     if (cuda_mmc_f16_add(c, w->ne0, w->ne1, w->name))
         return 0; /* no cuBLASLt (or no algorithm): MMQ serves it */
+    int rc = mmd_resident_add(c, w);
+    if (rc == 1)
+        return 0; /* no scratch needed for it */
     const size_t need = c->mmd_need;
-    if (mmd_bytes(w->ne0, w->ne1) > need)
+    if (!rc && mmd_bytes(w->ne0, w->ne1) > need)
         c->mmd_need = mmd_bytes(w->ne0, w->ne1);
-    const int rc = cuda_scratch_update(c);
+    if (!rc)
+        rc = cuda_scratch_update(c);
     if (rc) { /* not registered: neither its shape nor its scratch need stays */
         cuda_mmc_f16_drop(c, w->ne0, w->ne1);
         c->mmd_need = need;
@@ -275,8 +358,16 @@ int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w)
 
 void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
 {
-    if (mmd_eligible(c, w))
-        cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+    if (!mmd_eligible(c, w))
+        return;
+    cuda_mmc_f16_drop(c, w->ne0, w->ne1);
+    for (int i = 0; i < c->f16w_n; i++)
+        if (c->f16w[i].src == w->data && c->f16w[i].ne0 == w->ne0 && c->f16w[i].ne1 == w->ne1) {
+            cudaFree(c->f16w[i].f16); /* the caller synchronized the stream */
+            c->f16w_bytes -= mmd_bytes(w->ne0, w->ne1);
+            c->f16w[i] = c->f16w[--c->f16w_n];
+            break;
+        }
 }
 
 int cuda_mmd_reserve(struct cuda_ctx *c)
@@ -284,48 +375,58 @@ int cuda_mmd_reserve(struct cuda_ctx *c)
     return cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, c->mmd_need);
 }
 
-/* ne0 x ne1 (one member of a product) fits the scratch and has its shape */
-static int mmd_fits(const struct cuda_ctx *c, int64_t ne0, int64_t ne1)
+/* Member s of the product of w (a fused view's segment, or w whole): its
+ * first row and rows */
+static void mmd_member(const struct cuda_epi &E, const struct backend_weight *w, int s, int64_t *j0,
+                       int64_t *ne1)
 {
-    return mmd_bytes(ne0, ne1) <= c->mmd_w_bytes && cuda_mmc_has_f16(c, ne0, ne1);
+    *j0 = E.n_seg ? E.seg[s].j0 : 0;
+    *ne1 = E.n_seg ? E.seg[s].ne1 : w->ne1;
 }
 
 /* Does the product of w at n_rows (with the epilogue c->epi: a fused view's
  * segments, each its own GEMM; never the SwiGLU epilogue) go this way?
- * The one rule for cuda_mmd_try and mm_takes_mmq, so that what one declines
- * the other serves. */
+ * From c->mmd_min rows, or c->mmd_min_res where every member has a
+ * resident copy (no dequantization to pay for); a member without one must
+ * fit the scratch. The one rule for cuda_mmd_try and mm_takes_mmq, so
+ * that what one declines the other serves. */
 int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
     const struct cuda_epi &E = c->epi;
-    if (!c->batch_variant || c->mmd_min <= 0 || n_rows < c->mmd_min || !mmd_type(w->type) || w->ne0 % QK_K ||
-        E.glu)
+    if (!c->batch_variant || c->mmd_min <= 0 || !mmd_type(w->type) || w->ne0 % QK_K || E.glu)
         return 0;
-    for (int s = 0; s < (E.n_seg ? E.n_seg : 1); s++)
-        if (!mmd_fits(c, w->ne0, E.n_seg ? E.seg[s].ne1 : w->ne1))
+    int all_res = 1;
+    for (int s = 0; s < (E.n_seg ? E.n_seg : 1); s++) {
+        int64_t j0, ne1;
+        mmd_member(E, w, s, &j0, &ne1);
+        if (!cuda_mmc_has_f16(c, w->ne0, ne1))
             return 0;
-    return 1;
+        if (mmd_resident(c, (const char *)w->data + (size_t)j0 * w->row_bytes, w->ne0, ne1))
+            continue;
+        all_res = 0;
+        if (mmd_bytes(w->ne0, ne1) > c->mmd_w_bytes)
+            return 0;
+    }
+    const int32_t min = all_res && c->mmd_min_res > 0 ? c->mmd_min_res : c->mmd_min;
+    return n_rows >= min;
 }
 
-/* Rows j0 .. j0 + ne1 - 1 of w into c->mmd_w as F16 */
-static void mmd_dequant(struct cuda_ctx *c, const struct backend_weight *w, int64_t j0, int64_t ne1)
+/* Rows j0 .. j0 + ne1 - 1 of w into out as F16 */
+static void mmd_dequant_to(struct cuda_ctx *c, const struct backend_weight *w, int64_t j0, int64_t ne1,
+                           __half *out)
 {
     const uint8_t *src = (const uint8_t *)w->data + (size_t)j0 * w->row_bytes;
     const int64_t n8 = ne1 * w->ne0 / 8;
     const unsigned g = cuda_stride_grid(c, n8);
-    __half *out = (__half *)c->mmd_w;
-    const int v2 = c->mmd_dq2;
     switch (w->type) {
     case QT_Q4_K:
-        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q4_K, 1> : mmd_dequant_kernel<QT_Q4_K, 0>, g, 256, 0, src,
-                    w->row_bytes, w->ne0, n8, out);
+        cuda_launch(c, mmd_dequant_kernel<QT_Q4_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out);
         break;
     case QT_Q5_K:
-        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q5_K, 1> : mmd_dequant_kernel<QT_Q5_K, 0>, g, 256, 0, src,
-                    w->row_bytes, w->ne0, n8, out);
+        cuda_launch(c, mmd_dequant_kernel<QT_Q5_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out);
         break;
     default:
-        cuda_launch(c, v2 ? mmd_dequant_kernel<QT_Q6_K, 1> : mmd_dequant_kernel<QT_Q6_K, 0>, g, 256, 0, src,
-                    w->row_bytes, w->ne0, n8, out);
+        cuda_launch(c, mmd_dequant_kernel<QT_Q6_K>, g, 256, 0, src, w->row_bytes, w->ne0, n8, out);
         break;
     }
     CUDA_CHECK_LAUNCH(c, "mmd_dequant_kernel");
@@ -339,15 +440,19 @@ int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float
     const struct cuda_epi E = c->epi;
     const int ns = E.n_seg ? E.n_seg : 1;
     for (int s = 0; s < ns && !c->err; s++) {
-        const int64_t j0 = E.n_seg ? E.seg[s].j0 : 0, ne1 = E.n_seg ? E.seg[s].ne1 : w->ne1;
-        mmd_dequant(c, w, j0, ne1);
+        int64_t j0, ne1;
+        mmd_member(E, w, s, &j0, &ne1);
+        const struct cuda_f16w *r = mmd_resident(c, (const char *)w->data + (size_t)j0 * w->row_bytes, w->ne0, ne1);
+        const void *w16 = r ? r->f16 : c->mmd_w;
+        if (!r)
+            mmd_dequant_to(c, w, j0, ne1, (__half *)c->mmd_w);
         if (c->err)
             break;
         /* the member's own epilogue, unsegmented: its y, bias, accumulate */
         c->epi = cuda_epi{};
         c->epi.bias = E.n_seg ? E.seg[s].bias : E.bias;
         c->epi.accumulate = E.n_seg ? E.seg[s].accumulate : E.accumulate;
-        cuda_mmc_run_f16(c, w->ne0, ne1, c->mmd_w, x, E.n_seg ? E.seg[s].y : y, n_rows, held);
+        cuda_mmc_run_f16(c, w->ne0, ne1, w16, x, E.n_seg ? E.seg[s].y : y, n_rows, held);
     }
     c->epi = E;
     return 1;
@@ -389,16 +494,25 @@ int cuda_mmd_min_default(int sm)
     return sm == 90 ? MMD_MIN_ROWS_SM90 : 0;
 }
 
-/* The kernel's per-thread arithmetic on the host (form 0 the first, else
- * the second): n_rows rows of ne0
+int cuda_mmd_min_res_default(int sm)
+{
+    const char *e = getenv("INFERD_MMD_RES_MIN");
+    if (e && *e) {
+        const long v = strtol(e, NULL, 10);
+        return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
+    }
+    return sm == 90 ? MMD_MIN_RES_ROWS_SM90 : 0;
+}
+
+/* The kernel's per-thread arithmetic on the host: n_rows rows of ne0
  * elements of type T (bytes as weight_register gets them), every
  * eight-element run through mmd_run8, what mmd_dequant_kernel's thread i
  * runs, against engine/quant.c's quant_dequant_row, F16-rounded
  * both sides (the kernel's store); the first mismatch into msg. Returns
  * the mismatching elements, or -1 for a type this path does not take. No
  * GPU needed: the index arithmetic and formulas are what it checks. */
-extern "C" int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_t ne0, int64_t n_rows,
-                                       char *msg, size_t cap)
+extern "C" int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg,
+                                       size_t cap)
 {
     if (!mmd_type(type) || ne0 % QK_K)
         return -1;
@@ -416,13 +530,10 @@ extern "C" int64_t cuda_mmd_host_check(int type, int form, const void *w, int64_
         if (k == 0)
             quant_dequant_row(type, wb + r * rb, ref, ne0);
         float v[8];
-        switch (type * 2 + (form != 0)) {
-        case QT_Q4_K * 2: mmd_run8<QT_Q4_K, 0>(wb, rb, ne0, i, v); break;
-        case QT_Q4_K * 2 + 1: mmd_run8<QT_Q4_K, 1>(wb, rb, ne0, i, v); break;
-        case QT_Q5_K * 2: mmd_run8<QT_Q5_K, 0>(wb, rb, ne0, i, v); break;
-        case QT_Q5_K * 2 + 1: mmd_run8<QT_Q5_K, 1>(wb, rb, ne0, i, v); break;
-        case QT_Q6_K * 2: mmd_run8<QT_Q6_K, 0>(wb, rb, ne0, i, v); break;
-        default: mmd_run8<QT_Q6_K, 1>(wb, rb, ne0, i, v); break;
+        switch (type) {
+        case QT_Q4_K: mmd_run8<QT_Q4_K>(wb, rb, ne0, i, v); break;
+        case QT_Q5_K: mmd_run8<QT_Q5_K>(wb, rb, ne0, i, v); break;
+        default: mmd_run8<QT_Q6_K>(wb, rb, ne0, i, v); break;
         }
         for (int t = 0; t < 8; t++)
             if (quant_f32_to_f16(v[t]) != quant_f32_to_f16(ref[k + t])) {

@@ -122,6 +122,15 @@ static void test_config(const char *src)
     CHECK(cfg_build(&c, 5, argv6, &cp, &help, &e) == 0 && strcmp(c.attention_scores, "tensor") == 0);
     argv6[4] = (char *)"fast";
     CHECK(cfg_build(&c, 5, argv6, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "attention_scores"));
+    /* f16_weights_mb: only with batch_invariant = false (the copies serve
+     * that mode's prefill path alone), a MiB count */
+    char *argv7[] = {(char *)"serve", (char *)"--model", (char *)"/m.gguf", (char *)"--f16-weights-mb",
+                     (char *)"16384", (char *)"--batch-invariant", (char *)"false", NULL};
+    CHECK(cfg_build(&c, 7, argv7, &cp, &help, &e) == 0 && c.f16_weights_mb == 16384 && !c.batch_invariant);
+    CHECK(cfg_build(&c, 5, argv7, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "f16_weights_mb") &&
+          strstr(e.msg, "batch_invariant"));
+    argv7[4] = (char *)"-1";
+    CHECK(cfg_build(&c, 7, argv7, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "f16_weights_mb"));
 
     /* a bad line names the file and the line */
     fd = open(path, O_WRONLY | O_TRUNC);

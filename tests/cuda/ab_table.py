@@ -40,9 +40,10 @@ def collect(d, variants):
         for c in rows(os.path.join(d, name)):
             try:
                 if kind == "op" and len(c) >= 4:
-                    # "q4_K/f16": the F16 path of batch_invariant = false,
-                    # the same product as "q4_K" in the other variant
-                    key, val = (re.sub(r"/f16$", "", c[0]), c[1].split()[0], c[2]), float(c[3])
+                    # "q4_K/f16" (/f16r: a resident copy): the F16 path of
+                    # batch_invariant = false, the same product as "q4_K"
+                    # in the other variant
+                    key, val = (re.sub(r"/f16r?$", "", c[0]), c[1].split()[0], c[2]), float(c[3])
                     op.setdefault(key, {}).setdefault(v, []).append(val)
                 elif kind == "model" and len(c) >= 4:
                     key, val = (c[0], c[2]), float(c[3].split()[0])

@@ -283,6 +283,7 @@ static void test_mm_cublas_shape(struct backend *be, int invar, int type, int64_
 }
 
 static void test_mm_deq(struct backend *pn, int type);
+static void test_mm_deq_resident(struct backend *pn, struct backend *pf, int type);
 
 static void test_mul_mat_cublas(void)
 {
@@ -315,6 +316,19 @@ static void test_mul_mat_cublas(void)
     for (size_t t = 0; t < 3; t++) {
         test_mm_cublas_shape(pn, 0, kq[t], 4096, 4097);
         test_mm_deq(pn, kq[t]);
+    }
+    /* the same mode with resident F16 copies (config f16_weights_mb): 1
+     * MiB, so of test_mm_deq_resident's two 1024 x 512 weights (1 MiB as
+     * F16 each) the first gets a copy and the second does not */
+    struct backend *pf = cuda_backend_new(0, &err);
+    CHECK(pf != NULL);
+    if (pf) {
+        CHECK(cuda_backend_set_batch_invariant(pf, 0) == 0);
+        CHECK(cuda_backend_set_f16_weights(pf, (size_t)1 << 20) == 0);
+        CHECK(pf->ops->reserve(pf, &rs) == 0);
+        for (size_t t = 0; t < 3; t++)
+            test_mm_deq_resident(pn, pf, kq[t]);
+        backend_free(pf);
     }
     backend_free(pn);
 }
@@ -690,6 +704,83 @@ static void test_mm_deq(struct backend *pn, int type)
     gpu = pn;
     test_mul_mat_fused_types(&type, 1);
     gpu = saved;
+}
+
+/* Resident F16 copies (cuda_backend_set_f16_weights): pf keeps 1 MiB of
+ * them, pn none. Two 1024 x 512 weights a and b registered on both: a fits
+ * pf's budget, b does not (it takes the per-product copy). The products at
+ * 100 rows (the path from 64) on pf give pn's bits for both (same kernel,
+ * same GEMM algorithm); then a and b fused on pf (b's rows right after
+ * a's: the view's first segment is a's resident copy, the second b's
+ * scratch copy), a is still found resident (re-keyed to its new rows) and
+ * mul_mat_ex over the pair gives the unfused bits. */
+static void test_mm_deq_resident(struct backend *pn, struct backend *pf, int type)
+{
+    enum { NE0 = 1024, NE1 = 512, N = 100 };
+    const char *tn = quant_type_name(type);
+    const size_t rb = quant_row_bytes(type, NE0);
+    float *wf = xmalloc(sizeof(float) * NE0 * NE1), *x = xmalloc(sizeof(float) * N * NE0);
+    char *wq[2] = {xmalloc(rb * NE1), xmalloc(rb * NE1)};
+    float *yh[4];
+    for (int i = 0; i < 4; i++)
+        yh[i] = xmalloc(sizeof(float) * N * NE1);
+    fill(x, (size_t)N * NE0, 2.0f);
+    for (int k = 0; k < 2; k++) {
+        fill(wf, (size_t)NE0 * NE1, 1.0f);
+        for (int j = 0; j < NE1; j++)
+            CHECK(quant_quantize_weights(type, wf + (size_t)j * NE0, wq[k] + (size_t)j * rb, NE0) == 0);
+    }
+    struct backend_weight wn[2], wp[2];
+    struct backend *be[2] = {pn, pf};
+    float *xg[2], *yg[2][2];
+    for (int b = 0; b < 2; b++) {
+        xg[b] = be[b]->ops->alloc(be[b], sizeof(float) * N * NE0);
+        yg[b][0] = be[b]->ops->alloc(be[b], sizeof(float) * N * NE1);
+        yg[b][1] = be[b]->ops->alloc(be[b], sizeof(float) * N * NE1);
+        CHECK(xg[b] && yg[b][0] && yg[b][1]);
+        be[b]->ops->upload(be[b], xg[b], x, sizeof(float) * N * NE0);
+        for (int k = 0; k < 2; k++)
+            wreg(be[b], b ? &wp[k] : &wn[k], type, NE0, NE1, wq[k]);
+    }
+    const int res_a = cuda_backend_mm_deq_resident(pf, &wp[0]), res_b = cuda_backend_mm_deq_resident(pf, &wp[1]);
+    CHECK(cuda_backend_f16_bytes(pf) == (size_t)NE0 * NE1 * 2);
+    report_bits("mm-deq-res", tn, "resident: a yes, b no (1 MiB), pn none",
+                !(res_a && !res_b && !cuda_backend_mm_deq_resident(pn, &wn[0])), 1);
+    /* separate products: pn's bits on pf, a (resident) and b (per product) */
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < 2; k++)
+            be[b]->ops->mul_mat(be[b], b ? &wp[k] : &wn[k], xg[b], yg[b][k], N);
+        CHECK(be[b]->ops->sync(be[b]) == 0);
+        for (int k = 0; k < 2; k++)
+            be[b]->ops->download(be[b], yh[2 * b + k], yg[b][k], sizeof(float) * N * NE1);
+        CHECK(be[b]->ops->sync(be[b]) == 0);
+    }
+    report_bits("mm-deq-res", tn, "n=100 resident copy vs per product", rows_differ(yh[2], yh[0], N, NE1), N);
+    report_bits("mm-deq-res", tn, "n=100 over budget vs per product", rows_differ(yh[3], yh[1], N, NE1), N);
+    /* fused on pf: a's copy follows its rows */
+    struct backend_weight *pair[2] = {&wp[0], &wp[1]};
+    const int frc = pf->ops->weight_fuse(pf, pair, 2);
+    CHECK(frc == 0);
+    if (frc == 0) {
+        const struct backend_mm_out outs[2] = {{&wp[0], yg[1][0], NULL, 0}, {&wp[1], yg[1][1], NULL, 0}};
+        pf->ops->mul_mat_ex(pf, xg[1], N, outs, 2);
+        CHECK(pf->ops->sync(pf) == 0);
+        for (int k = 0; k < 2; k++)
+            pf->ops->download(pf, yh[2 + k], yg[1][k], sizeof(float) * N * NE1);
+        CHECK(pf->ops->sync(pf) == 0);
+        report_bits("mm-deq-res", tn, "fused a+b: a still resident", !cuda_backend_mm_deq_resident(pf, &wp[0]), 1);
+        report_bits("mm-deq-res", tn, "fused a+b n=100 vs unfused",
+                    rows_differ(yh[2], yh[0], N, NE1) + rows_differ(yh[3], yh[1], N, NE1), 2 * N);
+    }
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < 2; k++)
+            be[b]->ops->weight_release(be[b], b ? &wp[k] : &wn[k]);
+        be[b]->ops->free(be[b], xg[b]);
+        be[b]->ops->free(be[b], yg[b][0]);
+        be[b]->ops->free(be[b], yg[b][1]);
+    }
+    CHECK(cuda_backend_f16_bytes(pf) == 0);
+    HFREE(wf, x, wq[0], wq[1], yh[0], yh[1], yh[2], yh[3]);
 }
 
 static void test_get_rows(int type, int64_t ne0)

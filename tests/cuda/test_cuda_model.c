@@ -203,6 +203,11 @@ int main(int argc, char **argv)
     const int variant = bv && *bv && *bv != '0';
     if (variant)
         CHECK(cuda_backend_set_batch_invariant(gbe, 0) == 0);
+    /* INFERD_F16_WEIGHTS_MB=N with it: resident F16 copies (config
+     * f16_weights_mb), the same gates */
+    const char *fw = getenv("INFERD_F16_WEIGHTS_MB");
+    if (variant && fw && atoi(fw) > 0)
+        CHECK(cuda_backend_set_f16_weights(gbe, (size_t)atoi(fw) << 20) == 0);
     char path[1024];
     snprintf(path, sizeof(path), "%s/reference/%s", shared, argv[1]);
     json_error_t jerr;
