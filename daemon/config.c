@@ -76,8 +76,9 @@ static const struct cfg_key cfg_keys[] = {
     {"f16_weights_mb", CFG_INT, CFG_OFF(f16_weights_mb), 0, 1 << 22, "0", 0,
      "GPU (cuda backend), with batch_invariant = false: keep F16 copies of the Q4_K/Q5_K/Q6_K "
      "matrices, up to this many MiB, so prefill products of many rows skip dequantizing the "
-     "weight (about 2 bytes an element: ~13 GiB for a 7B model; the same results; the memory "
-     "comes out of what the KV cache would get). 0: off"},
+     "weight (about 2 bytes an element: ~13 GiB for a 7B model; the F16 path then serves from 64 "
+     "rows instead of 256, with the numbers it gives anyway; the memory comes out of what the KV "
+     "cache would get). 0: off"},
     {"attention_scores", CFG_STR, CFG_OFF(attention_scores), 0, 0, "exact", 0,
      "GPU (cuda backend): attention scores \"exact\" (the CPU backend's order and expf: the "
      "GPU's logits equal the CPU's) or \"tensor\" (tensor-core sums, ulps from the CPU's; "

@@ -82,7 +82,8 @@ int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
 /* With batch_invariant = false (set first): keep F16 copies of the K-quant
  * matrices the F16 path takes, up to `bytes` in all, made as each weight
  * registers (config f16_weights_mb), so their large products skip the
- * dequantization; the same results. Call before model_load: 0, or
+ * dequantization (the per-product copy's bits) and take this path from
+ * fewer rows (INFERD_MMD_RES_MIN). Call before model_load: 0, or
  * INF_EINVAL once weights are registered. */
 int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
 /* Bytes of those copies held; 1 when the registered weight w has one. */
