@@ -47,6 +47,15 @@ def main():
         check("| q7.gguf pp512 | 11000 / 11010 | 12000 / 12020 | %.3f |" % (12010 / 11005) in out,
               "model row:\n" + out)
         check("999" not in out and "| prev | bin | bin/prev |" in out, "columns:\n" + out)
+        # the F16 path's rows ("q4_K/f16", "/f16r" with a resident copy) are
+        # the same product as the int8 row of the other variant
+        for r, (typ, us) in enumerate((("q4_K/f16", "150"), ("q4_K/f16r", "100")), 1):
+            with open(os.path.join(d, "res.r%d.op.txt" % r), "w") as f:
+                f.write((OP % us).replace("| q4_K |", "| %s |" % typ))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "ab_table.py"), d, "prev", "res"],
+                           capture_output=True, text=True)
+        check("| q4_K llama3-ffn-down 512 | 300 / 302 | 150 / 100 | %.3f |" % (125 / 301) in p.stdout,
+              "f16 / f16r rows:\n" + p.stdout)
         empty = os.path.join(d, "empty")
         os.mkdir(empty)
         p = subprocess.run([sys.executable, os.path.join(HERE, "ab_table.py"), empty, "prev"],
