@@ -157,51 +157,56 @@ elif [ "$phase" = json ]; then
     done; done >> $S
 elif [ "$phase" = f16r ]; then
     # resident F16 copies (config f16_weights_mb; 2026-12-05 session 38):
-    # their op cases (cuda-ops mm-deq-res), memcheck, the 7B-shaped model's
-    # variant gates with them from 9 rows, then A/B interleaved: bench --op
+    # their op cases (cuda-ops mm-deq-res), then A/B interleaved: bench --op
     # in batch_invariant = false without copies (int8 below 256 rows, F16
     # with a copy a product from 256) vs with them (INFERD_MMD_RES_MIN=16:
     # the crossover against int8 read off the table), the 7B's pp/tg in
-    # three modes, bench-serve without / with copies
+    # three modes, the 7B-shaped model's variant gates with copies from 9
+    # rows, memcheck, a second round, bench-serve. Most important first,
+    # the summary and table copied to $OUT as they grow, later parts left
+    # out past F16R_SECONDS (default 480) so a short budget still reports.
     unset INFERD_MMD_MIN
+    t0=$(date +%s); lim=${F16R_SECONDS:-480}
+    left() { [ $(( $(date +%s) - t0 )) -lt $lim ] || { echo "time: the rest left out" | tee -a $S; return 1; }; }
+    put() { python3 tests/cuda/ab_table.py $out/ab deq res > $out/f16r.md 2>&1
+            echo "## 7B: invariant / variant / variant + copies" >> $out/f16r.md
+            python3 tests/cuda/ab_table.py $out/ab inv deq res | sed -n '/model test/,$p' >> $out/f16r.md 2>&1
+            cp $S $out/f16r.md $OUT/ 2>/dev/null; }
     timeout 200 $d/bin/test_cuda_ops > $out/ops-f16r.log 2>&1
     echo "cuda-ops rc=$?" | tee -a $S
     grep -E "mm-deq|FAIL" $out/ops-f16r.log | head -30 >> $S
-    timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-        --types q4_K,q5_K,q6_K --n 16,100,300 --shapes qwen7b-attn-kv --reps 2 --batch-invariant false \
-        --f16-weights 1024 > $out/memcheck-f16r.log 2>&1
-    echo "memcheck (f16r) rc=$?" | tee -a $S
     q7
-    INFERD_BATCH_VARIANT=1 INFERD_F16_WEIGHTS_MB=65536 INFERD_MMD_MIN=9 INFERD_MMD_RES_MIN=9 timeout 120 \
-        $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7-f16r.log 2>&1
-    echo "q7 variant f16r rc=$?" | tee -a $S
-    tail -2 $out/q7-f16r.log | tee -a $S
-    for r in 1 2; do for v in deq res; do
+    op_ab() { for v in deq res; do
         f=0; [ $v = res ] && f=4096
         INFERD_MMD_RES_MIN=16 timeout 100 $d/bin/inferd bench --op --backend cuda --types q4_K,q5_K,q6_K \
             --n 16,32,48,64,96,128,256,512,2048 \
             --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q,qwen7b-attn-kv --reps 10 \
-            --batch-invariant false --f16-weights $f > $out/ab/$v.r$r.op.txt 2>&1 || true
-    done; done
-    date -u +%T | tee -a $S
-    for r in 1 2; do for v in inv deq res; do
+            --batch-invariant false --f16-weights $f > $out/ab/$v.r$1.op.txt 2>&1 || true
+    done; }
+    model_ab() { for v in inv deq res; do
         case $v in inv) a="--batch-invariant true" ;; deq) a="--batch-invariant false" ;;
             res) a="--batch-invariant false --f16-weights 65536" ;; esac
         timeout 100 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 128 \
-            --reps 2 $a > $out/ab/$v.r$r.model.txt 2>&1
-    done; done
-    grep -h "resident on the GPU" $out/ab/*.r1.model.txt | head -3 >> $S
-    python3 tests/cuda/ab_table.py $out/ab deq res > $out/f16r.md 2>&1
-    echo "## 7B: invariant / variant / variant + copies" >> $out/f16r.md
-    python3 tests/cuda/ab_table.py $out/ab inv deq res | sed -n '/model test/,$p' >> $out/f16r.md 2>&1
-    for f in 0 65536; do
+            --reps 2 $a > $out/ab/$v.r$1.model.txt 2>&1
+    done; }
+    op_ab 1; put
+    left && { model_ab 1; grep -h "resident on the GPU" $out/ab/*.r1.model.txt | head -3 >> $S; put; }
+    left && { INFERD_BATCH_VARIANT=1 INFERD_F16_WEIGHTS_MB=65536 INFERD_MMD_MIN=9 INFERD_MMD_RES_MIN=9 \
+        timeout 120 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7-f16r.log 2>&1
+        echo "q7 variant f16r rc=$?" | tee -a $S; tail -2 $out/q7-f16r.log | tee -a $S; put; }
+    left && { timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op \
+        --backend cuda --types q4_K,q5_K,q6_K --n 16,100,300 --shapes qwen7b-attn-kv --reps 2 \
+        --batch-invariant false --f16-weights 1024 > $out/memcheck-f16r.log 2>&1
+        echo "memcheck (f16r) rc=$?" | tee -a $S; put; }
+    left && { op_ab 2; model_ab 2; put; }
+    left && for f in 0 65536; do
         timeout 90 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,64 \
             --prompt-tokens 512 --max-tokens 128 --rounds 1 --batch-invariant false --f16-weights $f \
             > $out/serve-f16r-$f.txt 2>&1
         echo "serve batch_invariant=false f16_weights_mb=$f"
         tail -4 $out/serve-f16r-$f.txt
     done >> $S
-    cp $out/f16r.md $OUT/ 2>/dev/null
+    put
 else
     echo "usage: bench/mmd-call.sh check|bench|verify|json|f16r" >&2
     exit 2
