@@ -484,24 +484,24 @@ int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const f
     return rc;
 }
 
+/* rows from the environment variable `name` (0..65536, negative 0), else dflt */
+static int mmd_env_rows(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return dflt;
+    const long v = strtol(e, NULL, 10);
+    return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
+}
+
 int cuda_mmd_min_default(int sm)
 {
-    const char *e = getenv("INFERD_MMD_MIN");
-    if (e && *e) {
-        const long v = strtol(e, NULL, 10);
-        return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
-    }
-    return sm == 90 ? MMD_MIN_ROWS_SM90 : 0;
+    return mmd_env_rows("INFERD_MMD_MIN", sm == 90 ? MMD_MIN_ROWS_SM90 : 0);
 }
 
 int cuda_mmd_min_res_default(int sm)
 {
-    const char *e = getenv("INFERD_MMD_RES_MIN");
-    if (e && *e) {
-        const long v = strtol(e, NULL, 10);
-        return v < 0 ? 0 : v > 65536 ? 65536 : (int)v;
-    }
-    return sm == 90 ? MMD_MIN_RES_ROWS_SM90 : 0;
+    return mmd_env_rows("INFERD_MMD_RES_MIN", sm == 90 ? MMD_MIN_RES_ROWS_SM90 : 0);
 }
 
 /* The kernel's per-thread arithmetic on the host: n_rows rows of ne0
