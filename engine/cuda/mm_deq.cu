@@ -59,11 +59,17 @@ extern "C" {
 #define MMD_MIN_ROWS_SM90 256
 /* default c->mmd_min_res: the same for a product whose weight has a
  * resident F16 copy (config f16_weights_mb), which pays no dequantization:
- * INFERD_MMD_RES_MIN=N overrides, 0 takes c->mmd_min. sm_90: 64, from the
- * 04:23 section's figures less the copy (q4_K 4096 x 14336 at n = 64: the
- * path 97.9 us of which ~38 the copy and conversion, int8 84.7); to be
- * measured. Elsewhere 0 (c->mmd_min: never). */
+ * INFERD_MMD_RES_MIN=N overrides, 0 takes c->mmd_min. sm_90: 64, measured
+ * (bench/RESULTS.md 2026-12-05 13:42, H100): against the int8 kernels the
+ * copy's GEMM is 0.43-0.98x at 64 rows on the 4096 x 14336 and 7B shapes
+ * but for the 3584 x 512 K/V projections (1.37-1.43x: MMD_FEW_ROWS), and
+ * from 32 rows already wins on most (0.46-0.77x; q4_K 7B ffn-up 1.17x at
+ * 32). Elsewhere 0 (c->mmd_min: never). */
 #define MMD_MIN_RES_ROWS_SM90 64
+/* ... but from MMD_FEW_ROWS_MIN rows for a product of at most MMD_FEW_ROWS
+ * output rows (cuda_mmd_takes) */
+#define MMD_FEW_ROWS 1024
+#define MMD_FEW_ROWS_MIN 96
 
 /* F16 bits to float on either side (the host check below runs mmd_deq8 on
  * the CPU) */
@@ -407,7 +413,16 @@ int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int
         if (mmd_bytes(w->ne0, ne1) > c->mmd_w_bytes)
             return 0;
     }
-    const int32_t min = all_res && c->mmd_min_res > 0 ? c->mmd_min_res : c->mmd_min;
+    int32_t min = c->mmd_min;
+    if (all_res && c->mmd_min_res > 0) {
+        min = c->mmd_min_res;
+        /* a product of few output rows (a GQA model's K or V projection:
+         * 3584 x 512) keeps the int8 kernels longer: measured (H100,
+         * 2026-12-05 13:42) int8 8.2-10.1 us vs the copy's GEMM 12.9-13.8
+         * up to 64 rows, 23.6-27.5 vs 13.1-13.6 from 96 */
+        if (w->ne1 <= MMD_FEW_ROWS && min < MMD_FEW_ROWS_MIN)
+            min = MMD_FEW_ROWS_MIN;
+    }
     return n_rows >= min;
 }
 
