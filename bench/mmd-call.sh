@@ -148,7 +148,7 @@ elif [ "$phase" = json ]; then
         echo "api-$t (cuda) rc=$?" | tee -a $S
     done
     q7
-    for r in 1 2; do for j in dev host off; do
+    for r in $(seq 1 ${JSON_ROUNDS:-2}); do for j in dev host off; do
         case $j in dev) e=; js=true ;; host) e=INFERD_JSON_ON_BACKEND=0; js=true ;; off) e=; js=false ;; esac
         env $e timeout 60 $d/bin/inferd bench-serve --backend cuda --model /tmp/q7.gguf --concurrency 1,8,32 \
             --prompt-tokens 512 --max-tokens 128 --rounds 1 --json $js > $out/serve-json-$j.r$r.txt 2>&1
