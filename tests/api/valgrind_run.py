@@ -29,8 +29,15 @@ def main():
         return 77
     logs = tempfile.mkdtemp(prefix="inferd-vg-")
     env = dict(os.environ)
+    # --fair-sched=yes: valgrind runs one thread at a time, and by default
+    # hands the lock to whichever thread grabs it; the daemon's CPU worker
+    # pool waits by spinning a while, so a spinning worker could keep the
+    # loop and engine threads from running for minutes (2026-12-05: 64
+    # streams with 0 tokens after 140 s, /metrics closed unanswered, in 2 of
+    # 3 runs of test_faults.py). The ticket lock gives every runnable
+    # thread its turn: the same test then passes in 57 s.
     env["INFERD_TEST_WRAPPER"] = " ".join([
-        vg, "--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite",
+        vg, "--tool=memcheck", "--fair-sched=yes", "--leak-check=full", "--show-leak-kinds=definite",
         "--errors-for-leak-kinds=definite", "--track-origins=no", "--num-callers=30",
         "--error-exitcode=99", "--log-file=%s/vg.%%p.log" % logs])
     env["INFERD_TEST_SLOW"] = env.get("INFERD_TEST_SLOW", "20")
