@@ -31,6 +31,7 @@
 
 #include "tests/cuda/cuda_ops_harness.h"
 #include "tests/cuda/cuda_ops_mm.h"
+#include "tests/cuda/cuda_ops_deq.h"
 
 /* ---- rms_norm ------------------------------------------------------------- */
 
