@@ -69,7 +69,7 @@ int f16_weights_parse(const char *s, int *mb)
     char *end;
     errno = 0;
     const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 0 || v > (1L << 22))
+    if (errno || end == s || *end || v < 0 || v > F16_WEIGHTS_MB_MAX)
         return INF_EINVAL;
     *mb = (int)v;
     return 0;

@@ -31,8 +31,9 @@ int bool_flag_parse(const char *s, int *on);
  * 0, "false" -> *no_inv = 1 (struct backend_open_params.no_batch_invariance):
  * 0, or INF_EINVAL. */
 int batch_invariant_parse(const char *s, int *no_inv);
-/* --f16-weights (the config key f16_weights_mb): MiB, 0..4194304 -> *mb:
- * 0, or INF_EINVAL. */
+/* --f16-weights (the config key f16_weights_mb): MiB, 0..F16_WEIGHTS_MB_MAX
+ * (4 TiB) -> *mb: 0, or INF_EINVAL. */
+#define F16_WEIGHTS_MB_MAX (1 << 22)
 int f16_weights_parse(const char *s, int *mb);
 /* The kind a command uses when no --backend is given: INFERD_BACKEND from the
  * environment when it names one (test runs pin a backend that way), else auto. */

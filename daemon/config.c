@@ -16,6 +16,7 @@
 
 #include "api/chat_template.h"
 #include "api/proxy.h"
+#include "daemon/backend_open.h"
 #include "engine/log.h"
 
 enum cfg_type { CFG_INT, CFG_I64, CFG_STR, CFG_BOOL, CFG_LEVEL };
@@ -73,7 +74,7 @@ static const struct cfg_key cfg_keys[] = {
      "GPU (cuda backend): F32/F16/BF16 weight products through cuBLAS with one algorithm per "
      "weight shape, so a row's result does not depend on what it is batched with (false: "
      "cuBLAS picks per batch size, faster, a row may then differ by ulps between batch sizes)"},
-    {"f16_weights_mb", CFG_INT, CFG_OFF(f16_weights_mb), 0, 1 << 22, "0", 0,
+    {"f16_weights_mb", CFG_INT, CFG_OFF(f16_weights_mb), 0, F16_WEIGHTS_MB_MAX, "0", 0,
      "GPU (cuda backend), with batch_invariant = false: keep F16 copies of the Q4_K/Q5_K/Q6_K "
      "matrices, up to this many MiB, so prefill products of many rows skip dequantizing the "
      "weight (about 2 bytes an element: ~13 GiB for a 7B model; the F16 path then serves from 64 "

@@ -687,10 +687,7 @@ extern "C" int cuda_backend_mm_cublas(struct backend *be, const struct backend_w
 
 extern "C" int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w)
 {
-    const struct cuda_ctx *c = cuda_ctx_of(be);
-    if (!cuda_mmd_takes(c, w, 1 << 30))
-        return 0;
-    return cuda_mmd_resident(c, w) && c->mmd_min_res > 0 ? c->mmd_min_res : c->mmd_min;
+    return cuda_mmd_min_rows(cuda_ctx_of(be), w);
 }
 
 extern "C" int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w)

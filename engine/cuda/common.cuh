@@ -528,6 +528,7 @@ int cuda_mmc_run_f16(struct cuda_ctx *c, int64_t ne0, int64_t ne1, const void *w
 int cuda_mmd_weight_add(struct cuda_ctx *c, const struct backend_weight *w);
 void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w);
 int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows);
+int cuda_mmd_min_rows(const struct cuda_ctx *c, const struct backend_weight *w); /* takes' first row, 0: never */
 int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y, int32_t n_rows,
                  int *held);
 int cuda_mmd_variant(struct cuda_ctx *c, const struct backend_weight *w, const float *x, float *y,

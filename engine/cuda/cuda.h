@@ -76,9 +76,9 @@ int cuda_backend_mm_variant(struct backend *be, int i, const struct backend_weig
 int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
 /* With batch_invariant = false: the row count from which the registered
  * K-quant weight w's products go through F16 and cuBLASLt
- * (cuda/mm_deq.cu), 0 when they never do (tests, bench --op). */
+ * (cuda/mm_deq.cu; fewer rows with a resident F16 copy, below), 0 when
+ * they never do (tests, bench --op). */
 int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
-/* (c->mmd_min_res for a weight with a resident F16 copy: see below) */
 /* With batch_invariant = false (set first): keep F16 copies of the K-quant
  * matrices the F16 path takes, up to `bytes` in all, made as each weight
  * registers (config f16_weights_mb), so their large products skip the

@@ -302,8 +302,8 @@ static int mmd_resident_add(struct cuda_ctx *c, const struct backend_weight *w)
     if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
         cudaGetLastError();
         if (!c->f16w_full)
-            log_warn("cuda: f16_weights_mb: no device memory for the F16 copy of '%s' (%zu MiB) and those "
-                     "after it: their large products dequantize a product",
+            log_warn("cuda: f16_weights_mb: no device memory for the F16 copy of '%s' (%zu MiB): its large "
+                     "products dequantize a product (further refusals not logged)",
                      w->name, bytes >> 20);
         c->f16w_full = 1;
         return 0;
@@ -367,13 +367,12 @@ void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
     if (!mmd_eligible(c, w))
         return;
     cuda_mmc_f16_drop(c, w->ne0, w->ne1);
-    for (int i = 0; i < c->f16w_n; i++)
-        if (c->f16w[i].src == w->data && c->f16w[i].ne0 == w->ne0 && c->f16w[i].ne1 == w->ne1) {
-            cudaFree(c->f16w[i].f16); /* the caller synchronized the stream */
-            c->f16w_bytes -= mmd_bytes(w->ne0, w->ne1);
-            c->f16w[i] = c->f16w[--c->f16w_n];
-            break;
-        }
+    const struct cuda_f16w *r = w->data ? mmd_resident(c, w->data, w->ne0, w->ne1) : NULL;
+    if (r) {
+        cudaFree(r->f16); /* the caller synchronized the stream */
+        c->f16w_bytes -= mmd_bytes(w->ne0, w->ne1);
+        c->f16w[r - c->f16w] = c->f16w[--c->f16w_n];
+    }
 }
 
 int cuda_mmd_reserve(struct cuda_ctx *c)
@@ -381,22 +380,26 @@ int cuda_mmd_reserve(struct cuda_ctx *c)
     return cuda_scratch_grow(c, &c->mmd_w, &c->mmd_w_bytes, c->mmd_need);
 }
 
-/* Member s of the product of w (a fused view's segment, or w whole): its
- * first row and rows */
-static void mmd_member(const struct cuda_epi &E, const struct backend_weight *w, int s, int64_t *j0,
-                       int64_t *ne1)
+/* Member s of the product of w with the epilogue E (a fused view's
+ * segment, or w whole): its first row and rows, and its resident copy or
+ * NULL. E is passed, not read from c: cuda_mmd_try sets each member's own
+ * epilogue into c->epi before its GEMM. */
+static const struct cuda_f16w *mmd_member(const struct cuda_ctx *c, const struct cuda_epi &E,
+                                          const struct backend_weight *w, int s, int64_t *j0, int64_t *ne1)
 {
     *j0 = E.n_seg ? E.seg[s].j0 : 0;
     *ne1 = E.n_seg ? E.seg[s].ne1 : w->ne1;
+    return mmd_resident(c, (const char *)w->data + (size_t)*j0 * w->row_bytes, w->ne0, *ne1);
 }
 
-/* Does the product of w at n_rows (with the epilogue c->epi: a fused view's
- * segments, each its own GEMM; never the SwiGLU epilogue) go this way?
- * From c->mmd_min rows, or c->mmd_min_res where every member has a
- * resident copy (no dequantization to pay for); a member without one must
- * fit the scratch. The one rule for cuda_mmd_try and mm_takes_mmq, so
- * that what one declines the other serves. */
-int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+/* The row count from which the product of w (with the epilogue c->epi: a
+ * fused view's segments, each its own GEMM; never the SwiGLU epilogue) goes
+ * this way, 0 never: c->mmd_min, or c->mmd_min_res where every member has
+ * a resident copy (no dequantization to pay for); a member without one
+ * must fit the scratch. The one rule for cuda_mmd_takes (cuda_mmd_try,
+ * mm_takes_mmq: what one declines the other serves) and
+ * cuda_mmd_min_rows (bench --op's labels). */
+static int32_t mmd_first_row(const struct cuda_ctx *c, const struct backend_weight *w)
 {
     const struct cuda_epi &E = c->epi;
     if (!c->batch_variant || c->mmd_min <= 0 || !mmd_type(w->type) || w->ne0 % QK_K || E.glu)
@@ -404,10 +407,10 @@ int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int
     int all_res = 1;
     for (int s = 0; s < (E.n_seg ? E.n_seg : 1); s++) {
         int64_t j0, ne1;
-        mmd_member(E, w, s, &j0, &ne1);
+        const struct cuda_f16w *r = mmd_member(c, E, w, s, &j0, &ne1);
         if (!cuda_mmc_has_f16(c, w->ne0, ne1))
             return 0;
-        if (mmd_resident(c, (const char *)w->data + (size_t)j0 * w->row_bytes, w->ne0, ne1))
+        if (r)
             continue;
         all_res = 0;
         if (mmd_bytes(w->ne0, ne1) > c->mmd_w_bytes)
@@ -423,7 +426,18 @@ int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int
         if (w->ne1 <= MMD_FEW_ROWS && min < MMD_FEW_ROWS_MIN)
             min = MMD_FEW_ROWS_MIN;
     }
-    return n_rows >= min;
+    return min;
+}
+
+int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+    const int32_t min = mmd_first_row(c, w);
+    return min > 0 && n_rows >= min;
+}
+
+int cuda_mmd_min_rows(const struct cuda_ctx *c, const struct backend_weight *w)
+{
+    return mmd_first_row(c, w);
 }
 
 /* Rows j0 .. j0 + ne1 - 1 of w into out as F16 */
@@ -456,8 +470,7 @@ int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float
     const int ns = E.n_seg ? E.n_seg : 1;
     for (int s = 0; s < ns && !c->err; s++) {
         int64_t j0, ne1;
-        mmd_member(E, w, s, &j0, &ne1);
-        const struct cuda_f16w *r = mmd_resident(c, (const char *)w->data + (size_t)j0 * w->row_bytes, w->ne0, ne1);
+        const struct cuda_f16w *r = mmd_member(c, E, w, s, &j0, &ne1);
         const void *w16 = r ? r->f16 : c->mmd_w;
         if (!r)
             mmd_dequant_to(c, w, j0, ne1, (__half *)c->mmd_w);
