@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench/ab-call.sh — one device call for a kernel change, in the seeds'
+# order: the bits first (cuda-ops against the CPU, the 7B-shaped model's
+# GPU-vs-CPU gate), the sanitizers on the changed kernel's products, then
+# the A/B interleaved against the previous build on the same bytes
+# (tests/cuda/run-on-gpu.sh ab). Here:
+#   cp build-d90/daemon/inferd /tmp/prev-inferd   (before the change)
+#   BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh
+#   mkdir devcarry/prev && cp /tmp/prev-inferd devcarry/prev/inferd && strip it
+#   tar czf devcarry.tgz devcarry
+# device tool: carry ["devcarry.tgz"], command `bash bench/ab-call.sh`.
+# Environment: SAN="TYPES SHAPES N" for the sanitizers' bench --op (default
+# the q6_K one-row products), and the ab phase's AB_* variables.
+# Leaves in $OUT: summary.txt, ab.md, the logs.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+tar xzf devcarry.tgz
+d=$PWD/devcarry
+export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+S=$out/summary.txt
+{ date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader; } | tee $S
+timeout 200 $d/bin/test_cuda_ops > $out/ops.log 2>&1
+echo "cuda-ops rc=$?" | tee -a $S
+grep -E "FAIL|mmvt" $out/ops.log | head -40 >> $S
+[ -s /tmp/q7.gguf ] || timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
+    --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf > $out/mk.log 2>&1
+cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
+timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
+echo "q7 rc=$?" | tee -a $S
+tail -1 $out/q7.log | tee -a $S
+read -r st ss sn <<< "${SAN:-q6_K llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 1}"
+for tool in memcheck racecheck synccheck; do
+    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types $st --n $sn --shapes $ss --reps 2 > $out/san-$tool.log 2>&1
+    echo "$tool ($st $ss n=$sn) rc=$?" | tee -a $S
+done
+OUT=$out timeout ${AB_SECONDS:-300} tests/cuda/run-on-gpu.sh ab > $out/ab-run.log 2>&1
+echo "ab rc=$?" | tee -a $S
+cat $out/ab.md >> $S 2>/dev/null
+date -u +%T | tee -a $S
