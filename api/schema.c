@@ -295,7 +295,25 @@ static int32_t integer_node(struct ctx *c, json_t *j, json_t *key)
  * 3339's full-time ('Z' and 'T' upper case; second 60 is its leap
  * second). uuid: RFC 4122's text; ipv4: dotted quads without leading
  * zeros; email, simplified: a local part of letters, digits and ._%+- , an
- * '@', a domain with at least one dot. */
+ * '@', a domain with at least one dot. hostname: RFC 1123 labels (1-63
+ * letters, digits and hyphens, no hyphen first or last) joined by dots;
+ * the 253-byte total is not enforced (a DFA counting it across labels
+ * would need ~64 x 253 states). ipv6: RFC 4291's text forms, '::' at most
+ * once, and the IPv4 tail after six groups or after '::' / '::ffff:' (not
+ * after other compressed forms). uri: RFC 3986's scheme, ':', then its
+ * unreserved and reserved characters and %XX escapes, in any order (the
+ * characters a URI may hold, not its authority/path/query structure).
+ * duration: RFC 3339 appendix A's ISO 8601 duration grammar as written
+ * (P1Y2M3DT4H5M6S, P3W, PT0.5S is not in it: whole numbers only). The
+ * openai clients' zod schemas use these (uri, ipv6, duration among them). */
+#define FMT_DUR_T "T([0-9]+H([0-9]+M([0-9]+S)?)?|[0-9]+M([0-9]+S)?|[0-9]+S)"
+#define FMT_DUR_D "([0-9]+D|[0-9]+M([0-9]+D)?|[0-9]+Y([0-9]+M([0-9]+D)?)?)"
+
+#define FMT_H16 "[0-9a-fA-F]{1,4}"
+#define FMT_V4O "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+#define FMT_V4 "(" FMT_V4O "\\.){3}" FMT_V4O
+#define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+
 #define FMT_YEAR "([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
 #define FMT_LEAP "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
 #define FMT_MD                                                                                \
@@ -310,8 +328,14 @@ static const char *const formats[][2] = {
     {"time", "^" FMT_TIME "$"},
     {"date-time", "^" FMT_DATE "T" FMT_TIME "$"},
     {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
-    {"ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}"
-             "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
+    {"ipv4", "^" FMT_V4 "$"},
+    {"ipv6", "^((" FMT_H16 ":){7}" FMT_H16 "|(" FMT_H16 ":){1,7}:|(" FMT_H16 ":){1,6}:" FMT_H16
+             "|(" FMT_H16 ":){1,5}(:" FMT_H16 "){1,2}|(" FMT_H16 ":){1,4}(:" FMT_H16 "){1,3}|(" FMT_H16
+             ":){1,3}(:" FMT_H16 "){1,4}|(" FMT_H16 ":){1,2}(:" FMT_H16 "){1,5}|" FMT_H16 ":(:" FMT_H16
+             "){1,6}|:((:" FMT_H16 "){1,7}|:)|(" FMT_H16 ":){6}" FMT_V4 "|::([fF]{4}:)?" FMT_V4 ")$"},
+    {"duration", "^P(" FMT_DUR_D "(" FMT_DUR_T ")?|" FMT_DUR_T "|[0-9]+W)$"},
+    {"hostname", "^" FMT_LABEL "(\\." FMT_LABEL ")*$"},
+    {"uri", "^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9._~:/?#\\[\\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*$"},
     {"email", "^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+$"},
 };
 
@@ -352,7 +376,8 @@ static int32_t pattern_string(struct ctx *c, json_t *j, json_t *key, json_t *pat
         if (!re)
             return c->lenient ? plain_string(c, j, key)
                               : fail(c, "format '%.40s' is not enforced (supported: date-time, "
-                                        "date, time, uuid, ipv4, email)", json_string_value(fmt));
+                                        "date, time, duration, uuid, ipv4, ipv6, hostname, email, uri)",
+                                     json_string_value(fmt));
         len = strlen(re);
     }
     struct jsonc_dfa d;

@@ -249,9 +249,9 @@ def test_errors(exe):
     check("no tool-call format" in e["message"], e)
     err({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role")
     e = err({"messages": u, "response_format": {"type": "json_schema", "json_schema": {
-        "schema": {"type": "object", "properties": {"d": {"type": "string", "format": "uri"}}}}}},
+        "schema": {"type": "object", "properties": {"d": {"type": "string", "format": "uri-reference"}}}}}},
         "response_format")
-    check("'uri'" in e["message"], e)
+    check("'uri-reference'" in e["message"], e)
     err({"messages": u, "tool_choice": "required"}, "tool_choice")
     err({"messages": u, "top_logprobs": 2}, "top_logprobs")
     err({"messages": u, "max_completion_tokens": 0}, "max_completion_tokens")

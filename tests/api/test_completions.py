@@ -566,7 +566,7 @@ def test_response_format(exe):
     for bad, word in (({"type": "json_schema", "json_schema": {"schema": {
                           "type": "string", "pattern": "(?=a)"}}}, "lookaround"),
                       ({"type": "json_schema", "json_schema": {"schema": {
-                          "type": "string", "format": "uri"}}}, "'uri'"),
+                          "type": "string", "format": "uri-reference"}}}, "'uri-reference'"),
                       ({"type": "yaml"}, "'yaml'"),
                       ({"type": "json_schema", "json_schema": {"schema": {"anyOf": [
                           {"type": "integer"}, {"type": "number"}]}}}, "start differently")):
