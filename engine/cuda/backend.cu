@@ -505,7 +505,10 @@ int cuda_scratch_update(struct cuda_ctx *c)
     const size_t f_bytes = cuda_mmc_act_bytes(c);
     size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     need = f_bytes > need ? f_bytes : need;
-    const int rc = cuda_scratch_grow(c, &c->xq, &c->xq_bytes, need);
+    int rc = cuda_scratch_grow(c, &c->xq, &c->xq_bytes, need);
+    /* mmqh's f16 activations: the largest batch it takes */
+    if (!rc && c->mmqh && c->res_rows >= c->mmqh)
+        rc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)c->res_rows * (size_t)(blk256 * QK_K) * 2);
     const int rc2 = rc ? rc : cuda_mmc_reserve(c);
     return rc2 ? rc2 : cuda_mmd_reserve(c);
 }
@@ -563,6 +566,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
     cudaFree(c->xq);
+    cudaFree(c->x16);
     cudaFree(c->mmd_w);
     cuda_mmd_free(c);
     cudaFree(c->att_sc);

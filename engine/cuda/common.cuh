@@ -30,6 +30,9 @@ extern "C" {
  * through mmqs (cuda/mmqs_impl.cuh) instead of MMQ, by cuda/mul_mat.cu's
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
+/* Q4_K batches from this many rows through mmqh (cuda/mmqh_impl.cuh, 128
+ * activation rows a block: below it mmqk's 64-row tiles waste less) */
+#define CUDA_MMQH_MIN 128
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */
@@ -81,6 +84,10 @@ struct cuda_ctx {
      * (Q8_K or Q8_0, whichever is larger) */
     void *xq;
     size_t xq_bytes;
+    /* mmqh's activations as f16 (cuda/mmqh_impl.cuh): max_rows x max_ne0
+     * halves, where c->mmqh is on */
+    void *x16;
+    size_t x16_bytes;
     size_t weight_bytes; /* resident weights, for the load log */
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
     struct cuda_sample *smp; /* ops->sample scratch (cuda/sample.cu), NULL until used */
@@ -134,6 +141,8 @@ struct cuda_ctx {
     int mm_not_k;      /* matrices registered that are not K-quants (cuda_small_early) */
     int mm_tail;       /* the product being launched is the last of its op, whose next launch is not a
                         * product (set by mul_mat_ex around its last launch; cuda_mmvt_trig) */
+    int mmqh;          /* Q4_K batches of at least this many rows through mmqh (cuda/mmqh_impl.cuh; 0 never;
+                        * INFERD_MMQH=N, A/B) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
                         * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;

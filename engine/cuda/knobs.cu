@@ -134,6 +134,12 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
      * rule before) */
+    /* Q4_K batches of at least mmqh rows through the exact F16 MMQ
+     * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 181 KB of
+     * shared memory); INFERD_MMQH=0 never (mmqk, the same bits), =N from N
+     * rows */
+    const char *mqh = getenv("INFERD_MMQH");
+    c->mmqh = c->sm < 80 ? 0 : mqh && atoi(mqh) >= 0 ? atoi(mqh) : CUDA_MMQH_MIN;
     const char *qmax = getenv("INFERD_MMQS_MAX");
     c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
 }

@@ -32,6 +32,14 @@ template <int T>
 int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                       int32_t n_rows, int kdr, int exp, int bn);
 
+/* Q4_K batches on the F16 tensor cores with the CPU's bits (cuda/mmqh_impl.cuh:
+ * q x sc folded into f16 weights, exact f32 sums a half super-block): 0,
+ * INF_EUNSUPPORTED (not Q4_K, before sm_80, no x16 scratch for the rows),
+ * or -1 when the device cannot hold its shared memory (sm_121; the caller
+ * takes mmqk). xq: the cuda_q8k planes of n_rows rows. */
+template <int T>
+int cuda_mmqh(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
+
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
 template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);

@@ -609,6 +609,12 @@ template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
+    /* Q4_K: the exact F16 product where it runs (cuda/mmqh_impl.cuh; the
+     * same bits), else below */
+    if constexpr (T == QT_Q4_K) {
+        if (c->mmqh && n_rows >= c->mmqh && cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
+            return;
+    }
     const int exp = T == QT_Q6_K && w->aux != NULL;
     int occ[2][2] = {{0, 0}, {0, 0}};
     if constexpr (T == QT_Q6_K) {
