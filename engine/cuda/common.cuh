@@ -30,9 +30,12 @@ extern "C" {
  * through mmqs (cuda/mmqs_impl.cuh) instead of MMQ, by cuda/mul_mat.cu's
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
-/* Q4_K batches from this many rows through mmqh (cuda/mmqh_impl.cuh, 128
- * activation rows a block: below it mmqk's 64-row tiles waste less) */
-#define CUDA_MMQH_MIN 128
+/* Q4_K batches from this many rows through mmqh (cuda/mmqh_impl.cuh) by
+ * default: 0, never. Its first form gives the CPU's bits but runs 1.4-4x
+ * slower than mmqk (bench/RESULTS.md 2026-12-05 session 39, call 5);
+ * INFERD_MMQH=N takes it from N rows for A/B runs (128: one block column
+ * of 128 activation rows) */
+#define CUDA_MMQH_MIN 0
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */

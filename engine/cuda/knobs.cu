@@ -136,8 +136,8 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * rule before) */
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ
      * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 181 KB of
-     * shared memory); INFERD_MMQH=0 never (mmqk, the same bits), =N from N
-     * rows */
+     * shared memory); by default never (CUDA_MMQH_MIN: slower than mmqk so
+     * far), INFERD_MMQH=N from N rows (the same bits as mmqk) */
     const char *mqh = getenv("INFERD_MMQH");
     c->mmqh = c->sm < 80 ? 0 : mqh && atoi(mqh) >= 0 ? atoi(mqh) : CUDA_MMQH_MIN;
     const char *qmax = getenv("INFERD_MMQS_MAX");
