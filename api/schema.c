@@ -357,8 +357,9 @@ static int32_t plain_string(struct ctx *c, json_t *j, json_t *key)
  * string. */
 static int32_t pattern_string(struct ctx *c, json_t *j, json_t *key, json_t *pat, json_t *fmt)
 {
-    if (pat && fmt)
-        return fail(c, "'pattern' and 'format' together on one string are not supported%s", NULL);
+    if (pat && fmt) /* lenient: neither is enforced, as other keywords there */
+        return c->lenient ? plain_string(c, j, key)
+                          : fail(c, "'pattern' and 'format' together on one string are not supported%s", NULL);
     if (json_object_get(j, "minLength") || json_object_get(j, "maxLength"))
         return c->lenient ? plain_string(c, j, key)
                           : fail(c, "minLength/maxLength with a pattern or format are not "

@@ -743,6 +743,24 @@ static void test_patterns(void)
     CHECK(strstr(refusal("{\"pattern\":\"a\"}"), "strings only"));
     CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"date\"}"),
                  "together"));
+    /* in a non-strict tool's parameters the pair is a plain string (as
+     * every keyword it cannot enforce there), strict still refuses it */
+    {
+        json_t *names = json_pack("[s]", "f");
+        json_t *p[1] = {json_pack("{s:s, s:{s:{s:s, s:s, s:s}}}", "type", "object", "properties", "d", "type",
+                                  "string", "pattern", "^[0-9]+$", "format", "date")};
+        for (int strict = 0; strict < 2; strict++) {
+            const int lenient[1] = {!strict};
+            struct jsonc *call = NULL;
+            char msg[256] = "";
+            size_t which = 0;
+            const int rc = api_schema_compile_call(names, "arguments", p, lenient, &call, msg, sizeof(msg), &which);
+            CHECK(strict ? rc != 0 && strstr(msg, "together") != NULL : rc == 0 && call != NULL);
+            jsonc_free(call);
+        }
+        json_decref(names);
+        json_decref(p[0]);
+    }
     CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}"), "maxLength"));
     CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":\"(?=a)\"}"), "lookaround"));
     CHECK(strstr(refusal("{\"type\":\"string\",\"pattern\":7}"), "must be a string"));
