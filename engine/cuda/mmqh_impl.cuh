@@ -15,7 +15,8 @@
  * the largest magnitudes included). Half a super-block is at most 128 x
  * 945 x 127 = 15.4 M < 2^24, so each half has its own accumulator and the
  * super-block's v1 is their f32 sum: both halves exact, the add rounds
- * once, to (float)v1 as the CPU converts it. Then the canonical chain
+ * once, to (float)v1 as the CPU converts it (the form below needs one
+ * accumulator: the weights centred). Then the canonical chain
  * (cuda/qtypes.cuh) as mmqk runs it, the min term by its int8 mma: a
  * row's bits are mmqk's, the CPU's.
  * The F16 product does half an int8 mma's MACs an instruction at the same
@@ -23,31 +24,42 @@
  * each): the floor for 4096 x 14336 x 512 is ~95 us; mmqk's instruction
  * count, not its tensor time, held it at 2.6x that.
  *
- * Shape: 128 weight rows x 128 activation rows a block, 16 warps (4 x 4) of
- * 32 x 32; a stage is half a super-block (128 elements). Per stage the
- * activations come as F16 (x16: the quantized activations' qs converted
- * once a product by mmqh_x16_kernel) by cp.async into a double buffer;
- * the weights' raw blocks by cp.async a super-block ahead, and every
- * thread expands its share of the next stage's weights (q x sc as f16:
- * one PRMT builds 1024 + q in f16, one HFMA2 (1024 + q) sc - 1024 sc, exact)
- * into the other A buffer while its warp's mma run on this one. Rows of
- * 128 halves + 16 bytes (17 granules: ldmatrix's 8 rows in 8 bank
- * groups). One barrier a stage. 181 KB of shared memory: one block an SM
- * on sm_90 (227 KB); sm_121's ~100 KB cannot hold it (mmqk serves there).
+ * One accumulator a super-block: A = q x sc - 472 (|A| <= 473), so a
+ * super-block's sum is at most 256 x 473 x 127 < 2^24, exact; v1 = that
+ * sum + 472 S (S the activation's sum over the super-block, from its
+ * 32-sums), both exact floats, added with one rounding: (float)v1. (The
+ * first form, session 39 call 5, kept two half-super-block accumulators
+ * and 32 x 32 warp tiles: exact, but shared-memory bound: 1.4x slower
+ * than mmqk.)
+ *
+ * Shape: 128 weight rows x 128 activation rows a block, 8 warps (2 x 4) of
+ * 64 x 32 (ldmatrix bytes an MAC 3/4 of a 32 x 32 tile's); a stage is half
+ * a super-block (128 elements). Per stage the activations come as F16
+ * (x16: the quantized activations' qs converted once a product by
+ * mmqh_x16_kernel) by cp.async into a double buffer; the weights' raw
+ * blocks by cp.async a super-block ahead, and every thread expands its
+ * share of the next stage's weights (PRMT to 16-bit lanes, IMAD by the
+ * scale plus f16 1024, HSUB2 1496: exact) into the other A buffer while
+ * its warp's mma run on this one. Rows of 128 halves + 16 bytes (17
+ * granules: ldmatrix's 8 rows in 8 bank groups). One barrier a stage.
+ * 181 KB of shared memory: one block an SM on sm_90 (227 KB); sm_121's
+ * ~100 KB cannot hold it (mmqk serves there).
  */
 #ifndef INFERD_CUDA_MMQH_IMPL_CUH
 #define INFERD_CUDA_MMQH_IMPL_CUH
 
 #include <cuda_fp16.h>
+#include <type_traits>
 
 #define MMQH_BM 128
 #define MMQH_BN 128
-#define MMQH_THREADS 512
-#define MMQH_RS 272 /* bytes a row of an F16 stage: 128 halves + 16 */
+#define MMQH_THREADS 256
+#define MMQH_RS 272    /* bytes a row of an F16 stage: 128 halves + 16 */
+#define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
 
 struct mmqh_smem {
     uint32_t raw[2][MMQH_BM][36];           /* Q4_K blocks (144 bytes) of two super-blocks */
-    uint8_t a16[2][MMQH_BM][MMQH_RS];       /* q x sc, the two halves of a super-block */
+    uint8_t a16[2][MMQH_BM][MMQH_RS];       /* q x sc - 472, stage parity */
     uint8_t b16[2][MMQH_BN][MMQH_RS];       /* activations, stage parity */
     float xd[2][MMQH_BN];                   /* their d, super-block parity */
     int8_t xhl[2][MMQH_BN][CUDA_Q8K_HL];    /* their 32-sums split (cuda_q8k) */
@@ -68,14 +80,23 @@ static __global__ void mmqh_x16_kernel(const int8_t *__restrict__ qs, __half *__
     ((uint4 *)x16)[i] = *(const uint4 *)h;
 }
 
-/* two f16 of the nibbles' bytes 0/1 or 2/3 (sel) of x (each <= 15) times
- * the sub-block scale: (1024 + q) as f16 by placing q under the exponent
- * byte 0x64, then (1024 + q) sc - 1024 sc in one exact f16 fma */
-static __device__ __forceinline__ uint32_t mmqh_qs2(uint32_t x, uint32_t sel, __half2 sc, __half2 nsc)
+/* two weights (nibble bytes 0/1 or 2/3 of x, sel) as f16 q x sc - 472: the
+ * pair in 16-bit lanes times sc plus 0x6400 (f16 1024 + q sc, exact: q sc
+ * <= 945), minus 1496 (exact) */
+static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, uint32_t sc)
 {
-    const uint32_t q = __byte_perm(x, 0x64646464u, sel);
-    const __half2 r = __hfma2(*(const __half2 *)&q, sc, nsc);
+    const uint32_t v = __byte_perm(x, 0u, sel) * sc + 0x64006400u;
+    const __half2 r = __hsub2(*(const __half2 *)&v, __half2half2(__ushort_as_half((unsigned short)0x65D8u)));
     return *(const uint32_t *)&r;
+}
+
+/* D = A * B with a zero accumulator (a super-block's first step) */
+static __device__ __forceinline__ void mmqh_mma_z(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 template <int T>
@@ -88,107 +109,110 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     extern __shared__ __align__(16) uint8_t mmqh_smem_raw[];
     mmqh_smem &S = *(mmqh_smem *)mmqh_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
-    const int wm = warp & 3, wn = warp >> 2; /* rows 32 wm.., activation rows 32 wn.. */
+    const int wm = warp & 1, wn = warp >> 1; /* rows 64 wm.., activation rows 32 wn.. */
     const int g = lane >> 2, t4 = lane & 3;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    const int64_t n_st = 2 * nbr; /* stages: half super-blocks */
+    const int64_t ne0 = nbr * QK_K, n_st = 2 * nbr; /* stages: half super-blocks */
 
-    /* the raw weights: 9 granules a row, chunks c = tid, tid + 512, tid + 1024 */
+    /* the loaders' sources as 32-bit offsets from block-uniform bases (the
+     * launcher keeps them under 4 GB, as mmqk's): raw chunks c = tid + 256 k
+     * (9 a row), activation chunks of rows (tid >> 4) + 16 k (16 a row) */
+    const int32_t wr0 = E.glu ? m0 / 2 : m0;
+    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
+    uint32_t roff[5];
+    uint32_t rmask = 0;
+#pragma unroll
+    for (int k = 0; k < 5; k++) {
+        const int c = tid + MMQH_THREADS * k, r = c / 9, ch = c % 9;
+        const int32_t wr = c < MMQH_BM * 9 ? mmq_wrow(m0, r, n_w, E.glu) : -1;
+        roff[k] = wr >= 0 ? (uint32_t)((size_t)(wr - wr0) * row_bytes) + 16 * ch : 0;
+        rmask |= (wr >= 0 ? 1u : 0u) << k;
+    }
+    const __half *xbase = x16 + (size_t)n0 * ne0;
+    const uint32_t boff = (uint32_t)((tid >> 4) * ne0 + 8 * (tid & 15));
+    const int bval = n_rows - n0 - (tid >> 4) > 0 ? (n_rows - n0 - (tid >> 4) + 15) / 16 : 0; /* rows k < bval exist */
+
     auto issue_raw = [&](int64_t s) {
 #pragma unroll
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 5; k++) {
             const int c = tid + MMQH_THREADS * k;
-            if (c < MMQH_BM * 9) {
-                const int r = c / 9, ch = c % 9;
-                const int32_t wr = mmq_wrow(m0, r, n_w, E.glu);
-                if (wr >= 0)
-                    __pipeline_memcpy_async(&S.raw[s & 1][r][4 * ch],
-                                            w + (size_t)wr * row_bytes + (size_t)s * 144 + 16 * ch, 16);
-            }
+            if ((rmask >> k) & 1)
+                __pipeline_memcpy_async((uint8_t *)&S.raw[s & 1][0][0] + (c / 9) * 144 + 16 * (c % 9),
+                                        wbase + roff[k] + (size_t)s * 144, 16);
         }
     };
-    /* stage i's activations (16 granules a row), and at a super-block's
-     * first half its d and 32-sums */
     auto issue_b = [&](int64_t i) {
         const int64_t s = i >> 1;
-        const int h = (int)(i & 1);
+        const uint32_t so = (uint32_t)(s * QK_K + 128 * (i & 1));
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int c = tid + MMQH_THREADS * k, r = c >> 4, ch = c & 15;
-            if (n0 + r < n_rows)
-                __pipeline_memcpy_async(&S.b16[i & 1][r][16 * ch],
-                                        x16 + ((size_t)(n0 + r) * nbr + s) * QK_K + 128 * h + 8 * ch, 16);
-        }
-        if (h == 0) {
+        for (int k = 0; k < 8; k++)
+            if (k < bval)
+                __pipeline_memcpy_async(&S.b16[i & 1][(tid >> 4) + 16 * k][16 * (tid & 15)],
+                                        xbase + boff + (uint32_t)(16 * k) * (uint32_t)ne0 + so, 16);
+        if (!(i & 1)) {
             if (tid < MMQH_BN && n0 + tid < n_rows)
                 __pipeline_memcpy_async(&S.xd[s & 1][tid], X.d + (size_t)(n0 + tid) * nbr + s, 4);
-            else if (tid >= MMQH_BN && tid < 2 * MMQH_BN && n0 + tid - MMQH_BN < n_rows)
+            else if (tid >= MMQH_BN && n0 + tid - MMQH_BN < n_rows)
                 __pipeline_memcpy_async(&S.xhl[s & 1][tid - MMQH_BN][0],
                                         X.hl + ((size_t)(n0 + tid - MMQH_BN) * nbr + s) * CUDA_Q8K_HL,
                                         CUDA_Q8K_HL);
         }
     };
-    /* stage i's weights, q x sc as f16, into a16[i & 1]: thread (row r,
-     * chunk p of the half's two 32-byte chunks, its 16-byte half q) */
-    const int er = tid >> 2, ep = (tid >> 1) & 1, eq = tid & 1;
+    /* stage i's weights into a16[i & 1]: thread (row tid >> 1, chunk p of
+     * the half's two): 32 bytes, 64 weights */
+    const int er = tid >> 1, ep = tid & 1;
     auto expand = [&](int64_t i) {
         const int64_t s = i >> 1;
-        const int h = (int)(i & 1), pc = 2 * h + ep; /* the super-block's chunk: sub-blocks 2pc, 2pc + 1 */
+        const int pc = 2 * (int)(i & 1) + ep; /* the super-block's chunk: sub-blocks 2pc, 2pc + 1 */
         const uint32_t *rw = S.raw[s & 1][er];
         mmqk_head hd;
         mmqk_k45_head(rw, hd);
         const uint32_t sw = hd.sc[pc >> 1] >> (16 * (pc & 1)); /* scales 2pc, 2pc + 1 in bytes 0, 1 */
-        const __half2 slo = __half2half2(__int2half_rn((int)(sw & 0xff)));
-        const __half2 shi = __half2half2(__int2half_rn((int)((sw >> 8) & 0xff)));
-        const __half2 nlo = __hmul2(slo, __half2half2(__float2half(-1024.0f)));
-        const __half2 nhi = __hmul2(shi, __half2half2(__float2half(-1024.0f)));
-        const uint4 qv = *(const uint4 *)&rw[4 + 8 * pc + 4 * eq];
-        const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
-        uint32_t lo[8], hi[8];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
-            lo[2 * k] = mmqh_qs2(l, 0x5140u, slo, nlo);
-            lo[2 * k + 1] = mmqh_qs2(l, 0x7362u, slo, nlo);
-            hi[2 * k] = mmqh_qs2(u, 0x5140u, shi, nhi);
-            hi[2 * k + 1] = mmqh_qs2(u, 0x7362u, shi, nhi);
-        }
-        /* element 64 ep + 16 eq + i (low nibbles, sub-block 2pc) and + 32
-         * (high, 2pc + 1) of the half */
+        const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
         uint8_t *row = S.a16[i & 1][er];
-        *(uint4 *)(row + 2 * (64 * ep + 16 * eq)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        *(uint4 *)(row + 2 * (64 * ep + 16 * eq + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-        *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * eq)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * eq + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const uint4 qv = *(const uint4 *)&rw[4 + 8 * pc + 4 * q];
+            const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+            uint32_t lo[8], hi[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
+                lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
+                lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
+                hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
+                hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
+            }
+            /* weight 64 ep + 16 q + j (low nibbles, sub-block 2pc) and + 32
+             * (high, 2pc + 1) of the half */
+            *(uint4 *)(row + 2 * (64 * ep + 16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4 *)(row + 2 * (64 * ep + 16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+            *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+        }
     };
 
-    /* ldmatrix row addresses (buffer 0): A rows 32 wm + 16 mt + (l & 7) +
+    /* ldmatrix row addresses (buffer 0): A rows 64 wm + 16 mt + (l & 7) +
      * 8 ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >>
      * 4) + (l & 7), halves 8 ((l >> 3) & 1) */
-    uint32_t sa[2], sb[2];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-        sa[mt] = cuda_saddr(&S.a16[0][32 * wm + 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
-#pragma unroll
-    for (int np = 0; np < 2; np++)
-        sb[np] = cuda_saddr(&S.b16[0][32 * wn + 16 * np + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
+    const uint32_t sa = cuda_saddr(&S.a16[0][64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
+    const uint32_t sb = cuda_saddr(&S.b16[0][32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
     constexpr uint32_t AB = (uint32_t)sizeof(S.a16[0]), BB = (uint32_t)sizeof(S.b16[0]);
 
-    float acc[2][4][4], dh[2][2][4][4];
+    float acc[4][4][4], dd[4][4][4];
 #pragma unroll
-    for (int a = 0; a < 2; a++)
+    for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int b = 0; b < 4; b++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 acc[a][b][i] = 0.0f;
-                dh[0][a][b][i] = 0.0f;
-                dh[1][a][b][i] = 0.0f;
+                dd[a][b][i] = 0.0f;
             }
 
-    /* stage i = 2 s + H into dh[H] (H at compile time: the two halves'
-     * accumulators stay registers) */
-    auto stage = [&](int64_t i, float (&d)[2][4][4]) {
+    /* stage i (FIRST: a super-block's first half, its first step without
+     * an accumulator) */
+    auto stage = [&](int64_t i, auto first) {
         const int64_t s = i >> 1;
         __pipeline_wait_prior(0);
         __syncthreads(); /* stage i's activations and a16 are in; stage i - 1's readers are done */
@@ -202,18 +226,23 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         const uint32_t ab = (uint32_t)(i & 1) * AB, bb = (uint32_t)(i & 1) * BB;
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
-            uint32_t af[2][4], bf[2][4];
+            uint32_t af[4][4], bf[2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-                cuda_ldsm_x4(af[mt], sa[mt] + ab + 32 * kk);
+            for (int mt = 0; mt < 4; mt++)
+                cuda_ldsm_x4(af[mt], sa + ab + 16 * mt * MMQH_RS + 32 * kk);
 #pragma unroll
             for (int np = 0; np < 2; np++)
-                cuda_ldsm_x4(bf[np], sb[np] + bb + 32 * kk);
+                cuda_ldsm_x4(bf[np], sb + bb + 16 * np * MMQH_RS + 32 * kk);
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++)
-                    cuda_mma_f16_k16(d[mt][nt], af[mt], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
+                for (int nt = 0; nt < 4; nt++) {
+                    const uint32_t b0 = bf[nt >> 1][2 * (nt & 1)], b1 = bf[nt >> 1][2 * (nt & 1) + 1];
+                    if (decltype(first)::value && kk == 0)
+                        mmqh_mma_z(dd[mt][nt], af[mt], b0, b1);
+                    else
+                        cuda_mma_f16_k16(dd[mt][nt], af[mt], b0, b1);
+                }
         }
     };
 
@@ -224,29 +253,36 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     __syncthreads();
     expand(0);
     for (int64_t s = 0; s < nbr; s++) {
-        stage(2 * s, dh[0]);
-        stage(2 * s + 1, dh[1]);
-        /* the super-block ends: v1 = the halves' f32 sum (exact halves, one
-         * rounding: (float)v1), then mmqk's chain and min term */
-        mmqk_head hd[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-                mmqk_k45_head(S.raw[s & 1][32 * wm + 16 * mt + g + 8 * hh], hd[mt][hh]);
-        float xd[4][2];
+        stage(2 * s, std::true_type{});
+        stage(2 * s + 1, std::false_type{});
+        /* the super-block ends. dd = sum (q sc - 472) x = v1 - 472 S, exact
+         * (|.| <= 256 x 473 x 127 < 2^24); v1 = dd + 472 S by one fma: exact
+         * operands, one rounding, = (float)v1. S: the activation's sum over
+         * the super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's
+         * chain and min term. */
+        float xd[4][2], sf[4][2];
         int bhl[4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
 #pragma unroll
-            for (int e = 0; e < 2; e++)
-                xd[nt][e] = S.xd[s & 1][32 * wn + 8 * nt + 2 * t4 + e];
+            for (int e = 0; e < 2; e++) {
+                const int col = 32 * wn + 8 * nt + 2 * t4 + e;
+                xd[nt][e] = S.xd[s & 1][col];
+                const uint4 hl = *(const uint4 *)&S.xhl[s & 1][col][0];
+                const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
+                const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
+                sf[nt][e] = (float)(MMQH_CENTER * (128 * sh + sl)); /* |.| <= 472 x 32,512: exact */
+            }
             bhl[nt] = *(const int *)&S.xhl[s & 1][32 * wn + 8 * nt + g][4 * t4];
         }
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++) {
+        for (int mt = 0; mt < 4; mt++) {
+            mmqk_head hd[2];
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++)
+                mmqk_k45_head(S.raw[s & 1][64 * wm + 16 * mt + g + 8 * hh], hd[hh]);
             int mh[2], ml[2];
-            mmqk_min_words(hd[mt], t4, mh, ml);
+            mmqk_min_words(hd, t4, mh, ml);
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
                 int ch[4], cl[4];
@@ -254,20 +290,19 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 cuda_mma_k16(cl, ml[0], ml[1], bhl[nt]);
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    const mmqk_head &H = hd[mt][k >> 1];
+                    const mmqk_head &H = hd[k >> 1];
                     const float x = xd[nt][k & 1];
                     const float p1 = __fmul_rn(H.d, x);
-                    const float v1 = __fadd_rn(dh[0][mt][nt][k], dh[1][mt][nt][k]);
+                    const float v1 = __fadd_rn(dd[mt][nt][k], sf[nt][k & 1]);
                     const float a2 = __fmaf_rn(p1, v1, acc[mt][nt][k]);
                     const float p2 = -__fmul_rn(H.dmin, x);
                     acc[mt][nt][k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
-                    dh[0][mt][nt][k] = 0.0f;
-                    dh[1][mt][nt][k] = 0.0f;
                 }
             }
         }
     }
-    mmq_tile_store<4>(acc, m0, n0, wm, wn, g, t4, n_w, n_rows, y, E);
+    mmq_tile_store<4>(acc, m0, n0, 2 * wm, wn, g, t4, n_w, n_rows, y, E);
+    mmq_tile_store<4>(acc + 2, m0, n0, 2 * wm + 1, wn, g, t4, n_w, n_rows, y, E);
 #endif
 }
 
@@ -277,6 +312,12 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     static_assert(T == QT_Q4_K, "mmqh: Q4_K's scales and nibbles only (Q5_K's q x sc needs quarter stages)");
     const int64_t nbr = w->ne0 / QK_K;
     if (w->ne0 % QK_K || !c->x16 || (size_t)n_rows * (size_t)w->ne0 * 2 > c->x16_bytes || c->sm < 80)
+        return INF_EUNSUPPORTED;
+    /* the kernel's 32-bit loader offsets: a block's weight rows (under the
+     * SwiGLU epilogue up to F + 128 rows past its base) and a block's 128
+     * activation rows of f16 under 4 GB */
+    if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
+        (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
     if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
         return -1;
