@@ -44,6 +44,13 @@
  * granules: ldmatrix's 8 rows in 8 bank groups). One barrier a stage.
  * 181 KB of shared memory: one block an SM on sm_90 (227 KB); sm_121's
  * ~100 KB cannot hold it (mmqk serves there).
+ *
+ * Measured (H100, RESULTS session 39 call 6): the CPU's bits everywhere,
+ * but 340 us at 4096 x 14336 x 512 against mmqk's 247, the same at 128
+ * rows: one block of 8 warps an SM runs expand / multiply / chain in
+ * lockstep behind a barrier a stage (IPC 0.28, the HMMA pipe 29% busy).
+ * Off by default (CUDA_MMQH_MIN); what it needs is warp specialization
+ * (producers expand and copy, consumers multiply and chain) or wgmma.
  */
 #ifndef INFERD_CUDA_MMQH_IMPL_CUH
 #define INFERD_CUDA_MMQH_IMPL_CUH
