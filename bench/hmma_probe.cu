@@ -23,14 +23,8 @@
 #include <cuda_runtime.h>
 #include <vector>
 
-#define CK(x)                                                                            \
-    do {                                                                                 \
-        cudaError_t e_ = (x);                                                            \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-            exit(1);                                                                     \
-        }                                                                                \
-    } while (0)
+#include "probe.cuh"
+
 
 static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], const uint32_t b[2])
 {

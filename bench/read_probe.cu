@@ -17,14 +17,8 @@
 #include <cuda_runtime.h>
 #include <vector>
 
-#define CK(x)                                                                   \
-    do {                                                                        \
-        cudaError_t e_ = (x);                                                   \
-        if (e_ != cudaSuccess) {                                                \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-            exit(1);                                                            \
-        }                                                                       \
-    } while (0)
+#include "probe.cuh"
+
 
 /* four 16-byte loads in flight a thread before any is used; plain
  * read-only loads (L2 evict-normal, as the bulk copies of a weight are):
