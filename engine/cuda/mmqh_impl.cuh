@@ -32,25 +32,22 @@
  * and 32 x 32 warp tiles: exact, but shared-memory bound: 1.4x slower
  * than mmqk.)
  *
- * Shape: 128 weight rows x 128 activation rows a block, 8 warps (2 x 4) of
- * 64 x 32 (ldmatrix bytes an MAC 3/4 of a 32 x 32 tile's); a stage is half
- * a super-block (128 elements). Per stage the activations come as F16
- * (x16: the quantized activations' qs converted once a product by
- * mmqh_x16_kernel) by cp.async into a double buffer; the weights' raw
- * blocks by cp.async a super-block ahead, and every thread expands its
- * share of the next stage's weights (PRMT to 16-bit lanes, IMAD by the
- * scale plus f16 1024, HSUB2 1496: exact) into the other A buffer while
- * its warp's mma run on this one. Rows of 128 halves + 16 bytes (17
- * granules: ldmatrix's 8 rows in 8 bank groups). One barrier a stage.
- * 181 KB of shared memory: one block an SM on sm_90 (227 KB); sm_121's
- * ~100 KB cannot hold it (mmqk serves there).
- *
- * Measured (H100, RESULTS session 39 call 6): the CPU's bits everywhere,
- * but 340 us at 4096 x 14336 x 512 against mmqk's 247, the same at 128
- * rows: one block of 8 warps an SM runs expand / multiply / chain in
- * lockstep behind a barrier a stage (IPC 0.28, the HMMA pipe 29% busy).
- * Off by default (CUDA_MMQH_MIN); what it needs is warp specialization
- * (producers expand and copy, consumers multiply and chain) or wgmma.
+ * Shape: 128 weight rows x 128 activation rows a block; 8 consumer warps
+ * (2 x 4) of 64 x 32 multiply and run the chain, 4 producer warps copy and
+ * expand (warp specialization: the second form ran expand / multiply /
+ * chain in lockstep behind a barrier a stage, IPC 0.28, 340 us: session 39
+ * call 6). A stage is half a super-block (128 elements) in one of two
+ * slots, paced by mbarriers: full (every producer's cp.async landed, by
+ * cp.async.mbarrier.arrive, and its expansion stored) and empty (every
+ * consumer done with the slot). Producers: the activations as F16 (x16:
+ * the quantized activations' qs converted once a product by
+ * mmqh_x16_kernel), the weights' raw blocks a super-block ahead, each
+ * thread a row's expansion (PRMT to 16-bit lanes, IMAD by the scale plus
+ * f16 1024, HSUB2 1496: exact), and at a second half the super-block's
+ * heads, d and 32-sums into the slot, so the chain reads only its slot.
+ * Rows of 128 halves + 16 bytes (17 granules: ldmatrix's 8 rows in 8 bank
+ * groups). ~185 KB of shared memory: one block an SM on sm_90 (227 KB);
+ * sm_121's ~100 KB cannot hold it (mmqk serves there).
  */
 #ifndef INFERD_CUDA_MMQH_IMPL_CUH
 #define INFERD_CUDA_MMQH_IMPL_CUH
@@ -60,16 +57,25 @@
 
 #define MMQH_BM 128
 #define MMQH_BN 128
-#define MMQH_THREADS 256
+#define MMQH_CONS 256 /* consumer threads: 8 warps (2 x 4) of 64 x 32 */
+#define MMQH_PROD 128 /* producer threads: 4 warps */
+#define MMQH_THREADS (MMQH_CONS + MMQH_PROD)
 #define MMQH_RS 272    /* bytes a row of an F16 stage: 128 halves + 16 */
 #define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
 
+/* a stage (half a super-block) as the consumers read it; the second half's
+ * slot also carries what the super-block's chain needs */
+struct mmqh_slot {
+    uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 472 */
+    uint8_t b16[MMQH_BN][MMQH_RS];      /* activations */
+    uint32_t head[MMQH_BM][4];          /* the rows' d, dmin and scale bytes */
+    float xd[MMQH_BN];                  /* the activations' d */
+    int8_t xhl[MMQH_BN][CUDA_Q8K_HL];   /* and 32-sums (cuda_q8k) */
+};
 struct mmqh_smem {
-    uint32_t raw[2][MMQH_BM][36];           /* Q4_K blocks (144 bytes) of two super-blocks */
-    uint8_t a16[2][MMQH_BM][MMQH_RS];       /* q x sc - 472, stage parity */
-    uint8_t b16[2][MMQH_BN][MMQH_RS];       /* activations, stage parity */
-    float xd[2][MMQH_BN];                   /* their d, super-block parity */
-    int8_t xhl[2][MMQH_BN][CUDA_Q8K_HL];    /* their 32-sums split (cuda_q8k) */
+    mmqh_slot slot[2];
+    uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (producers only) */
+    uint64_t full[2], empty[2];
 };
 
 /* x16[i] = qs[i] as f16 (exact), 8 a thread */
@@ -106,105 +112,161 @@ static __device__ __forceinline__ void mmqh_mma_z(float d[4], const uint32_t a[4
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
+/* the producers' own barrier (named barrier 1: the consumers never wait
+ * on it) */
+static __device__ __forceinline__ void mmqh_prod_sync(void)
+{
+    asm volatile("bar.sync 1, %0;\n" ::"n"(MMQH_PROD) : "memory");
+}
+
+/* bar completes its phase once every cp.async this thread issued so far
+ * has landed (one pending arrival each, counted in bar's init) */
+static __device__ __forceinline__ void mmqh_cp_arrive(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(cuda_saddr(bar)) : "memory");
+}
+
+/* The producers (4 warps, p = their thread 0..127): stage i's activations
+ * (and at a second half the super-block's d, 32-sums and weight heads)
+ * into slot i & 1 once the consumers have released it, the next
+ * super-block's raw weights a super-block ahead, and stage i's weights
+ * expanded from them. full[slot] completes when every producer thread's
+ * copies have landed and its expansion is stored. */
+static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const uint8_t *w, size_t row_bytes,
+                                                    int32_t n_w, const cuda_q8k &X, const __half *x16, int64_t nbr,
+                                                    int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
+{
+    const int64_t ne0 = nbr * QK_K, n_st = 2 * nbr;
+    /* 32-bit offsets from block-uniform bases (the launcher keeps them
+     * under 4 GB): raw chunks c = p + 128 k (9 a row); activation chunk p &
+     * 15 of rows (p >> 4) + 8 k */
+    const int32_t wr0 = glu ? m0 / 2 : m0;
+    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
+    uint32_t roff[9];
+    uint32_t rmask = 0;
+#pragma unroll
+    for (int k = 0; k < 9; k++) {
+        const int c = p + MMQH_PROD * k, r = c / 9, ch = c % 9;
+        const int32_t wr = mmq_wrow(m0, r, n_w, glu);
+        roff[k] = wr >= 0 ? (uint32_t)((size_t)(wr - wr0) * row_bytes) + 16 * ch : 0;
+        rmask |= (wr >= 0 ? 1u : 0u) << k;
+    }
+    const __half *xbase = x16 + (size_t)n0 * ne0;
+    const uint32_t boff = (uint32_t)((p >> 4) * ne0 + 8 * (p & 15));
+    const int bval = n_rows - n0 - (p >> 4) > 0 ? (n_rows - n0 - (p >> 4) + 7) / 8 : 0; /* rows k < bval exist */
+    auto issue_raw = [&](int64_t s) {
+#pragma unroll
+        for (int k = 0; k < 9; k++) {
+            const int c = p + MMQH_PROD * k;
+            if ((rmask >> k) & 1)
+                __pipeline_memcpy_async((uint8_t *)&S.raw[s & 1][0][0] + (c / 9) * 144 + 16 * (c % 9),
+                                        wbase + roff[k] + (size_t)s * 144, 16);
+        }
+    };
+    issue_raw(0);
+    __pipeline_commit();
+    for (int64_t i = 0; i < n_st; i++) {
+        const int64_t s = i >> 1;
+        const int h = (int)(i & 1);
+        mmqh_slot &L = S.slot[i & 1];
+        if (i >= 2)
+            cuda_mbar_wait(&S.empty[i & 1], (uint32_t)((i >> 1) - 1) & 1);
+        const uint32_t so = (uint32_t)(s * QK_K + 128 * h);
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            if (k < bval)
+                __pipeline_memcpy_async(&L.b16[(p >> 4) + 8 * k][16 * (p & 15)],
+                                        xbase + boff + (uint32_t)(8 * k) * (uint32_t)ne0 + so, 16);
+        if (h && n0 + p < n_rows) {
+            __pipeline_memcpy_async(&L.xd[p], X.d + (size_t)(n0 + p) * nbr + s, 4);
+            __pipeline_memcpy_async(&L.xhl[p][0], X.hl + ((size_t)(n0 + p) * nbr + s) * CUDA_Q8K_HL, CUDA_Q8K_HL);
+        }
+        __pipeline_commit();
+        mmqh_cp_arrive(&S.full[i & 1]); /* full counts these copies' landing */
+        /* raw(s): issued at least one commit ago; the barrier also says
+         * every producer is past stage i - 1's expansion, so raw[(s + 1) & 1]
+         * (super-block s - 1's) is free for the next one's */
+        __pipeline_wait_prior(1);
+        mmqh_prod_sync();
+        if (!h && s + 1 < nbr) {
+            issue_raw(s + 1);
+            __pipeline_commit();
+        }
+        /* row p of the stage: chunks 2h and 2h + 1 (sub-blocks 4h .. 4h + 3),
+         * 64 weights each */
+        const uint32_t *rw = S.raw[s & 1][p];
+        const uint4 hw = *(const uint4 *)rw;
+        mmqk_head hd;
+        mmqk_k45_head(rw, hd);
+        uint8_t *row = L.a16[p];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int pc = 2 * h + e;
+            const uint32_t sw = hd.sc[pc >> 1] >> (16 * (pc & 1)); /* scales 2pc, 2pc + 1 in bytes 0, 1 */
+            const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const uint4 qv = *(const uint4 *)&rw[4 + 8 * pc + 4 * q];
+                const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+                uint32_t lo[8], hi[8];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
+                    lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
+                    lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
+                    hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
+                    hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
+                }
+                /* weight 64 e + 16 q + j (low nibbles, sub-block 2pc) and
+                 * + 32 (high, 2pc + 1) of the half */
+                *(uint4 *)(row + 2 * (64 * e + 16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+                *(uint4 *)(row + 2 * (64 * e + 16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+                *(uint4 *)(row + 2 * (64 * e + 32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                *(uint4 *)(row + 2 * (64 * e + 32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+            }
+        }
+        if (h)
+            *(uint4 *)L.head[p] = hw;
+        cuda_mbar_arrive(&S.full[i & 1]);
+    }
+    __pipeline_wait_prior(0);
+}
+
 template <int T>
 static __global__ void __launch_bounds__(MMQH_THREADS, 1)
 mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X,
             const __half *__restrict__ x16, int64_t nbr, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    cuda_pdl_enter();
     extern __shared__ __align__(16) uint8_t mmqh_smem_raw[];
     mmqh_smem &S = *(mmqh_smem *)mmqh_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
+    if (tid == 0) {
+        for (int i = 0; i < 2; i++) {
+            /* full: each producer's cp.async completion and its arrival after
+             * the expansion; empty: every consumer thread */
+            cuda_mbar_init(&S.full[i], 2 * MMQH_PROD);
+            cuda_mbar_init(&S.empty[i], MMQH_CONS);
+        }
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+    cuda_pdl_enter();
+    if (tid >= MMQH_CONS) {
+        mmqh_produce(S, tid - MMQH_CONS, w, row_bytes, n_w, X, x16, nbr, n_rows, m0, n0, E.glu);
+        return;
+    }
     const int wm = warp & 1, wn = warp >> 1; /* rows 64 wm.., activation rows 32 wn.. */
     const int g = lane >> 2, t4 = lane & 3;
-    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    const int64_t ne0 = nbr * QK_K, n_st = 2 * nbr; /* stages: half super-blocks */
+    const int64_t n_st = 2 * nbr;
 
-    /* the loaders' sources as 32-bit offsets from block-uniform bases (the
-     * launcher keeps them under 4 GB, as mmqk's): raw chunks c = tid + 256 k
-     * (9 a row), activation chunks of rows (tid >> 4) + 16 k (16 a row) */
-    const int32_t wr0 = E.glu ? m0 / 2 : m0;
-    const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
-    uint32_t roff[5];
-    uint32_t rmask = 0;
-#pragma unroll
-    for (int k = 0; k < 5; k++) {
-        const int c = tid + MMQH_THREADS * k, r = c / 9, ch = c % 9;
-        const int32_t wr = c < MMQH_BM * 9 ? mmq_wrow(m0, r, n_w, E.glu) : -1;
-        roff[k] = wr >= 0 ? (uint32_t)((size_t)(wr - wr0) * row_bytes) + 16 * ch : 0;
-        rmask |= (wr >= 0 ? 1u : 0u) << k;
-    }
-    const __half *xbase = x16 + (size_t)n0 * ne0;
-    const uint32_t boff = (uint32_t)((tid >> 4) * ne0 + 8 * (tid & 15));
-    const int bval = n_rows - n0 - (tid >> 4) > 0 ? (n_rows - n0 - (tid >> 4) + 15) / 16 : 0; /* rows k < bval exist */
-
-    auto issue_raw = [&](int64_t s) {
-#pragma unroll
-        for (int k = 0; k < 5; k++) {
-            const int c = tid + MMQH_THREADS * k;
-            if ((rmask >> k) & 1)
-                __pipeline_memcpy_async((uint8_t *)&S.raw[s & 1][0][0] + (c / 9) * 144 + 16 * (c % 9),
-                                        wbase + roff[k] + (size_t)s * 144, 16);
-        }
-    };
-    auto issue_b = [&](int64_t i) {
-        const int64_t s = i >> 1;
-        const uint32_t so = (uint32_t)(s * QK_K + 128 * (i & 1));
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (k < bval)
-                __pipeline_memcpy_async(&S.b16[i & 1][(tid >> 4) + 16 * k][16 * (tid & 15)],
-                                        xbase + boff + (uint32_t)(16 * k) * (uint32_t)ne0 + so, 16);
-        if (!(i & 1)) {
-            if (tid < MMQH_BN && n0 + tid < n_rows)
-                __pipeline_memcpy_async(&S.xd[s & 1][tid], X.d + (size_t)(n0 + tid) * nbr + s, 4);
-            else if (tid >= MMQH_BN && n0 + tid - MMQH_BN < n_rows)
-                __pipeline_memcpy_async(&S.xhl[s & 1][tid - MMQH_BN][0],
-                                        X.hl + ((size_t)(n0 + tid - MMQH_BN) * nbr + s) * CUDA_Q8K_HL,
-                                        CUDA_Q8K_HL);
-        }
-    };
-    /* stage i's weights into a16[i & 1]: thread (row tid >> 1, chunk p of
-     * the half's two): 32 bytes, 64 weights */
-    const int er = tid >> 1, ep = tid & 1;
-    auto expand = [&](int64_t i) {
-        const int64_t s = i >> 1;
-        const int pc = 2 * (int)(i & 1) + ep; /* the super-block's chunk: sub-blocks 2pc, 2pc + 1 */
-        const uint32_t *rw = S.raw[s & 1][er];
-        mmqk_head hd;
-        mmqk_k45_head(rw, hd);
-        const uint32_t sw = hd.sc[pc >> 1] >> (16 * (pc & 1)); /* scales 2pc, 2pc + 1 in bytes 0, 1 */
-        const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
-        uint8_t *row = S.a16[i & 1][er];
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const uint4 qv = *(const uint4 *)&rw[4 + 8 * pc + 4 * q];
-            const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
-            uint32_t lo[8], hi[8];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
-                lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
-                lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
-                hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
-                hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
-            }
-            /* weight 64 ep + 16 q + j (low nibbles, sub-block 2pc) and + 32
-             * (high, 2pc + 1) of the half */
-            *(uint4 *)(row + 2 * (64 * ep + 16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-            *(uint4 *)(row + 2 * (64 * ep + 16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-            *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            *(uint4 *)(row + 2 * (64 * ep + 32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
-        }
-    };
-
-    /* ldmatrix row addresses (buffer 0): A rows 64 wm + 16 mt + (l & 7) +
-     * 8 ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >>
-     * 4) + (l & 7), halves 8 ((l >> 3) & 1) */
-    const uint32_t sa = cuda_saddr(&S.a16[0][64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
-    const uint32_t sb = cuda_saddr(&S.b16[0][32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
-    constexpr uint32_t AB = (uint32_t)sizeof(S.a16[0]), BB = (uint32_t)sizeof(S.b16[0]);
+    /* ldmatrix row addresses (slot 0): A rows 64 wm + 16 mt + (l & 7) + 8
+     * ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >> 4) +
+     * (l & 7), halves 8 ((l >> 3) & 1) */
+    const uint32_t sa = cuda_saddr(&S.slot[0].a16[64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
+    const uint32_t sb = cuda_saddr(&S.slot[0].b16[32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
+    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot);
 
     float acc[4][4][4], dd[4][4][4];
 #pragma unroll
@@ -220,26 +282,17 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     /* stage i (FIRST: a super-block's first half, its first step without
      * an accumulator) */
     auto stage = [&](int64_t i, auto first) {
-        const int64_t s = i >> 1;
-        __pipeline_wait_prior(0);
-        __syncthreads(); /* stage i's activations and a16 are in; stage i - 1's readers are done */
-        if (i + 1 < n_st) {
-            issue_b(i + 1);
-            if (!(i & 1) && s + 1 < nbr)
-                issue_raw(s + 1);
-            __pipeline_commit();
-            expand(i + 1); /* its raw block landed: this super-block's, or the next one's (issued a stage ago) */
-        }
-        const uint32_t ab = (uint32_t)(i & 1) * AB, bb = (uint32_t)(i & 1) * BB;
+        cuda_mbar_wait(&S.full[i & 1], (uint32_t)(i >> 1) & 1);
+        const uint32_t so = (uint32_t)(i & 1) * SL;
 #pragma unroll
         for (int kk = 0; kk < 8; kk++) {
             uint32_t af[4][4], bf[2][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
-                cuda_ldsm_x4(af[mt], sa + ab + 16 * mt * MMQH_RS + 32 * kk);
+                cuda_ldsm_x4(af[mt], sa + so + 16 * mt * MMQH_RS + 32 * kk);
 #pragma unroll
             for (int np = 0; np < 2; np++)
-                cuda_ldsm_x4(bf[np], sb + bb + 16 * np * MMQH_RS + 32 * kk);
+                cuda_ldsm_x4(bf[np], sb + so + 16 * np * MMQH_RS + 32 * kk);
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -253,20 +306,17 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
     };
 
-    issue_raw(0);
-    issue_b(0);
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    expand(0);
     for (int64_t s = 0; s < nbr; s++) {
         stage(2 * s, std::true_type{});
+        cuda_mbar_arrive(&S.empty[0]);
         stage(2 * s + 1, std::false_type{});
-        /* the super-block ends. dd = sum (q sc - 472) x = v1 - 472 S, exact
-         * (|.| <= 256 x 473 x 127 < 2^24); v1 = dd + 472 S by one fma: exact
-         * operands, one rounding, = (float)v1. S: the activation's sum over
-         * the super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's
-         * chain and min term. */
+        /* the super-block ends (its d, 32-sums and heads are in this slot).
+         * dd = sum (q sc - 472) x = v1 - 472 S, exact (|.| <= 256 x 473 x
+         * 127 < 2^24); v1 = dd + 472 S by one add: exact operands, one
+         * rounding, = (float)v1. S: the activation's sum over the
+         * super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's chain
+         * and min term. */
+        const mmqh_slot &L = S.slot[1];
         float xd[4][2], sf[4][2];
         int bhl[4];
 #pragma unroll
@@ -274,20 +324,20 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int col = 32 * wn + 8 * nt + 2 * t4 + e;
-                xd[nt][e] = S.xd[s & 1][col];
-                const uint4 hl = *(const uint4 *)&S.xhl[s & 1][col][0];
+                xd[nt][e] = L.xd[col];
+                const uint4 hl = *(const uint4 *)&L.xhl[col][0];
                 const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
                 const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
                 sf[nt][e] = (float)(MMQH_CENTER * (128 * sh + sl)); /* |.| <= 472 x 32,512: exact */
             }
-            bhl[nt] = *(const int *)&S.xhl[s & 1][32 * wn + 8 * nt + g][4 * t4];
+            bhl[nt] = *(const int *)&L.xhl[32 * wn + 8 * nt + g][4 * t4];
         }
 #pragma unroll
         for (int mt = 0; mt < 4; mt++) {
             mmqk_head hd[2];
 #pragma unroll
             for (int hh = 0; hh < 2; hh++)
-                mmqk_k45_head(S.raw[s & 1][64 * wm + 16 * mt + g + 8 * hh], hd[hh]);
+                mmqk_k45_head(L.head[64 * wm + 16 * mt + g + 8 * hh], hd[hh]);
             int mh[2], ml[2];
             mmqk_min_words(hd, t4, mh, ml);
 #pragma unroll
@@ -307,7 +357,9 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 }
             }
         }
+        cuda_mbar_arrive(&S.empty[1]);
     }
+    (void)n_st;
     mmq_tile_store<4>(acc, m0, n0, 2 * wm, wn, g, t4, n_w, n_rows, y, E);
     mmq_tile_store<4>(acc + 2, m0, n0, 2 * wm + 1, wn, g, t4, n_w, n_rows, y, E);
 #endif
