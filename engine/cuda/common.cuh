@@ -31,10 +31,10 @@ extern "C" {
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
 /* Q4_K batches from this many rows through mmqh (cuda/mmqh_impl.cuh) by
- * default: 0, never. Its first form gives the CPU's bits but runs 1.4-4x
- * slower than mmqk (bench/RESULTS.md 2026-12-05 session 39, call 5);
- * INFERD_MMQH=N takes it from N rows for A/B runs (128: one block column
- * of 128 activation rows) */
+ * default: 0, never. It gives the CPU's bits but is still slower than mmqk
+ * (4096 x 14336 x 512: 261 against 250 us; at 128 rows 2.9x: bench/
+ * RESULTS.md 2026-12-05 session 39); INFERD_MMQH=N takes it from N rows
+ * for A/B runs */
 #define CUDA_MMQH_MIN 0
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte

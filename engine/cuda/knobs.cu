@@ -135,7 +135,7 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
      * rule before) */
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ
-     * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 181 KB of
+     * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 203 KB of
      * shared memory); by default never (CUDA_MMQH_MIN: slower than mmqk so
      * far), INFERD_MMQH=N from N rows (the same bits as mmqk) */
     const char *mqh = getenv("INFERD_MMQH");

@@ -33,21 +33,35 @@
  * than mmqk.)
  *
  * Shape: 128 weight rows x 128 activation rows a block; 8 consumer warps
- * (2 x 4) of 64 x 32 multiply and run the chain, 4 producer warps copy and
- * expand (warp specialization: the second form ran expand / multiply /
- * chain in lockstep behind a barrier a stage, IPC 0.28, 340 us: session 39
- * call 6). A stage is half a super-block (128 elements) in one of two
+ * of 64 x 32 multiply and run the chain, 4 producer warps copy and expand
+ * (warp specialization). A stage is a quarter super-block (64 elements,
+ * one 32-byte chunk of each Q4_K row: sub-blocks 2q, 2q + 1) in one of four
  * slots, paced by mbarriers: full (every producer's cp.async landed, by
  * cp.async.mbarrier.arrive, and its expansion stored) and empty (every
- * consumer done with the slot). Producers: the activations as F16 (x16:
+ * consumer done with the slot). The consumers are two groups of 4 warps
+ * (rows 0-63, 64-127; each scheduler holds one warp of each), the second
+ * started half a super-block behind the first so that one group's chain
+ * can run under the other's mma. Producers: the activations as F16 (x16:
  * the quantized activations' qs converted once a product by
- * mmqh_x16_kernel), the weights' raw blocks a super-block ahead, each
- * thread a row's expansion (PRMT to 16-bit lanes, IMAD by the scale plus
- * f16 1024, HSUB2 1496: exact), and at a second half the super-block's
- * heads, d and 32-sums into the slot, so the chain reads only its slot.
- * Rows of 128 halves + 16 bytes (17 granules: ldmatrix's 8 rows in 8 bank
- * groups). ~185 KB of shared memory: one block an SM on sm_90 (227 KB);
- * sm_121's ~100 KB cannot hold it (mmqk serves there).
+ * mmqh_x16_kernel), the weights' raw blocks a super-block ahead (waiting
+ * for that copy group alone), each thread a row's expansion (PRMT to
+ * 16-bit lanes, IMAD by the scale plus f16 1024, HSUB2 1496: exact), and
+ * at a last quarter the super-block's heads, d and 32-sums into the slot,
+ * so the chain reads only its slot. Rows of 64 halves + 16 bytes (9
+ * granules: ldmatrix's 8 rows in 8 bank groups). 203 KB of shared memory:
+ * one block an SM on sm_90 (227 KB); sm_121's ~100 KB cannot hold it
+ * (mmqk serves there).
+ *
+ * Measured (H100, bench/RESULTS.md session 39 calls 5-9): the CPU's bits
+ * everywhere (cuda-ops, q7, racecheck and synccheck clean). Speed at 4096 x
+ * 14336 x 512 against mmqk's 250 us: 345 (two half accumulators, 32 x 32
+ * tiles, one barrier a stage: shared-memory bound), 340 (centred weights,
+ * 64 x 32; expand / multiply / chain in lockstep, IPC 0.28), 262 (warp
+ * specialization), 261 (this form). A block's stage sequence is still the
+ * time (128 rows take as long as 512; the HMMA pipe 37% busy): each
+ * consumer step issues its 6 ldmatrix then its 16 HMMA, with no registers
+ * left (168 of the 170 the launch bound allows) to load the next step's
+ * fragments early. Off by default (CUDA_MMQH_MIN).
  */
 #ifndef INFERD_CUDA_MMQH_IMPL_CUH
 #define INFERD_CUDA_MMQH_IMPL_CUH
@@ -60,11 +74,12 @@
 #define MMQH_CONS 256 /* consumer threads: 8 warps (2 x 4) of 64 x 32 */
 #define MMQH_PROD 128 /* producer threads: 4 warps */
 #define MMQH_THREADS (MMQH_CONS + MMQH_PROD)
-#define MMQH_RS 272    /* bytes a row of an F16 stage: 128 halves + 16 */
+#define MMQH_RS 144    /* bytes a row of an F16 stage: 64 halves + 16 (9 granules) */
+#define MMQH_SLOTS 4   /* stages in flight: a quarter super-block each */
 #define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
 
-/* a stage (half a super-block) as the consumers read it; the second half's
- * slot also carries what the super-block's chain needs */
+/* a stage (a quarter super-block) as the consumers read it; the last
+ * quarter's slot also carries what the super-block's chain needs */
 struct mmqh_slot {
     uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 472 */
     uint8_t b16[MMQH_BN][MMQH_RS];      /* activations */
@@ -73,9 +88,9 @@ struct mmqh_slot {
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL];   /* and 32-sums (cuda_q8k) */
 };
 struct mmqh_smem {
-    mmqh_slot slot[2];
+    mmqh_slot slot[MMQH_SLOTS];
     uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (producers only) */
-    uint64_t full[2], empty[2];
+    uint64_t full[MMQH_SLOTS], empty[MMQH_SLOTS], lag;
 };
 
 /* x16[i] = qs[i] as f16 (exact), 8 a thread */
@@ -127,19 +142,20 @@ static __device__ __forceinline__ void mmqh_cp_arrive(uint64_t *bar)
 }
 
 /* The producers (4 warps, p = their thread 0..127): stage i's activations
- * (and at a second half the super-block's d, 32-sums and weight heads)
- * into slot i & 1 once the consumers have released it, the next
+ * (and at a last quarter the super-block's d, 32-sums and weight heads)
+ * into slot i % 4 once both consumer groups have released it, the next
  * super-block's raw weights a super-block ahead, and stage i's weights
- * expanded from them. full[slot] completes when every producer thread's
- * copies have landed and its expansion is stored. */
+ * expanded from them (row p: chunk i % 4 of its block, 32 bytes, 64
+ * weights). full[slot] completes when every producer thread's copies have
+ * landed and its expansion is stored. */
 static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const uint8_t *w, size_t row_bytes,
                                                     int32_t n_w, const cuda_q8k &X, const __half *x16, int64_t nbr,
                                                     int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
 {
-    const int64_t ne0 = nbr * QK_K, n_st = 2 * nbr;
+    const int64_t ne0 = nbr * QK_K, n_st = 4 * nbr;
     /* 32-bit offsets from block-uniform bases (the launcher keeps them
      * under 4 GB): raw chunks c = p + 128 k (9 a row); activation chunk p &
-     * 15 of rows (p >> 4) + 8 k */
+     * 7 of rows (p >> 3) + 16 k */
     const int32_t wr0 = glu ? m0 / 2 : m0;
     const uint8_t *wbase = w + (size_t)wr0 * row_bytes;
     uint32_t roff[9];
@@ -152,8 +168,8 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
         rmask |= (wr >= 0 ? 1u : 0u) << k;
     }
     const __half *xbase = x16 + (size_t)n0 * ne0;
-    const uint32_t boff = (uint32_t)((p >> 4) * ne0 + 8 * (p & 15));
-    const int bval = n_rows - n0 - (p >> 4) > 0 ? (n_rows - n0 - (p >> 4) + 7) / 8 : 0; /* rows k < bval exist */
+    const uint32_t boff = (uint32_t)((p >> 3) * ne0 + 8 * (p & 7));
+    const int bval = n_rows - n0 - (p >> 3) > 0 ? (n_rows - n0 - (p >> 3) + 15) / 16 : 0; /* rows k < bval exist */
     auto issue_raw = [&](int64_t s) {
 #pragma unroll
         for (int k = 0; k < 9; k++) {
@@ -166,68 +182,71 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
     issue_raw(0);
     __pipeline_commit();
     for (int64_t i = 0; i < n_st; i++) {
-        const int64_t s = i >> 1;
-        const int h = (int)(i & 1);
-        mmqh_slot &L = S.slot[i & 1];
-        if (i >= 2)
-            cuda_mbar_wait(&S.empty[i & 1], (uint32_t)((i >> 1) - 1) & 1);
-        const uint32_t so = (uint32_t)(s * QK_K + 128 * h);
+        const int64_t s = i >> 2;
+        const int qd = (int)(i & 3), sl = (int)(i % MMQH_SLOTS);
+        mmqh_slot &L = S.slot[sl];
+        if (i >= MMQH_SLOTS)
+            cuda_mbar_wait(&S.empty[sl], (uint32_t)(i / MMQH_SLOTS - 1) & 1);
+        const uint32_t so = (uint32_t)(s * QK_K + 64 * qd);
 #pragma unroll
-        for (int k = 0; k < 16; k++)
+        for (int k = 0; k < 8; k++)
             if (k < bval)
-                __pipeline_memcpy_async(&L.b16[(p >> 4) + 8 * k][16 * (p & 15)],
-                                        xbase + boff + (uint32_t)(8 * k) * (uint32_t)ne0 + so, 16);
-        if (h && n0 + p < n_rows) {
+                __pipeline_memcpy_async(&L.b16[(p >> 3) + 16 * k][16 * (p & 7)],
+                                        xbase + boff + (uint32_t)(16 * k) * (uint32_t)ne0 + so, 16);
+        if (qd == 3 && n0 + p < n_rows) {
             __pipeline_memcpy_async(&L.xd[p], X.d + (size_t)(n0 + p) * nbr + s, 4);
             __pipeline_memcpy_async(&L.xhl[p][0], X.hl + ((size_t)(n0 + p) * nbr + s) * CUDA_Q8K_HL, CUDA_Q8K_HL);
         }
         __pipeline_commit();
-        mmqh_cp_arrive(&S.full[i & 1]); /* full counts these copies' landing */
-        /* raw(s): issued at least one commit ago; the barrier also says
-         * every producer is past stage i - 1's expansion, so raw[(s + 1) & 1]
-         * (super-block s - 1's) is free for the next one's */
-        __pipeline_wait_prior(1);
-        mmqh_prod_sync();
-        if (!h && s + 1 < nbr) {
-            issue_raw(s + 1);
-            __pipeline_commit();
+        mmqh_cp_arrive(&S.full[sl]); /* full counts these copies' landing */
+        if (qd == 0) {
+            /* raw(s), committed before the last four stages' activations
+             * (one, at s = 0): wait for it alone, not for the activations
+             * in flight (waiting for every older group held the producers
+             * a stage's load latency behind: session 39 call 8); the
+             * barrier also says every producer is past stage i - 1's
+             * expansion, so raw[(s + 1) & 1] (super-block s - 1's) is free
+             * for the next one's */
+            if (s == 0)
+                __pipeline_wait_prior(1);
+            else
+                __pipeline_wait_prior(MMQH_SLOTS);
+            mmqh_prod_sync();
+            if (s + 1 < nbr) {
+                issue_raw(s + 1);
+                __pipeline_commit();
+            }
         }
-        /* row p of the stage: chunks 2h and 2h + 1 (sub-blocks 4h .. 4h + 3),
-         * 64 weights each */
         const uint32_t *rw = S.raw[s & 1][p];
         const uint4 hw = *(const uint4 *)rw;
         mmqk_head hd;
         mmqk_k45_head(rw, hd);
+        const uint32_t sw = hd.sc[qd >> 1] >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
+        const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
         uint8_t *row = L.a16[p];
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int pc = 2 * h + e;
-            const uint32_t sw = hd.sc[pc >> 1] >> (16 * (pc & 1)); /* scales 2pc, 2pc + 1 in bytes 0, 1 */
-            const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
+        for (int q = 0; q < 2; q++) {
+            const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
+            const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+            uint32_t lo[8], hi[8];
 #pragma unroll
-            for (int q = 0; q < 2; q++) {
-                const uint4 qv = *(const uint4 *)&rw[4 + 8 * pc + 4 * q];
-                const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
-                uint32_t lo[8], hi[8];
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
-                    lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
-                    lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
-                    hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
-                    hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
-                }
-                /* weight 64 e + 16 q + j (low nibbles, sub-block 2pc) and
-                 * + 32 (high, 2pc + 1) of the half */
-                *(uint4 *)(row + 2 * (64 * e + 16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-                *(uint4 *)(row + 2 * (64 * e + 16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-                *(uint4 *)(row + 2 * (64 * e + 32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-                *(uint4 *)(row + 2 * (64 * e + 32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+            for (int k = 0; k < 4; k++) {
+                const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
+                lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
+                lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
+                hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
+                hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
             }
+            /* weight 16 q + j (low nibbles, sub-block 2 qd) and + 32 (high,
+             * 2 qd + 1) of the quarter */
+            *(uint4 *)(row + 2 * (16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4 *)(row + 2 * (16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+            *(uint4 *)(row + 2 * (32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            *(uint4 *)(row + 2 * (32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
         }
-        if (h)
+        if (qd == 3)
             *(uint4 *)L.head[p] = hw;
-        cuda_mbar_arrive(&S.full[i & 1]);
+        cuda_mbar_arrive(&S.full[sl]);
     }
     __pipeline_wait_prior(0);
 }
@@ -243,12 +262,13 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < MMQH_SLOTS; i++) {
             /* full: each producer's cp.async completion and its arrival after
              * the expansion; empty: every consumer thread */
             cuda_mbar_init(&S.full[i], 2 * MMQH_PROD);
             cuda_mbar_init(&S.empty[i], MMQH_CONS);
         }
+        cuda_mbar_init(&S.lag, MMQH_CONS / 2);
         cuda_mbar_init_fence();
     }
     __syncthreads();
@@ -257,9 +277,12 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         mmqh_produce(S, tid - MMQH_CONS, w, row_bytes, n_w, X, x16, nbr, n_rows, m0, n0, E.glu);
         return;
     }
-    const int wm = warp & 1, wn = warp >> 1; /* rows 64 wm.., activation rows 32 wn.. */
+    /* two groups of 4 warps, rows 64 wm.. (warp w runs on scheduler w % 4:
+     * each scheduler holds one warp of each group); group 1 starts half a
+     * super-block behind group 0, so one group's chain (every fourth
+     * stage) runs while the other's mma keep the tensor pipe busy */
+    const int wm = warp >> 2, wn = warp & 3; /* rows 64 wm.., activation rows 32 wn.. */
     const int g = lane >> 2, t4 = lane & 3;
-    const int64_t n_st = 2 * nbr;
 
     /* ldmatrix row addresses (slot 0): A rows 64 wm + 16 mt + (l & 7) + 8
      * ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >> 4) +
@@ -279,13 +302,13 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 dd[a][b][i] = 0.0f;
             }
 
-    /* stage i (FIRST: a super-block's first half, its first step without
-     * an accumulator) */
+    /* stage i (FIRST: a super-block's first quarter, its first step
+     * without an accumulator) */
     auto stage = [&](int64_t i, auto first) {
-        cuda_mbar_wait(&S.full[i & 1], (uint32_t)(i >> 1) & 1);
-        const uint32_t so = (uint32_t)(i & 1) * SL;
+        cuda_mbar_wait(&S.full[i % MMQH_SLOTS], (uint32_t)(i / MMQH_SLOTS) & 1);
+        const uint32_t so = (uint32_t)(i % MMQH_SLOTS) * SL;
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
+        for (int kk = 0; kk < 4; kk++) {
             uint32_t af[4][4], bf[2][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
@@ -306,17 +329,25 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
     };
 
+    if (wm == 1)
+        cuda_mbar_wait(&S.lag, 0); /* group 0 is through stage 1 */
     for (int64_t s = 0; s < nbr; s++) {
-        stage(2 * s, std::true_type{});
+        stage(4 * s, std::true_type{});
         cuda_mbar_arrive(&S.empty[0]);
-        stage(2 * s + 1, std::false_type{});
+        stage(4 * s + 1, std::false_type{});
+        cuda_mbar_arrive(&S.empty[1]);
+        if (s == 0 && wm == 0)
+            cuda_mbar_arrive(&S.lag);
+        stage(4 * s + 2, std::false_type{});
+        cuda_mbar_arrive(&S.empty[2]);
+        stage(4 * s + 3, std::false_type{});
         /* the super-block ends (its d, 32-sums and heads are in this slot).
          * dd = sum (q sc - 472) x = v1 - 472 S, exact (|.| <= 256 x 473 x
          * 127 < 2^24); v1 = dd + 472 S by one add: exact operands, one
          * rounding, = (float)v1. S: the activation's sum over the
          * super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's chain
          * and min term. */
-        const mmqh_slot &L = S.slot[1];
+        const mmqh_slot &L = S.slot[3];
         float xd[4][2], sf[4][2];
         int bhl[4];
 #pragma unroll
@@ -357,9 +388,8 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 }
             }
         }
-        cuda_mbar_arrive(&S.empty[1]);
+        cuda_mbar_arrive(&S.empty[3]);
     }
-    (void)n_st;
     mmq_tile_store<4>(acc, m0, n0, 2 * wm, wn, g, t4, n_w, n_rows, y, E);
     mmq_tile_store<4>(acc + 2, m0, n0, 2 * wm + 1, wn, g, t4, n_w, n_rows, y, E);
 #endif
