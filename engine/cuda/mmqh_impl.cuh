@@ -11,7 +11,7 @@
  * holds exactly, as are the q8 activations (-127..127), so
  * mma.sync m16n8k16 f16 x f16 -> f32 multiplies exactly, and the f32
  * accumulator adds integers exactly while every partial sum stays under
- * 2^24 (bench/hmma_probe: 0 of 811 K outputs differ from the int64 sums,
+ * 2^24 (bench/hmma_probe: 0 of 844 K outputs differ from the int64 sums,
  * the largest magnitudes included). Half a super-block is at most 128 x
  * 945 x 127 = 15.4 M < 2^24, so each half has its own accumulator and the
  * super-block's v1 is their f32 sum: both halves exact, the add rounds
