@@ -397,9 +397,9 @@ static const struct cuda_f16w *mmd_member(const struct cuda_ctx *c, const struct
  * this way, 0 never: c->mmd_min, or c->mmd_min_res where every member has
  * a resident copy (no dequantization to pay for); a member without one
  * must fit the scratch. The one rule for cuda_mmd_takes (cuda_mmd_try,
- * mm_takes_mmq: what one declines the other serves) and
- * cuda_mmd_min_rows (bench --op's labels). */
-static int32_t mmd_first_row(const struct cuda_ctx *c, const struct backend_weight *w)
+ * mm_takes_mmq: what one declines the other serves) and bench --op's
+ * labels (cuda_backend_mm_deq_min). */
+int cuda_mmd_min_rows(const struct cuda_ctx *c, const struct backend_weight *w)
 {
     const struct cuda_epi &E = c->epi;
     if (!c->batch_variant || c->mmd_min <= 0 || !mmd_type(w->type) || w->ne0 % QK_K || E.glu)
@@ -431,13 +431,8 @@ static int32_t mmd_first_row(const struct cuda_ctx *c, const struct backend_weig
 
 int cuda_mmd_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
-    const int32_t min = mmd_first_row(c, w);
+    const int min = cuda_mmd_min_rows(c, w);
     return min > 0 && n_rows >= min;
-}
-
-int cuda_mmd_min_rows(const struct cuda_ctx *c, const struct backend_weight *w)
-{
-    return mmd_first_row(c, w);
 }
 
 /* Rows j0 .. j0 + ne1 - 1 of w into out as F16 */
