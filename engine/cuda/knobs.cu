@@ -130,16 +130,16 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * never) */
     const char *qmin = getenv("INFERD_MMQS_MIN");
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
-    /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
-     * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
-     * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
-     * rule before) */
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ
      * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 203 KB of
      * shared memory); by default never (CUDA_MMQH_MIN: slower than mmqk so
      * far), INFERD_MMQH=N from N rows (the same bits as mmqk) */
     const char *mqh = getenv("INFERD_MMQH");
     c->mmqh = c->sm < 80 ? 0 : mqh && atoi(mqh) >= 0 ? atoi(mqh) : CUDA_MMQH_MIN;
+    /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
+     * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
+     * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
+     * rule before) */
     const char *qmax = getenv("INFERD_MMQS_MAX");
     c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
 }

@@ -50,6 +50,16 @@ static __device__ __forceinline__ void cuda_mma_f16_k16(float d[4], const uint32
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* D = A(16x16 f16) * B(16x8 f16), zero accumulator (an accumulation's
+ * first step: nothing to clear before it) */
+static __device__ __forceinline__ void cuda_mma_f16_k16_z(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 /* Four 8 x 8 matrices of 16-bit elements from shared memory (ldmatrix
  * .x4): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes,
  * 16-byte aligned), and thread (g = lane / 4, t = lane % 4) receives word

@@ -7,16 +7,13 @@
  * times the row's 6-bit scale into the block sum: 29.4 M of its 117.8 M
  * warp instructions on the 4096 x 14336 x 512 product, 251 us, the issue's
  * 117 out of reach). Folded into the weights, the scale costs nothing in
- * the inner loop: A = q x sc (Q4_K: <= 15 x 63 = 945) is an integer f16
+ * the inner loop: q x sc (Q4_K: <= 15 x 63 = 945) is an integer f16
  * holds exactly, as are the q8 activations (-127..127), so
  * mma.sync m16n8k16 f16 x f16 -> f32 multiplies exactly, and the f32
  * accumulator adds integers exactly while every partial sum stays under
  * 2^24 (bench/hmma_probe: 0 of 844 K outputs differ from the int64 sums,
- * the largest magnitudes included). Half a super-block is at most 128 x
- * 945 x 127 = 15.4 M < 2^24, so each half has its own accumulator and the
- * super-block's v1 is their f32 sum: both halves exact, the add rounds
- * once, to (float)v1 as the CPU converts it (the form below needs one
- * accumulator: the weights centred). Then the canonical chain
+ * the largest magnitudes included). Centred (below), a whole super-block
+ * stays under 2^24, so one accumulator serves it. Then the canonical chain
  * (cuda/qtypes.cuh) as mmqk runs it, the min term by its int8 mma: a
  * row's bits are mmqk's, the CPU's.
  * The F16 product does half an int8 mma's MACs an instruction at the same
@@ -116,15 +113,6 @@ static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, uin
     const uint32_t v = __byte_perm(x, 0u, sel) * sc + 0x64006400u;
     const __half2 r = __hsub2(*(const __half2 *)&v, __half2half2(__ushort_as_half((unsigned short)0x65D8u)));
     return *(const uint32_t *)&r;
-}
-
-/* D = A * B with a zero accumulator (a super-block's first step) */
-static __device__ __forceinline__ void mmqh_mma_z(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 /* the producers' own barrier (named barrier 1: the consumers never wait
@@ -291,16 +279,16 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     const uint32_t sb = cuda_saddr(&S.slot[0].b16[32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
     constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot);
 
+    /* dd: a super-block's integer sum, written whole by its first step
+     * (cuda_mma_f16_k16_z) */
     float acc[4][4][4], dd[4][4][4];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int b = 0; b < 4; b++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < 4; i++)
                 acc[a][b][i] = 0.0f;
-                dd[a][b][i] = 0.0f;
-            }
 
     /* stage i (FIRST: a super-block's first quarter, its first step
      * without an accumulator) */
@@ -322,7 +310,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 for (int nt = 0; nt < 4; nt++) {
                     const uint32_t b0 = bf[nt >> 1][2 * (nt & 1)], b1 = bf[nt >> 1][2 * (nt & 1) + 1];
                     if (decltype(first)::value && kk == 0)
-                        mmqh_mma_z(dd[mt][nt], af[mt], b0, b1);
+                        cuda_mma_f16_k16_z(dd[mt][nt], af[mt], b0, b1);
                     else
                         cuda_mma_f16_k16(dd[mt][nt], af[mt], b0, b1);
                 }
@@ -398,7 +386,8 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 template <int T>
 static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
 {
-    static_assert(T == QT_Q4_K, "mmqh: Q4_K's scales and nibbles only (Q5_K's q x sc needs quarter stages)");
+    static_assert(T == QT_Q4_K, "mmqh: Q4_K's scales and nibbles only (Q5_K's q x sc, up to 1,953, centred "
+                                "still passes 2^24 in a super-block: two accumulators)");
     const int64_t nbr = w->ne0 / QK_K;
     if (w->ne0 % QK_K || !c->x16 || (size_t)n_rows * (size_t)w->ne0 * 2 > c->x16_bytes || c->sm < 80)
         return INF_EUNSUPPORTED;
