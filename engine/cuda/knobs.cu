@@ -136,6 +136,10 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * far), INFERD_MMQH=N from N rows (the same bits as mmqk) */
     const char *mqh = getenv("INFERD_MMQH");
     c->mmqh = c->sm < 80 ? 0 : mqh && atoi(mqh) >= 0 ? atoi(mqh) : CUDA_MMQH_MIN;
+    /* and there in its wgmma form where the build has it (cuda/mmqw.cu,
+     * sm_90a), unless INFERD_MMQW=0 (the mma.sync form, for A/B runs) */
+    const char *mqw = getenv("INFERD_MMQW");
+    c->mmqw = !(mqw && atoi(mqw) == 0);
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

@@ -75,20 +75,51 @@
 #define MMQH_SLOTS 4   /* stages in flight: a quarter super-block each */
 #define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
 
+/* Where 16-byte granule c (8 halves: k 8c..8c+7 of the quarter) of tile
+ * row r lies in a slot's a16 / b16, by layout RS:
+ *  - MMQH_RS (144): rows of 64 halves + 16 bytes, read by ldmatrix (the
+ *    mma.sync form below): 8 rows' granules in 8 bank groups;
+ *  - MMQH_CORE (128): wgmma's core matrices (8 rows x 16 bytes, 128
+ *    contiguous bytes; no swizzle; cuda/mmqw.cu): the weights granule-major
+ *    (granule c of every row, then c + 1: LBO 2,048 B, SBO 128 B), so that
+ *    a producer warp's 32 rows store one granule as 512 contiguous bytes;
+ *    the activations 8-row-group-major (8 rows x 8 granules = 1 KB: LBO
+ *    128 B, SBO 1,024 B), so that a warp's copies cover 8 rows x 4
+ *    granules, 64 contiguous bytes of each source row and 512 of the slot. */
+#define MMQH_CORE 128
+template <int RS> static __device__ __forceinline__ uint32_t mmqh_aoff(int r, int c)
+{
+    return RS == MMQH_CORE ? (uint32_t)(c * (MMQH_BM * 16) + r * 16) : (uint32_t)(r * RS + 16 * c);
+}
+template <int RS> static __device__ __forceinline__ uint32_t mmqh_boff(int r, int c)
+{
+    return RS == MMQH_CORE ? (uint32_t)((r >> 3) * 1024 + c * 128 + (r & 7) * 16) : (uint32_t)(r * RS + 16 * c);
+}
+
 /* a stage (a quarter super-block) as the consumers read it; the last
  * quarter's slot also carries what the super-block's chain needs */
-struct mmqh_slot {
-    uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 472 */
-    uint8_t b16[MMQH_BN][MMQH_RS];      /* activations */
+template <int RS> struct mmqh_slot {
+    uint8_t a16[MMQH_BM * RS];          /* q x sc - 472, granule (r, c) at mmqh_aoff */
+    uint8_t b16[MMQH_BN * RS];          /* activations, at mmqh_boff */
     uint32_t head[MMQH_BM][4];          /* the rows' d, dmin and scale bytes */
     float xd[MMQH_BN];                  /* the activations' d */
+    float sf[MMQH_BN];                  /* 472 S (MMQH_CORE: the producers' sum) */
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL];   /* and 32-sums (cuda_q8k) */
 };
-struct mmqh_smem {
-    mmqh_slot slot[MMQH_SLOTS];
+template <int RS> struct mmqh_smem {
+    mmqh_slot<RS> slot[MMQH_SLOTS];
     uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (producers only) */
     uint64_t full[MMQH_SLOTS], empty[MMQH_SLOTS], lag;
 };
+
+/* 472 S of an activation's super-block from its 32-sums (hl: 8 high, 8
+ * low bytes; S = 128 sum hi + sum lo): |.| <= 472 x 32,512, exact */
+static __device__ __forceinline__ float mmqh_sf(uint4 hl)
+{
+    const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
+    const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
+    return (float)(MMQH_CENTER * (128 * sh + sl));
+}
 
 /* x16[i] = qs[i] as f16 (exact), 8 a thread */
 static __global__ void mmqh_x16_kernel(const int8_t *__restrict__ qs, __half *__restrict__ x16, int64_t n8)
@@ -136,7 +167,8 @@ static __device__ __forceinline__ void mmqh_cp_arrive(uint64_t *bar)
  * expanded from them (row p: chunk i % 4 of its block, 32 bytes, 64
  * weights). full[slot] completes when every producer thread's copies have
  * landed and its expansion is stored. */
-static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const uint8_t *w, size_t row_bytes,
+template <int RS>
+static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, const uint8_t *w, size_t row_bytes,
                                                     int32_t n_w, const cuda_q8k &X, const __half *x16, int64_t nbr,
                                                     int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
 {
@@ -155,9 +187,14 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
         roff[k] = wr >= 0 ? (uint32_t)((size_t)(wr - wr0) * row_bytes) + 16 * ch : 0;
         rmask |= (wr >= 0 ? 1u : 0u) << k;
     }
+    /* activation copies: granule bc of tile rows br + 16 k (the layouts'
+     * conflict-free maps, mmqh_boff) */
+    const int br = RS == MMQH_CORE ? (p & 7) + 8 * ((p >> 6) & 1) : p >> 3;
+    const int bc = RS == MMQH_CORE ? (p >> 3) & 7 : p & 7;
     const __half *xbase = x16 + (size_t)n0 * ne0;
-    const uint32_t boff = (uint32_t)((p >> 3) * ne0 + 8 * (p & 7));
-    const int bval = n_rows - n0 - (p >> 3) > 0 ? (n_rows - n0 - (p >> 3) + 15) / 16 : 0; /* rows k < bval exist */
+    const uint32_t boff = (uint32_t)(br * ne0 + 8 * bc);
+    const int bval = n_rows - n0 - br > 0 ? (n_rows - n0 - br + 15) / 16 : 0; /* rows k < bval exist */
+    float sfp = 0.0f; /* MMQH_CORE: 472 S of activation row p's super-block */
     auto issue_raw = [&](int64_t s) {
 #pragma unroll
         for (int k = 0; k < 9; k++) {
@@ -172,14 +209,14 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
     for (int64_t i = 0; i < n_st; i++) {
         const int64_t s = i >> 2;
         const int qd = (int)(i & 3), sl = (int)(i % MMQH_SLOTS);
-        mmqh_slot &L = S.slot[sl];
+        mmqh_slot<RS> &L = S.slot[sl];
         if (i >= MMQH_SLOTS)
             cuda_mbar_wait(&S.empty[sl], (uint32_t)(i / MMQH_SLOTS - 1) & 1);
         const uint32_t so = (uint32_t)(s * QK_K + 64 * qd);
 #pragma unroll
         for (int k = 0; k < 8; k++)
             if (k < bval)
-                __pipeline_memcpy_async(&L.b16[(p >> 3) + 16 * k][16 * (p & 7)],
+                __pipeline_memcpy_async(&L.b16[mmqh_boff<RS>(br + 16 * k, bc)],
                                         xbase + boff + (uint32_t)(16 * k) * (uint32_t)ne0 + so, 16);
         if (qd == 3 && n0 + p < n_rows) {
             __pipeline_memcpy_async(&L.xd[p], X.d + (size_t)(n0 + p) * nbr + s, 4);
@@ -187,6 +224,9 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
         }
         __pipeline_commit();
         mmqh_cp_arrive(&S.full[sl]); /* full counts these copies' landing */
+        if (RS == MMQH_CORE && qd == 0) /* loaded now, stored at the last quarter */
+            sfp = n0 + p < n_rows ? mmqh_sf(__ldg((const uint4 *)(X.hl + ((size_t)(n0 + p) * nbr + s) * CUDA_Q8K_HL)))
+                                  : 0.0f;
         if (qd == 0) {
             /* raw(s), committed before the last four stages' activations
              * (one, at s = 0): wait for it alone, not for the activations
@@ -211,7 +251,7 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
         mmqk_k45_head(rw, hd);
         const uint32_t sw = hd.sc[qd >> 1] >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
         const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
-        uint8_t *row = L.a16[p];
+        uint8_t *a16 = L.a16;
 #pragma unroll
         for (int q = 0; q < 2; q++) {
             const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
@@ -227,13 +267,18 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const u
             }
             /* weight 16 q + j (low nibbles, sub-block 2 qd) and + 32 (high,
              * 2 qd + 1) of the quarter */
-            *(uint4 *)(row + 2 * (16 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-            *(uint4 *)(row + 2 * (16 * q + 8)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-            *(uint4 *)(row + 2 * (32 + 16 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            *(uint4 *)(row + 2 * (32 + 16 * q + 8)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 2 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 2 * q + 1)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 4 + 2 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 5 + 2 * q)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
         }
-        if (qd == 3)
+        if (qd == 3) {
             *(uint4 *)L.head[p] = hw;
+            if (RS == MMQH_CORE)
+                L.sf[p] = sfp;
+        }
+        if (RS == MMQH_CORE) /* wgmma reads the slot through the async proxy */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         cuda_mbar_arrive(&S.full[sl]);
     }
     __pipeline_wait_prior(0);
@@ -246,7 +291,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) uint8_t mmqh_smem_raw[];
-    mmqh_smem &S = *(mmqh_smem *)mmqh_smem_raw;
+    mmqh_smem<MMQH_RS> &S = *(mmqh_smem<MMQH_RS> *)mmqh_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
@@ -275,9 +320,11 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     /* ldmatrix row addresses (slot 0): A rows 64 wm + 16 mt + (l & 7) + 8
      * ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >> 4) +
      * (l & 7), halves 8 ((l >> 3) & 1) */
-    const uint32_t sa = cuda_saddr(&S.slot[0].a16[64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
-    const uint32_t sb = cuda_saddr(&S.slot[0].b16[32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
-    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot);
+    const uint32_t sa =
+        cuda_saddr(&S.slot[0].a16[mmqh_aoff<MMQH_RS>(64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4)]);
+    const uint32_t sb =
+        cuda_saddr(&S.slot[0].b16[mmqh_boff<MMQH_RS>(32 * wn + 8 * (lane >> 4) + (lane & 7), (lane >> 3) & 1)]);
+    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot<MMQH_RS>);
 
     /* dd: a super-block's integer sum, written whole by its first step
      * (cuda_mma_f16_k16_z) */
@@ -335,7 +382,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * rounding, = (float)v1. S: the activation's sum over the
          * super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's chain
          * and min term. */
-        const mmqh_slot &L = S.slot[3];
+        const mmqh_slot<MMQH_RS> &L = S.slot[3];
         float xd[4][2], sf[4][2];
         int bhl[4];
 #pragma unroll
@@ -344,10 +391,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             for (int e = 0; e < 2; e++) {
                 const int col = 32 * wn + 8 * nt + 2 * t4 + e;
                 xd[nt][e] = L.xd[col];
-                const uint4 hl = *(const uint4 *)&L.xhl[col][0];
-                const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
-                const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
-                sf[nt][e] = (float)(MMQH_CENTER * (128 * sh + sl)); /* |.| <= 472 x 32,512: exact */
+                sf[nt][e] = mmqh_sf(*(const uint4 *)&L.xhl[col][0]);
             }
             bhl[nt] = *(const int *)&L.xhl[32 * wn + 8 * nt + g][4 * t4];
         }
@@ -378,10 +422,14 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         }
         cuda_mbar_arrive(&S.empty[3]);
     }
-    mmq_tile_store<4>(acc, m0, n0, 2 * wm, wn, g, t4, n_w, n_rows, y, E);
-    mmq_tile_store<4>(acc + 2, m0, n0, 2 * wm + 1, wn, g, t4, n_w, n_rows, y, E);
+    mmq_tiles_store<4, 4>(acc, m0, n0, 4 * wm, 32 * wn, g, t4, n_w, n_rows, y, E);
 #endif
 }
+
+/* the wgmma form of the kernel (cuda/mmqw.cu: sm_90a builds on compute
+ * capability 9.0): 0 launched, INF_EUNSUPPORTED not here, -1 no room */
+int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+              int32_t n_rows);
 
 template <int T>
 static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
@@ -397,15 +445,17 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
         (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
+    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem<MMQH_RS>), MMQH_THREADS) == 0)
         return -1;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     /* the activations as f16, once a product (the activation may differ
      * between products; mul_mat_ex's shared quantization is kept as is) */
     const int64_t n8 = (int64_t)n_rows * w->ne0 / 8;
     mmqh_x16_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
+    if (c->mmqw && cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
+        return 0;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem), (const uint8_t *)w->data, w->row_bytes,
+    cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem<MMQH_RS>), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, X, (const __half *)c->x16, nbr, y, n_rows, c->epi);
     return 0;
 }

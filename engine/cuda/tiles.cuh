@@ -207,26 +207,26 @@ template <int C> static __device__ __forceinline__ void cuda_stage_next(cuda_sta
     p.cnt = nbr - p.st * C < C ? nbr - p.st * C : C;
 }
 
-/* The store of a 64 x 32 NT tile's results, the same in every MMQ kernel:
- * warp (wm, wn) of the 2 x 4 holds rows 32 wm + 16 mt + g (+8) and
- * activation rows 8 NT wn + 8 nt + 2 t4 (+1) of the m16n8 accumulator
- * layout; what lies past the weight or the batch is not stored. With
- * E.glu (mmq_wrow): silu(gate) * up of accumulator rows g and g + 8, the
- * operations of silu_mul_kernel on the same two values. */
-template <int NT>
-static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4], int32_t m0, int32_t n0, int wm,
-                                                      int wn, int g, int t4, int32_t n_w, int32_t n_rows,
-                                                      float *y, const struct cuda_epi &E)
+/* The store of a thread's MT x NT m16n8 accumulator tiles, the same in
+ * every MMQ kernel: it holds rows 16 (q0 + mt) + g (+8) of the block at
+ * m0 and activation rows c0 + 8 nt + 2 t4 (+1) (c0 counted from n0); what
+ * lies past the weight or the batch is not stored. With E.glu (mmq_wrow):
+ * silu(gate) * up of accumulator rows g and g + 8, the operations of
+ * silu_mul_kernel on the same two values. */
+template <int MT, int NT>
+static __device__ __forceinline__ void mmq_tiles_store(const float acc[MT][NT][4], int32_t m0, int32_t n0, int q0,
+                                                       int c0, int g, int t4, int32_t n_w, int32_t n_rows,
+                                                       float *y, const struct cuda_epi &E)
 {
     if (E.glu) {
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
-                    const int32_t j = mmq_glu_out(m0, 2 * wm + mt, g);
-                    const int32_t r = n0 + 8 * NT * wn + 8 * nt + 2 * t4 + i;
+                    const int32_t j = mmq_glu_out(m0, q0 + mt, g);
+                    const int32_t r = n0 + c0 + 8 * nt + 2 * t4 + i;
                     if (j < E.glu && r < n_rows)
                         y[(int64_t)r * E.glu + j] =
                             __fmul_rn(cuda_silu(acc[mt][nt][i], j, E.glu), acc[mt][nt][i + 2]);
@@ -234,16 +234,26 @@ static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4],
         return;
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const int32_t j = m0 + 32 * wm + 16 * mt + g + 8 * (i >> 1);
-                const int32_t r = n0 + 8 * NT * wn + 8 * nt + 2 * t4 + (i & 1);
+                const int32_t j = m0 + 16 * (q0 + mt) + g + 8 * (i >> 1);
+                const int32_t r = n0 + c0 + 8 * nt + 2 * t4 + (i & 1);
                 if (j < n_w && r < n_rows)
                     cuda_epi_store(y, r, j, n_w, acc[mt][nt][i], E);
             }
+}
+
+/* the 64 x 32 NT tile of warp (wm, wn) of the 2 x 4: rows 32 wm + 16 mt +
+ * g (+8), activation rows 8 NT wn + 8 nt + 2 t4 (+1) */
+template <int NT>
+static __device__ __forceinline__ void mmq_tile_store(const float acc[2][NT][4], int32_t m0, int32_t n0, int wm,
+                                                      int wn, int g, int t4, int32_t n_w, int32_t n_rows,
+                                                      float *y, const struct cuda_epi &E)
+{
+    mmq_tiles_store<2, NT>(acc, m0, n0, 2 * wm, 8 * NT * wn, g, t4, n_w, n_rows, y, E);
 }
 
 /* Launch at the KDR the table picked; where the device cannot hold
