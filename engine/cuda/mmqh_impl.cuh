@@ -75,39 +75,17 @@
 #define MMQH_SLOTS 4   /* stages in flight: a quarter super-block each */
 #define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
 
-/* Where 16-byte granule c (8 halves: k 8c..8c+7 of the quarter) of tile
- * row r lies in a slot's a16 / b16, by layout RS:
- *  - MMQH_RS (144): rows of 64 halves + 16 bytes, read by ldmatrix (the
- *    mma.sync form below): 8 rows' granules in 8 bank groups;
- *  - MMQH_CORE (128): wgmma's core matrices (8 rows x 16 bytes, 128
- *    contiguous bytes; no swizzle; cuda/mmqw.cu): the weights granule-major
- *    (granule c of every row, then c + 1: LBO 2,048 B, SBO 128 B), so that
- *    a producer warp's 32 rows store one granule as 512 contiguous bytes;
- *    the activations 8-row-group-major (8 rows x 8 granules = 1 KB: LBO
- *    128 B, SBO 1,024 B), so that a warp's copies cover 8 rows x 4
- *    granules, 64 contiguous bytes of each source row and 512 of the slot. */
-#define MMQH_CORE 128
-template <int RS> static __device__ __forceinline__ uint32_t mmqh_aoff(int r, int c)
-{
-    return RS == MMQH_CORE ? (uint32_t)(c * (MMQH_BM * 16) + r * 16) : (uint32_t)(r * RS + 16 * c);
-}
-template <int RS> static __device__ __forceinline__ uint32_t mmqh_boff(int r, int c)
-{
-    return RS == MMQH_CORE ? (uint32_t)((r >> 3) * 1024 + c * 128 + (r & 7) * 16) : (uint32_t)(r * RS + 16 * c);
-}
-
 /* a stage (a quarter super-block) as the consumers read it; the last
  * quarter's slot also carries what the super-block's chain needs */
-template <int RS> struct mmqh_slot {
-    uint8_t a16[MMQH_BM * RS];          /* q x sc - 472, granule (r, c) at mmqh_aoff */
-    uint8_t b16[MMQH_BN * RS];          /* activations, at mmqh_boff */
+struct mmqh_slot {
+    uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 472 */
+    uint8_t b16[MMQH_BN][MMQH_RS];      /* activations */
     uint32_t head[MMQH_BM][4];          /* the rows' d, dmin and scale bytes */
     float xd[MMQH_BN];                  /* the activations' d */
-    float sf[MMQH_BN];                  /* 472 S (MMQH_CORE: the producers' sum) */
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL];   /* and 32-sums (cuda_q8k) */
 };
-template <int RS> struct mmqh_smem {
-    mmqh_slot<RS> slot[MMQH_SLOTS];
+struct mmqh_smem {
+    mmqh_slot slot[MMQH_SLOTS];
     uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (producers only) */
     uint64_t full[MMQH_SLOTS], empty[MMQH_SLOTS], lag;
 };
@@ -146,6 +124,36 @@ static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, uin
     return *(const uint32_t *)&r;
 }
 
+/* Quarter qd of a Q4_K row (its block rw, 144 bytes) as the f16 weights q
+ * x sc - 472 of sub-blocks 2 qd (k 0..31 of the quarter: the low nibbles)
+ * and 2 qd + 1 (k 32..63: the high ones): granule c of gr holds k 8c..8c+7 */
+static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, uint4 gr[8])
+{
+    mmqk_head hd;
+    mmqk_k45_head(rw, hd);
+    const uint32_t sw = hd.sc[qd >> 1] >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
+    const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
+        const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
+        uint32_t lo[8], hi[8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
+            lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
+            lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
+            hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
+            hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
+        }
+        /* weights 16 q + j (low nibbles) and 32 + 16 q + j (high) */
+        gr[2 * q] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        gr[2 * q + 1] = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+        gr[4 + 2 * q] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        gr[5 + 2 * q] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+    }
+}
+
 /* the producers' own barrier (named barrier 1: the consumers never wait
  * on it) */
 static __device__ __forceinline__ void mmqh_prod_sync(void)
@@ -167,8 +175,7 @@ static __device__ __forceinline__ void mmqh_cp_arrive(uint64_t *bar)
  * expanded from them (row p: chunk i % 4 of its block, 32 bytes, 64
  * weights). full[slot] completes when every producer thread's copies have
  * landed and its expansion is stored. */
-template <int RS>
-static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, const uint8_t *w, size_t row_bytes,
+static __device__ __forceinline__ void mmqh_produce(mmqh_smem &S, int p, const uint8_t *w, size_t row_bytes,
                                                     int32_t n_w, const cuda_q8k &X, const __half *x16, int64_t nbr,
                                                     int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
 {
@@ -187,14 +194,9 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, con
         roff[k] = wr >= 0 ? (uint32_t)((size_t)(wr - wr0) * row_bytes) + 16 * ch : 0;
         rmask |= (wr >= 0 ? 1u : 0u) << k;
     }
-    /* activation copies: granule bc of tile rows br + 16 k (the layouts'
-     * conflict-free maps, mmqh_boff) */
-    const int br = RS == MMQH_CORE ? (p & 7) + 8 * ((p >> 6) & 1) : p >> 3;
-    const int bc = RS == MMQH_CORE ? (p >> 3) & 7 : p & 7;
     const __half *xbase = x16 + (size_t)n0 * ne0;
-    const uint32_t boff = (uint32_t)(br * ne0 + 8 * bc);
-    const int bval = n_rows - n0 - br > 0 ? (n_rows - n0 - br + 15) / 16 : 0; /* rows k < bval exist */
-    float sfp = 0.0f; /* MMQH_CORE: 472 S of activation row p's super-block */
+    const uint32_t boff = (uint32_t)((p >> 3) * ne0 + 8 * (p & 7));
+    const int bval = n_rows - n0 - (p >> 3) > 0 ? (n_rows - n0 - (p >> 3) + 15) / 16 : 0; /* rows k < bval exist */
     auto issue_raw = [&](int64_t s) {
 #pragma unroll
         for (int k = 0; k < 9; k++) {
@@ -209,14 +211,14 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, con
     for (int64_t i = 0; i < n_st; i++) {
         const int64_t s = i >> 2;
         const int qd = (int)(i & 3), sl = (int)(i % MMQH_SLOTS);
-        mmqh_slot<RS> &L = S.slot[sl];
+        mmqh_slot &L = S.slot[sl];
         if (i >= MMQH_SLOTS)
             cuda_mbar_wait(&S.empty[sl], (uint32_t)(i / MMQH_SLOTS - 1) & 1);
         const uint32_t so = (uint32_t)(s * QK_K + 64 * qd);
 #pragma unroll
         for (int k = 0; k < 8; k++)
             if (k < bval)
-                __pipeline_memcpy_async(&L.b16[mmqh_boff<RS>(br + 16 * k, bc)],
+                __pipeline_memcpy_async(&L.b16[(p >> 3) + 16 * k][16 * (p & 7)],
                                         xbase + boff + (uint32_t)(16 * k) * (uint32_t)ne0 + so, 16);
         if (qd == 3 && n0 + p < n_rows) {
             __pipeline_memcpy_async(&L.xd[p], X.d + (size_t)(n0 + p) * nbr + s, 4);
@@ -224,9 +226,6 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, con
         }
         __pipeline_commit();
         mmqh_cp_arrive(&S.full[sl]); /* full counts these copies' landing */
-        if (RS == MMQH_CORE && qd == 0) /* loaded now, stored at the last quarter */
-            sfp = n0 + p < n_rows ? mmqh_sf(__ldg((const uint4 *)(X.hl + ((size_t)(n0 + p) * nbr + s) * CUDA_Q8K_HL)))
-                                  : 0.0f;
         if (qd == 0) {
             /* raw(s), committed before the last four stages' activations
              * (one, at s = 0): wait for it alone, not for the activations
@@ -246,39 +245,13 @@ static __device__ __forceinline__ void mmqh_produce(mmqh_smem<RS> &S, int p, con
             }
         }
         const uint32_t *rw = S.raw[s & 1][p];
-        const uint4 hw = *(const uint4 *)rw;
-        mmqk_head hd;
-        mmqk_k45_head(rw, hd);
-        const uint32_t sw = hd.sc[qd >> 1] >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
-        const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
-        uint8_t *a16 = L.a16;
+        uint4 gr[8];
+        mmqh_expand(rw, qd, gr);
 #pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
-            const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
-            uint32_t lo[8], hi[8];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
-                lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
-                lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
-                hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
-                hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
-            }
-            /* weight 16 q + j (low nibbles, sub-block 2 qd) and + 32 (high,
-             * 2 qd + 1) of the quarter */
-            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 2 * q)) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 2 * q + 1)) = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 4 + 2 * q)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            *(uint4 *)(a16 + mmqh_aoff<RS>(p, 5 + 2 * q)) = make_uint4(hi[4], hi[5], hi[6], hi[7]);
-        }
-        if (qd == 3) {
-            *(uint4 *)L.head[p] = hw;
-            if (RS == MMQH_CORE)
-                L.sf[p] = sfp;
-        }
-        if (RS == MMQH_CORE) /* wgmma reads the slot through the async proxy */
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        for (int c = 0; c < 8; c++)
+            *(uint4 *)&L.a16[p][16 * c] = gr[c];
+        if (qd == 3)
+            *(uint4 *)L.head[p] = *(const uint4 *)rw;
         cuda_mbar_arrive(&S.full[sl]);
     }
     __pipeline_wait_prior(0);
@@ -291,7 +264,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) uint8_t mmqh_smem_raw[];
-    mmqh_smem<MMQH_RS> &S = *(mmqh_smem<MMQH_RS> *)mmqh_smem_raw;
+    mmqh_smem &S = *(mmqh_smem *)mmqh_smem_raw;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
@@ -320,11 +293,9 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     /* ldmatrix row addresses (slot 0): A rows 64 wm + 16 mt + (l & 7) + 8
      * ((l >> 3) & 1), halves 8 (l >> 4); B rows 32 wn + 16 np + 8 (l >> 4) +
      * (l & 7), halves 8 ((l >> 3) & 1) */
-    const uint32_t sa =
-        cuda_saddr(&S.slot[0].a16[mmqh_aoff<MMQH_RS>(64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1), lane >> 4)]);
-    const uint32_t sb =
-        cuda_saddr(&S.slot[0].b16[mmqh_boff<MMQH_RS>(32 * wn + 8 * (lane >> 4) + (lane & 7), (lane >> 3) & 1)]);
-    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot<MMQH_RS>);
+    const uint32_t sa = cuda_saddr(&S.slot[0].a16[64 * wm + (lane & 7) + 8 * ((lane >> 3) & 1)][16 * (lane >> 4)]);
+    const uint32_t sb = cuda_saddr(&S.slot[0].b16[32 * wn + 8 * (lane >> 4) + (lane & 7)][16 * ((lane >> 3) & 1)]);
+    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot);
 
     /* dd: a super-block's integer sum, written whole by its first step
      * (cuda_mma_f16_k16_z) */
@@ -382,7 +353,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * rounding, = (float)v1. S: the activation's sum over the
          * super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's chain
          * and min term. */
-        const mmqh_slot<MMQH_RS> &L = S.slot[3];
+        const mmqh_slot &L = S.slot[3];
         float xd[4][2], sf[4][2];
         int bhl[4];
 #pragma unroll
@@ -445,7 +416,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
         (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem<MMQH_RS>), MMQH_THREADS) == 0)
+    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
         return -1;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     /* the activations as f16, once a product (the activation may differ
@@ -455,7 +426,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     if (c->mmqw && cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
         return 0;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem<MMQH_RS>), (const uint8_t *)w->data, w->row_bytes,
+    cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, X, (const __half *)c->x16, nbr, y, n_rows, c->epi);
     return 0;
 }

@@ -64,39 +64,154 @@ template <int N> static __device__ __forceinline__ void mmqw_wait(void)
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-/* the shared-memory matrix descriptor of a core-matrix tile at byte
- * address sa: 14-bit fields of the address, the leading (K) and the stride
- * (M/N) byte offsets, each in 16-byte units; bits 62-63 = 0: no swizzle */
-static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, uint32_t sbo)
+/* the shared-memory matrix descriptor of a tile at byte address sa: 14-bit
+ * fields of the address, the leading (K) and the stride (M/N) byte
+ * offsets, each in 16-byte units; bits 62-63 the layout: 0 core matrices
+ * without swizzle, 1 the 128-byte swizzle (LBO unused there) */
+static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, uint32_t sbo, uint64_t sw)
 {
-    return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+    return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (sw << 62);
 }
 #endif
 
+#define MMQW_SLOTS 4
+
+/* A stage (a quarter super-block; the last quarter's slot also carries
+ * what the super-block's chain needs). b16 first: the tensor copy's
+ * 128-byte swizzle repeats every 1,024 bytes, so the activations' tile
+ * starts on a 1,024-byte boundary (the slot's size is a multiple). */
+struct mmqw_slot {
+    uint8_t b16[MMQH_BN * 128];        /* activations, 128-byte swizzled rows (cuda_tmap_f16_sw128) */
+    uint8_t a16[MMQH_BM * 128];        /* q x sc - 472, core matrices (mmqw_aoff) */
+    uint32_t head[MMQH_BM][4];         /* the rows' d, dmin and scale bytes */
+    float xd[MMQH_BN];                 /* the activations' d */
+    float sf[MMQH_BN];                 /* 472 S */
+    int8_t xhl[MMQH_BN][CUDA_Q8K_HL];  /* and 32-sums (cuda_q8k) */
+};
+static_assert(sizeof(mmqw_slot) % 1024 == 0, "mmqw: slots on 1,024-byte boundaries");
+struct mmqw_smem {
+    mmqw_slot slot[MMQW_SLOTS];
+    uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (tensor copies, producers only) */
+    uint64_t full[MMQW_SLOTS], empty[MMQW_SLOTS], rawb[2], lag;
+};
+#define MMQW_SMEM (sizeof(mmqw_smem) + 1024) /* + the base's alignment to 1,024 */
+
+/* granule c (k 8c..8c+7) of weight tile row r in a slot's a16: wgmma's
+ * core matrices (8 rows x 16 bytes, 128 contiguous bytes; no swizzle),
+ * granule-major (LBO 2,048 B, SBO 128 B), so that a producer warp's 32
+ * rows store one granule as 512 contiguous bytes */
+static __device__ __forceinline__ uint32_t mmqw_aoff(int r, int c)
+{
+    return (uint32_t)(c * (MMQH_BM * 16) + r * 16);
+}
+
+#if MMQW_DEVICE
+/* The producers (one warpgroup, p = its thread 0..127, tile row p). Thread
+ * 0 issues the tensor copies: a stage's activation tile (64 halves x 128
+ * rows, one copy, counted on full[slot]) once both consumer warpgroups have
+ * released the slot, and the next super-block's raw weights a super-block
+ * ahead (one copy of 128 rows, or under the SwiGLU epilogue two of 64: the
+ * gate rows, then the up rows; rawb). Tensor copies are counted on their
+ * own barriers, so the raw weights' DRAM latency stays off the stages'
+ * (mmqh's cp.async copies, tracked by cp.async.mbarrier.arrive, make each
+ * super-block's second stage wait for the next super-block's weights).
+ * Every thread expands its row of the stage into a16 and, at a last
+ * quarter, stores the super-block's head, activation d, 32-sums and 472 S
+ * (loaded at the first quarter, so their latency hides behind it). */
+static __device__ __forceinline__ void mmqw_produce(mmqw_smem &S, int p, const CUtensorMap *wmap,
+                                                    const CUtensorMap *xmap, const cuda_q8k &X, int64_t nbr,
+                                                    int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
+{
+    const int64_t n_st = 4 * nbr;
+    /* the raw row of tile row p (mmq_wrow's map: gate rows jb + 8 (p >> 4)
+     * + (p & 7) in copy rows 0..63, the same up rows in 64..127) */
+    const int rr = glu ? ((p & 8) ? 64 : 0) + 8 * (p >> 4) + (p & 7) : p;
+    auto issue_raw = [&](int64_t s) {
+        uint64_t *bar = &S.rawb[s & 1];
+        const int32_t x8 = (int32_t)(s * 18); /* 144 bytes a super-block: 18 words */
+        if (glu) {
+            cuda_mbar_expect(bar, 2 * 64 * 144);
+            cuda_tma_rows(&S.raw[s & 1][0][0], wmap, x8, m0 / 2, bar);
+            cuda_tma_rows(&S.raw[s & 1][64][0], wmap, x8, glu + m0 / 2, bar);
+        } else {
+            cuda_mbar_expect(bar, MMQH_BM * 144);
+            cuda_tma_rows(&S.raw[s & 1][0][0], wmap, x8, m0, bar);
+        }
+    };
+    if (p == 0)
+        issue_raw(0);
+    float xdp = 0.0f;
+    uint4 hlp = make_uint4(0, 0, 0, 0);
+    for (int64_t i = 0; i < n_st; i++) {
+        const int64_t s = i >> 2;
+        const int qd = (int)(i & 3), sl = (int)(i % MMQW_SLOTS);
+        mmqw_slot &L = S.slot[sl];
+        if (i >= MMQW_SLOTS)
+            cuda_mbar_wait(&S.empty[sl], (uint32_t)(i / MMQW_SLOTS - 1) & 1);
+        if (p == 0) {
+            cuda_mbar_expect_only(&S.full[sl], MMQH_BN * 128);
+            cuda_tma_rows(L.b16, xmap, (int32_t)(s * QK_K + 64 * qd), n0, &S.full[sl]);
+        }
+        if (qd == 0) {
+            if (n0 + p < n_rows) {
+                const size_t b = (size_t)(n0 + p) * (size_t)nbr + (size_t)s;
+                xdp = __ldg(X.d + b);
+                hlp = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
+            }
+            /* every producer is past super-block s - 1: raw[(s + 1) & 1]
+             * is free for s + 1's */
+            mmqh_prod_sync();
+            if (p == 0 && s + 1 < nbr)
+                issue_raw(s + 1);
+            cuda_mbar_wait(&S.rawb[s & 1], (uint32_t)(s >> 1) & 1);
+        }
+        const uint32_t *rw = S.raw[s & 1][rr];
+        uint4 gr[8];
+        mmqh_expand(rw, qd, gr);
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            *(uint4 *)&L.a16[mmqw_aoff(p, c)] = gr[c];
+        if (qd == 3) {
+            *(uint4 *)L.head[p] = *(const uint4 *)rw;
+            L.xd[p] = xdp;
+            *(uint4 *)&L.xhl[p][0] = hlp;
+            L.sf[p] = mmqh_sf(hlp);
+        }
+        /* wgmma reads the slot through the async proxy */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        cuda_mbar_arrive(&S.full[sl]);
+    }
+}
+#endif
+
+/* 2 consumer warpgroups + 1 producer warpgroup (no setmaxnreg: the
+ * consumers' 2 x 64 accumulators fit the launch bound's 168 registers) */
 template <int T>
-/* 165 registers, no spills (ptxas sm_90a): no setmaxnreg needed for the
- * consumers' 2 x 64 accumulators under the launch bound's 168 */
 static __global__ void __launch_bounds__(MMQH_THREADS, 1)
-mmqw_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X,
-            const __half *__restrict__ x16, int64_t nbr, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
+            int64_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if MMQW_DEVICE
-    extern __shared__ __align__(128) uint8_t mmqw_smem_raw[];
-    mmqh_smem<MMQH_CORE> &S = *(mmqh_smem<MMQH_CORE> *)mmqw_smem_raw;
+    extern __shared__ __align__(1024) uint8_t mmqw_smem_raw[];
+    mmqw_smem &S = *(mmqw_smem *)(mmqw_smem_raw + ((1024 - (cuda_saddr(mmqw_smem_raw) & 1023)) & 1023));
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
-        for (int i = 0; i < MMQH_SLOTS; i++) {
-            cuda_mbar_init(&S.full[i], 2 * MMQH_PROD);
+        for (int i = 0; i < MMQW_SLOTS; i++) {
+            /* full: every producer's arrival after its expansion, and the
+             * activation tile's bytes; empty: every consumer thread */
+            cuda_mbar_init(&S.full[i], MMQH_PROD);
             cuda_mbar_init(&S.empty[i], MMQH_CONS);
         }
+        cuda_mbar_init(&S.rawb[0], 1);
+        cuda_mbar_init(&S.rawb[1], 1);
         cuda_mbar_init(&S.lag, MMQH_CONS / 2);
         cuda_mbar_init_fence();
     }
     __syncthreads();
     cuda_pdl_enter();
     if (tid >= MMQH_CONS) {
-        mmqh_produce(S, tid - MMQH_CONS, w, row_bytes, n_w, X, x16, nbr, n_rows, m0, n0, E.glu);
+        mmqw_produce(S, tid - MMQH_CONS, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
         return;
     }
     /* warpgroup wg: weight rows 64 wg..; its warp w4 holds rows 16 w4 + g
@@ -104,9 +219,9 @@ mmqw_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * wgmma accumulator layout: the m16n8 one, 16 n8 tiles) */
     const int wg = warp >> 2, w4 = warp & 3;
     const int g = lane >> 2, t4 = lane & 3;
-    const uint32_t sa = cuda_saddr(S.slot[0].a16) + mmqh_aoff<MMQH_CORE>(64 * wg, 0);
+    const uint32_t sa = cuda_saddr(S.slot[0].a16) + mmqw_aoff(64 * wg, 0);
     const uint32_t sb = cuda_saddr(S.slot[0].b16);
-    constexpr uint32_t SL = (uint32_t)sizeof(mmqh_slot<MMQH_CORE>);
+    constexpr uint32_t SL = (uint32_t)sizeof(mmqw_slot);
 
     float acc[1][16][4], dd[16][4];
 #pragma unroll
@@ -116,18 +231,18 @@ mmqw_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             acc[0][j][k] = 0.0f;
 
     /* stage i: its four k16 steps as one commit group (FIRST: a
-     * super-block's first quarter, its first step without an accumulator) */
+     * super-block's first quarter, its first step without an accumulator).
+     * A: 64 rows x 16 k of core matrices (LBO: the next granule, 2,048 B;
+     * SBO: the next 8 rows, 128 B); B: the swizzled tile, k16 step kk 32
+     * bytes into its rows (SBO: 8 rows, 1,024 B). */
     auto stage = [&](int64_t i, auto first) {
-        cuda_mbar_wait(&S.full[i % MMQH_SLOTS], (uint32_t)(i / MMQH_SLOTS) & 1);
-        /* the producers' stores and copies, seen through this thread's
-         * acquire, ordered before its async-proxy reads */
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        cuda_mbar_wait(&S.full[i % MMQW_SLOTS], (uint32_t)(i / MMQW_SLOTS) & 1);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        const uint32_t so = (uint32_t)(i % MMQH_SLOTS) * SL;
+        const uint32_t so = (uint32_t)(i % MMQW_SLOTS) * SL;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint64_t da = mmqw_desc(sa + so + mmqh_aoff<MMQH_CORE>(0, 2 * kk), MMQH_BM * 16, 128);
-            const uint64_t db = mmqw_desc(sb + so + mmqh_boff<MMQH_CORE>(0, 2 * kk), 128, 1024);
+            const uint64_t da = mmqw_desc(sa + so + mmqw_aoff(0, 2 * kk), MMQH_BM * 16, 128, 0);
+            const uint64_t db = mmqw_desc(sb + so + 32 * kk, 16, 1024, 1);
             if (decltype(first)::value && kk == 0)
                 mmqw_mma_z(&dd[0][0], da, db);
             else
@@ -144,19 +259,20 @@ mmqw_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         stage(4 * s, std::true_type{});
         stage(4 * s + 1, std::false_type{});
         mmqw_wait<1>(); /* stage 4s read: its slot is free */
-        cuda_mbar_arrive(&S.empty[0]);
+        cuda_mbar_arrive(&S.empty[(4 * s) % MMQW_SLOTS]);
         stage(4 * s + 2, std::false_type{});
         mmqw_wait<1>();
-        cuda_mbar_arrive(&S.empty[1]);
+        cuda_mbar_arrive(&S.empty[(4 * s + 1) % MMQW_SLOTS]);
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.lag);
         stage(4 * s + 3, std::false_type{});
         mmqw_wait<0>();
         mmqw_pin(&dd[0][0]);
-        cuda_mbar_arrive(&S.empty[2]);
+        cuda_mbar_arrive(&S.empty[(4 * s + 2) % MMQW_SLOTS]);
         /* the chain of the super-block (its d, 32-sums, heads and 472 S in
-         * slot 3): v1 = dd + 472 S, then mmqk's chain and min term, as mmqh */
-        const mmqh_slot<MMQH_CORE> &L = S.slot[3];
+         * the last quarter's slot): v1 = dd + 472 S, then mmqk's chain and
+         * min term, as mmqh */
+        const mmqw_slot &L = S.slot[(4 * s + 3) % MMQW_SLOTS];
         mmqk_head hd[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
@@ -182,7 +298,7 @@ mmqw_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 acc[0][j][k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
             }
         }
-        cuda_mbar_arrive(&S.empty[3]);
+        cuda_mbar_arrive(&S.empty[(4 * s + 3) % MMQW_SLOTS]);
     }
     mmq_tiles_store<1, 16>(acc, m0, n0, 4 * wg + w4, 0, g, t4, n_w, n_rows, y, E);
 #endif
@@ -194,11 +310,20 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
 #if defined(INFERD_MMQW)
     if (c->sm != 90)
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqw_kernel<QT_Q4_K>>(sizeof(mmqh_smem<MMQH_CORE>), MMQH_THREADS) == 0)
+    /* the maps: the weight's rows (144-byte boxes of 128 rows, or of 64
+     * under the SwiGLU epilogue) and the f16 activations (64 x 128,
+     * swizzled) */
+    CUtensorMap wm, xm;
+    memset(&wm, 0, sizeof(wm));
+    memset(&xm, 0, sizeof(xm));
+    if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
+        cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
+        return INF_EUNSUPPORTED;
+    if (mmq_occupancy_once<mmqw_kernel<QT_Q4_K>>(MMQW_SMEM, MMQH_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqw_kernel<QT_Q4_K>, grid, MMQH_THREADS, sizeof(mmqh_smem<MMQH_CORE>),
-                (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, X, x16, w->ne0 / QK_K, y, n_rows, c->epi);
+    cuda_launch(c, mmqw_kernel<QT_Q4_K>, grid, MMQH_THREADS, MMQW_SMEM, wm, xm, X, w->ne0 / QK_K, (int32_t)w->ne1, y,
+                n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;

@@ -273,8 +273,7 @@ template <typename F> static inline int mmq_launch_picked(int kdr, F launch)
  * widths; box_bytes past 2048, 256 words). The caller then copies a row at
  * a time. cuTensorMapEncodeTiled is the driver's (libcuda), found through
  * the runtime so the build links nothing more; encoding is host work only. */
-static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_bytes, int64_t rows, uint32_t box_bytes,
-                                 uint32_t box_rows)
+static inline PFN_cuTensorMapEncodeTiled_v12000 cuda_tmap_encoder(void)
 {
     static const PFN_cuTensorMapEncodeTiled_v12000 enc = [] {
         void *f = NULL;
@@ -285,6 +284,13 @@ static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_by
             f = NULL;
         return (PFN_cuTensorMapEncodeTiled_v12000)f;
     }();
+    return enc;
+}
+
+static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_bytes, int64_t rows, uint32_t box_bytes,
+                                 uint32_t box_rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = cuda_tmap_encoder();
     if (!enc || ((uintptr_t)base & 15) || row_bytes % 16 || box_bytes % 16 || box_bytes > 2048 || box_rows < 1 ||
         box_rows > 256 || rows < 1 || rows > INT32_MAX)
         return -1;
@@ -293,6 +299,27 @@ static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_by
     const cuuint32_t box[2] = {box_bytes / 8, box_rows}, es[2] = {1, 1};
     return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+                   CUDA_SUCCESS
+               ? 0
+               : -1;
+}
+
+/* A 2-D map of an f16 matrix (rows of ne0 halves) for cuda_tma_rows
+ * (coordinates: the half, the row): boxes of 64 halves x box_rows rows,
+ * landing 128-byte swizzled (16-byte granule c of box row r at granule c ^
+ * (r & 7) of its 128 bytes: wgmma's SWIZZLE_128B K-major layout); rows
+ * past the matrix land as zeros. 0 or -1 (no driver entry, a shape the
+ * map cannot take). */
+static inline int cuda_tmap_f16_sw128(CUtensorMap *m, const void *base, int64_t ne0, int64_t rows, uint32_t box_rows)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = cuda_tmap_encoder();
+    if (!enc || ((uintptr_t)base & 15) || ne0 % 64 || box_rows < 1 || box_rows > 256 || rows < 1 || rows > INT32_MAX)
+        return -1;
+    const cuuint64_t dim[2] = {(cuuint64_t)ne0, (cuuint64_t)rows};
+    const cuuint64_t stride[1] = {(cuuint64_t)ne0 * 2};
+    const cuuint32_t box[2] = {64, box_rows}, es[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
                    CUDA_SUCCESS
                ? 0
                : -1;
