@@ -74,27 +74,41 @@ static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, 
 }
 #endif
 
-#define MMQW_SLOTS 4
+/* The rings: activation tiles (ASL slots, filled by tensor copies) and
+ * expanded weights (WSL slots, filled by the producers' stores), apart so
+ * that the activations can be asked for ASL - WSL stages earlier than the
+ * weights are expanded: an activation tile's latency (an L2 hit through
+ * the tensor memory accelerator) was the stage time with one ring of 4
+ * (bench/RESULTS.md 2026-12-05 session 40, call 3: the consumers waiting
+ * on full slots, the tensor pipe 34% busy). Chosen by INFERD_MMQW_CFG
+ * (mmqw_cfg below). */
+template <int ASL_, int WSL_> struct mmqw_rings {
+    enum { ASL = ASL_, WSL = WSL_, LEAD = ASL_ - WSL_ };
+};
 
-/* A stage (a quarter super-block; the last quarter's slot also carries
- * what the super-block's chain needs). b16 first: the tensor copy's
- * 128-byte swizzle repeats every 1,024 bytes, so the activations' tile
- * starts on a 1,024-byte boundary (the slot's size is a multiple). */
-struct mmqw_slot {
-    uint8_t b16[MMQH_BN * 128];        /* activations, 128-byte swizzled rows (cuda_tmap_f16_sw128) */
+/* A weight stage (a quarter super-block); the last quarter's slot also
+ * carries what the super-block's chain needs */
+struct mmqw_wslot {
     uint8_t a16[MMQH_BM * 128];        /* q x sc - 472, core matrices (mmqw_aoff) */
     uint32_t head[MMQH_BM][4];         /* the rows' d, dmin and scale bytes */
     float xd[MMQH_BN];                 /* the activations' d */
     float sf[MMQH_BN];                 /* 472 S */
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL];  /* and 32-sums (cuda_q8k) */
 };
-static_assert(sizeof(mmqw_slot) % 1024 == 0, "mmqw: slots on 1,024-byte boundaries");
-struct mmqw_smem {
-    mmqw_slot slot[MMQW_SLOTS];
+#define MMQW_ATILE (MMQH_BN * 128) /* an activation tile: 128 rows of 64 halves */
+/* act first: the tensor copy's 128-byte swizzle repeats every 1,024 bytes,
+ * so each tile starts on a 1,024-byte boundary (the base is aligned) */
+template <class R> struct mmqw_smem {
+    uint8_t act[R::ASL][MMQW_ATILE]; /* 128-byte swizzled rows (cuda_tmap_f16_sw128) */
+    mmqw_wslot ws[R::WSL];
     uint32_t raw[2][MMQH_BM][36]; /* Q4_K blocks of two super-blocks (tensor copies, producers only) */
-    uint64_t full[MMQW_SLOTS], empty[MMQW_SLOTS], rawb[2], lag;
+    uint64_t afull[R::ASL], aempty[R::ASL], wfull[R::WSL], wempty[R::WSL], rawb[2], lag;
 };
-#define MMQW_SMEM (sizeof(mmqw_smem) + 1024) /* + the base's alignment to 1,024 */
+static_assert(sizeof(mmqw_wslot) % 128 == 0, "mmqw: the raw weights' tensor copies land 128-byte aligned");
+template <class R> static constexpr size_t mmqw_smem_bytes(void)
+{
+    return sizeof(mmqw_smem<R>) + 1024; /* + the base's alignment to 1,024 */
+}
 
 /* granule c (k 8c..8c+7) of weight tile row r in a slot's a16: wgmma's
  * core matrices (8 rows x 16 bytes, 128 contiguous bytes; no swizzle),
@@ -107,28 +121,30 @@ static __device__ __forceinline__ uint32_t mmqw_aoff(int r, int c)
 
 #if MMQW_DEVICE
 /* The producers (one warpgroup, p = its thread 0..127, tile row p). Thread
- * 0 issues the tensor copies: a stage's activation tile (64 halves x 128
- * rows, one copy, counted on full[slot]) once both consumer warpgroups have
- * released the slot, and the next super-block's raw weights a super-block
- * ahead (one copy of 128 rows, or under the SwiGLU epilogue two of 64: the
- * gate rows, then the up rows; rawb). Tensor copies are counted on their
- * own barriers, so the raw weights' DRAM latency stays off the stages'
- * (mmqh's cp.async copies, tracked by cp.async.mbarrier.arrive, make each
- * super-block's second stage wait for the next super-block's weights).
- * Every thread expands its row of the stage into a16 and, at a last
- * quarter, stores the super-block's head, activation d, 32-sums and 472 S
- * (loaded at the first quarter, so their latency hides behind it). */
-static __device__ __forceinline__ void mmqw_produce(mmqw_smem &S, int p, const CUtensorMap *wmap,
-                                                    const CUtensorMap *xmap, const cuda_q8k &X, int64_t nbr,
+ * 0 issues the tensor copies: stage j's activation tile (64 halves x 128
+ * rows, one copy, counted on afull) at stage j - LEAD, once both consumer
+ * warpgroups have released its slot, and the next super-block's raw
+ * weights a super-block ahead (one copy of 128 rows, or under the SwiGLU
+ * epilogue two of 64: the gate rows, then the up rows; rawb). Tensor
+ * copies are counted on their own barriers, so the raw weights' DRAM
+ * latency stays off the stages' (mmqh's cp.async copies, tracked by
+ * cp.async.mbarrier.arrive, make each super-block's second stage wait for
+ * the next super-block's weights). Every thread expands its row of the
+ * stage into a16 and, at a last quarter, stores the super-block's head,
+ * activation d, 32-sums and 472 S (loaded at the first quarter, so their
+ * latency hides behind it). */
+template <class R>
+static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, const CUtensorMap *wmap,
+                                                    const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
                                                     int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
 {
-    const int64_t n_st = 4 * nbr;
+    const int32_t n_st = 4 * nbr;
     /* the raw row of tile row p (mmq_wrow's map: gate rows jb + 8 (p >> 4)
      * + (p & 7) in copy rows 0..63, the same up rows in 64..127) */
     const int rr = glu ? ((p & 8) ? 64 : 0) + 8 * (p >> 4) + (p & 7) : p;
-    auto issue_raw = [&](int64_t s) {
+    auto issue_raw = [&](int32_t s) {
         uint64_t *bar = &S.rawb[s & 1];
-        const int32_t x8 = (int32_t)(s * 18); /* 144 bytes a super-block: 18 words */
+        const int32_t x8 = s * 18; /* 144 bytes a super-block: 18 words */
         if (glu) {
             cuda_mbar_expect(bar, 2 * 64 * 144);
             cuda_tma_rows(&S.raw[s & 1][0][0], wmap, x8, m0 / 2, bar);
@@ -138,20 +154,30 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem &S, int p, const C
             cuda_tma_rows(&S.raw[s & 1][0][0], wmap, x8, m0, bar);
         }
     };
-    if (p == 0)
+    auto issue_act = [&](int32_t j) {
+        const int as = j % R::ASL;
+        if (j >= R::ASL)
+            cuda_mbar_wait(&S.aempty[as], (uint32_t)(j / R::ASL - 1) & 1);
+        cuda_mbar_expect(&S.afull[as], MMQW_ATILE);
+        cuda_tma_rows(S.act[as], xmap, (j >> 2) * QK_K + 64 * (j & 3), n0, &S.afull[as]);
+    };
+    if (p == 0) {
         issue_raw(0);
+        for (int32_t j = 0; j < R::LEAD && j < n_st; j++)
+            issue_act(j);
+    }
     float xdp = 0.0f;
     uint4 hlp = make_uint4(0, 0, 0, 0);
-    for (int64_t i = 0; i < n_st; i++) {
-        const int64_t s = i >> 2;
-        const int qd = (int)(i & 3), sl = (int)(i % MMQW_SLOTS);
-        mmqw_slot &L = S.slot[sl];
-        if (i >= MMQW_SLOTS)
-            cuda_mbar_wait(&S.empty[sl], (uint32_t)(i / MMQW_SLOTS - 1) & 1);
-        if (p == 0) {
-            cuda_mbar_expect_only(&S.full[sl], MMQH_BN * 128);
-            cuda_tma_rows(L.b16, xmap, (int32_t)(s * QK_K + 64 * qd), n0, &S.full[sl]);
-        }
+    for (int32_t i = 0; i < n_st; i++) {
+        const int32_t s = i >> 2;
+        const int qd = i & 3, ws = i % R::WSL;
+        mmqw_wslot &L = S.ws[ws];
+        /* stage i + LEAD's activations: their slot frees with stage i -
+         * WSL's, the one this stage's weight slot waits for anyway */
+        if (p == 0 && i + R::LEAD < n_st)
+            issue_act(i + R::LEAD);
+        if (i >= R::WSL)
+            cuda_mbar_wait(&S.wempty[ws], (uint32_t)(i / R::WSL - 1) & 1);
         if (qd == 0) {
             if (n0 + p < n_rows) {
                 const size_t b = (size_t)(n0 + p) * (size_t)nbr + (size_t)s;
@@ -179,29 +205,33 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem &S, int p, const C
         }
         /* wgmma reads the slot through the async proxy */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        cuda_mbar_arrive(&S.full[sl]);
+        cuda_mbar_arrive(&S.wfull[ws]);
     }
 }
 #endif
 
 /* 2 consumer warpgroups + 1 producer warpgroup (no setmaxnreg: the
  * consumers' 2 x 64 accumulators fit the launch bound's 168 registers) */
-template <int T>
+template <int T, class R>
 static __global__ void __launch_bounds__(MMQH_THREADS, 1)
 mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-            int64_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if MMQW_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqw_smem_raw[];
-    mmqw_smem &S = *(mmqw_smem *)(mmqw_smem_raw + ((1024 - (cuda_saddr(mmqw_smem_raw) & 1023)) & 1023));
+    mmqw_smem<R> &S = *(mmqw_smem<R> *)(mmqw_smem_raw + ((1024 - (cuda_saddr(mmqw_smem_raw) & 1023)) & 1023));
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
-        for (int i = 0; i < MMQW_SLOTS; i++) {
-            /* full: every producer's arrival after its expansion, and the
-             * activation tile's bytes; empty: every consumer thread */
-            cuda_mbar_init(&S.full[i], MMQH_PROD);
-            cuda_mbar_init(&S.empty[i], MMQH_CONS);
+        /* afull: thread 0's arrival with the tile's bytes; wfull: every
+         * producer's after its expansion; the empties: every consumer */
+        for (int i = 0; i < R::ASL; i++) {
+            cuda_mbar_init(&S.afull[i], 1);
+            cuda_mbar_init(&S.aempty[i], MMQH_CONS);
+        }
+        for (int i = 0; i < R::WSL; i++) {
+            cuda_mbar_init(&S.wfull[i], MMQH_PROD);
+            cuda_mbar_init(&S.wempty[i], MMQH_CONS);
         }
         cuda_mbar_init(&S.rawb[0], 1);
         cuda_mbar_init(&S.rawb[1], 1);
@@ -211,7 +241,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     __syncthreads();
     cuda_pdl_enter();
     if (tid >= MMQH_CONS) {
-        mmqw_produce(S, tid - MMQH_CONS, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
+        mmqw_produce<R>(S, tid - MMQH_CONS, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
         return;
     }
     /* warpgroup wg: weight rows 64 wg..; its warp w4 holds rows 16 w4 + g
@@ -219,9 +249,9 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
      * wgmma accumulator layout: the m16n8 one, 16 n8 tiles) */
     const int wg = warp >> 2, w4 = warp & 3;
     const int g = lane >> 2, t4 = lane & 3;
-    const uint32_t sa = cuda_saddr(S.slot[0].a16) + mmqw_aoff(64 * wg, 0);
-    const uint32_t sb = cuda_saddr(S.slot[0].b16);
-    constexpr uint32_t SL = (uint32_t)sizeof(mmqw_slot);
+    const uint32_t sa = cuda_saddr(S.ws[0].a16) + mmqw_aoff(64 * wg, 0);
+    const uint32_t sb = cuda_saddr(S.act[0]);
+    constexpr uint32_t WS = (uint32_t)sizeof(mmqw_wslot);
 
     float acc[1][16][4], dd[16][4];
 #pragma unroll
@@ -235,14 +265,15 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
      * A: 64 rows x 16 k of core matrices (LBO: the next granule, 2,048 B;
      * SBO: the next 8 rows, 128 B); B: the swizzled tile, k16 step kk 32
      * bytes into its rows (SBO: 8 rows, 1,024 B). */
-    auto stage = [&](int64_t i, auto first) {
-        cuda_mbar_wait(&S.full[i % MMQW_SLOTS], (uint32_t)(i / MMQW_SLOTS) & 1);
+    auto stage = [&](int32_t i, auto first) {
+        cuda_mbar_wait(&S.wfull[i % R::WSL], (uint32_t)(i / R::WSL) & 1);
+        cuda_mbar_wait(&S.afull[i % R::ASL], (uint32_t)(i / R::ASL) & 1);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        const uint32_t so = (uint32_t)(i % MMQW_SLOTS) * SL;
+        const uint32_t wo = (uint32_t)(i % R::WSL) * WS, ao = (uint32_t)(i % R::ASL) * MMQW_ATILE;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint64_t da = mmqw_desc(sa + so + mmqw_aoff(0, 2 * kk), MMQH_BM * 16, 128, 0);
-            const uint64_t db = mmqw_desc(sb + so + 32 * kk, 16, 1024, 1);
+            const uint64_t da = mmqw_desc(sa + wo + mmqw_aoff(0, 2 * kk), MMQH_BM * 16, 128, 0);
+            const uint64_t db = mmqw_desc(sb + ao + 32 * kk, 16, 1024, 1);
             if (decltype(first)::value && kk == 0)
                 mmqw_mma_z(&dd[0][0], da, db);
             else
@@ -250,29 +281,34 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
+    auto release = [&](int32_t i) {
+        cuda_mbar_arrive(&S.aempty[i % R::ASL]);
+        cuda_mbar_arrive(&S.wempty[i % R::WSL]);
+    };
 
     /* warpgroup 1 starts half a super-block behind warpgroup 0, so that one
      * chain runs while the other's wgmma keep the tensor pipe busy */
     if (wg == 1)
         cuda_mbar_wait(&S.lag, 0);
-    for (int64_t s = 0; s < nbr; s++) {
+    for (int32_t s = 0; s < nbr; s++) {
         stage(4 * s, std::true_type{});
         stage(4 * s + 1, std::false_type{});
-        mmqw_wait<1>(); /* stage 4s read: its slot is free */
-        cuda_mbar_arrive(&S.empty[(4 * s) % MMQW_SLOTS]);
+        mmqw_wait<1>(); /* stage 4s read: its slots are free */
+        release(4 * s);
         stage(4 * s + 2, std::false_type{});
         mmqw_wait<1>();
-        cuda_mbar_arrive(&S.empty[(4 * s + 1) % MMQW_SLOTS]);
+        release(4 * s + 1);
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.lag);
         stage(4 * s + 3, std::false_type{});
         mmqw_wait<0>();
         mmqw_pin(&dd[0][0]);
-        cuda_mbar_arrive(&S.empty[(4 * s + 2) % MMQW_SLOTS]);
+        release(4 * s + 2);
+        cuda_mbar_arrive(&S.aempty[(4 * s + 3) % R::ASL]);
         /* the chain of the super-block (its d, 32-sums, heads and 472 S in
-         * the last quarter's slot): v1 = dd + 472 S, then mmqk's chain and
-         * min term, as mmqh */
-        const mmqw_slot &L = S.slot[(4 * s + 3) % MMQW_SLOTS];
+         * the last quarter's weight slot): v1 = dd + 472 S, then mmqk's
+         * chain and min term, as mmqh */
+        const mmqw_wslot &L = S.ws[(4 * s + 3) % R::WSL];
         mmqk_head hd[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++)
@@ -298,17 +334,31 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
                 acc[0][j][k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
             }
         }
-        cuda_mbar_arrive(&S.empty[(4 * s + 3) % MMQW_SLOTS]);
+        cuda_mbar_arrive(&S.wempty[(4 * s + 3) % R::WSL]);
     }
     mmq_tiles_store<1, 16>(acc, m0, n0, 4 * wg + w4, 0, g, t4, n_w, n_rows, y, E);
 #endif
 }
 
+#if defined(INFERD_MMQW)
+template <class R>
+static int mmqw_launch(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, float *y, int32_t n_rows,
+                       const CUtensorMap &wm, const CUtensorMap &xm)
+{
+    if (mmq_occupancy_once<mmqw_kernel<QT_Q4_K, R>>(mmqw_smem_bytes<R>(), MMQH_THREADS) == 0)
+        return -1;
+    const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
+    cuda_launch(c, mmqw_kernel<QT_Q4_K, R>, grid, MMQH_THREADS, mmqw_smem_bytes<R>(), wm, xm, X,
+                (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y, n_rows, c->epi);
+    return 0;
+}
+#endif
+
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
-    if (c->sm != 90)
+    if (c->sm != 90 || w->ne0 / QK_K > INT32_MAX / 4)
         return INF_EUNSUPPORTED;
     /* the maps: the weight's rows (144-byte boxes of 128 rows, or of 64
      * under the SwiGLU epilogue) and the f16 activations (64 x 128,
@@ -319,12 +369,14 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
     if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqw_kernel<QT_Q4_K>>(MMQW_SMEM, MMQH_THREADS) == 0)
-        return -1;
-    const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqw_kernel<QT_Q4_K>, grid, MMQH_THREADS, MMQW_SMEM, wm, xm, X, w->ne0 / QK_K, (int32_t)w->ne1, y,
-                n_rows, c->epi);
-    return 0;
+    /* the rings (speed only): INFERD_MMQW_CFG=1 7 activation and 3 weight
+     * slots, 2: 4 and 4 (call 3's depth, the rings apart); else 6 and 4 */
+    static const int cfg = getenv("INFERD_MMQW_CFG") ? atoi(getenv("INFERD_MMQW_CFG")) : 0;
+    if (cfg == 1)
+        return mmqw_launch<mmqw_rings<7, 3>>(c, w, X, y, n_rows, wm, xm);
+    if (cfg == 2)
+        return mmqw_launch<mmqw_rings<4, 4>>(c, w, X, y, n_rows, wm, xm);
+    return mmqw_launch<mmqw_rings<6, 4>>(c, w, X, y, n_rows, wm, xm);
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
     return INF_EUNSUPPORTED;
