@@ -129,9 +129,13 @@ static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, uin
  * and 2 qd + 1 (k 32..63: the high ones): granule c of gr holds k 8c..8c+7 */
 static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, uint4 gr[8])
 {
-    mmqk_head hd;
-    mmqk_k45_head(rw, hd);
-    const uint32_t sw = hd.sc[qd >> 1] >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
+    /* the scale bytes of sub-blocks 0-3 or 4-7 (mmqk_k45_head's sc[0],
+     * sc[1]), picked by a select: qd is a runtime value, and an indexed
+     * mmqk_head put the struct in local memory (a 32-byte stack frame and
+     * its loads in every stage) */
+    const uint32_t s0 = rw[1], s2 = rw[3];
+    const uint32_t scw = qd < 2 ? s0 & 0x3f3f3f3fu : (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+    const uint32_t sw = scw >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
     const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
 #pragma unroll
     for (int q = 0; q < 2; q++) {

@@ -82,8 +82,11 @@ static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, 
  * (bench/RESULTS.md 2026-12-05 session 40, call 3: the consumers waiting
  * on full slots, the tensor pipe 34% busy). Chosen by INFERD_MMQW_CFG
  * (mmqw_cfg below). */
-template <int ASL_, int WSL_> struct mmqw_rings {
+template <int ASL_, int WSL_, bool LAG_ = true, bool MINT_ = true, bool EXP_ = true> struct mmqw_rings {
     enum { ASL = ASL_, WSL = WSL_, LEAD = ASL_ - WSL_ };
+    static constexpr bool LAG = LAG_;   /* warpgroup 1 half a super-block behind */
+    static constexpr bool MINT = MINT_; /* the min term (false: timing runs only, wrong bits) */
+    static constexpr bool EXP = EXP_;   /* the expansion (false: timing runs only, wrong bits) */
 };
 
 /* A weight stage (a quarter super-block); the last quarter's slot also
@@ -192,11 +195,13 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
             cuda_mbar_wait(&S.rawb[s & 1], (uint32_t)(s >> 1) & 1);
         }
         const uint32_t *rw = S.raw[s & 1][rr];
-        uint4 gr[8];
-        mmqh_expand(rw, qd, gr);
+        if (R::EXP) {
+            uint4 gr[8];
+            mmqh_expand(rw, qd, gr);
 #pragma unroll
-        for (int c = 0; c < 8; c++)
-            *(uint4 *)&L.a16[mmqw_aoff(p, c)] = gr[c];
+            for (int c = 0; c < 8; c++)
+                *(uint4 *)&L.a16[mmqw_aoff(p, c)] = gr[c];
+        }
         if (qd == 3) {
             *(uint4 *)L.head[p] = *(const uint4 *)rw;
             L.xd[p] = xdp;
@@ -288,7 +293,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 
     /* warpgroup 1 starts half a super-block behind warpgroup 0, so that one
      * chain runs while the other's wgmma keep the tensor pipe busy */
-    if (wg == 1)
+    if (R::LAG && wg == 1)
         cuda_mbar_wait(&S.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         stage(4 * s, std::true_type{});
@@ -318,9 +323,11 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const int bhl = *(const int *)&L.xhl[8 * j + g][4 * t4];
-            int ch[4], cl[4];
-            cuda_mma_k16(ch, mh[0], mh[1], bhl);
-            cuda_mma_k16(cl, ml[0], ml[1], bhl);
+            int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
+            if (R::MINT) {
+                cuda_mma_k16(ch, mh[0], mh[1], bhl);
+                cuda_mma_k16(cl, ml[0], ml[1], bhl);
+            }
             const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
             const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
 #pragma unroll
@@ -369,13 +376,18 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
     if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    /* the rings (speed only): INFERD_MMQW_CFG=1 7 activation and 3 weight
-     * slots, 2: 4 and 4 (call 3's depth, the rings apart); else 6 and 4 */
+    /* A/B forms (INFERD_MMQW_CFG): 1 no lag between the warpgroups; 2 and
+     * 3 (timing only: wrong bits) without the min term's int8 mma, with
+     * and without the lag; else 6 activation and 4 weight slots, lag */
     static const int cfg = getenv("INFERD_MMQW_CFG") ? atoi(getenv("INFERD_MMQW_CFG")) : 0;
     if (cfg == 1)
-        return mmqw_launch<mmqw_rings<7, 3>>(c, w, X, y, n_rows, wm, xm);
+        return mmqw_launch<mmqw_rings<6, 4, false>>(c, w, X, y, n_rows, wm, xm);
     if (cfg == 2)
-        return mmqw_launch<mmqw_rings<4, 4>>(c, w, X, y, n_rows, wm, xm);
+        return mmqw_launch<mmqw_rings<6, 4, true, false>>(c, w, X, y, n_rows, wm, xm);
+    if (cfg == 3)
+        return mmqw_launch<mmqw_rings<6, 4, false, false>>(c, w, X, y, n_rows, wm, xm);
+    if (cfg == 4) /* timing only: no expansion */
+        return mmqw_launch<mmqw_rings<6, 4, true, true, false>>(c, w, X, y, n_rows, wm, xm);
     return mmqw_launch<mmqw_rings<6, 4>>(c, w, X, y, n_rows, wm, xm);
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
