@@ -30,12 +30,15 @@ extern "C" {
  * through mmqs (cuda/mmqs_impl.cuh) instead of MMQ, by cuda/mul_mat.cu's
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
-/* Q4_K batches from this many rows through mmqh (cuda/mmqh_impl.cuh) by
- * default: 0, never. It gives the CPU's bits but is still slower than mmqk
- * (4096 x 14336 x 512: 261 against 250 us; at 128 rows 2.9x: bench/
- * RESULTS.md 2026-12-05 session 39); INFERD_MMQH=N takes it from N rows
- * for A/B runs */
-#define CUDA_MMQH_MIN 0
+/* Q4_K batches from this many rows through the exact F16 product by
+ * default, where it runs in its wgmma form (cuda/mmqw.cu: sm_90a builds on
+ * compute capability 9.0), and only on shapes whose 128 x 128 blocks
+ * cover half the SMs (cuda_mmqh_fills): the CPU's bits, 0.79x mmqk's time
+ * at 4096 x 14336 x 512 and 0.81x at 2048 on the H100, but 2.2x at 128
+ * rows (bench/RESULTS.md 2026-12-05 session 40). Its mma.sync form (other
+ * devices) is slower than mmqk everywhere: never by default there.
+ * INFERD_MMQH=N takes it from N rows on every shape, for A/B runs. */
+#define CUDA_MMQW_MIN 512
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */
@@ -147,6 +150,7 @@ struct cuda_ctx {
     int mmqh;          /* Q4_K batches of at least this many rows through mmqh (cuda/mmqh_impl.cuh; 0 never;
                         * INFERD_MMQH=N, A/B) */
     int mmqw;          /* mmqh in its wgmma form where built (cuda/mmqw.cu; INFERD_MMQW=0: the mma.sync form) */
+    int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
                         * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/cuda/common.cuh"
+#include "engine/cuda/mmq.cuh"
 
 /* name=1 in the environment */
 static int knob_on(const char *name)
@@ -130,16 +131,21 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * never) */
     const char *qmin = getenv("INFERD_MMQS_MIN");
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
-    /* Q4_K batches of at least mmqh rows through the exact F16 MMQ
-     * (cuda/mmqh_impl.cuh; sm_80+, where the device holds its 203 KB of
-     * shared memory); by default never (CUDA_MMQH_MIN: slower than mmqk so
-     * far), INFERD_MMQH=N from N rows (the same bits as mmqk) */
+    /* Q4_K batches of at least mmqh rows through the exact F16 MMQ (the
+     * same bits as mmqk), in its wgmma form where the build has it
+     * (cuda/mmqw.cu, sm_90a) unless INFERD_MMQW=0 (the mma.sync form of
+     * cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared memory). By default
+     * from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes where the
+     * wgmma form runs, else never (the mma.sync form is slower than mmqk);
+     * INFERD_MMQH=N from N rows on every shape (A/B runs, the tests) */
     const char *mqh = getenv("INFERD_MMQH");
-    c->mmqh = c->sm < 80 ? 0 : mqh && atoi(mqh) >= 0 ? atoi(mqh) : CUDA_MMQH_MIN;
-    /* and there in its wgmma form where the build has it (cuda/mmqw.cu,
-     * sm_90a), unless INFERD_MMQW=0 (the mma.sync form, for A/B runs) */
     const char *mqw = getenv("INFERD_MMQW");
     c->mmqw = !(mqw && atoi(mqw) == 0);
+    c->mmqh_fill = !(mqh && atoi(mqh) >= 0);
+    c->mmqh = c->sm < 80 ? 0
+              : !c->mmqh_fill ? atoi(mqh)
+              : c->mmqw && c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN
+                                                             : 0;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

@@ -33,12 +33,26 @@ int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const 
                       int32_t n_rows, int kdr, int exp, int bn);
 
 /* Q4_K batches on the F16 tensor cores with the CPU's bits (cuda/mmqh_impl.cuh:
- * q x sc - 472 folded into f16 weights, one exact f32 sum a super-block): 0,
+ * q x sc - 472 folded into f16 weights, one exact f32 sum a super-block; on
+ * sm_90 builds its wgmma form, cuda/mmqw.cu, unless c->mmqw is 0): 0,
  * INF_EUNSUPPORTED (not Q4_K, before sm_80, no x16 scratch for the rows),
  * or -1 when the device cannot hold its shared memory (sm_121; the caller
  * takes mmqk). xq: the cuda_q8k planes of n_rows rows. */
 template <int T>
 int cuda_mmqh(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
+
+/* 1 where the build has mmqh's wgmma form (cuda/mmqw.cu: gpu_arch has 90) */
+int cuda_mmqw_built(void);
+
+/* The exact F16 product's default shape rule: its 128 x 128 blocks cover
+ * at least half the SMs (4096 x 14336 at 512 rows: 128 blocks; the 7B's
+ * 512-row K/V weight waits for 8,192 rows). Below that a block's serial
+ * stages are the product's time and mmqk's smaller tiles win. */
+#define CUDA_MMQH_TILE 128
+static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows)
+{
+    return 2 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= c->n_sm;
+}
 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */

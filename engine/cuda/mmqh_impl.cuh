@@ -406,6 +406,8 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows);
 
+static_assert(MMQH_BM == CUDA_MMQH_TILE && MMQH_BN == CUDA_MMQH_TILE, "cuda_mmqh_fills counts these blocks");
+
 template <int T>
 static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
 {

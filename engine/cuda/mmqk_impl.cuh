@@ -612,7 +612,8 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
     /* Q4_K: the exact F16 product where it runs (cuda/mmqh_impl.cuh; the
      * same bits), else below */
     if constexpr (T == QT_Q4_K) {
-        if (c->mmqh && n_rows >= c->mmqh && cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
+        if (c->mmqh && n_rows >= c->mmqh && (!c->mmqh_fill || cuda_mmqh_fills(c, w->ne1, n_rows)) &&
+            cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
             return;
     }
     const int exp = T == QT_Q6_K && w->aux != NULL;

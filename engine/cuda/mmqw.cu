@@ -1,22 +1,29 @@
-/* cuda/mmqw — mmqh's exact F16 Q4_K product with wgmma (sm_90a): the
- * consumers are two warpgroups of 64 weight rows x 128 activation rows, each
- * k16 step one wgmma.mma_async m64n128k16 with both operands read from the
- * slot by matrix descriptors (cuda/mmqh_impl.cuh: MMQH_CORE, the core-matrix
- * layout the producers write). The producers, the slots, the arithmetic and
- * so the bits are mmqh's: A = q x sc - 472 and the q8 activations as f16,
- * one exact f32 sum a super-block (|.| < 2^24: the order of the tensor
- * core's adds cannot change it), v1 = sum + 472 S by one add, then mmqk's
- * chain and min term in the CPU's order.
+/* cuda/mmqw — mmqh's exact F16 Q4_K product with wgmma (sm_90a): two
+ * consumer warpgroups of 64 weight rows x 128 activation rows, each k16
+ * step one wgmma.mma_async m64n128k16 with both operands read from shared
+ * memory by matrix descriptors; one producer warpgroup. The arithmetic
+ * and so the bits are mmqh's (cuda/mmqh_impl.cuh): A = q x sc - 472 and the
+ * q8 activations as f16, one exact f32 sum a super-block (|.| < 2^24: the
+ * order of the tensor core's adds cannot change it), v1 = sum + 472 S by
+ * one add, then mmqk's chain and min term in the CPU's order.
+ *
+ * Feeding: the activations (mmqh's x16) by one tensor copy a stage into a
+ * 128-byte swizzled tile (wgmma's SWIZZLE_128B K-major B); the raw Q4_K
+ * blocks by one tensor copy a super-block (two under the SwiGLU
+ * epilogue), a super-block ahead, on their own barriers; each producer
+ * thread expands its row's quarter (mmqh_expand) into core matrices (A,
+ * no swizzle) and fences them for the async proxy.
  *
  * Why (bench/RESULTS.md 2026-12-05 session 40): mmqh's mma.sync form is
- * shared-memory bound. Each of its 8 warps ldmatrix-loads a 64 x 16 A and
- * a 32 x 16 B fragment every k16 step (24 KB a step for the block's 128 x
- * 128 tile); with the producers' 128 KB of stores, 512 KB a super-block:
- * ~4,000 cycles at 128 B a cycle, against ~3,400 cycles of mma.sync F16
- * work (hmma_probe: 6.7 SMSP cycles an m16n8k16). A warpgroup's wgmma
- * reads its 64 x 16 A once for all 128 activation rows (2 + 4 KB a step):
- * 320 KB a super-block, ~2,500 cycles, and the tensor work at wgmma's F16
- * rate (989 TFLOPS dense on H100/H200) ~2,050.
+ * shared-memory bound (each of its 8 warps ldmatrix-loads a 64 x 16 A and
+ * a 32 x 16 B fragment every k16 step: with the producers' stores ~512 KB
+ * a super-block, ~4,000 cycles at 128 B a cycle); a warpgroup's wgmma
+ * reads its A once for all 128 activation rows (~320 KB, ~2,500 cycles),
+ * at wgmma's F16 rate (989 TFLOPS dense). Measured on the H100 (calls
+ * 2-5): 4096 x 14336 x 512 mmqk 251, mmqh 258, this 199 us (0.79x; 0.81x
+ * at 2048 rows, 2.2x slower at 128: cuda_mmqh_fills); 7B pp512 +6%. What
+ * paces it (call 5's timing-only forms): without the expansion 156 us,
+ * without the min term's int8 mma 187; the tensor pipe ~33% busy.
  *
  * Built only where gpu_arch has 90 (compute_90a; meson -DINFERD_MMQW=1);
  * cuda_mmqw answers INF_EUNSUPPORTED elsewhere and on other devices, and
@@ -76,17 +83,14 @@ static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, 
 
 /* The rings: activation tiles (ASL slots, filled by tensor copies) and
  * expanded weights (WSL slots, filled by the producers' stores), apart so
- * that the activations can be asked for ASL - WSL stages earlier than the
- * weights are expanded: an activation tile's latency (an L2 hit through
- * the tensor memory accelerator) was the stage time with one ring of 4
- * (bench/RESULTS.md 2026-12-05 session 40, call 3: the consumers waiting
- * on full slots, the tensor pipe 34% busy). Chosen by INFERD_MMQW_CFG
- * (mmqw_cfg below). */
-template <int ASL_, int WSL_, bool LAG_ = true, bool MINT_ = true, bool EXP_ = true> struct mmqw_rings {
+ * that the activations can be asked for ASL - WSL stages before their
+ * weights are expanded. Written for the reading of session 40's call 3
+ * (the consumers waiting on full slots, the tensor pipe 34% busy: an
+ * activation tile's latency pacing a stage?); measured in call 4, 6/4 and
+ * 7/3 were no faster than 4/4 (the expansion and the chain pace a stage,
+ * calls 4-5), so both rings are 4 deep; the split stays (one constant). */
+template <int ASL_, int WSL_> struct mmqw_rings {
     enum { ASL = ASL_, WSL = WSL_, LEAD = ASL_ - WSL_ };
-    static constexpr bool LAG = LAG_;   /* warpgroup 1 half a super-block behind */
-    static constexpr bool MINT = MINT_; /* the min term (false: timing runs only, wrong bits) */
-    static constexpr bool EXP = EXP_;   /* the expansion (false: timing runs only, wrong bits) */
 };
 
 /* A weight stage (a quarter super-block); the last quarter's slot also
@@ -195,13 +199,11 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
             cuda_mbar_wait(&S.rawb[s & 1], (uint32_t)(s >> 1) & 1);
         }
         const uint32_t *rw = S.raw[s & 1][rr];
-        if (R::EXP) {
-            uint4 gr[8];
-            mmqh_expand(rw, qd, gr);
+        uint4 gr[8];
+        mmqh_expand(rw, qd, gr);
 #pragma unroll
-            for (int c = 0; c < 8; c++)
-                *(uint4 *)&L.a16[mmqw_aoff(p, c)] = gr[c];
-        }
+        for (int c = 0; c < 8; c++)
+            *(uint4 *)&L.a16[mmqw_aoff(p, c)] = gr[c];
         if (qd == 3) {
             *(uint4 *)L.head[p] = *(const uint4 *)rw;
             L.xd[p] = xdp;
@@ -293,7 +295,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 
     /* warpgroup 1 starts half a super-block behind warpgroup 0, so that one
      * chain runs while the other's wgmma keep the tensor pipe busy */
-    if (R::LAG && wg == 1)
+    if (wg == 1)
         cuda_mbar_wait(&S.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         stage(4 * s, std::true_type{});
@@ -323,11 +325,9 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const int bhl = *(const int *)&L.xhl[8 * j + g][4 * t4];
-            int ch[4] = {0, 0, 0, 0}, cl[4] = {0, 0, 0, 0};
-            if (R::MINT) {
-                cuda_mma_k16(ch, mh[0], mh[1], bhl);
-                cuda_mma_k16(cl, ml[0], ml[1], bhl);
-            }
+            int ch[4], cl[4];
+            cuda_mma_k16(ch, mh[0], mh[1], bhl);
+            cuda_mma_k16(cl, ml[0], ml[1], bhl);
             const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
             const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
 #pragma unroll
@@ -361,6 +361,16 @@ static int mmqw_launch(struct cuda_ctx *c, const struct backend_weight *w, cuda_
 }
 #endif
 
+/* 1 where this build has the wgmma form (gpu_arch has 90) */
+int cuda_mmqw_built(void)
+{
+#if defined(INFERD_MMQW)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows)
 {
@@ -376,19 +386,9 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
     if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    /* A/B forms (INFERD_MMQW_CFG): 1 no lag between the warpgroups; 2 and
-     * 3 (timing only: wrong bits) without the min term's int8 mma, with
-     * and without the lag; else 6 activation and 4 weight slots, lag */
-    static const int cfg = getenv("INFERD_MMQW_CFG") ? atoi(getenv("INFERD_MMQW_CFG")) : 0;
-    if (cfg == 1)
-        return mmqw_launch<mmqw_rings<6, 4, false>>(c, w, X, y, n_rows, wm, xm);
-    if (cfg == 2)
-        return mmqw_launch<mmqw_rings<6, 4, true, false>>(c, w, X, y, n_rows, wm, xm);
-    if (cfg == 3)
-        return mmqw_launch<mmqw_rings<6, 4, false, false>>(c, w, X, y, n_rows, wm, xm);
-    if (cfg == 4) /* timing only: no expansion */
-        return mmqw_launch<mmqw_rings<6, 4, true, true, false>>(c, w, X, y, n_rows, wm, xm);
-    return mmqw_launch<mmqw_rings<6, 4>>(c, w, X, y, n_rows, wm, xm);
+    /* 4 activation and 4 weight slots: deeper activation rings (6/4, 7/3)
+     * measured no faster (bench/RESULTS.md 2026-12-05 session 40, call 4) */
+    return mmqw_launch<mmqw_rings<4, 4>>(c, w, X, y, n_rows, wm, xm);
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
     return INF_EUNSUPPORTED;
