@@ -33,7 +33,7 @@ int cuda_mmqk_variant(struct cuda_ctx *c, const struct backend_weight *w, const 
                       int32_t n_rows, int kdr, int exp, int bn);
 
 /* Q4_K batches on the F16 tensor cores with the CPU's bits (cuda/mmqh_impl.cuh:
- * q x sc - 472 folded into f16 weights, one exact f32 sum a super-block; on
+ * q x sc - 480 folded into f16 weights, one exact f32 sum a super-block; on
  * sm_90 builds its wgmma form, cuda/mmqw.cu, unless c->mmqw is 0): 0,
  * INF_EUNSUPPORTED (not Q4_K, before sm_80, no x16 scratch for the rows),
  * or -1 when the device cannot hold its shared memory (sm_121; the caller

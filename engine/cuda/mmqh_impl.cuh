@@ -21,9 +21,9 @@
  * each): the floor for 4096 x 14336 x 512 is ~95 us; mmqk's instruction
  * count, not its tensor time, held it at 2.6x that.
  *
- * One accumulator a super-block: A = q x sc - 472 (|A| <= 473), so a
- * super-block's sum is at most 256 x 473 x 127 < 2^24, exact; v1 = that
- * sum + 472 S (S the activation's sum over the super-block, from its
+ * One accumulator a super-block: A = q x sc - 480 (|A| <= 480), so a
+ * super-block's sum is at most 256 x 480 x 127 < 2^24, exact; v1 = that
+ * sum + 480 S (S the activation's sum over the super-block, from its
  * 32-sums), both exact floats, added with one rounding: (float)v1. (The
  * first form, session 39 call 5, kept two half-super-block accumulators
  * and 32 x 32 warp tiles: exact, but shared-memory bound: 1.4x slower
@@ -42,7 +42,7 @@
  * the quantized activations' qs converted once a product by
  * mmqh_x16_kernel), the weights' raw blocks a super-block ahead (waiting
  * for that copy group alone), each thread a row's expansion (PRMT to
- * 16-bit lanes, IMAD by the scale plus f16 1024, HSUB2 1496: exact), and
+ * 16-bit lanes under a 0x64 byte, HFMA2 by the scale: exact), and
  * at a last quarter the super-block's heads, d and 32-sums into the slot,
  * so the chain reads only its slot. Rows of 64 halves + 16 bytes (9
  * granules: ldmatrix's 8 rows in 8 bank groups). 203 KB of shared memory:
@@ -73,12 +73,12 @@
 #define MMQH_THREADS (MMQH_CONS + MMQH_PROD)
 #define MMQH_RS 144    /* bytes a row of an F16 stage: 64 halves + 16 (9 granules) */
 #define MMQH_SLOTS 4   /* stages in flight: a quarter super-block each */
-#define MMQH_CENTER 472 /* A = q x sc - 472: |A| <= 473 */
+#define MMQH_CENTER 480 /* A = q x sc - 480: |A| <= 480 (mmqh_scale2: why 480) */
 
 /* a stage (a quarter super-block) as the consumers read it; the last
  * quarter's slot also carries what the super-block's chain needs */
 struct mmqh_slot {
-    uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 472 */
+    uint8_t a16[MMQH_BM][MMQH_RS];      /* q x sc - 480 */
     uint8_t b16[MMQH_BN][MMQH_RS];      /* activations */
     uint32_t head[MMQH_BM][4];          /* the rows' d, dmin and scale bytes */
     float xd[MMQH_BN];                  /* the activations' d */
@@ -90,8 +90,8 @@ struct mmqh_smem {
     uint64_t full[MMQH_SLOTS], empty[MMQH_SLOTS], lag;
 };
 
-/* 472 S of an activation's super-block from its 32-sums (hl: 8 high, 8
- * low bytes; S = 128 sum hi + sum lo): |.| <= 472 x 32,512, exact */
+/* 480 S of an activation's super-block from its 32-sums (hl: 8 high, 8
+ * low bytes; S = 128 sum hi + sum lo): |.| <= 480 x 32,512 < 2^24, exact */
 static __device__ __forceinline__ float mmqh_sf(uint4 hl)
 {
     const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
@@ -114,18 +114,29 @@ static __global__ void mmqh_x16_kernel(const int8_t *__restrict__ qs, __half *__
     ((uint4 *)x16)[i] = *(const uint4 *)h;
 }
 
-/* two weights (nibble bytes 0/1 or 2/3 of x, sel) as f16 q x sc - 472: the
- * pair in 16-bit lanes times sc plus 0x6400 (f16 1024 + q sc, exact: q sc
- * <= 945), minus 1496 (exact) */
-static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, uint32_t sc)
+/* A sub-block's constants for mmqh_w2: (sc, sc) and -(1024 sc + 480) in
+ * both halves, both exact in f16 (1024 sc + 480 = 32 (32 sc + 15) <=
+ * 64,992: a multiple of 32, f16's spacing up to 65,504) */
+static __device__ __forceinline__ void mmqh_scale2(uint32_t sc, __half2 &m, __half2 &c)
 {
-    const uint32_t v = __byte_perm(x, 0u, sel) * sc + 0x64006400u;
-    const __half2 r = __hsub2(*(const __half2 *)&v, __half2half2(__ushort_as_half((unsigned short)0x65D8u)));
+    m = __half2half2(__int2half_rn((int)sc));
+    c = __half2half2(__int2half_rn(-(int)(1024 * sc + MMQH_CENTER)));
+}
+
+/* two weights (nibble bytes 0/1 or 2/3 of x, sel) as f16 q x sc - 480: one
+ * PRMT puts the nibbles in 16-bit lanes under a 0x64 byte (f16 1024 + q),
+ * one HFMA2 takes (1024 + q) sc - (1024 sc + 480): an exact result in
+ * [-480, 465], rounded once, exact (session 39's form, PRMT, IMAD by sc
+ * plus 0x6400 and HSUB2, was one instruction more a pair) */
+static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, __half2 m, __half2 c)
+{
+    const uint32_t v = __byte_perm(x, 0x64646464u, sel);
+    const __half2 r = __hfma2(*(const __half2 *)&v, m, c);
     return *(const uint32_t *)&r;
 }
 
 /* Quarter qd of a Q4_K row (its block rw, 144 bytes) as the f16 weights q
- * x sc - 472 of sub-blocks 2 qd (k 0..31 of the quarter: the low nibbles)
+ * x sc - 480 of sub-blocks 2 qd (k 0..31 of the quarter: the low nibbles)
  * and 2 qd + 1 (k 32..63: the high ones): granule c of gr holds k 8c..8c+7 */
 static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, uint4 gr[8])
 {
@@ -136,7 +147,9 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
     const uint32_t s0 = rw[1], s2 = rw[3];
     const uint32_t scw = qd < 2 ? s0 & 0x3f3f3f3fu : (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
     const uint32_t sw = scw >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
-    const uint32_t slo = sw & 0xff, shi = (sw >> 8) & 0xff;
+    __half2 mlo, clo, mhi, chi;
+    mmqh_scale2(sw & 0xff, mlo, clo);
+    mmqh_scale2((sw >> 8) & 0xff, mhi, chi);
 #pragma unroll
     for (int q = 0; q < 2; q++) {
         const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
@@ -145,10 +158,10 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const uint32_t l = qw[k] & 0x0f0f0f0fu, u = (qw[k] >> 4) & 0x0f0f0f0fu;
-            lo[2 * k] = mmqh_w2(l, 0x4140u, slo);
-            lo[2 * k + 1] = mmqh_w2(l, 0x4342u, slo);
-            hi[2 * k] = mmqh_w2(u, 0x4140u, shi);
-            hi[2 * k + 1] = mmqh_w2(u, 0x4342u, shi);
+            lo[2 * k] = mmqh_w2(l, 0x4140u, mlo, clo);
+            lo[2 * k + 1] = mmqh_w2(l, 0x4342u, mlo, clo);
+            hi[2 * k] = mmqh_w2(u, 0x4140u, mhi, chi);
+            hi[2 * k + 1] = mmqh_w2(u, 0x4342u, mhi, chi);
         }
         /* weights 16 q + j (low nibbles) and 32 + 16 q + j (high) */
         gr[2 * q] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
@@ -352,8 +365,8 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_arrive(&S.empty[2]);
         stage(4 * s + 3, std::false_type{});
         /* the super-block ends (its d, 32-sums and heads are in this slot).
-         * dd = sum (q sc - 472) x = v1 - 472 S, exact (|.| <= 256 x 473 x
-         * 127 < 2^24); v1 = dd + 472 S by one add: exact operands, one
+         * dd = sum (q sc - 480) x = v1 - 480 S, exact (|.| <= 256 x 480 x
+         * 127 < 2^24); v1 = dd + 480 S by one add: exact operands, one
          * rounding, = (float)v1. S: the activation's sum over the
          * super-block, 128 sum hi + sum lo of its 32-sums. Then mmqk's chain
          * and min term. */

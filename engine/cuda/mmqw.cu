@@ -2,9 +2,9 @@
  * consumer warpgroups of 64 weight rows x 128 activation rows, each k16
  * step one wgmma.mma_async m64n128k16 with both operands read from shared
  * memory by matrix descriptors; one producer warpgroup. The arithmetic
- * and so the bits are mmqh's (cuda/mmqh_impl.cuh): A = q x sc - 472 and the
+ * and so the bits are mmqh's (cuda/mmqh_impl.cuh): A = q x sc - 480 and the
  * q8 activations as f16, one exact f32 sum a super-block (|.| < 2^24: the
- * order of the tensor core's adds cannot change it), v1 = sum + 472 S by
+ * order of the tensor core's adds cannot change it), v1 = sum + 480 S by
  * one add, then mmqk's chain and min term in the CPU's order.
  *
  * Feeding: the activations (mmqh's x16) by one tensor copy a stage into a
@@ -96,10 +96,10 @@ template <int ASL_, int WSL_> struct mmqw_rings {
 /* A weight stage (a quarter super-block); the last quarter's slot also
  * carries what the super-block's chain needs */
 struct mmqw_wslot {
-    uint8_t a16[MMQH_BM * 128];        /* q x sc - 472, core matrices (mmqw_aoff) */
+    uint8_t a16[MMQH_BM * 128];        /* q x sc - 480, core matrices (mmqw_aoff) */
     uint32_t head[MMQH_BM][4];         /* the rows' d, dmin and scale bytes */
     float xd[MMQH_BN];                 /* the activations' d */
-    float sf[MMQH_BN];                 /* 472 S */
+    float sf[MMQH_BN];                 /* 480 S */
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL];  /* and 32-sums (cuda_q8k) */
 };
 #define MMQW_ATILE (MMQH_BN * 128) /* an activation tile: 128 rows of 64 halves */
@@ -138,7 +138,7 @@ static __device__ __forceinline__ uint32_t mmqw_aoff(int r, int c)
  * cp.async.mbarrier.arrive, make each super-block's second stage wait for
  * the next super-block's weights). Every thread expands its row of the
  * stage into a16 and, at a last quarter, stores the super-block's head,
- * activation d, 32-sums and 472 S (loaded at the first quarter, so their
+ * activation d, 32-sums and 480 S (loaded at the first quarter, so their
  * latency hides behind it). */
 template <class R>
 static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, const CUtensorMap *wmap,
@@ -312,8 +312,8 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqw_pin(&dd[0][0]);
         release(4 * s + 2);
         cuda_mbar_arrive(&S.aempty[(4 * s + 3) % R::ASL]);
-        /* the chain of the super-block (its d, 32-sums, heads and 472 S in
-         * the last quarter's weight slot): v1 = dd + 472 S, then mmqk's
+        /* the chain of the super-block (its d, 32-sums, heads and 480 S in
+         * the last quarter's weight slot): v1 = dd + 480 S, then mmqk's
          * chain and min term, as mmqh */
         const mmqw_wslot &L = S.ws[(4 * s + 3) % R::WSL];
         mmqk_head hd[2];

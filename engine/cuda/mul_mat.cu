@@ -614,9 +614,19 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return c->err;
     }
     if (v->kind == MMV_MMQH) {
+        /* where the dispatcher never picks it (c->mmqh 0: devices without
+         * the wgmma form, unless INFERD_MMQH asks): as a device that cannot
+         * hold it. Else its f16 activations for n_rows: the reserve gives
+         * that scratch only to batches the dispatcher sends it (c->mmqh
+         * rows and more), prewarm runs 64. */
+        if (!c->mmqh)
+            return 1;
+        const int grc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)n_rows * (size_t)w->ne0 * 2);
+        if (grc)
+            return grc;
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
-        /* without its scratch (c->mmqh 0, or a reserve below n_rows) or
-         * before sm_80: as a device that cannot hold it */
+        /* before sm_80, or no room for its shared memory: as a device
+         * that cannot hold it */
         const int rc = cuda_mmqh<QT_Q4_K>(c, w, c->xq, y, n_rows);
         return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmqh kernel");
     }
