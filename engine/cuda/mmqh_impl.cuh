@@ -58,7 +58,11 @@
  * time (128 rows take as long as 512; the HMMA pipe 37% busy): each
  * consumer step issues its 6 ldmatrix then its 16 HMMA, with no registers
  * left (168 of the 170 the launch bound allows) to load the next step's
- * fragments early. Off by default (CUDA_MMQH_MIN).
+ * fragments early (session 40: two producer warps and double-buffered
+ * fragments, 395 us, were slower still). This mma.sync form is never the
+ * default; on sm_90 builds the same producers' work feeds wgmma instead
+ * (cuda/mmqw.cu: 0.76x mmqk at 4096 x 14336 x 512, on by default from
+ * CUDA_MMQW_MIN rows).
  */
 #ifndef INFERD_CUDA_MMQH_IMPL_CUH
 #define INFERD_CUDA_MMQH_IMPL_CUH
@@ -442,8 +446,14 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
      * between products; mul_mat_ex's shared quantization is kept as is) */
     const int64_t n8 = (int64_t)n_rows * w->ne0 / 8;
     mmqh_x16_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
-    if (c->mmqw && cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
-        return 0;
+    if (c->mmqw) {
+        if (cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
+            return 0;
+        /* the default asks for the wgmma form only (no tensor-map entry
+         * point in the driver, say): mmqk, faster than the mma.sync form */
+        if (c->mmqh_fill)
+            return INF_EUNSUPPORTED;
+    }
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, X, (const __half *)c->x16, nbr, y, n_rows, c->epi);

@@ -486,11 +486,12 @@ int main(void)
 {
     struct inf_error err;
     memset(&err, 0, sizeof(err));
-    /* mmqh (the exact F16 Q4_K MMQ) is off by default (cuda/common.cuh
-     * CUDA_MMQH_MIN); on here from 128 rows so its variant row has its
-     * scratch and the dispatcher's Q4_K batches check its bits too (mmqk's
-     * stay covered by their own variant rows). INFERD_MMQH=0 in the
-     * environment keeps the product's default. */
+    /* mmqh (the exact F16 Q4_K MMQ; its wgmma form, cuda/mmqw.cu, on
+     * sm_90 builds) runs by default only from CUDA_MMQW_MIN rows on shapes
+     * that fill the GPU, where the wgmma form runs; on here from 128 rows
+     * on every shape so the dispatcher's Q4_K batches check its bits too
+     * (mmqk's stay covered by their own variant rows). INFERD_MMQH in the
+     * environment wins (-1: the default rule; 0: never). */
     setenv("INFERD_MMQH", "128", 0);
     gpu = cuda_backend_new(0, &err);
     if (!gpu) {
