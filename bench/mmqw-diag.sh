@@ -9,12 +9,8 @@
 # Leaves in $OUT: mmqw-diag.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ -d devcarry ] || tar xzf devcarry.tgz
-d=$PWD/devcarry
-export LD_LIBRARY_PATH=$d/lib
-o=/tmp/o-mmqw; rm -rf $o; mkdir -p $o
-S=$o/mmqw-diag.txt
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee $S
+. bench/diag-lib.sh
+diag_setup mmqw mmqw-diag.txt
 m=gpu__time_duration.sum,sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
 m=$m,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
 m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed

@@ -12,12 +12,8 @@
 # Needs devcarry/ (tests/cuda/device-prep.sh); leaves $OUT/diag.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ -d devcarry ] || tar xzf devcarry.tgz
-d=$PWD/devcarry
-export LD_LIBRARY_PATH=$d/lib
-o=/tmp/o-diag; rm -rf $o; mkdir -p $o
-S=$o/diag.txt
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee $S
+. bench/diag-lib.sh
+diag_setup diag diag.txt
 nvcc -O3 -std=c++17 -arch=sm_90 bench/read_probe.cu -o $o/read_probe 2>&1 | tail -3 >> $S
 timeout 60 $o/read_probe >> $S 2>&1
 echo "read_probe rc=$?" >> $S

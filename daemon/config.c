@@ -85,7 +85,8 @@ static const struct cfg_key cfg_keys[] = {
      "GPU's logits equal the CPU's) or \"tensor\" (tensor-core sums, ulps from the CPU's; "
      "faster prefill at long context)"},
     {"prewarm", CFG_BOOL, CFG_OFF(prewarm), 0, 1, "true", 0,
-     "run one tiny request through the engine before reporting ready"},
+     "before reporting ready: launch every kernel the backend can pick, build the JSON constraint's "
+     "vocabulary tables, run one tiny request through the engine"},
     {"api_key", CFG_STR, CFG_OFF(api_key), 0, 0, "", 1,
      "when set, every route but /health needs 'Authorization: Bearer <key>' "
      "(INFERD_API_KEY overrides)"},

@@ -190,6 +190,15 @@ int sched_new(struct model *m, struct graph *g, const struct sched_config *c,
  * loop at least once per step and once per idle wait (idle waits last at most
  * idle_wait_ms), so a stuck step stops the calls. */
 int sched_start(struct sched *s, void (*watchdog)(void *ud), void *ud);
+
+/* Build the JSON constraint's vocabulary tables (sched_request.json) now
+ * instead of at the first constrained request, whose time to first token
+ * they would otherwise carry (~60-90 ms for a 152K vocabulary: bench/
+ * RESULTS.md 2026-12-05 session 39). Call before sched_start (the engine
+ * thread owns them after). 0 (also when built already or the model has no
+ * tokenizer: constrained requests are refused there anyway) or
+ * INF_ENOMEM. */
+int sched_prepare_json(struct sched *s);
 /* CLOCK_MONOTONIC seconds when the engine loop last began an iteration (a
  * step or an idle wait's end): the heartbeat a stuck engine stops. 0 before
  * sched_start. Any thread. */

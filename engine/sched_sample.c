@@ -57,6 +57,11 @@ static int json_tables(struct sched *s)
     return 0;
 }
 
+int sched_prepare_json(struct sched *s)
+{
+    return s->tok ? json_tables(s) : 0;
+}
+
 static uint32_t *json_bits(const struct sched *s, const struct seq *q)
 {
     return q->r->jallow + (size_t)q->choice * sched_json_words(s);

@@ -175,6 +175,31 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
     }
 }
 
+/* The chain of one m16n8 tile at a super-block's end (both forms): dd its
+ * exact sums of (q sc - 480) x, hd the heads of accumulator rows g and g +
+ * 8 (mmqk_min_words' mh, ml), bhl the activation columns' 32-sums (the min
+ * term's B word), x0/x1 and s0/s1 columns 2 t4 and 2 t4 + 1's d and 480
+ * S. v1 = dd + 480 S by one add (exact operands, one rounding: (float)v1),
+ * then mmqk's chain and min term in the CPU's order. */
+static __device__ __forceinline__ void mmqh_chain_tile(float acc[4], const float dd[4], const int mh[2],
+                                                       const int ml[2], int bhl, const mmqk_head hd[2], float x0,
+                                                       float x1, float s0, float s1)
+{
+    int ch[4], cl[4];
+    cuda_mma_k16(ch, mh[0], mh[1], bhl);
+    cuda_mma_k16(cl, ml[0], ml[1], bhl);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const mmqk_head &H = hd[k >> 1];
+        const float x = k & 1 ? x1 : x0;
+        const float p1 = __fmul_rn(H.d, x);
+        const float v1 = __fadd_rn(dd[k], k & 1 ? s1 : s0);
+        const float a2 = __fmaf_rn(p1, v1, acc[k]);
+        const float p2 = -__fmul_rn(H.dmin, x);
+        acc[k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
+    }
+}
+
 /* the producers' own barrier (named barrier 1: the consumers never wait
  * on it) */
 static __device__ __forceinline__ void mmqh_prod_sync(void)
@@ -396,21 +421,9 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             int mh[2], ml[2];
             mmqk_min_words(hd, t4, mh, ml);
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                int ch[4], cl[4];
-                cuda_mma_k16(ch, mh[0], mh[1], bhl[nt]);
-                cuda_mma_k16(cl, ml[0], ml[1], bhl[nt]);
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const mmqk_head &H = hd[k >> 1];
-                    const float x = xd[nt][k & 1];
-                    const float p1 = __fmul_rn(H.d, x);
-                    const float v1 = __fadd_rn(dd[mt][nt][k], sf[nt][k & 1]);
-                    const float a2 = __fmaf_rn(p1, v1, acc[mt][nt][k]);
-                    const float p2 = -__fmul_rn(H.dmin, x);
-                    acc[mt][nt][k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
-                }
-            }
+            for (int nt = 0; nt < 4; nt++)
+                mmqh_chain_tile(acc[mt][nt], dd[mt][nt], mh, ml, bhl[nt], hd, xd[nt][0], xd[nt][1], sf[nt][0],
+                                sf[nt][1]);
         }
         cuda_mbar_arrive(&S.empty[3]);
     }

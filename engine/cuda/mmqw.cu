@@ -324,22 +324,10 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqk_min_words(hd, t4, mh, ml);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const int bhl = *(const int *)&L.xhl[8 * j + g][4 * t4];
-            int ch[4], cl[4];
-            cuda_mma_k16(ch, mh[0], mh[1], bhl);
-            cuda_mma_k16(cl, ml[0], ml[1], bhl);
             const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
             const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const mmqk_head &H = hd[k >> 1];
-                const float x = k & 1 ? xd.y : xd.x;
-                const float p1 = __fmul_rn(H.d, x);
-                const float v1 = __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x);
-                const float a2 = __fmaf_rn(p1, v1, acc[0][j][k]);
-                const float p2 = -__fmul_rn(H.dmin, x);
-                acc[0][j][k] = __fmaf_rn(p2, (float)(ch[k] * 128 + cl[k]), a2);
-            }
+            mmqh_chain_tile(acc[0][j], dd[j], mh, ml, *(const int *)&L.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
+                            sf.y);
         }
         cuda_mbar_arrive(&S.wempty[(4 * s + 3) % R::WSL]);
     }
