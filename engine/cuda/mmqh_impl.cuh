@@ -175,6 +175,17 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
     }
 }
 
+/* The heads of accumulator rows r0 + g and r0 + g + 8 (a slot's head
+ * words) and their mins as mmqk_min_words' A words, for mmqh_chain_tile */
+static __device__ __forceinline__ void mmqh_tile_heads(const uint32_t (*head)[4], int r0, int g, int t4,
+                                                       mmqk_head hd[2], int mh[2], int ml[2])
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+        mmqk_k45_head(head[r0 + g + 8 * hh], hd[hh]);
+    mmqk_min_words(hd, t4, mh, ml);
+}
+
 /* The chain of one m16n8 tile at a super-block's end (both forms): dd its
  * exact sums of (q sc - 480) x, hd the heads of accumulator rows g and g +
  * 8 (mmqk_min_words' mh, ml), bhl the activation columns' 32-sums (the min
@@ -415,11 +426,8 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #pragma unroll
         for (int mt = 0; mt < 4; mt++) {
             mmqk_head hd[2];
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++)
-                mmqk_k45_head(L.head[64 * wm + 16 * mt + g + 8 * hh], hd[hh]);
             int mh[2], ml[2];
-            mmqk_min_words(hd, t4, mh, ml);
+            mmqh_tile_heads(L.head, 64 * wm + 16 * mt, g, t4, hd, mh, ml);
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
                 mmqh_chain_tile(acc[mt][nt], dd[mt][nt], mh, ml, bhl[nt], hd, xd[nt][0], xd[nt][1], sf[nt][0],

@@ -317,11 +317,8 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
          * chain and min term, as mmqh */
         const mmqw_wslot &L = S.ws[(4 * s + 3) % R::WSL];
         mmqk_head hd[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++)
-            mmqk_k45_head(L.head[64 * wg + 16 * w4 + g + 8 * hh], hd[hh]);
         int mh[2], ml[2];
-        mmqk_min_words(hd, t4, mh, ml);
+        mmqh_tile_heads(L.head, 64 * wg + 16 * w4, g, t4, hd, mh, ml);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
