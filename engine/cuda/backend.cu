@@ -694,6 +694,11 @@ extern "C" int cuda_backend_mm_deq_min(struct backend *be, const struct backend_
     return cuda_mmd_min_rows(cuda_ctx_of(be), w);
 }
 
+extern "C" int cuda_backend_mmqh_min(struct backend *be)
+{
+    return cuda_ctx_of(be)->mmqh;
+}
+
 extern "C" int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w)
 {
     return cuda_mmd_resident(cuda_ctx_of(be), w);

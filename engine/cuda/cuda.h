@@ -79,6 +79,11 @@ int cuda_backend_mm_cublas(struct backend *be, const struct backend_weight *w);
  * (cuda/mm_deq.cu; fewer rows with a resident F16 copy, below), 0 when
  * they never do (tests, bench --op). */
 int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
+/* The row count from which the dispatcher may send Q4_K batches through
+ * the exact F16 product (cuda/mmqh_impl.cuh, its wgmma form on sm_90
+ * builds), 0 when it never does (tests: its prewarm row must launch where
+ * this is not 0). */
+int cuda_backend_mmqh_min(struct backend *be);
 /* With batch_invariant = false (set first): keep F16 copies of the K-quant
  * matrices the F16 path takes, up to `bytes` in all, made as each weight
  * registers (config f16_weights_mb), so their large products skip the
