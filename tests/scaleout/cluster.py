@@ -213,6 +213,28 @@ class HAProxy:
                 out[f[isv]] = f[ist]
         return out
 
+    def wait_idle(self, backend="inferd_session", timeout=10.0):
+        """Wait until HAProxy counts no request in flight on `backend` (the
+        BACKEND row's and every server's scur 0). A client has read a whole
+        response a moment before HAProxy releases its stream, and until then
+        the bounded-load hash counts it: a serial client's next turn sent in
+        that moment may overflow to the next daemon (hash-balance-factor,
+        documented in haproxy.cfg). A conversation's next turn is seconds
+        later in practice; tests wait for the release instead of sleeping."""
+        t0 = time.time()
+        while True:
+            lines = self.admin("show stat").splitlines()
+            hdr = lines[0].lstrip("# ").split(",")
+            ip, ic = hdr.index("pxname"), hdr.index("scur")
+            cur = [l.split(",")[ic] for l in lines[1:]
+                   if l.split(",")[ip] == backend and len(l.split(",")) > ic]
+            if all(c in ("", "0") for c in cur):
+                return time.time() - t0
+            if time.time() - t0 > timeout:
+                raise AssertionError("%s: requests still in flight after %.0f s: %r" %
+                                     (backend, timeout, cur))
+            time.sleep(0.02)
+
     def wait_status(self, name, pred, timeout=30.0):
         t0 = time.time()
         while time.time() - t0 < timeout:

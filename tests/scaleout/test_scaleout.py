@@ -117,7 +117,7 @@ def test_hot_session(lb, backends):
     (hash-balance-factor 150) lets the id's daemon take at most ~1.5x the
     average and gives the rest to the next daemon on the ring (without it
     all would go to one). One client alone with the same id stays on one
-    daemon (18 of 20 requests at least: see below)."""
+    daemon (all 20, each sent once HAProxy has released the one before)."""
     hdr = {"X-Session-Id": "hot-session"}
     load = C.Load(lb.port, 9, body(48), headers=hdr)
     time.sleep(6 if LONG else 3)
@@ -129,18 +129,19 @@ def test_hot_session(lb, backends):
     print("  hot session, 9 at once: %d requests, by backend %r" % (len(res), seen))
     check(len(seen) >= 2, "one session id at 9 concurrent requests stayed on %r" % seen)
     check(max(seen.values()) <= 0.75 * len(res), "one daemon took %r" % seen)
-    # One at a time: the id's daemon. Not every one: the bounded load
-    # counts a connection until HAProxy has seen it close, and a serial
-    # client's next request can arrive before that (CI, 12-04: 1 of 28
-    # went to the next daemon), so a pause between requests and 18 of 20.
+    # One at a time: the id's daemon, every one. The bounded load counts a
+    # request until HAProxy has released its stream, a moment after the
+    # client read the end (CI 12-04: 1 of 28 moved; CI 12-05: a session's
+    # second turn moved), so each request waits for that release first.
+    lb.wait_idle()
     one = {}
     for _ in range(20):
         r = C.complete(lb.port, body(16), hdr)
         check(r.ok, "serial request failed: %r" % r)
         one[r.backend] = one.get(r.backend, 0) + 1
-        time.sleep(0.05)
+        lb.wait_idle()
     print("  one at a time: %r" % one)
-    check(max(one.values()) >= 18, "serial requests of one id: %r" % one)
+    check(len(one) == 1, "serial requests of one id: %r" % one)
 
 
 def test_agent(lb, backends):
@@ -195,6 +196,7 @@ def test_session(lb, backends):
         r1 = C.complete(lb.port, body(8, p1, **extra), hdr)
         check(r1.ok, "turn 1 of %s: %r" % (sid, r1))
         h0 = {b.name: b.metrics().get("inferd_prefix_cache_hits_total", 0) for b in backends}
+        lb.wait_idle()  # turn 1 released by HAProxy (see HAProxy.wait_idle)
         r2 = C.complete(lb.port, body(8, p1 + " And then the second turn began.", **extra), hdr)
         check(r2.ok, "turn 2 of %s: %r" % (sid, r2))
         check(r1.backend == r2.backend, "session %s moved: %s then %s" % (sid, r1.backend,
@@ -203,6 +205,7 @@ def test_session(lb, backends):
         check(hits > h0[r2.backend], "session %s: no prefix-cache hit on %s (%r -> %r)" %
               (sid, r2.backend, h0[r2.backend], hits))
         for _ in range(3 if LONG else 1):  # later turns: still the same backend
+            lb.wait_idle()
             r3 = C.complete(lb.port, body(4, p1 + " A third turn.", **extra), hdr)
             check(r3.ok and r3.backend == r1.backend, "session %s later: %r" % (sid, r3))
         used.add(r1.backend)
@@ -218,6 +221,7 @@ def test_session(lb, backends):
     check(c1.ok, "chat turn 1: %r" % c1)
     h0 = by_name[c1.backend].metrics().get("inferd_prefix_cache_hits_total", 0)
     m2 = m1 + [{"role": "assistant", "content": "Yes."}, {"role": "user", "content": "More."}]
+    lb.wait_idle()
     c2 = C.complete(lb.port, {"model": MODEL, "messages": m2, "max_tokens": 8, "user": "grace"},
                     path=chat)
     check(c2.ok and c2.backend == c1.backend, "chat turn 2: %r (turn 1 on %s)" %
