@@ -7,6 +7,15 @@
  *   nvcc -std=c++17 -O2 -arch=sm_90 -I. -Ibuild -DINFERD_CUDA_TRACE \
  *        bench/mmq_trace.cu -o /tmp/mmq_trace
  *   /tmp/mmq_trace mmqt q4_K 14336 4096 8
+ *   /tmp/mmq_trace mmqw q4_K 14336 4096 512   (sm_90a: -arch=sm_90a -DINFERD_MMQW=1)
+ *   /tmp/mmq_trace mmqr q4_K 14336 4096 512
+ *
+ * mmqw's and mmqr's marks are per super-block (their stages are quarters):
+ * feed = mmqw's producers' last quarter expanded (mmqr: the feed warp's
+ * slot stores done), x0 = mmqw's first weight slot free, x1 its raw
+ * weights landed; land0 / park0 / done0 = warpgroup 0's first
+ * quarter issued, its wgmma done, its chain done; landL / chain / doneL
+ * the same of warpgroup 1.
  *
  * It launches the backend's own dispatch (cuda_mmvt, mmqt_variant) on
  * random bytes (the time of these kernels does not depend on the values),
@@ -15,7 +24,8 @@
  * of the last of 20 back-to-back launches: per stage the median over the
  * blocks of each mark, in us from the block's start. */
 #include "engine/cuda/mmvt.cu"
-#include "engine/cuda/mmqk_impl.cuh"
+#include "engine/cuda/mmqw.cu" /* with cuda/mmqk_impl.cuh and cuda/mmqh_impl.cuh */
+#include "engine/cuda/mmqr.cu"
 #include "engine/cuda/mmqs_impl.cuh"
 #include "engine/cuda/mmqt_impl.cuh"
 
@@ -61,6 +71,15 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
         };
         const int rc = vt((const float *)xq, NULL);
         return rc == INF_EUNSUPPORTED ? vt(NULL, xq) : rc;
+    }
+    if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
+        /* xq: the quantizer's planes, then the activations as f16 (their
+         * values and so their order do not change the time) */
+        const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n * (w->ne0 / QK_K));
+        if (type != QT_Q4_K)
+            return INF_EUNSUPPORTED;
+        return kern[3] == 'w' ? cuda_mmqw(c, w, X, (const __half *)c->x16, y, n)
+                              : cuda_mmqr(c, w, X, (const __half *)c->x16, y, n);
     }
     return type == QT_Q4_K   ? mmqt_variant<QT_Q4_K>(c, w, xq, y, n, tl, 0)
            : type == QT_Q5_K ? mmqt_variant<QT_Q5_K>(c, w, xq, y, n, tl, 0)
@@ -119,6 +138,10 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)n * (size_t)ne1));
     CK(cudaMemcpy(dw, h.data(), wbytes, cudaMemcpyHostToDevice));
     CK(cudaMemset(dx, 1, xb));
+    /* mmqw's f16 activations (0x0101: a small normal half) */
+    CK(cudaMalloc(&c.x16, 2 * (size_t)ne0 * (size_t)n));
+    CK(cudaMemset(c.x16, 1, 2 * (size_t)ne0 * (size_t)n));
+    c.x16_bytes = 2 * (size_t)ne0 * (size_t)n;
     struct backend_weight w;
     memset(&w, 0, sizeof(w));
     w.type = (enum quant_type)type;
@@ -187,7 +210,7 @@ int main(int argc, char **argv)
            start_ns.empty() ? 0.0 : *std::max_element(start_ns.begin(), start_ns.end()) / 1e3,
            median(end_ns) / 1e3, end_ns.empty() ? 0.0 : *std::max_element(end_ns.begin(), end_ns.end()) / 1e3,
            (double)(gmax - g0) / 1e3);
-    static const char *names[] = {"feed", "land0", "done0", "landL", "doneL", "park0", "chain"};
+    static const char *names[] = {"feed", "land0", "done0", "landL", "doneL", "park0", "chain", "x0", "x1"};
     printf("| stage | blocks |");
     for (int m = 0; m < CUDA_TR_BLOCK; m++)
         printf(" %s |", names[m]);

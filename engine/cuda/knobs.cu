@@ -134,13 +134,15 @@ void cuda_knobs_read(struct cuda_ctx *c)
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ (the
      * same bits as mmqk), in its wgmma form where the build has it
      * (cuda/mmqw.cu, sm_90a) unless INFERD_MMQW=0 (the mma.sync form of
-     * cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared memory). By default
+     * cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared memory), or
+     * INFERD_MMQW=2 its register-A form (cuda/mmqr.cu; not yet measured:
+     * bench/RESULTS.md 2026-12-05 session 41; where it declines, mmqk). By default
      * from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes where the
      * wgmma form runs, else never (the mma.sync form is slower than mmqk);
      * INFERD_MMQH=N from N rows on every shape (A/B runs, the tests) */
     const char *mqh = getenv("INFERD_MMQH");
     const char *mqw = getenv("INFERD_MMQW");
-    c->mmqw = !(mqw && atoi(mqw) == 0);
+    c->mmqw = !mqw ? 1 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 2 ? 2 : 1;
     c->mmqh_fill = !(mqh && atoi(mqh) >= 0);
     c->mmqh = c->sm < 80 ? 0
               : !c->mmqh_fill ? atoi(mqh)

@@ -118,6 +118,30 @@ static __global__ void mmqh_x16_kernel(const int8_t *__restrict__ qs, __half *__
     ((uint4 *)x16)[i] = *(const uint4 *)h;
 }
 
+/* The activations as f16 in cuda/mmqr.cu's k order: within each super-
+ * block, position 16 j + 8 P + 2 t + e (16-column step j = 8 h + i) holds
+ * element 64 t + 32 h + 4 i + 2 P + e. Why: mmqr's lane t4 then expands
+ * the weights of its step from one 32-bit word of its own 32-byte chunk
+ * of each row (word i, the low nibbles for h = 0 and the high for h = 1:
+ * one scale a step), straight into its wgmma A fragment (k 2 t4, 2 t4 + 1
+ * and 2 t4 + 8, 2 t4 + 9). A super-block's sum is exact in any order, so
+ * the k order is free (the bits are the natural order's). 8 a thread. */
+static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *__restrict__ x16, int64_t n8)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= n8)
+        return;
+    const int m = (int)(i & 31), j = m >> 1; /* 8-position group m: step j, P = m & 1 */
+    const int8_t *src = qs + (i >> 5) * QK_K + 32 * (j >> 3) + 4 * (j & 7) + 2 * (m & 1);
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            h[2 * t + e] = __int2half_rn((int)src[64 * t + e]);
+    ((uint4 *)x16)[i] = *(const uint4 *)h;
+}
+
 /* A sub-block's constants for mmqh_w2: (sc, sc) and -(1024 sc + 480) in
  * both halves, both exact in f16 (1024 sc + 480 = 32 (32 sc + 15) <=
  * 64,992: a multiple of 32, f16's spacing up to 65,504) */
@@ -139,10 +163,10 @@ static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, __h
     return *(const uint32_t *)&r;
 }
 
-/* Quarter qd of a Q4_K row (its block rw, 144 bytes) as the f16 weights q
- * x sc - 480 of sub-blocks 2 qd (k 0..31 of the quarter: the low nibbles)
- * and 2 qd + 1 (k 32..63: the high ones): granule c of gr holds k 8c..8c+7 */
-static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, uint4 gr[8])
+/* mmqh_w2's constants of quarter qd of a Q4_K row (its block rw): sub-
+ * block 2 qd's (the quarter's low nibbles) and 2 qd + 1's (the high ones) */
+static __device__ __forceinline__ void mmqh_quarter_scales(const uint32_t *rw, int qd, __half2 &mlo, __half2 &clo,
+                                                           __half2 &mhi, __half2 &chi)
 {
     /* the scale bytes of sub-blocks 0-3 or 4-7 (mmqk_k45_head's sc[0],
      * sc[1]), picked by a select: qd is a runtime value, and an indexed
@@ -151,9 +175,17 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
     const uint32_t s0 = rw[1], s2 = rw[3];
     const uint32_t scw = qd < 2 ? s0 & 0x3f3f3f3fu : (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
     const uint32_t sw = scw >> (16 * (qd & 1)); /* scales 2qd, 2qd + 1 in bytes 0, 1 */
-    __half2 mlo, clo, mhi, chi;
     mmqh_scale2(sw & 0xff, mlo, clo);
     mmqh_scale2((sw >> 8) & 0xff, mhi, chi);
+}
+
+/* Quarter qd of a Q4_K row (its block rw, 144 bytes) as the f16 weights q
+ * x sc - 480 of sub-blocks 2 qd (k 0..31 of the quarter: the low nibbles)
+ * and 2 qd + 1 (k 32..63: the high ones): granule c of gr holds k 8c..8c+7 */
+static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, uint4 gr[8])
+{
+    __half2 mlo, clo, mhi, chi;
+    mmqh_quarter_scales(rw, qd, mlo, clo, mhi, chi);
 #pragma unroll
     for (int q = 0; q < 2; q++) {
         const uint4 qv = *(const uint4 *)&rw[4 + 8 * qd + 4 * q];
@@ -443,6 +475,10 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
  * capability 9.0): 0 launched, INF_EUNSUPPORTED not here, -1 no room */
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows);
+/* its register-A form (cuda/mmqr.cu; x16 in mmqh_x16p_kernel's order),
+ * INFERD_MMQW=2: the same answers */
+int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+              int32_t n_rows);
 
 static_assert(MMQH_BM == CUDA_MMQH_TILE && MMQH_BN == CUDA_MMQH_TILE, "cuda_mmqh_fills counts these blocks");
 
@@ -466,7 +502,15 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     /* the activations as f16, once a product (the activation may differ
      * between products; mul_mat_ex's shared quantization is kept as is) */
     const int64_t n8 = (int64_t)n_rows * w->ne0 / 8;
-    mmqh_x16_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
+    const unsigned nb8 = (unsigned)((n8 + 255) / 256);
+    if (c->mmqw == 2) {
+        /* the register-A form (cuda/mmqr.cu) reads the activations in its
+         * own k order; where it declines, mmqk (the same bits) serves, not
+         * a form that reads them in the natural order */
+        mmqh_x16p_kernel<<<nb8, 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
+        return cuda_mmqr(c, w, X, (const __half *)c->x16, y, n_rows) == 0 ? 0 : INF_EUNSUPPORTED;
+    }
+    mmqh_x16_kernel<<<nb8, 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
     if (c->mmqw) {
         if (cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
             return 0;

@@ -1,5 +1,6 @@
 /* cuda/mmqk_impl — the K-quant MMQ kernel template, mmqk_kernel<T, KDR, EXP>
- * (included by mmq_q4_k.cu, mmq_q5_k.cu, mmq_q6_k.cu only).
+ * (included by mmq_q4_k.cu, mmq_q5_k.cu, mmq_q6_k.cu for their instantiations;
+ * mmqw.cu and mmqr.cu use its head and min-term helpers).
  *
  * Why this shape (bench/RESULTS.md, ncu on the H200, 2026-12-01): the first
  * MMQ kernel unpacked every weight stage to int8 in shared memory and
@@ -35,6 +36,9 @@
  * itself by mma) — the arithmetic of the decode kernel (cuda/mmvq.cu), so
  * a row's bits never depend on the batch.
  */
+#ifndef INFERD_CUDA_MMQK_IMPL_CUH
+#define INFERD_CUDA_MMQK_IMPL_CUH
+
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/qtypes.cuh"
@@ -650,3 +654,5 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
     {                                                                                             \
         return mmqk_variant_any<T>(c, w, xq, y, n_rows, kdr, exp, bn);                            \
     }
+
+#endif

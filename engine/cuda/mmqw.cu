@@ -31,75 +31,9 @@
  * too, for A/B runs). */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
+#include "engine/cuda/trace.cuh"
+#include "engine/cuda/wgmma.cuh"
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MMQW_DEVICE 1
-#else
-#define MMQW_DEVICE 0
-#endif
-
-#if MMQW_DEVICE
-/* the 64 accumulator operands of an m64n128 wgmma: the string, and the
- * constraint list (c: "+f" read-write or "=f" write-only) */
-#define MMQW_D64 \
-    "{" \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define MMQW_DOPS(c) \
-    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), \
-    c(d[8]), c(d[9]), c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), \
-    c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), \
-    c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31]), \
-    c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), c(d[37]), c(d[38]), c(d[39]), \
-    c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]), c(d[46]), c(d[47]), \
-    c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]), c(d[55]), \
-    c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
-#define MMQW_RW(x) "+f"(x)
-#define MMQW_WO(x) "=f"(x)
-
-/* D(64 x 128 f32) += A(64 x 16 f16) B(16 x 128 f16), both K-major from
- * shared memory (descriptors); scale-a/b 1, no transposes */
-static __device__ __forceinline__ void mmqw_mma(float d[64], uint64_t da, uint64_t db)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MMQW_D64 ", %64, %65, 1, 1, 1, 0, 0;\n"
-                 : MMQW_DOPS(MMQW_RW)
-                 : "l"(da), "l"(db));
-}
-/* the same with D = A B (a super-block's first step) */
-static __device__ __forceinline__ void mmqw_mma_z(float d[64], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MMQW_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : MMQW_DOPS(MMQW_WO)
-                 : "l"(da), "l"(db));
-}
-
-/* Pin d at this point of the program: the asm "reads and writes" it, so
- * the compiler cannot move its uses above the wait that makes the
- * hardware's writes (between the wgmma and its wait_group) complete. */
-static __device__ __forceinline__ void mmqw_pin(float d[64])
-{
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
-
-template <int N> static __device__ __forceinline__ void mmqw_wait(void)
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-/* the shared-memory matrix descriptor of a tile at byte address sa: 14-bit
- * fields of the address, the leading (K) and the stride (M/N) byte
- * offsets, each in 16-byte units; bits 62-63 the layout: 0 core matrices
- * without swizzle, 1 the 128-byte swizzle (LBO unused there) */
-static __device__ __forceinline__ uint64_t mmqw_desc(uint32_t sa, uint32_t lbo, uint32_t sbo, uint64_t sw)
-{
-    return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (sw << 62);
-}
-#endif
 
 /* The rings: activation tiles (ASL slots, filled by tensor copies) and
  * expanded weights (WSL slots, filled by the producers' stores), apart so
@@ -146,7 +80,7 @@ static __device__ __forceinline__ uint32_t mmqw_aoff(int r, int c)
     return (uint32_t)(c * (MMQH_BM * 16) + r * 16);
 }
 
-#if MMQW_DEVICE
+#if WGMMA_DEVICE
 /* The producers (one warpgroup, p = its thread 0..127, tile row p). Thread
  * 0 issues the tensor copies: stage j's activation tile (64 halves x 128
  * rows, one copy, counted on afull) at stage j - LEAD, once both consumer
@@ -205,6 +139,8 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
             issue_act(i + R::LEAD);
         if (i >= R::WSL)
             cuda_mbar_wait(&S.wempty[ws], (uint32_t)(i / R::WSL - 1) & 1);
+        if (qd == 0 && p == 0)
+            cuda_tr(s, CUDA_TR_X0); /* super-block s's first slot free */
         if (qd == 0) {
             if (n0 + p < n_rows) {
                 const size_t b = (size_t)(n0 + p) * (size_t)nbr + (size_t)s;
@@ -217,6 +153,8 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
             if (p == 0 && s + 1 < nbr)
                 issue_raw(s + 1);
             cuda_mbar_wait(&S.rawb[s & 1], (uint32_t)(s >> 1) & 1);
+            if (p == 0)
+                cuda_tr(s, CUDA_TR_X1); /* its raw weights landed */
         }
         const uint32_t *rw = S.raw[s & 1][rr];
         uint4 gr[8];
@@ -233,6 +171,8 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
         /* wgmma reads the slot through the async proxy */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         cuda_mbar_arrive(&S.wfull[ws]);
+        if (qd == 3 && p == 0)
+            cuda_tr(s, CUDA_TR_FEED); /* its last quarter expanded */
     }
 }
 #endif
@@ -244,7 +184,7 @@ static __global__ void __launch_bounds__(MMQH_THREADS, 1)
 mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
-#if MMQW_DEVICE
+#if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqw_smem_raw[];
     mmqw_smem<R> &S = *(mmqw_smem<R> *)(mmqw_smem_raw + ((1024 - (cuda_saddr(mmqw_smem_raw) & 1023)) & 1023));
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
@@ -266,6 +206,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         cuda_mbar_init_fence();
     }
     __syncthreads();
+    cuda_tr_block(0);
     cuda_pdl_enter();
     if (tid >= MMQH_CONS) {
         mmqw_produce<R>(S, tid - MMQH_CONS, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
@@ -295,18 +236,18 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     auto stage = [&](int32_t i, auto first) {
         cuda_mbar_wait(&S.wfull[i % R::WSL], (uint32_t)(i / R::WSL) & 1);
         cuda_mbar_wait(&S.afull[i % R::ASL], (uint32_t)(i / R::ASL) & 1);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        wgmma_fence();
         const uint32_t wo = (uint32_t)(i % R::WSL) * WS, ao = (uint32_t)(i % R::ASL) * MMQW_ATILE;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint64_t da = mmqw_desc(sa + wo + mmqw_aoff(0, 2 * kk), MMQH_BM * 16, 128, 0);
-            const uint64_t db = mmqw_desc(sb + ao + 32 * kk, 16, 1024, 1);
+            const uint64_t da = wgmma_desc(sa + wo + mmqw_aoff(0, 2 * kk), MMQH_BM * 16, 128, 0);
+            const uint64_t db = wgmma_desc(sb + ao + 32 * kk, 16, 1024, 1);
             if (decltype(first)::value && kk == 0)
-                mmqw_mma_z(&dd[0][0], da, db);
+                wgmma_ss_z(&dd[0][0], da, db);
             else
-                mmqw_mma(&dd[0][0], da, db);
+                wgmma_ss(&dd[0][0], da, db);
         }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        wgmma_commit();
     };
     auto release = [&](int32_t i) {
         cuda_mbar_arrive(&S.aempty[i % R::ASL]);
@@ -319,17 +260,21 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         cuda_mbar_wait(&S.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         stage(4 * s, std::true_type{});
+        if (w4 == 0) /* marks of each warpgroup's warp 0 */
+            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         stage(4 * s + 1, std::false_type{});
-        mmqw_wait<1>(); /* stage 4s read: its slots are free */
+        wgmma_wait<1>(); /* stage 4s read: its slots are free */
         release(4 * s);
         stage(4 * s + 2, std::false_type{});
-        mmqw_wait<1>();
+        wgmma_wait<1>();
         release(4 * s + 1);
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.lag);
         stage(4 * s + 3, std::false_type{});
-        mmqw_wait<0>();
-        mmqw_pin(&dd[0][0]);
+        wgmma_wait<0>();
+        wgmma_pin(&dd[0][0]);
+        if (w4 == 0) /* the super-block's wgmma done: its chain starts */
+            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         release(4 * s + 2);
         cuda_mbar_arrive(&S.aempty[(4 * s + 3) % R::ASL]);
         /* the chain of the super-block (its d, 32-sums, heads and 480 S in
@@ -347,8 +292,12 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
                             sf.y);
         }
         cuda_mbar_arrive(&S.wempty[(4 * s + 3) % R::WSL]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
     }
     mmq_tiles_store<1, 16>(acc, m0, n0, 4 * wg + w4, 0, g, t4, n_w, n_rows, y, E);
+    if (wg == 0 && w4 == 0)
+        cuda_tr_block(1);
 #endif
 }
 

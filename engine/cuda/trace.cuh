@@ -18,6 +18,8 @@ enum {
     CUDA_TR_DONEL,  /* the last compute warp had read the slot */
     CUDA_TR_PARK0,  /* compute warp 0 had parked its terms */
     CUDA_TR_CHAIN,  /* the (first) chain warp had read the stage's park */
+    CUDA_TR_X0,     /* kernel-specific marks (mmqw: the producer's waits) */
+    CUDA_TR_X1,
     CUDA_TR_BLOCK,  /* stage 0: the block's start (clock), 1: start
                      * (globaltimer, ns), 2: end (clock), 3: end (globaltimer) */
     CUDA_TR_MARKS
@@ -35,18 +37,24 @@ static __device__ __forceinline__ long long cuda_tr_gtime(void)
     return t;
 }
 
+/* the block's number in a 1- or 2-dimensional grid */
+static __device__ __forceinline__ unsigned cuda_tr_bid(void)
+{
+    return blockIdx.x + gridDim.x * blockIdx.y;
+}
+
 /* lane 0 of the calling warp records mark m of stage s */
 static __device__ __forceinline__ void cuda_tr(int32_t s, int m)
 {
-    if ((threadIdx.x & 31) == 0 && blockIdx.x < CUDA_TR_BLOCKS && s < CUDA_TR_STAGES)
-        cuda_tr_buf[blockIdx.x][s][m] = clock64();
+    if ((threadIdx.x & 31) == 0 && cuda_tr_bid() < CUDA_TR_BLOCKS && s < CUDA_TR_STAGES)
+        cuda_tr_buf[cuda_tr_bid()][s][m] = clock64();
 }
 
 static __device__ __forceinline__ void cuda_tr_block(int end)
 {
-    if ((threadIdx.x & 31) == 0 && blockIdx.x < CUDA_TR_BLOCKS) {
-        cuda_tr_buf[blockIdx.x][2 * end][CUDA_TR_BLOCK] = clock64();
-        cuda_tr_buf[blockIdx.x][2 * end + 1][CUDA_TR_BLOCK] = cuda_tr_gtime();
+    if ((threadIdx.x & 31) == 0 && cuda_tr_bid() < CUDA_TR_BLOCKS) {
+        cuda_tr_buf[cuda_tr_bid()][2 * end][CUDA_TR_BLOCK] = clock64();
+        cuda_tr_buf[cuda_tr_bid()][2 * end + 1][CUDA_TR_BLOCK] = cuda_tr_gtime();
     }
 }
 #else

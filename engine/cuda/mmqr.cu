@@ -1,0 +1,314 @@
+/* cuda/mmqr — mmqh's exact F16 Q4_K product on wgmma with the weights in
+ * registers (sm_90a): each consumer thread expands its own A fragment from
+ * the raw Q4_K bytes and hands it to `wgmma.mma_async` as registers; the
+ * activations come from shared memory by descriptor, as in cuda/mmqw.cu.
+ * The arithmetic and so the bits are mmqh's (cuda/mmqh_impl.cuh): A = q x
+ * sc - 480, one exact f32 sum a super-block, v1 = sum + 480 S by one add,
+ * then mmqk's chain and min term in the CPU's order.
+ *
+ * Why (bench/RESULTS.md 2026-12-05 session 41, a prediction: no device
+ * time was left to run it): mmqw is shared-memory bound by arithmetic. A
+ * super-block of its 128 x 128 block moves ~340 KB through shared memory
+ * (the producers' 64 KB of expanded weights written and read twice, once
+ * by each warpgroup's wgmma... 64 KB of activations written by the tensor
+ * copies and read by both warpgroups, 18 KB of raw blocks), ~2,650 cycles
+ * at 128 B a cycle against ~2,050 of wgmma work; and every expanded
+ * stage waits for a producer warpgroup. Here the expanded weights never
+ * touch shared memory (~230 KB a super-block, ~1,800 cycles: under the
+ * tensor work), and there is no producer hand-off for them.
+ *
+ * The k order: lane t4 of a warp owns its rows' 32-byte chunk t4 (sub-
+ * blocks 2 t4 and 2 t4 + 1) of each super-block; its fragment words at
+ * 16-column step j are word j & 7 of the chunk, low nibbles for j < 8 and
+ * high ones after, bytes 0/1 and 2/3 (mmqh_w2: one PRMT and one HFMA2 a
+ * pair, one scale a step). The activations are laid out to match by
+ * mmqh_x16p_kernel; a super-block's exact sum does not depend on the
+ * order, so the bits are mmqw's.
+ *
+ * Shape: 2 consumer warpgroups of 64 weight rows x 128 activation rows
+ * (the wgmma accumulator: 64 floats a thread, 64 more for the chain's
+ * sums, 32 for two fragment sets) and a third warpgroup whose first warp
+ * feeds: 384 threads. The register file is split among the 4 schedulers
+ * and each holds 3 of the 12 warps, so any launch bound leaves 168 a
+ * thread (a 9-warp block too: ptxas gave 168 and 600 bytes of spills);
+ * setmaxnreg moves them: 232 for the consumers, 40 for the feed. Rings: 8 activation stages (a quarter
+ * super-block each, one tensor copy: 128-byte swizzled, cuda_tmap_f16_sw128)
+ * and 3 super-block slots (the raw Q4_K blocks by one tensor copy, two
+ * under the SwiGLU epilogue, and the activations' d, 32-sums and 480 S,
+ * stored by the feed warp). Each warpgroup runs a super-block as four
+ * commit groups of four k16 steps, expanding group G + 1's fragments
+ * while group G's wgmma run (two fragment sets: the registers a wgmma
+ * reads must not change before a wait covers it); warpgroup 1 starts half
+ * a super-block behind warpgroup 0 so that one's chain runs under the
+ * other's products.
+ *
+ * Built where gpu_arch has 90 (compute_90a, -DINFERD_MMQW=1, as mmqw.cu);
+ * not a default: INFERD_MMQW=2 asks for it (cuda/knobs.cu). */
+#include "engine/cuda/mmqk_impl.cuh"
+#include "engine/cuda/mmqh_impl.cuh"
+#include "engine/cuda/trace.cuh"
+#include "engine/cuda/wgmma.cuh"
+
+#define MMQR_CONS 256                    /* consumer threads: 2 warpgroups */
+#define MMQR_THREADS (MMQR_CONS + 128)   /* + a warpgroup whose first warp feeds */
+#define MMQR_CONS_REGS 232               /* setmaxnreg: 2 x 232 + 40 = 512 a scheduler lane */
+#define MMQR_FEED_REGS 40
+#define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
+#define MMQR_RSL 3                       /* super-block slots */
+#define MMQR_ATILE (MMQH_BN * 128)       /* an activation stage: 128 rows x 64 halves */
+#define MMQR_RAW (MMQH_BM * 144)         /* a super-block's raw blocks: 128 rows */
+
+/* a super-block's slot: its raw Q4_K blocks (a tensor copy) and what the
+ * chain needs of the activation rows (the feed warp's stores) */
+struct mmqr_sslot {
+    uint32_t raw[MMQH_BM][36];
+    float xd[MMQH_BN];                /* the activations' d */
+    float sf[MMQH_BN];                /* 480 S */
+    int8_t xhl[MMQH_BN][CUDA_Q8K_HL]; /* 32-sums (cuda_q8k) */
+};
+struct mmqr_smem {
+    uint8_t act[MMQR_ASL][MMQR_ATILE]; /* first: each tile on a 1,024-byte boundary */
+    mmqr_sslot ss[MMQR_RSL];
+    uint64_t afull[MMQR_ASL], aempty[MMQR_ASL], sfull[MMQR_RSL], sempty[MMQR_RSL], lag;
+};
+static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
+static constexpr size_t mmqr_smem_bytes = sizeof(mmqr_smem) + 1024; /* + the base's alignment */
+
+#if WGMMA_DEVICE
+/* The feed warp: super-block s's raw blocks and chain data into slot s %
+ * RSL once both warpgroups' chains are past s - RSL; its four activation
+ * stages into their slots once both warpgroups' wgmma have read the stage
+ * ASL before. The slot's barrier counts the 32 lanes' arrivals after
+ * their stores (lane 0 tells it the copies' bytes first). */
+static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const CUtensorMap *wmap,
+                                                 const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
+                                                 int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
+{
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % MMQR_RSL;
+        mmqr_sslot &L = S.ss[rs];
+        if (s >= MMQR_RSL)
+            cuda_mbar_wait(&S.sempty[rs], (uint32_t)(s / MMQR_RSL - 1) & 1);
+        if (lane == 0) {
+            const int32_t x8 = s * 18; /* 144 bytes a super-block: 18 words */
+            cuda_mbar_expect_only(&S.sfull[rs], MMQR_RAW);
+            if (glu) { /* the gate rows, then the up rows (mmq_wrow's map) */
+                cuda_tma_rows(&L.raw[0][0], wmap, x8, m0 / 2, &S.sfull[rs]);
+                cuda_tma_rows(&L.raw[64][0], wmap, x8, glu + m0 / 2, &S.sfull[rs]);
+            } else {
+                cuda_tma_rows(&L.raw[0][0], wmap, x8, m0, &S.sfull[rs]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MMQH_BN / 32; i++) {
+            const int r = lane + 32 * i;
+            float xd = 0.0f;
+            uint4 hl = make_uint4(0, 0, 0, 0);
+            if (n0 + r < n_rows) {
+                const size_t b = (size_t)(n0 + r) * (size_t)nbr + (size_t)s;
+                xd = __ldg(X.d + b);
+                hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
+            }
+            L.xd[r] = xd;
+            *(uint4 *)&L.xhl[r][0] = hl;
+            L.sf[r] = mmqh_sf(hl);
+        }
+        cuda_mbar_arrive(&S.sfull[rs]);
+        if (lane == 0)
+            cuda_tr(s, CUDA_TR_FEED);
+#pragma unroll 1
+        for (int G = 0; G < 4; G++) {
+            const int32_t i = 4 * s + G;
+            const int as = i % MMQR_ASL;
+            if (i >= MMQR_ASL)
+                cuda_mbar_wait(&S.aempty[as], (uint32_t)(i / MMQR_ASL - 1) & 1);
+            if (lane == 0) {
+                cuda_mbar_expect(&S.afull[as], MMQR_ATILE);
+                cuda_tma_rows(S.act[as], xmap, s * QK_K + 64 * G, n0, &S.afull[as]);
+            }
+        }
+    }
+}
+
+/* Step kk of commit group G of a super-block: the fragment words of rows
+ * A (g) and B (g + 8) from their chunk words qa, qb (word 4 (G & 1) + kk;
+ * the high nibbles for G >= 2), each pair one PRMT and one HFMA2 */
+static __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_t qa, uint32_t qb, bool hi, __half2 ma,
+                                                 __half2 ca, __half2 mb, __half2 cb)
+{
+    const uint32_t la = (hi ? qa >> 4 : qa) & 0x0f0f0f0fu, lb = (hi ? qb >> 4 : qb) & 0x0f0f0f0fu;
+    f[0] = mmqh_w2(la, 0x4140u, ma, ca); /* row g, k 2 t4, 2 t4 + 1: bytes 0, 1 */
+    f[1] = mmqh_w2(lb, 0x4140u, mb, cb); /* row g + 8 */
+    f[2] = mmqh_w2(la, 0x4342u, ma, ca); /* row g, k 2 t4 + 8, + 9: bytes 2, 3 */
+    f[3] = mmqh_w2(lb, 0x4342u, mb, cb);
+}
+#endif
+
+template <int T>
+static __global__ void __launch_bounds__(MMQR_THREADS, 1)
+mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
+            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+#if WGMMA_DEVICE
+    extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
+    mmqr_smem &S = *(mmqr_smem *)(mmqr_smem_raw + ((1024 - (cuda_saddr(mmqr_smem_raw) & 1023)) & 1023));
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
+    if (tid == 0) {
+        /* afull: the feed's arrival with the tile's bytes; sfull: the feed
+         * warp's 32 after their stores; the empties: every consumer */
+        for (int i = 0; i < MMQR_ASL; i++) {
+            cuda_mbar_init(&S.afull[i], 1);
+            cuda_mbar_init(&S.aempty[i], MMQR_CONS);
+        }
+        for (int i = 0; i < MMQR_RSL; i++) {
+            cuda_mbar_init(&S.sfull[i], CUDA_WARP);
+            cuda_mbar_init(&S.sempty[i], MMQR_CONS);
+        }
+        cuda_mbar_init(&S.lag, MMQR_CONS / 2);
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+    cuda_tr_block(0);
+    cuda_pdl_enter();
+    if (tid >= MMQR_CONS) {
+        wgmma_regs_dec<MMQR_FEED_REGS>();
+        if (warp == MMQR_CONS / CUDA_WARP)
+            mmqr_feed(S, lane, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
+        return;
+    }
+    wgmma_regs_inc<MMQR_CONS_REGS>();
+    /* warpgroup wg: tile rows 64 wg..; its warp w4 the 16-row tile q = 4 wg
+     * + w4: rows 16 q + g (A) and + 8 (B), activation rows 8 j + 2 t4 (+1),
+     * j = 0..15 (the wgmma accumulator layout: the m16n8 one, 16 n8
+     * tiles). Their raw rows: the tile rows, or under the SwiGLU epilogue
+     * gate row 8 q + g and up row 64 + 8 q + g (mmq_wrow's map, which
+     * mmq_tiles_store undoes). */
+    const int wg = warp >> 2, w4 = warp & 3, q = warp;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int ra = E.glu ? 8 * q + g : 16 * q + g, rb = E.glu ? 64 + 8 * q + g : 16 * q + g + 8;
+    const uint32_t sb = cuda_saddr(S.act[0]);
+
+    float acc[1][16][4], dd[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            acc[0][j][k] = 0.0f;
+    uint32_t fa[4][4], fb[4][4]; /* two commit groups' fragments (4 steps x 4 words) */
+    uint4 qa[2], qb[2];          /* rows A and B's chunk t4 of the super-block */
+    __half2 ma[2], ca[2], mb[2], cb[2]; /* their low / high nibbles' mmqh_w2 constants */
+
+    auto expand = [&](int G, uint32_t (&f)[4][4]) {
+        const bool hi = G >= 2;
+        const uint4 &wa = qa[G & 1], &wb = qb[G & 1];
+        mmqr_frag(f[0], wa.x, wb.x, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
+        mmqr_frag(f[1], wa.y, wb.y, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
+        mmqr_frag(f[2], wa.z, wb.z, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
+        mmqr_frag(f[3], wa.w, wb.w, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
+    };
+    /* group G of super-block s: its activation stage, four k16 steps as
+     * one commit group (a super-block's first step without an accumulator);
+     * B: the swizzled tile, step kk 32 bytes into its rows (SBO 1,024 B) */
+    auto issue = [&](int32_t s, int G, const uint32_t (&f)[4][4]) {
+        const int32_t i = 4 * s + G;
+        cuda_mbar_wait(&S.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
+        wgmma_fence();
+        const uint32_t ao = sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint64_t db = wgmma_desc(ao + 32 * kk, 16, 1024, 1);
+            if (G == 0 && kk == 0)
+                wgmma_rs_z(&dd[0][0], f[kk], db);
+            else
+                wgmma_rs(&dd[0][0], f[kk], db);
+        }
+        wgmma_commit();
+    };
+    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.aempty[i % MMQR_ASL]); };
+
+    if (wg == 1)
+        cuda_mbar_wait(&S.lag, 0);
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % MMQR_RSL;
+        const mmqr_sslot &L = S.ss[rs];
+        cuda_mbar_wait(&S.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
+        const uint32_t *wa = L.raw[ra], *wb = L.raw[rb];
+        qa[0] = *(const uint4 *)&wa[4 + 8 * t4];
+        qa[1] = *(const uint4 *)&wa[8 + 8 * t4];
+        qb[0] = *(const uint4 *)&wb[4 + 8 * t4];
+        qb[1] = *(const uint4 *)&wb[8 + 8 * t4];
+        mmqh_quarter_scales(wa, t4, ma[0], ca[0], ma[1], ca[1]);
+        mmqh_quarter_scales(wb, t4, mb[0], cb[0], mb[1], cb[1]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
+        expand(0, fa);
+        issue(s, 0, fa);
+        expand(1, fb);
+        issue(s, 1, fb);
+        wgmma_wait<1>(); /* group 0 read: its stage and fragments are free */
+        release(4 * s);
+        expand(2, fa);
+        issue(s, 2, fa);
+        wgmma_wait<1>();
+        release(4 * s + 1);
+        if (s == 0 && wg == 0)
+            cuda_mbar_arrive(&S.lag);
+        expand(3, fb);
+        issue(s, 3, fb);
+        wgmma_wait<0>();
+        wgmma_pin(&dd[0][0]);
+        release(4 * s + 2);
+        release(4 * s + 3);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
+        /* the chain of the super-block: v1 = dd + 480 S, then mmqk's chain
+         * and min term, as mmqh (the heads from the raw blocks) */
+        mmqk_head hd[2];
+        int mh[2], ml[2];
+        mmqk_k45_head(wa, hd[0]);
+        mmqk_k45_head(wb, hd[1]);
+        mmqk_min_words(hd, t4, mh, ml);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+            const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
+            mmqh_chain_tile(acc[0][j], dd[j], mh, ml, *(const int *)&L.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
+                            sf.y);
+        }
+        cuda_mbar_arrive(&S.sempty[rs]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
+    }
+    mmq_tiles_store<1, 16>(acc, m0, n0, q, 0, g, t4, n_w, n_rows, y, E);
+    if (q == 0)
+        cuda_tr_block(1);
+#endif
+}
+
+int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+              int32_t n_rows)
+{
+#if defined(INFERD_MMQW)
+    if (c->sm != 90 || w->ne0 / QK_K > INT32_MAX / 4)
+        return INF_EUNSUPPORTED;
+    /* the maps: the weight's rows (144-byte boxes of 128 rows, or of 64
+     * under the SwiGLU epilogue) and the f16 activations (64 x 128,
+     * swizzled) */
+    CUtensorMap wm, xm;
+    memset(&wm, 0, sizeof(wm));
+    memset(&xm, 0, sizeof(xm));
+    if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
+        cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
+        return INF_EUNSUPPORTED;
+    if (mmq_occupancy_once<mmqr_kernel<QT_Q4_K>>(mmqr_smem_bytes, MMQR_THREADS) == 0)
+        return -1;
+    const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
+    cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, MMQR_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
+                (int32_t)w->ne1, y, n_rows, c->epi);
+    return 0;
+#else
+    (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
+    return INF_EUNSUPPORTED;
+#endif
+}

@@ -1,0 +1,135 @@
+/* cuda/wgmma — Hopper's warpgroup matrix product (wgmma.mma_async, sm_90a)
+ * as the exact F16 Q4_K kernels use it (cuda/mmqw.cu: both operands from
+ * shared memory; cuda/mmqr.cu: the weights from registers): the m64n128k16
+ * f16 x f16 -> f32 forms, their fence / commit / wait, and the shared-
+ * memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
+ * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
+ * kernels' bodies are empty. */
+#ifndef INFERD_CUDA_WGMMA_CUH
+#define INFERD_CUDA_WGMMA_CUH
+
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_DEVICE 1
+#else
+#define WGMMA_DEVICE 0
+#endif
+
+#if WGMMA_DEVICE
+/* the 64 accumulator operands of an m64n128 wgmma: the string, and the
+ * constraint list (c: "+f" read-write or "=f" write-only) */
+#define WGMMA_D64 \
+    "{" \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WGMMA_DOPS(c) \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), \
+    c(d[8]), c(d[9]), c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), \
+    c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), \
+    c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31]), \
+    c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), c(d[37]), c(d[38]), c(d[39]), \
+    c(d[40]), c(d[41]), c(d[42]), c(d[43]), c(d[44]), c(d[45]), c(d[46]), c(d[47]), \
+    c(d[48]), c(d[49]), c(d[50]), c(d[51]), c(d[52]), c(d[53]), c(d[54]), c(d[55]), \
+    c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
+#define WGMMA_RW(x) "+f"(x)
+#define WGMMA_WO(x) "=f"(x)
+
+/* D(64 x 128 f32) += A(64 x 16 f16) B(16 x 128 f16), both K-major from
+ * shared memory (descriptors); scale-a/b 1, no transposes */
+static __device__ __forceinline__ void wgmma_ss(float d[64], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D64 ", %64, %65, 1, 1, 1, 0, 0;\n"
+                 : WGMMA_DOPS(WGMMA_RW)
+                 : "l"(da), "l"(db));
+}
+/* the same with D = A B (a super-block's first step) */
+static __device__ __forceinline__ void wgmma_ss_z(float d[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WGMMA_DOPS(WGMMA_WO)
+                 : "l"(da), "l"(db));
+}
+
+/* D += A B with A from registers: a[4] the warp's m16 x k16 fragment
+ * (mma.sync m16n8k16's A layout: a[0] row g, k 2 t4 and 2 t4 + 1; a[1]
+ * row g + 8; a[2], a[3] the same at k + 8; warp w of the warpgroup holds
+ * rows 16 w..), B K-major from shared memory. The registers are read
+ * asynchronously: they must not change until a wgmma_wait covers this
+ * product. */
+static __device__ __forceinline__ void wgmma_rs(float d[64], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+                 : WGMMA_DOPS(WGMMA_RW)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+/* the same with D = A B */
+static __device__ __forceinline__ void wgmma_rs_z(float d[64], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D64
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : WGMMA_DOPS(WGMMA_WO)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+/* before a warpgroup's first wgmma after its registers (accumulators, A
+ * fragments) or the shared memory it reads were written */
+static __device__ __forceinline__ void wgmma_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+/* the wgmma issued since the last commit as one group */
+static __device__ __forceinline__ void wgmma_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* until at most N committed groups are pending */
+template <int N> static __device__ __forceinline__ void wgmma_wait(void)
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Pin d at this point of the program: the asm "reads and writes" it, so
+ * the compiler cannot move its uses above the wait that makes the
+ * hardware's writes (between the wgmma and its wait_group) complete. */
+static __device__ __forceinline__ void wgmma_pin(float d[64])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A warpgroup's registers a thread from here on (setmaxnreg; all of its
+ * warps execute it): a producer warpgroup gives some back, the consumers
+ * take them. The launch bound sets the count every warp starts with; the
+ * register file is split among the 4 schedulers, so what binds is the sum
+ * over the warps one scheduler holds (65,536 / 4 / 32 = 512 a lane). */
+template <int N> static __device__ __forceinline__ void wgmma_regs_dec(void)
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> static __device__ __forceinline__ void wgmma_regs_inc(void)
+{
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+/* the shared-memory matrix descriptor of a tile at byte address sa: 14-bit
+ * fields of the address, the leading (K) and the stride (M/N) byte
+ * offsets, each in 16-byte units; bits 62-63 the layout: 0 core matrices
+ * without swizzle, 1 the 128-byte swizzle (LBO unused there) */
+static __device__ __forceinline__ uint64_t wgmma_desc(uint32_t sa, uint32_t lbo, uint32_t sbo, uint64_t sw)
+{
+    return (uint64_t)((sa & 0x3ffff) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (sw << 62);
+}
+#endif
+
+#endif
