@@ -23,9 +23,8 @@ S=$out/summary.txt
 timeout 200 $d/bin/test_cuda_ops > $out/ops.log 2>&1
 echo "cuda-ops rc=$?" | tee -a $S
 grep -E "FAIL|mmvt" $out/ops.log | head -40 >> $S
-[ -s /tmp/q7.gguf ] || timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
-    --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf > $out/mk.log 2>&1
-cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
+. tests/cuda/q7.sh
+q7_make $out/mk.log
 timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
 echo "q7 rc=$?" | tee -a $S
 tail -1 $out/q7.log | tee -a $S
@@ -35,7 +34,9 @@ for tool in memcheck racecheck synccheck; do
         --types $st --n $sn --shapes $ss --reps 2 > $out/san-$tool.log 2>&1
     echo "$tool ($st $ss n=$sn) rc=$?" | tee -a $S
 done
-OUT=$out timeout ${AB_SECONDS:-300} tests/cuda/run-on-gpu.sh ab > $out/ab-run.log 2>&1
+# its own folder: run-on-gpu.sh starts its summary.txt afresh
+OUT=$out/abrun timeout ${AB_SECONDS:-300} tests/cuda/run-on-gpu.sh ab > $out/ab-run.log 2>&1
 echo "ab rc=$?" | tee -a $S
+cp $out/abrun/ab.md $out/ 2>/dev/null
 cat $out/ab.md >> $S 2>/dev/null
 date -u +%T | tee -a $S

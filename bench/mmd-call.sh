@@ -34,11 +34,8 @@ out=/tmp/o-$phase; rm -rf $out; mkdir -p $out/ab
 S=$out/summary.txt
 date -u +%T | tee $S
 
-q7() { # the 7B-shaped Q4_K_M, made here (a warm machine keeps /tmp)
-    [ -s /tmp/q7.gguf ] || timeout 100 $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
-        --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf > $out/mk.log 2>&1
-    cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
-}
+. tests/cuda/q7.sh
+q7() { q7_make $out/mk.log; } # the 7B-shaped Q4_K_M (a warm machine keeps /tmp)
 
 rog() { # the GPU suites (tests/cuda/run-on-gpu.sh), their logs into $out
     OUT_SAVE=$OUT; export OUT=/tmp/rog; rm -rf $OUT; mkdir -p $OUT

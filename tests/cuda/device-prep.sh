@@ -18,6 +18,8 @@ bd=${BUILD:-build}
 bins="$bd/daemon/inferd $bd/tests/cuda/test_cuda $bd/tests/cuda/test_cuda_ops
       $bd/tests/cuda/test_cuda_model $bd/tests/cuda/test_cuda_sample"
 cp $bins devcarry/bin/
+# the pipelines' marks tool where the build made it (bench/mmq_trace.cu)
+[ -x $bd/bench/mmq_trace ] && cp $bd/bench/mmq_trace devcarry/bin/
 # symbols off: the tool carries 64 MiB, and the fat binaries' debug info is
 # most of each file
 strip devcarry/bin/*

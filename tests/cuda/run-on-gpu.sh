@@ -19,6 +19,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 phases=${*:-self ops model cli api sanitize bench op}
 summary=$out/summary.txt
+. tests/cuda/q7.sh # q7_make
 step() { # name command...: run, log, one summary line with the status and time
     local name=$1; shift
     local t0=$(date +%s%N)
@@ -95,11 +96,9 @@ for phase in $phases; do
                 --prompt "Once upon a time there was a little girl who lived in a small house near the big forest. Every morning she walked to the river with her dog, and every evening she told her mother what she had seen"
         done ;;
     bench)
-        step "mkmodel qwen2.5-7b q4_k_m" $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
-            --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf
         # GPU vs CPU on the 7B-shaped model (issue 10): test_cuda_model's
         # gates on it, cases in tests/cuda/q7-gpu-vs-cpu.json
-        cp tests/cuda/q7-gpu-vs-cpu.json $d/shared/reference/ && ln -sf /tmp/q7.gguf $d/shared/models/q7.gguf
+        step "mkmodel qwen2.5-7b q4_k_m" q7_make
         step "cuda-model q7 (7B-shaped, GPU vs CPU)" timeout 300 $d/bin/test_cuda_model q7-gpu-vs-cpu.json
         rm -f $d/shared/reference/q7-gpu-vs-cpu.json
         [ -f $d/shared/models/tiny-llama-Q4_K_M.gguf ] && step "bench tiny-llama cuda" $d/bin/inferd bench --backend cuda \
@@ -152,8 +151,7 @@ for phase in $phases; do
         # AB_SHAPES) and 7B bench (AB_PP, AB_TG; AB_PP=0 skips it), then
         # one table of every figure side by side: $out/ab.md
         # (tests/cuda/ab_table.py). Example: AB_VARIANTS="bin bn64=bin:INFERD_MMQ_BN=64"
-        [ -f /tmp/q7.gguf ] || $d/bin/inferd mkmodel --preset qwen2.5-7b --quant q4_k_m \
-            --vocab $d/shared/vocab/ggml-vocab-qwen2.gguf --out /tmp/q7.gguf >/dev/null
+        q7_make
         mkdir -p "$out/ab"
         names=()
         for round in $(seq 1 ${AB_ROUNDS:-2}); do
