@@ -247,10 +247,12 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         expand(1, fb);
         issue(s, 1, fb);
         wgmma_wait<1>(); /* group 0 read: its stage and fragments are free */
+        wgmma_keep(fa);
         release(4 * s);
         expand(2, fa);
         issue(s, 2, fa);
         wgmma_wait<1>();
+        wgmma_keep(fb);
         release(4 * s + 1);
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.lag);
@@ -258,6 +260,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         issue(s, 3, fb);
         wgmma_wait<0>();
         wgmma_pin(&dd[0][0]);
+        wgmma_keep(fa);
+        wgmma_keep(fb);
         release(4 * s + 2);
         release(4 * s + 3);
         if (w4 == 0)

@@ -122,6 +122,17 @@ template <int N> static __device__ __forceinline__ void wgmma_regs_inc(void)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
+/* A use of n A-fragment registers at this point: placed after the wait
+ * that covers the wgmma reading them, so that no register they occupy is
+ * given to another value while the tensor core may still read it (the
+ * compiler sees the wgmma asm as their last use) */
+template <int N> static __device__ __forceinline__ void wgmma_keep(const uint32_t (&f)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" ::"r"(f[i][0]), "r"(f[i][1]), "r"(f[i][2]), "r"(f[i][3]) : "memory");
+}
+
 /* the shared-memory matrix descriptor of a tile at byte address sa: 14-bit
  * fields of the address, the leading (K) and the stride (M/N) byte
  * offsets, each in 16-byte units; bits 62-63 the layout: 0 core matrices
