@@ -496,8 +496,6 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
         (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
-        return -1;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     /* the activations as f16, once a product (the activation may differ
      * between products; mul_mat_ex's shared quantization is kept as is) */
@@ -519,6 +517,9 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         if (c->mmqh_fill)
             return INF_EUNSUPPORTED;
     }
+    /* the mma.sync form's own room (the wgmma forms ask for theirs) */
+    if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
+        return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, X, (const __half *)c->x16, nbr, y, n_rows, c->epi);
