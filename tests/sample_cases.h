@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "engine/sample.h"
+#include "tests/xorshift.h"
 
 #define SC_N_PARAMS (5 * 6 * 4 * 2 * 4 * 2)
 #define SC_N_KINDS 7
@@ -27,10 +28,7 @@
 static uint64_t sc_rng = 0x243F6A8885A308D3ull;
 static uint64_t sc_next(void)
 {
-    sc_rng ^= sc_rng << 13;
-    sc_rng ^= sc_rng >> 7;
-    sc_rng ^= sc_rng << 17;
-    return sc_rng;
+    return rng_step(&sc_rng);
 }
 static double sc_unif(void) /* [0, 1) */
 {

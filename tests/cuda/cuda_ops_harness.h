@@ -13,16 +13,14 @@
 
 #include "engine/backend.h"
 #include "tests/check.h"
+#include "tests/xorshift.h"
 
 static struct backend *cpu, *gpu;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return rng_step(&rng_state);
 }
 static float frand(void) /* uniform in [-1, 1) */
 {

@@ -19,15 +19,13 @@
 #include "engine/err.h"
 #include "engine/quant.h"
 #include "tests/check.h"
+#include "tests/xorshift.h"
 
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static float frand(void) /* uniform in [-1, 1) */
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    return (float)((rng_step(&rng_state) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
 #define N_BE 3

@@ -11,15 +11,13 @@
 
 #include "engine/kv.h"
 #include "tests/check.h"
+#include "tests/xorshift.h"
 
 
-static uint64_t rng = 0x1234567887654321ull;
+static uint64_t kv_rng = 0x1234567887654321ull;
 static uint32_t rnd(uint32_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(rng_step(&kv_rng) % n);
 }
 
 static void test_basic(void)

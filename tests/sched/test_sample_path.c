@@ -45,6 +45,7 @@
 #include "engine/tok.h"
 #include "tests/check.h"
 #include "tests/sched/sched_harness.h"
+#include "tests/xorshift.h"
 
 /* ---- the CPU backend with a counting, failing ops->sample ---- */
 
@@ -71,13 +72,10 @@ static int wrap_sample(struct backend *be, const float *logits, int32_t n_rows, 
 static struct model *model;
 static int32_t n_vocab, bos, eog_id = -1;
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t sp_rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(uint32_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(rng_step(&sp_rng) % n);
 }
 
 static int engine_new(struct engine *e, int on_backend)
@@ -641,7 +639,7 @@ int main(int argc, char **argv)
         } else {
             fails++;
         }
-        rng = 0x2545f4914f6cdd1dull; /* the same prompts again */
+        sp_rng = 0x2545f4914f6cdd1dull; /* the same prompts again */
         build_requests();
     }
     case_same_events();

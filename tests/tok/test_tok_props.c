@@ -19,14 +19,12 @@
  */
 #include "engine/unicode.h"
 #include "tests/tok/tok_test.h"
+#include "tests/xorshift.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
+    return (uint32_t)(rng_step(&rng_state) >> 11);
 }
 
 /* A random valid UTF-8 string of up to max_cp code points into buf (>= 4 * max_cp). */

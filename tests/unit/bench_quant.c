@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine/quant.h"
+#include "tests/xorshift.h"
 
 static double now(void)
 {
@@ -22,10 +23,7 @@ static double now(void)
 static uint64_t st = 88172645463325252ull;
 static float frand(void)
 {
-    st ^= st << 13;
-    st ^= st >> 7;
-    st ^= st << 17;
-    return (float)((double)(st >> 11) * 0x1p-53 * 2.0 - 1.0);
+    return (float)((double)(rng_step(&st) >> 11) * 0x1p-53 * 2.0 - 1.0);
 }
 
 static volatile float sink;
