@@ -9,6 +9,7 @@
  *   /tmp/mmq_trace mmqt q4_K 14336 4096 8
  *   /tmp/mmq_trace mmqw q4_K 14336 4096 512   (sm_90a: -arch=sm_90a -DINFERD_MMQW=1)
  *   /tmp/mmq_trace mmqr q4_K 14336 4096 512
+ *   /tmp/mmq_trace mmq6w q6_K 14336 4096 512  (its expanded copy: random bytes here)
  *
  * mmqw's and mmqr's marks are per super-block (their stages are quarters):
  * feed = mmqw's producers' last quarter expanded (mmqr: the feed warp's
@@ -26,6 +27,7 @@
 #include "engine/cuda/mmvt.cu"
 #include "engine/cuda/mmqw.cu" /* with cuda/mmqk_impl.cuh and cuda/mmqh_impl.cuh */
 #include "engine/cuda/mmqr.cu"
+#include "engine/cuda/mmq6w.cu"
 #include "engine/cuda/mmqs_impl.cuh"
 #include "engine/cuda/mmqt_impl.cuh"
 
@@ -72,6 +74,8 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
         const int rc = vt((const float *)xq, NULL);
         return rc == INF_EUNSUPPORTED ? vt(NULL, xq) : rc;
     }
+    if (!strcmp(kern, "mmq6w"))
+        return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n) : INF_EUNSUPPORTED;
     if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
         /* xq: the quantizer's planes, then the activations as f16 (their
          * values and so their order do not change the time) */
@@ -149,6 +153,16 @@ int main(int argc, char **argv)
     w.ne1 = ne1;
     w.row_bytes = rb;
     w.data = dw;
+    if (!strcmp(kern, "mmq6w")) { /* the expanded copy mmq6w reads (cuda/mmq_q6_k.cu's size) */
+        const size_t ab = (size_t)nbr * MMQ_Q6X_BYTES * (size_t)ne1;
+        std::vector<uint8_t> ha(ab);
+        for (size_t i = 0; i < ab; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            ha[i] = (uint8_t)(st >> 56);
+        }
+        CK(cudaMalloc(&w.aux, ab));
+        CK(cudaMemcpy(w.aux, ha.data(), ab, cudaMemcpyHostToDevice));
+    }
 
     if (launch(&c, kern, type, &w, dx, dy, n, tl)) {
         fprintf(stderr, "mmq_trace: %s does not take this shape\n", kern);

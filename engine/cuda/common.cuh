@@ -149,6 +149,7 @@ struct cuda_ctx {
                         * product (set by mul_mat_ex around its last launch; cuda_mmvt_trig) */
     int mmqh;          /* Q4_K batches of at least this many rows through mmqh (cuda/mmqh_impl.cuh; 0 never;
                         * CUDA_MMQW_MIN by default where its wgmma form runs; INFERD_MMQH=N, A/B) */
+    int mmq6w;         /* Q6_K batches of at least this many rows on int8 wgmma (cuda/mmq6w.cu); 0 never (the default) */
     int mmqw;          /* mmqh in its wgmma form where built (cuda/mmqw.cu; INFERD_MMQW=0: the mma.sync form; 2: cuda/mmqr.cu) */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */

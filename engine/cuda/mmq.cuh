@@ -44,6 +44,14 @@ int cuda_mmqh(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
 /* 1 where the build has mmqh's wgmma form (cuda/mmqw.cu: gpu_arch has 90) */
 int cuda_mmqw_built(void);
 
+/* Q6_K batches on int8 wgmma with the CPU's bits (cuda/mmq6w.cu: the scale
+ * folded into two u8 weight planes from the expanded copy w->aux): 0,
+ * INF_EUNSUPPORTED (no expanded copy, not compute capability 9.0, a build
+ * without gpu_arch 90, a shape its maps cannot take) or -1 (no room); the
+ * caller takes mmqk. Not a default: INFERD_MMQ6W=N asks for it from N rows
+ * (c->mmq6w). xq: the cuda_q8k planes of n_rows rows. */
+int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
+
 /* The exact F16 product's default shape rule: its 128 x 128 blocks cover
  * at least half the SMs (4096 x 14336 at 512 rows: 128 blocks; the 7B's
  * 512-row K/V weight waits for 8,192 rows). Below that a block's serial

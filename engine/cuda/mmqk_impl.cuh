@@ -620,6 +620,11 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
             cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
             return;
     }
+    /* Q6_K: int8 wgmma where asked for (cuda/mmq6w.cu; the same bits) */
+    if constexpr (T == QT_Q6_K) {
+        if (c->mmq6w && n_rows >= c->mmq6w && cuda_mmq6w(c, w, xq, y, n_rows) == 0)
+            return;
+    }
     const int exp = T == QT_Q6_K && w->aux != NULL;
     int occ[2][2] = {{0, 0}, {0, 0}};
     if constexpr (T == QT_Q6_K) {

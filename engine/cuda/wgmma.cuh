@@ -1,7 +1,8 @@
 /* cuda/wgmma — Hopper's warpgroup matrix product (wgmma.mma_async, sm_90a)
- * as the exact F16 Q4_K kernels use it (cuda/mmqw.cu: both operands from
- * shared memory; cuda/mmqr.cu: the weights from registers): the m64n128k16
- * f16 x f16 -> f32 forms, their fence / commit / wait, and the shared-
+ * as the exact K-quant kernels use it (cuda/mmqw.cu: both operands from
+ * shared memory; cuda/mmqr.cu and cuda/mmq6w.cu: the weights from
+ * registers): the m64n128k16 f16 x f16 -> f32 and m64n128k32 u8 x s8 ->
+ * s32 forms, their fence / commit / wait, setmaxnreg, and the shared-
  * memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
  * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
  * kernels' bodies are empty. */
@@ -36,6 +37,8 @@
     c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]), c(d[62]), c(d[63])
 #define WGMMA_RW(x) "+f"(x)
 #define WGMMA_WO(x) "=f"(x)
+#define WGMMA_IRW(x) "+r"(x)
+#define WGMMA_IWO(x) "=r"(x)
 
 /* D(64 x 128 f32) += A(64 x 16 f16) B(16 x 128 f16), both K-major from
  * shared memory (descriptors); scale-a/b 1, no transposes */
@@ -74,6 +77,26 @@ static __device__ __forceinline__ void wgmma_rs_z(float d[64], const uint32_t a[
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_D64
                  ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
                  : WGMMA_DOPS(WGMMA_WO)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+/* D(64 x 128 s32) += A(64 x 32 u8) B(32 x 128 s8): A from registers (a[4]
+ * the warp's m16 x k32 fragment, mma.sync m16n8k32's A layout: a[0] row g,
+ * k 4 t4..4 t4 + 3; a[1] row g + 8; a[2], a[3] the same at k + 16), B
+ * K-major from shared memory; exact integer sums. The registers are read
+ * asynchronously, as wgmma_rs's. */
+static __device__ __forceinline__ void wgmma_u8s8(int d[64], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " WGMMA_D64 ", {%64, %65, %66, %67}, %68, 1;\n"
+                 : WGMMA_DOPS(WGMMA_IRW)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+/* the same with D = A B */
+static __device__ __forceinline__ void wgmma_u8s8_z(int d[64], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " WGMMA_D64 ", {%64, %65, %66, %67}, %68, p;\n}\n"
+                 : WGMMA_DOPS(WGMMA_IWO)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
@@ -120,6 +143,14 @@ template <int N> static __device__ __forceinline__ void wgmma_regs_inc(void)
 {
     static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+/* Pin integer accumulators (wgmma_pin's int form) */
+static __device__ __forceinline__ void wgmma_pin_i(int d[64])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
 }
 
 /* A use of n A-fragment registers at this point: placed after the wait

@@ -43,6 +43,8 @@ for phase in $phases; do
         # the exact F16 Q4_K product's register-A wgmma form (cuda/mmqr.cu;
         # not a default yet): the dispatcher's Q4_K batches from 128 rows
         INFERD_MMQW=2 step "cuda-ops (INFERD_MMQW=2: mmqr)" $d/bin/test_cuda_ops
+        # Q6_K batches on int8 wgmma (cuda/mmq6w.cu; not a default yet)
+        INFERD_MMQ6W=128 step "cuda-ops (INFERD_MMQ6W=128: mmq6w)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do

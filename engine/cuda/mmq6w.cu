@@ -1,0 +1,309 @@
+/* cuda/mmq6w — Q6_K batches on Hopper's int8 wgmma with the CPU's bits
+ * (sm_90a; INFERD_MMQ6W=N, not a default): each consumer thread turns its
+ * weights into two u8 planes in registers and hands them to
+ * `wgmma.mma_async m64n128k32 .s32.u8.s8`; the activations (the quantizer's
+ * int8 qs, unchanged) come from shared memory by descriptor.
+ *
+ * Why (bench/RESULTS.md 2026-12-05 session 41, a prediction: written
+ * without device time): #11's q6_K 4096 x 14336 x 512 stands at 309 us
+ * (mmqk; target 140, llama.cpp 427). mmqk pays an IMAD per int32 result
+ * for each 16-element scale (Q6_K's scales are per 16: twice Q4_K's rate),
+ * and an exact F16 form would need two products a step (q x sc reaches
+ * 4,096, past f16's exact odd integers). In int8 the scale folds into the
+ * weights as two planes: A' = sc (q - 32) in [-4064, 4096] is 32 P1 + P2
+ * with P1 = floor((A' - 1) / 32) in [-128, 127] and P2 in [1, 32]; stored
+ * as u8 (P1 + 128, P2 - 1), one accumulator takes the first plane, is
+ * shifted left 5 once the plane's wgmma are done, and takes the second:
+ * D = 32 sum (P1 + 128) x + sum (P2 - 1) x = v1 + 4095 S (S the
+ * activation's sum over the super-block, from its 32-sums), so v1 = D -
+ * 4095 S, the exact int mmqk forms (|D| < 2^31). Two int8 planes cost the
+ * tensor time of one F16 product (int8 runs at twice the rate). The chain
+ * is mmqk's Q6_K chain: p1 = d x xd, acc = fma(p1, (float) v1, acc).
+ *
+ * The weights: the expanded copy Q6_K matrices get at load (cuda/
+ * mmq_q6_k.cu: 288 bytes a super-block, the int8 q - 32 in k order, 16
+ * scales, the float d; 16-byte aligned rows, so one tensor copy moves a
+ * super-block of 128 rows) in the natural k order, so the activations
+ * need no reordering. A thread's four weights of a fragment word share a
+ * scale; the planes of a word: one LOP3 to q = (q - 32) + 32, two PRMT to
+ * 16-bit lanes, then per pair of lanes one IMAD (q sc + 4095 - 32 sc: the
+ * lanes A' + 4095 in [31, 8191], no borrow between them), one shift and
+ * mask (P1 + 128), one IMAD (P2 - 1), and two PRMT back to bytes
+ * (mmq6w_planes; a host emulation checked the identity on 20,000 words
+ * and 200 super-blocks at the extremes).
+ *
+ * Shape: as cuda/mmqr.cu (2 consumer warpgroups of 64 weight rows x 128
+ * activation rows, a feed warp, setmaxnreg 232 / 40), the super-block in
+ * two halves of activations (tensor copies of 128 rows x 128 bytes,
+ * 128-byte swizzled) and one slot of 128 expanded rows (36,864 bytes) with
+ * the activations' d and 4095 S; a warpgroup expands the super-block's 16
+ * fragment sets of both planes, runs the first plane's 8 wgmma, shifts,
+ * runs the second's, and the chain. Where it declines (no expanded copy,
+ * not compute capability 9.0, a build without gpu_arch 90), mmqk serves. */
+#include "engine/cuda/mmqk_impl.cuh"
+#include "engine/cuda/mmqh_impl.cuh"
+#include "engine/cuda/trace.cuh"
+#include "engine/cuda/wgmma.cuh"
+
+#define MMQ6W_CONS 256
+#define MMQ6W_THREADS (MMQ6W_CONS + 128)
+#define MMQ6W_CONS_REGS 232
+#define MMQ6W_FEED_REGS 40
+#define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
+#define MMQ6W_RSL 3                          /* super-block slots */
+#define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
+#define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
+#define MMQ6W_RAW (MMQH_BM * MMQ_Q6X_BYTES)  /* a slot's expanded rows */
+
+struct mmq6w_sslot {
+    uint32_t w[MMQH_BM][MMQ6W_WROW]; /* 128 expanded rows (a tensor copy) */
+    float xd[MMQH_BN];               /* the activations' d */
+    int s4095[MMQH_BN];              /* 4095 S */
+};
+struct mmq6w_smem {
+    uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
+    mmq6w_sslot ss[MMQ6W_RSL];
+    uint64_t afull[MMQ6W_ASL], aempty[MMQ6W_ASL], sfull[MMQ6W_RSL], sempty[MMQ6W_RSL], lag;
+};
+static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
+static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
+
+#if WGMMA_DEVICE
+/* The two u8 planes of a fragment word w (four int8 q - 32 of one
+ * 16-element scale sc): p1 the bytes P1 + 128, p2 the bytes P2 - 1 */
+static __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
+{
+    const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u; /* q - 32 (6-bit two's complement) + 32 */
+    const uint32_t c = (uint32_t)(4095 - 32 * sc) * 0x10001u;
+    uint32_t a[2], b[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t l = __byte_perm(q, 0, h ? 0x4342u : 0x4140u); /* two q in 16-bit lanes */
+        const uint32_t t = l * (uint32_t)sc + c;                     /* lanes A' + 4095 */
+        a[h] = (t >> 5) & 0x00ff00ffu;                               /* P1 + 128 */
+        b[h] = t - 32u * a[h];                                       /* P2 - 1 */
+    }
+    p1 = __byte_perm(a[0], a[1], 0x6420u);
+    p2 = __byte_perm(b[0], b[1], 0x6420u);
+}
+
+/* scale k (0..15) of the 16 int8 scales in s, sign-extended */
+static __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k)
+{
+    const uint32_t w = k < 4 ? s.x : k < 8 ? s.y : k < 12 ? s.z : s.w;
+    return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
+}
+
+/* The feed warp (as cuda/mmqr.cu's): super-block s's expanded rows, the
+ * activations' d and 4095 S into slot s % RSL once both warpgroups' chains
+ * are past s - RSL; its two activation halves once both warpgroups are
+ * done with the stages ASL before. */
+static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const CUtensorMap *wmap,
+                                                  const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
+                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
+{
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % MMQ6W_RSL;
+        mmq6w_sslot &L = S.ss[rs];
+        if (s >= MMQ6W_RSL)
+            cuda_mbar_wait(&S.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+        if (lane == 0) {
+            const int32_t x8 = s * (MMQ_Q6X_BYTES / 8);
+            cuda_mbar_expect_only(&S.sfull[rs], MMQ6W_RAW);
+            if (glu) { /* the gate rows, then the up rows (mmq_wrow's map) */
+                cuda_tma_rows(&L.w[0][0], wmap, x8, m0 / 2, &S.sfull[rs]);
+                cuda_tma_rows(&L.w[64][0], wmap, x8, glu + m0 / 2, &S.sfull[rs]);
+            } else {
+                cuda_tma_rows(&L.w[0][0], wmap, x8, m0, &S.sfull[rs]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MMQH_BN / 32; i++) {
+            const int r = lane + 32 * i;
+            float xd = 0.0f;
+            int sum = 0;
+            if (n0 + r < n_rows) {
+                const size_t b = (size_t)(n0 + r) * (size_t)nbr + (size_t)s;
+                xd = __ldg(X.d + b);
+                const uint4 hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
+                /* S = 128 sum hi + sum lo of the 32-sums' bytes */
+                const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
+                const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
+                sum = 4095 * (128 * sh + sl);
+            }
+            L.xd[r] = xd;
+            L.s4095[r] = sum;
+        }
+        cuda_mbar_arrive(&S.sfull[rs]);
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {
+            const int32_t i = 2 * s + h;
+            const int as = i % MMQ6W_ASL;
+            if (i >= MMQ6W_ASL)
+                cuda_mbar_wait(&S.aempty[as], (uint32_t)(i / MMQ6W_ASL - 1) & 1);
+            if (lane == 0) {
+                cuda_mbar_expect(&S.afull[as], MMQ6W_ATILE);
+                /* the int8 rows seen as halves (cuda_tmap_f16_sw128's map
+                 * over the bytes): coordinate 64 = 128 bytes */
+                cuda_tma_rows(S.act[as], xmap, s * (QK_K / 2) + 64 * h, n0, &S.afull[as]);
+            }
+        }
+    }
+}
+#endif
+
+template <int T>
+static __global__ void __launch_bounds__(MMQ6W_THREADS, 1)
+mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
+             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+{
+#if WGMMA_DEVICE
+    extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
+    mmq6w_smem &S = *(mmq6w_smem *)(mmq6w_smem_raw + ((1024 - (cuda_saddr(mmq6w_smem_raw) & 1023)) & 1023));
+    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
+    if (tid == 0) {
+        for (int i = 0; i < MMQ6W_ASL; i++) {
+            cuda_mbar_init(&S.afull[i], 1);
+            cuda_mbar_init(&S.aempty[i], MMQ6W_CONS);
+        }
+        for (int i = 0; i < MMQ6W_RSL; i++) {
+            cuda_mbar_init(&S.sfull[i], CUDA_WARP);
+            cuda_mbar_init(&S.sempty[i], MMQ6W_CONS);
+        }
+        cuda_mbar_init(&S.lag, MMQ6W_CONS / 2);
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+    cuda_tr_block(0);
+    cuda_pdl_enter();
+    if (tid >= MMQ6W_CONS) {
+        wgmma_regs_dec<MMQ6W_FEED_REGS>();
+        if (warp == MMQ6W_CONS / CUDA_WARP)
+            mmq6w_feed(S, lane, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
+        return;
+    }
+    wgmma_regs_inc<MMQ6W_CONS_REGS>();
+    /* as cuda/mmqr.cu: warp q holds tile rows 16 q + g (A) and + 8 (B),
+     * activation rows 8 j + 2 t4 (+1); their expanded rows under the
+     * SwiGLU epilogue: gate 8 q + g, up 64 + 8 q + g */
+    const int wg = warp >> 2, w4 = warp & 3, q = warp;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int ra = E.glu ? 8 * q + g : 16 * q + g, rb = E.glu ? 64 + 8 * q + g : 16 * q + g + 8;
+    const uint32_t sb = cuda_saddr(S.act[0]);
+
+    float acc[1][16][4];
+    int dd[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            acc[0][j][k] = 0.0f;
+    uint32_t f1[8][4], f2[8][4]; /* the super-block's 8 k32 steps, both planes */
+
+    /* plane f's 8 wgmma: step j reads half j / 4 of the super-block's
+     * activations, 32 bytes a step into its swizzled rows (SBO 1,024 B) */
+    auto plane = [&](int32_t s, const uint32_t (&f)[8][4], auto first) {
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
+            const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
+            if (decltype(first)::value && j == 0)
+                wgmma_u8s8_z(&dd[0][0], f[j], db);
+            else
+                wgmma_u8s8(&dd[0][0], f[j], db);
+        }
+        wgmma_commit();
+    };
+
+    if (wg == 1)
+        cuda_mbar_wait(&S.lag, 0);
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % MMQ6W_RSL;
+        const mmq6w_sslot &L = S.ss[rs];
+        cuda_mbar_wait(&S.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
+        const uint32_t *wa = L.w[ra], *wb = L.w[rb];
+        const uint4 sca = *(const uint4 *)&wa[64], scb = *(const uint4 *)&wb[64];
+        /* step j: rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16
+         * (scale 2 j + 1) */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            mmq6w_planes(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
+            mmq6w_planes(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
+            mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
+            mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
+        }
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
+        cuda_mbar_wait(&S.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
+        cuda_mbar_wait(&S.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+        plane(s, f1, std::true_type{});
+        wgmma_wait<0>();
+        wgmma_pin_i(&dd[0][0]);
+        wgmma_keep(f1);
+        /* the first plane's sums times 32, before the second's */
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                dd[j][k] <<= 5;
+        if (s == 0 && wg == 0)
+            cuda_mbar_arrive(&S.lag);
+        plane(s, f2, std::false_type{});
+        wgmma_wait<0>();
+        wgmma_pin_i(&dd[0][0]);
+        wgmma_keep(f2);
+        cuda_mbar_arrive(&S.aempty[(2 * s) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.aempty[(2 * s + 1) % MMQ6W_ASL]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
+        /* the chain: v1 = D - 4095 S, then mmqk's Q6_K chain (no min term) */
+        const float da = __uint_as_float(wa[68]), db = __uint_as_float(wb[68]);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+            const int2 sv = *(const int2 *)&L.s4095[8 * j + 2 * t4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
+                acc[0][j][k] = __fmaf_rn(p1, (float)(dd[j][k] - (k & 1 ? sv.y : sv.x)), acc[0][j][k]);
+            }
+        }
+        cuda_mbar_arrive(&S.sempty[rs]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
+    }
+    mmq_tiles_store<1, 16>(acc, m0, n0, q, 0, g, t4, n_w, n_rows, y, E);
+    if (q == 0)
+        cuda_tr_block(1);
+#endif
+}
+
+int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
+{
+#if defined(INFERD_MMQW)
+    const int64_t nbr = w->ne0 / QK_K;
+    if (c->sm != 90 || w->type != QT_Q6_K || !w->aux || w->ne0 % QK_K || nbr > INT32_MAX / 2)
+        return INF_EUNSUPPORTED;
+    const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
+    /* the maps: the expanded rows (288-byte boxes of 128 rows, or of 64
+     * under the SwiGLU epilogue) and the int8 activations seen as halves
+     * (boxes of 64 halves = 128 bytes x 128 rows, swizzled) */
+    CUtensorMap wm, xm;
+    memset(&wm, 0, sizeof(wm));
+    memset(&xm, 0, sizeof(xm));
+    if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
+        cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
+        return INF_EUNSUPPORTED;
+    if (mmq_occupancy_once<mmq6w_kernel<QT_Q6_K>>(mmq6w_smem_bytes, MMQ6W_THREADS) == 0)
+        return -1;
+    const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
+    cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, MMQ6W_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+                (int32_t)w->ne1, y, n_rows, c->epi);
+    return 0;
+#else
+    (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
+    return INF_EUNSUPPORTED;
+#endif
+}
