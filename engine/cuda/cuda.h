@@ -100,5 +100,13 @@ int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight
  * type it does not take or in a build without CUDA. No GPU needed
  * (tests/cuda/test_cuda_host.c). */
 int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows, char *msg, size_t cap);
+/* The register-A wgmma kernels' weight arithmetic on the host (no GPU
+ * needed; tests/cuda/test_cuda_host.c), over n_blocks random super-blocks:
+ * cuda/mmqr.cu's fragments times the activations in its k order against
+ * the natural order's exact sums (rows that differ), and cuda/mmq6w.cu's
+ * two u8 planes (every value and scale, then whole super-blocks: what
+ * differs). The first difference into msg; -1 in a build without CUDA. */
+int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap);
+int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap);
 
 #endif

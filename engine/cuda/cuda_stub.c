@@ -128,3 +128,19 @@ int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows
         msg[0] = 0;
     return -1;
 }
+
+int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
+{
+    (void)n_blocks;
+    if (msg && cap)
+        msg[0] = 0;
+    return -1;
+}
+
+int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
+{
+    (void)n_blocks;
+    if (msg && cap)
+        msg[0] = 0;
+    return -1;
+}

@@ -68,32 +68,31 @@ struct mmq6w_smem {
 static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
 
-#if WGMMA_DEVICE
 /* The two u8 planes of a fragment word w (four int8 q - 32 of one
  * 16-element scale sc): p1 the bytes P1 + 128, p2 the bytes P2 - 1 */
-static __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
+static __host__ __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
 {
     const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u; /* q - 32 (6-bit two's complement) + 32 */
     const uint32_t c = (uint32_t)(4095 - 32 * sc) * 0x10001u;
     uint32_t a[2], b[2];
-#pragma unroll
     for (int h = 0; h < 2; h++) {
-        const uint32_t l = __byte_perm(q, 0, h ? 0x4342u : 0x4140u); /* two q in 16-bit lanes */
+        const uint32_t l = cuda_prmt(q, 0, h ? 0x4342u : 0x4140u); /* two q in 16-bit lanes */
         const uint32_t t = l * (uint32_t)sc + c;                     /* lanes A' + 4095 */
         a[h] = (t >> 5) & 0x00ff00ffu;                               /* P1 + 128 */
         b[h] = t - 32u * a[h];                                       /* P2 - 1 */
     }
-    p1 = __byte_perm(a[0], a[1], 0x6420u);
-    p2 = __byte_perm(b[0], b[1], 0x6420u);
+    p1 = cuda_prmt(a[0], a[1], 0x6420u);
+    p2 = cuda_prmt(b[0], b[1], 0x6420u);
 }
 
 /* scale k (0..15) of the 16 int8 scales in s, sign-extended */
-static __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k)
+static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k)
 {
     const uint32_t w = k < 4 ? s.x : k < 8 ? s.y : k < 12 ? s.z : s.w;
     return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
 }
 
+#if WGMMA_DEVICE
 /* The feed warp (as cuda/mmqr.cu's): super-block s's expanded rows, the
  * activations' d and 4095 S into slot s % RSL once both warpgroups' chains
  * are past s - RSL; its two activation halves once both warpgroups are
@@ -278,6 +277,79 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     if (q == 0)
         cuda_tr_block(1);
 #endif
+}
+
+/* mmq6w's planes on the host (tests/cuda/test_cuda_host.c): (1) every
+ * q - 32 in [-32, 31] at each byte of a word, with every scale in [-128,
+ * 127]: 32 (P1 + 128 - 128) + (P2 - 1 + 1) = sc (q - 32); (2) n_blocks
+ * random super-blocks (the expanded copy's int8 values and scales, int8
+ * activations, the extremes among them): the fragment words as the kernel
+ * picks them (words 8 j + t4 and 8 j + 4 + t4, scales 2 j and 2 j + 1),
+ * 32 x the first plane's sum + the second's, less 4095 S, against sum sc
+ * (q - 32) x. Returns what differs (the first into msg). No GPU needed. */
+extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
+{
+    uint64_t st = 0xbb67ae8584caa73bull;
+    auto rnd = [&st]() {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        return (uint32_t)(st >> 32);
+    };
+    int64_t bad = 0;
+    if (msg && cap)
+        msg[0] = 0;
+    for (int sc = -128; sc <= 127; sc++)
+        for (int v = -32; v <= 31; v++)
+            for (int pos = 0; pos < 4; pos++) {
+                uint32_t w = rnd() & 0x3f3f3f3fu; /* other bytes: any 6-bit two's complement value */
+                w = (w & ~(0xffu << (8 * pos))) | ((uint32_t)(uint8_t)(int8_t)v << (8 * pos));
+                uint32_t p1, p2;
+                mmq6w_planes(w, sc, p1, p2);
+                const int a = (int)((p1 >> (8 * pos)) & 0xff) - 128, b = (int)((p2 >> (8 * pos)) & 0xff) + 1;
+                if (32 * a + b != sc * v || b < 1 || b > 32) {
+                    if (!bad && msg && cap)
+                        snprintf(msg, cap, "sc %d, q - 32 = %d at byte %d: planes %d, %d", sc, v, pos, a, b);
+                    bad++;
+                }
+            }
+    for (int blk = 0; blk < n_blocks; blk++) {
+        int8_t q[QK_K], x[QK_K];
+        uint32_t words[QK_K / 4];
+        int8_t scl[16];
+        uint4 s4;
+        const bool ext = blk % 4 == 0; /* the extremes: -32 x -128 x -128 */
+        for (int i = 0; i < QK_K; i++) {
+            q[i] = (int8_t)(ext ? -32 : (int)(rnd() % 64) - 32);
+            x[i] = (int8_t)(ext ? -128 : (int)(rnd() & 0xff));
+        }
+        for (int i = 0; i < 16; i++)
+            scl[i] = (int8_t)(ext ? -128 : (int)(rnd() & 0xff));
+        memcpy(words, q, sizeof(words));
+        memcpy(&s4, scl, sizeof(s4));
+        int64_t want = 0, s = 0, d1 = 0, d2 = 0;
+        for (int i = 0; i < QK_K; i++) {
+            want += (int64_t)scl[i / 16] * q[i] * x[i];
+            s += x[i];
+        }
+        for (int t4 = 0; t4 < 4; t4++)
+            for (int j = 0; j < 8; j++)
+                for (int h = 0; h < 2; h++) {
+                    const int wi = 8 * j + 4 * h + t4; /* k 32 j + 16 h + 4 t4.. */
+                    uint32_t p1, p2;
+                    mmq6w_planes(words[wi], mmq6w_scale(s4, 2 * j + h), p1, p2);
+                    for (int e = 0; e < 4; e++) {
+                        d1 += (int64_t)((p1 >> (8 * e)) & 0xff) * x[4 * wi + e];
+                        d2 += (int64_t)((p2 >> (8 * e)) & 0xff) * x[4 * wi + e];
+                    }
+                }
+        const int64_t d = 32 * d1 + d2;
+        if (d - 4095 * s != want || d > INT32_MAX || d < INT32_MIN) {
+            if (!bad && msg && cap)
+                snprintf(msg, cap, "block %d: D %lld - 4095 S %lld, want %lld", blk, (long long)d, (long long)(4095 * s),
+                         (long long)want);
+            bad++;
+        }
+    }
+    return bad;
 }
 
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)

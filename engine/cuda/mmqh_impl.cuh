@@ -126,26 +126,28 @@ static __global__ void mmqh_x16_kernel(const int8_t *__restrict__ qs, __half *__
  * one scale a step), straight into its wgmma A fragment (k 2 t4, 2 t4 + 1
  * and 2 t4 + 8, 2 t4 + 9). A super-block's sum is exact in any order, so
  * the k order is free (the bits are the natural order's). 8 a thread. */
+static __host__ __device__ __forceinline__ int mmqh_x16p_elem(int pos)
+{
+    const int m = pos >> 3, j = m >> 1; /* 8-position group m: step j, P = m & 1 */
+    return 64 * ((pos & 7) >> 1) + 32 * (j >> 3) + 4 * (j & 7) + 2 * (m & 1) + (pos & 1);
+}
 static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *__restrict__ x16, int64_t n8)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= n8)
         return;
-    const int m = (int)(i & 31), j = m >> 1; /* 8-position group m: step j, P = m & 1 */
-    const int8_t *src = qs + (i >> 5) * QK_K + 32 * (j >> 3) + 4 * (j & 7) + 2 * (m & 1);
+    const int8_t *src = qs + (i >> 5) * QK_K;
     __align__(16) __half h[8];
 #pragma unroll
-    for (int t = 0; t < 4; t++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-            h[2 * t + e] = __int2half_rn((int)src[64 * t + e]);
+    for (int k = 0; k < 8; k++)
+        h[k] = __int2half_rn((int)src[mmqh_x16p_elem(8 * (int)(i & 31) + k)]);
     ((uint4 *)x16)[i] = *(const uint4 *)h;
 }
 
 /* A sub-block's constants for mmqh_w2: (sc, sc) and -(1024 sc + 480) in
  * both halves, both exact in f16 (1024 sc + 480 = 32 (32 sc + 15) <=
  * 64,992: a multiple of 32, f16's spacing up to 65,504) */
-static __device__ __forceinline__ void mmqh_scale2(uint32_t sc, __half2 &m, __half2 &c)
+static __host__ __device__ __forceinline__ void mmqh_scale2(uint32_t sc, __half2 &m, __half2 &c)
 {
     m = __half2half2(__int2half_rn((int)sc));
     c = __half2half2(__int2half_rn(-(int)(1024 * sc + MMQH_CENTER)));
@@ -156,16 +158,34 @@ static __device__ __forceinline__ void mmqh_scale2(uint32_t sc, __half2 &m, __ha
  * one HFMA2 takes (1024 + q) sc - (1024 sc + 480): an exact result in
  * [-480, 465], rounded once, exact (session 39's form, PRMT, IMAD by sc
  * plus 0x6400 and HSUB2, was one instruction more a pair) */
-static __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, __half2 m, __half2 c)
+static __host__ __device__ __forceinline__ uint32_t mmqh_w2(uint32_t x, uint32_t sel, __half2 m, __half2 c)
 {
-    const uint32_t v = __byte_perm(x, 0x64646464u, sel);
+    const uint32_t v = cuda_prmt(x, 0x64646464u, sel);
+#ifdef __CUDA_ARCH__
     const __half2 r = __hfma2(*(const __half2 *)&v, m, c);
     return *(const uint32_t *)&r;
+#else
+    /* the host's form (tests/cuda/test_cuda_host.c): the same exact
+     * product and sum, rounded once */
+    uint32_t mw, cw, r = 0;
+    memcpy(&mw, &m, 4);
+    memcpy(&cw, &c, 4);
+    for (int i = 0; i < 2; i++) {
+        __half_raw hv, hm, hc;
+        hv.x = (unsigned short)(v >> (16 * i));
+        hm.x = (unsigned short)(mw >> (16 * i));
+        hc.x = (unsigned short)(cw >> (16 * i));
+        const __half_raw o =
+            __half_raw(__float2half_rn(__half2float(__half(hv)) * __half2float(__half(hm)) + __half2float(__half(hc))));
+        r |= (uint32_t)o.x << (16 * i);
+    }
+    return r;
+#endif
 }
 
 /* mmqh_w2's constants of quarter qd of a Q4_K row (its block rw): sub-
  * block 2 qd's (the quarter's low nibbles) and 2 qd + 1's (the high ones) */
-static __device__ __forceinline__ void mmqh_quarter_scales(const uint32_t *rw, int qd, __half2 &mlo, __half2 &clo,
+static __host__ __device__ __forceinline__ void mmqh_quarter_scales(const uint32_t *rw, int qd, __half2 &mlo, __half2 &clo,
                                                            __half2 &mhi, __half2 &chi)
 {
     /* the scale bytes of sub-blocks 0-3 or 4-7 (mmqk_k45_head's sc[0],

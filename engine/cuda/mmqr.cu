@@ -74,6 +74,18 @@ struct mmqr_smem {
 static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
 static constexpr size_t mmqr_smem_bytes = sizeof(mmqr_smem) + 1024; /* + the base's alignment */
 
+/* Step kk of commit group G of a super-block: the fragment words of rows
+ * A (g) and B (g + 8) from their chunk words qa, qb (word 4 (G & 1) + kk;
+ * the high nibbles for G >= 2), each pair one PRMT and one HFMA2 */
+static __host__ __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_t qa, uint32_t qb, bool hi, __half2 ma,
+                                                 __half2 ca, __half2 mb, __half2 cb)
+{
+    const uint32_t la = (hi ? qa >> 4 : qa) & 0x0f0f0f0fu, lb = (hi ? qb >> 4 : qb) & 0x0f0f0f0fu;
+    f[0] = mmqh_w2(la, 0x4140u, ma, ca); /* row g, k 2 t4, 2 t4 + 1: bytes 0, 1 */
+    f[1] = mmqh_w2(lb, 0x4140u, mb, cb); /* row g + 8 */
+    f[2] = mmqh_w2(la, 0x4342u, ma, ca); /* row g, k 2 t4 + 8, + 9: bytes 2, 3 */
+    f[3] = mmqh_w2(lb, 0x4342u, mb, cb);
+}
 #if WGMMA_DEVICE
 /* The feed warp: super-block s's raw blocks and chain data into slot s %
  * RSL once both warpgroups' chains are past s - RSL; its four activation
@@ -130,18 +142,6 @@ static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const C
     }
 }
 
-/* Step kk of commit group G of a super-block: the fragment words of rows
- * A (g) and B (g + 8) from their chunk words qa, qb (word 4 (G & 1) + kk;
- * the high nibbles for G >= 2), each pair one PRMT and one HFMA2 */
-static __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_t qa, uint32_t qb, bool hi, __half2 ma,
-                                                 __half2 ca, __half2 mb, __half2 cb)
-{
-    const uint32_t la = (hi ? qa >> 4 : qa) & 0x0f0f0f0fu, lb = (hi ? qb >> 4 : qb) & 0x0f0f0f0fu;
-    f[0] = mmqh_w2(la, 0x4140u, ma, ca); /* row g, k 2 t4, 2 t4 + 1: bytes 0, 1 */
-    f[1] = mmqh_w2(lb, 0x4140u, mb, cb); /* row g + 8 */
-    f[2] = mmqh_w2(la, 0x4342u, ma, ca); /* row g, k 2 t4 + 8, + 9: bytes 2, 3 */
-    f[3] = mmqh_w2(lb, 0x4342u, mb, cb);
-}
 #endif
 
 template <int T>
@@ -288,6 +288,74 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     if (q == 0)
         cuda_tr_block(1);
 #endif
+}
+
+/* mmqr's weight side and activation order on the host (tests/cuda/
+ * test_cuda_host.c): for random Q4_K super-blocks (rows A and B) and
+ * random int8 activations, every lane's fragments as the kernel expands
+ * them (mmqh_quarter_scales, mmqr_frag), placed by wgmma's A layout (warp
+ * rows g / g + 8, k 2 t4.. / 2 t4 + 8..), times the activations in
+ * mmqh_x16p_kernel's order, summed exactly, against the natural order's
+ * sum of (q sc - 480) x. Returns the rows that differ (the first into
+ * msg). No GPU needed: the expansion, the k order and the layout
+ * assumption are what it checks. */
+extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
+{
+    uint64_t st = 0x6a09e667f3bcc909ull;
+    auto rnd = [&st]() {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        return (uint32_t)(st >> 32);
+    };
+    int64_t bad = 0;
+    if (msg && cap)
+        msg[0] = 0;
+    for (int b = 0; b < n_blocks; b++) {
+        uint32_t blk[2][36]; /* rows A and B: d/dmin, 12 scale bytes, 128 nibble bytes */
+        int8_t x[QK_K];
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < 36; i++)
+                blk[r][i] = rnd();
+        for (int i = 0; i < QK_K; i++)
+            x[i] = (int8_t)(b % 5 == 0 ? (i & 1 ? 127 : -128) : (int)(rnd() & 0xff));
+        int64_t want[2] = {0, 0}, got[2] = {0, 0};
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *q = (const uint8_t *)&blk[r][4], *scb = (const uint8_t *)&blk[r][1];
+            for (int e = 0; e < QK_K; e++) {
+                int sc, mn;
+                cuda_k4_scale_min(scb, e / 32, &sc, &mn);
+                const int c = e / 64, l = e % 64;
+                const int v = l < 32 ? q[32 * c + l] & 15 : q[32 * c + l - 32] >> 4;
+                want[r] += (int64_t)(v * sc - MMQH_CENTER) * x[e];
+            }
+        }
+        for (int t4 = 0; t4 < 4; t4++) {
+            __half2 ma[2], ca[2], mb[2], cb[2];
+            mmqh_quarter_scales(blk[0], t4, ma[0], ca[0], ma[1], ca[1]);
+            mmqh_quarter_scales(blk[1], t4, mb[0], cb[0], mb[1], cb[1]);
+            for (int j = 0; j < 16; j++) {
+                const bool hi = j >= 8;
+                const int wi = j & 7;
+                uint32_t f[4];
+                mmqr_frag(f, blk[0][4 + 8 * t4 + wi], blk[1][4 + 8 * t4 + wi], hi, ma[hi], ca[hi], mb[hi], cb[hi]);
+                for (int reg = 0; reg < 4; reg++)
+                    for (int e = 0; e < 2; e++) {
+                        __half_raw hr;
+                        hr.x = (unsigned short)(f[reg] >> (16 * e));
+                        const float a = __half2float(__half(hr));
+                        const int k = 16 * j + 2 * t4 + 8 * (reg >> 1) + e; /* the A layout */
+                        got[reg & 1] += (int64_t)a * x[mmqh_x16p_elem(k)];
+                    }
+            }
+        }
+        for (int r = 0; r < 2; r++)
+            if (got[r] != want[r]) {
+                if (!bad && msg && cap)
+                    snprintf(msg, cap, "block %d row %c: %lld, natural order %lld", b, r ? 'B' : 'A',
+                             (long long)got[r], (long long)want[r]);
+                bad++;
+            }
+    }
+    return bad;
 }
 
 int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,

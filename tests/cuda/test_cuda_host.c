@@ -9,8 +9,10 @@
  * on the CPU against engine/quant.c's dequantization, every element
  * F16-rounded as the kernel stores it. Rows from quantized random weights,
  * and rows of random bytes (every 6-bit scale/min pattern, both halves of
- * the Q4_K/Q5_K scale packing) with sane F16 d/dmin. Exit 77 without a
- * CUDA build.
+ * the Q4_K/Q5_K scale packing) with sane F16 d/dmin. And the register-A
+ * wgmma kernels' weight arithmetic (cuda/mmqr.cu's fragments in its k
+ * order, cuda/mmq6w.cu's two u8 planes) against exact integer sums. Exit
+ * 77 without a CUDA build.
  */
 #include <math.h>
 #include <stdint.h>
@@ -100,6 +102,15 @@ int main(void)
     static const int types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K};
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
         check_type(types[t]);
+    /* the register-A wgmma kernels' weight arithmetic (cuda/mmqr.cu,
+     * cuda/mmq6w.cu) */
+    char msg[160];
+    int64_t bad = cuda_mmqr_host_check(2000, msg, sizeof(msg));
+    printf("mmqr-host  %lld of 4000 rows differ from the natural order%s%s\n", (long long)bad, bad ? ": " : "", msg);
+    CHECK(bad == 0);
+    bad = cuda_mmq6w_host_check(2000, msg, sizeof(msg));
+    printf("mmq6w-host %lld of 65536 words + 2000 super-blocks differ%s%s\n", (long long)bad, bad ? ": " : "", msg);
+    CHECK(bad == 0);
     printf("%s\n", fails ? "FAIL" : "ok");
     return fails ? 1 : 0;
 }
