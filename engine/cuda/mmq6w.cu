@@ -66,7 +66,9 @@ struct mmq6w_smem {
     uint64_t afull[MMQ6W_ASL], aempty[MMQ6W_ASL], sfull[MMQ6W_RSL], sempty[MMQ6W_RSL], lag;
 };
 static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
+#if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
+#endif
 
 /* The two u8 planes of a fragment word w (four int8 q - 32 of one
  * 16-element scale sc): p1 the bytes P1 + 128, p2 the bytes P2 - 1 */

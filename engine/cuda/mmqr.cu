@@ -72,7 +72,9 @@ struct mmqr_smem {
     uint64_t afull[MMQR_ASL], aempty[MMQR_ASL], sfull[MMQR_RSL], sempty[MMQR_RSL], lag;
 };
 static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
+#if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmqr_smem_bytes = sizeof(mmqr_smem) + 1024; /* + the base's alignment */
+#endif
 
 /* Step kk of commit group G of a super-block: the fragment words of rows
  * A (g) and B (g + 8) from their chunk words qa, qb (word 4 (G & 1) + kk;
