@@ -43,17 +43,12 @@
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"
-#include "engine/cuda/wgmma.cuh"
+#include "engine/cuda/wgrs.cuh"
 
-#define MMQ6W_CONS 256
-#define MMQ6W_THREADS (MMQ6W_CONS + 128)
-#define MMQ6W_CONS_REGS 232
-#define MMQ6W_FEED_REGS 40
 #define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
 #define MMQ6W_RSL 3                          /* super-block slots */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
-#define MMQ6W_RAW (MMQH_BM * MMQ_Q6X_BYTES)  /* a slot's expanded rows */
 
 struct mmq6w_sslot {
     uint32_t w[MMQH_BM][MMQ6W_WROW]; /* 128 expanded rows (a tensor copy) */
@@ -63,7 +58,7 @@ struct mmq6w_sslot {
 struct mmq6w_smem {
     uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
     mmq6w_sslot ss[MMQ6W_RSL];
-    uint64_t afull[MMQ6W_ASL], aempty[MMQ6W_ASL], sfull[MMQ6W_RSL], sempty[MMQ6W_RSL], lag;
+    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
 };
 static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
@@ -107,17 +102,9 @@ static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const
         const int rs = s % MMQ6W_RSL;
         mmq6w_sslot &L = S.ss[rs];
         if (s >= MMQ6W_RSL)
-            cuda_mbar_wait(&S.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
-        if (lane == 0) {
-            const int32_t x8 = s * (MMQ_Q6X_BYTES / 8);
-            cuda_mbar_expect_only(&S.sfull[rs], MMQ6W_RAW);
-            if (glu) { /* the gate rows, then the up rows (mmq_wrow's map) */
-                cuda_tma_rows(&L.w[0][0], wmap, x8, m0 / 2, &S.sfull[rs]);
-                cuda_tma_rows(&L.w[64][0], wmap, x8, glu + m0 / 2, &S.sfull[rs]);
-            } else {
-                cuda_tma_rows(&L.w[0][0], wmap, x8, m0, &S.sfull[rs]);
-            }
-        }
+            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.w[0][0], MMQ_Q6X_BYTES, wmap, s * (MMQ_Q6X_BYTES / 8), m0,
+                       glu);
 #pragma unroll
         for (int i = 0; i < MMQH_BN / 32; i++) {
             const int r = lane + 32 * i;
@@ -135,71 +122,38 @@ static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const
             L.xd[r] = xd;
             L.s4095[r] = sum;
         }
-        cuda_mbar_arrive(&S.sfull[rs]);
+        cuda_mbar_arrive(&S.bar.sfull[rs]);
+        if (lane == 0)
+            cuda_tr(s, CUDA_TR_FEED);
+        /* the int8 rows seen as halves (cuda_tmap_f16_sw128's map over the
+         * bytes): coordinate 64 = 128 bytes */
 #pragma unroll 1
-        for (int h = 0; h < 2; h++) {
-            const int32_t i = 2 * s + h;
-            const int as = i % MMQ6W_ASL;
-            if (i >= MMQ6W_ASL)
-                cuda_mbar_wait(&S.aempty[as], (uint32_t)(i / MMQ6W_ASL - 1) & 1);
-            if (lane == 0) {
-                cuda_mbar_expect(&S.afull[as], MMQ6W_ATILE);
-                /* the int8 rows seen as halves (cuda_tmap_f16_sw128's map
-                 * over the bytes): coordinate 64 = 128 bytes */
-                cuda_tma_rows(S.act[as], xmap, s * (QK_K / 2) + 64 * h, n0, &S.afull[as]);
-            }
-        }
+        for (int h = 0; h < 2; h++)
+            wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], MMQ6W_ATILE, xmap, 2 * s + h, s * (QK_K / 2) + 64 * h,
+                          n0);
     }
 }
 #endif
 
 template <int T>
-static __global__ void __launch_bounds__(MMQ6W_THREADS, 1)
+static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
              int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
     mmq6w_smem &S = *(mmq6w_smem *)(mmq6w_smem_raw + ((1024 - (cuda_saddr(mmq6w_smem_raw) & 1023)) & 1023));
-    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    if (tid == 0) {
-        for (int i = 0; i < MMQ6W_ASL; i++) {
-            cuda_mbar_init(&S.afull[i], 1);
-            cuda_mbar_init(&S.aempty[i], MMQ6W_CONS);
-        }
-        for (int i = 0; i < MMQ6W_RSL; i++) {
-            cuda_mbar_init(&S.sfull[i], CUDA_WARP);
-            cuda_mbar_init(&S.sempty[i], MMQ6W_CONS);
-        }
-        cuda_mbar_init(&S.lag, MMQ6W_CONS / 2);
-        cuda_mbar_init_fence();
-    }
-    __syncthreads();
-    cuda_tr_block(0);
-    cuda_pdl_enter();
-    if (tid >= MMQ6W_CONS) {
-        wgmma_regs_dec<MMQ6W_FEED_REGS>();
-        if (warp == MMQ6W_CONS / CUDA_WARP)
-            mmq6w_feed(S, lane, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
+    wgrs_start(S.bar);
+    if (!wgrs_roles([&] { mmq6w_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
         return;
-    }
-    wgmma_regs_inc<MMQ6W_CONS_REGS>();
-    /* as cuda/mmqr.cu: warp q holds tile rows 16 q + g (A) and + 8 (B),
-     * activation rows 8 j + 2 t4 (+1); their expanded rows under the
-     * SwiGLU epilogue: gate 8 q + g, up 64 + 8 q + g */
-    const int wg = warp >> 2, w4 = warp & 3, q = warp;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int ra = E.glu ? 8 * q + g : 16 * q + g, rb = E.glu ? 64 + 8 * q + g : 16 * q + g + 8;
+    const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
+    const int wg = P.wg, w4 = P.w4, t4 = P.t4, ra = P.ra, rb = P.rb;
     const uint32_t sb = cuda_saddr(S.act[0]);
 
     float acc[1][16][4];
     int dd[16][4];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            acc[0][j][k] = 0.0f;
+    wgmma_zero(&acc[0][0][0]);
     uint32_t f1[8][4], f2[8][4]; /* the super-block's 8 k32 steps, both planes */
 
     /* plane f's 8 wgmma: step j reads half j / 4 of the super-block's
@@ -219,11 +173,11 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     };
 
     if (wg == 1)
-        cuda_mbar_wait(&S.lag, 0);
+        cuda_mbar_wait(&S.bar.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         const mmq6w_sslot &L = S.ss[rs];
-        cuda_mbar_wait(&S.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
+        cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
         const uint32_t *wa = L.w[ra], *wb = L.w[rb];
         const uint4 sca = *(const uint4 *)&wa[64], scb = *(const uint4 *)&wb[64];
         /* step j: rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16
@@ -237,8 +191,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         }
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        cuda_mbar_wait(&S.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-        cuda_mbar_wait(&S.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+        cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
+        cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
         plane(s, f1, std::true_type{});
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
@@ -250,13 +204,13 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             for (int k = 0; k < 4; k++)
                 dd[j][k] <<= 5;
         if (s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.lag);
+            cuda_mbar_arrive(&S.bar.lag);
         plane(s, f2, std::false_type{});
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(f2);
-        cuda_mbar_arrive(&S.aempty[(2 * s) % MMQ6W_ASL]);
-        cuda_mbar_arrive(&S.aempty[(2 * s + 1) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         /* the chain: v1 = D - 4095 S, then mmqk's Q6_K chain (no min term) */
@@ -271,13 +225,9 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 acc[0][j][k] = __fmaf_rn(p1, (float)(dd[j][k] - (k & 1 ? sv.y : sv.x)), acc[0][j][k]);
             }
         }
-        cuda_mbar_arrive(&S.sempty[rs]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
+        wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
-    mmq_tiles_store<1, 16>(acc, m0, n0, q, 0, g, t4, n_w, n_rows, y, E);
-    if (q == 0)
-        cuda_tr_block(1);
+    wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }
 
@@ -292,10 +242,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
 extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
 {
     uint64_t st = 0xbb67ae8584caa73bull;
-    auto rnd = [&st]() {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        return (uint32_t)(st >> 32);
-    };
+    auto rnd = [&st]() { return wgrs_lcg(&st); };
     int64_t bad = 0;
     if (msg && cap)
         msg[0] = 0;
@@ -370,10 +317,10 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmq6w_kernel<QT_Q6_K>>(mmq6w_smem_bytes, MMQ6W_THREADS) == 0)
+    if (mmq_occupancy_once<mmq6w_kernel<QT_Q6_K>>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, MMQ6W_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+    cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
                 (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else

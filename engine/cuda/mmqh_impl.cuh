@@ -263,6 +263,23 @@ static __device__ __forceinline__ void mmqh_chain_tile(float acc[4], const float
     }
 }
 
+/* The chain of a warp's 16 m16n8 tiles at a super-block's end (the wgmma
+ * forms: one m64n128 accumulator set dd), the slot L holding the
+ * activations' d, 480 S and 32-sums of the block's 128 activation rows */
+template <class L>
+static __device__ __forceinline__ void mmqh_chain_row(float acc[16][4], const float dd[16][4], const L &slot,
+                                                      const mmqk_head hd[2], const int mh[2], const int ml[2], int g,
+                                                      int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&slot.xd[8 * j + 2 * t4];
+        const float2 sf = *(const float2 *)&slot.sf[8 * j + 2 * t4];
+        mmqh_chain_tile(acc[j], dd[j], mh, ml, *(const int *)&slot.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
+                        sf.y);
+    }
+}
+
 /* the producers' own barrier (named barrier 1: the consumers never wait
  * on it) */
 static __device__ __forceinline__ void mmqh_prod_sync(void)
@@ -495,6 +512,12 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
  * capability 9.0): 0 launched, INF_EUNSUPPORTED not here, -1 no room */
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows);
+/* the wgmma forms' tensor maps (cuda/mmqw.cu): the weight's rows (144-byte
+ * boxes of 128 rows, or of 64 under the SwiGLU epilogue) and the f16
+ * activations (64 x 128, swizzled); 0, or INF_EUNSUPPORTED (not compute
+ * capability 9.0, a shape the maps cannot take) */
+int cuda_mmqh_tmaps(const struct cuda_ctx *c, const struct backend_weight *w, const __half *x16, int32_t n_rows,
+                    CUtensorMap *wm, CUtensorMap *xm);
 /* its register-A form (cuda/mmqr.cu; x16 in mmqh_x16p_kernel's order),
  * INFERD_MMQW=2: the same answers */
 int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,

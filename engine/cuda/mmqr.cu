@@ -47,16 +47,11 @@
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"
-#include "engine/cuda/wgmma.cuh"
+#include "engine/cuda/wgrs.cuh"
 
-#define MMQR_CONS 256                    /* consumer threads: 2 warpgroups */
-#define MMQR_THREADS (MMQR_CONS + 128)   /* + a warpgroup whose first warp feeds */
-#define MMQR_CONS_REGS 232               /* setmaxnreg: 2 x 232 + 40 = 512 a scheduler lane */
-#define MMQR_FEED_REGS 40
 #define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
 #define MMQR_RSL 3                       /* super-block slots */
 #define MMQR_ATILE (MMQH_BN * 128)       /* an activation stage: 128 rows x 64 halves */
-#define MMQR_RAW (MMQH_BM * 144)         /* a super-block's raw blocks: 128 rows */
 
 /* a super-block's slot: its raw Q4_K blocks (a tensor copy) and what the
  * chain needs of the activation rows (the feed warp's stores) */
@@ -69,7 +64,7 @@ struct mmqr_sslot {
 struct mmqr_smem {
     uint8_t act[MMQR_ASL][MMQR_ATILE]; /* first: each tile on a 1,024-byte boundary */
     mmqr_sslot ss[MMQR_RSL];
-    uint64_t afull[MMQR_ASL], aempty[MMQR_ASL], sfull[MMQR_RSL], sempty[MMQR_RSL], lag;
+    wgrs_bars<MMQR_ASL, MMQR_RSL> bar;
 };
 static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
@@ -102,17 +97,9 @@ static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const C
         const int rs = s % MMQR_RSL;
         mmqr_sslot &L = S.ss[rs];
         if (s >= MMQR_RSL)
-            cuda_mbar_wait(&S.sempty[rs], (uint32_t)(s / MMQR_RSL - 1) & 1);
-        if (lane == 0) {
-            const int32_t x8 = s * 18; /* 144 bytes a super-block: 18 words */
-            cuda_mbar_expect_only(&S.sfull[rs], MMQR_RAW);
-            if (glu) { /* the gate rows, then the up rows (mmq_wrow's map) */
-                cuda_tma_rows(&L.raw[0][0], wmap, x8, m0 / 2, &S.sfull[rs]);
-                cuda_tma_rows(&L.raw[64][0], wmap, x8, glu + m0 / 2, &S.sfull[rs]);
-            } else {
-                cuda_tma_rows(&L.raw[0][0], wmap, x8, m0, &S.sfull[rs]);
-            }
-        }
+            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQR_RSL - 1) & 1);
+        /* 144 bytes a super-block: 18 words */
+        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.raw[0][0], 144, wmap, s * 18, m0, glu);
 #pragma unroll
         for (int i = 0; i < MMQH_BN / 32; i++) {
             const int r = lane + 32 * i;
@@ -127,76 +114,35 @@ static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const C
             *(uint4 *)&L.xhl[r][0] = hl;
             L.sf[r] = mmqh_sf(hl);
         }
-        cuda_mbar_arrive(&S.sfull[rs]);
+        cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
 #pragma unroll 1
-        for (int G = 0; G < 4; G++) {
-            const int32_t i = 4 * s + G;
-            const int as = i % MMQR_ASL;
-            if (i >= MMQR_ASL)
-                cuda_mbar_wait(&S.aempty[as], (uint32_t)(i / MMQR_ASL - 1) & 1);
-            if (lane == 0) {
-                cuda_mbar_expect(&S.afull[as], MMQR_ATILE);
-                cuda_tma_rows(S.act[as], xmap, s * QK_K + 64 * G, n0, &S.afull[as]);
-            }
-        }
+        for (int G = 0; G < 4; G++)
+            wgrs_feed_act(S.bar, S.act[(4 * s + G) % MMQR_ASL], MMQR_ATILE, xmap, 4 * s + G, s * QK_K + 64 * G, n0);
     }
 }
 
 #endif
 
 template <int T>
-static __global__ void __launch_bounds__(MMQR_THREADS, 1)
+static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
     mmqr_smem &S = *(mmqr_smem *)(mmqr_smem_raw + ((1024 - (cuda_saddr(mmqr_smem_raw) & 1023)) & 1023));
-    const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    if (tid == 0) {
-        /* afull: the feed's arrival with the tile's bytes; sfull: the feed
-         * warp's 32 after their stores; the empties: every consumer */
-        for (int i = 0; i < MMQR_ASL; i++) {
-            cuda_mbar_init(&S.afull[i], 1);
-            cuda_mbar_init(&S.aempty[i], MMQR_CONS);
-        }
-        for (int i = 0; i < MMQR_RSL; i++) {
-            cuda_mbar_init(&S.sfull[i], CUDA_WARP);
-            cuda_mbar_init(&S.sempty[i], MMQR_CONS);
-        }
-        cuda_mbar_init(&S.lag, MMQR_CONS / 2);
-        cuda_mbar_init_fence();
-    }
-    __syncthreads();
-    cuda_tr_block(0);
-    cuda_pdl_enter();
-    if (tid >= MMQR_CONS) {
-        wgmma_regs_dec<MMQR_FEED_REGS>();
-        if (warp == MMQR_CONS / CUDA_WARP)
-            mmqr_feed(S, lane, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu);
+    wgrs_start(S.bar);
+    if (!wgrs_roles([&] { mmqr_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
         return;
-    }
-    wgmma_regs_inc<MMQR_CONS_REGS>();
-    /* warpgroup wg: tile rows 64 wg..; its warp w4 the 16-row tile q = 4 wg
-     * + w4: rows 16 q + g (A) and + 8 (B), activation rows 8 j + 2 t4 (+1),
-     * j = 0..15 (the wgmma accumulator layout: the m16n8 one, 16 n8
-     * tiles). Their raw rows: the tile rows, or under the SwiGLU epilogue
-     * gate row 8 q + g and up row 64 + 8 q + g (mmq_wrow's map, which
-     * mmq_tiles_store undoes). */
-    const int wg = warp >> 2, w4 = warp & 3, q = warp;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int ra = E.glu ? 8 * q + g : 16 * q + g, rb = E.glu ? 64 + 8 * q + g : 16 * q + g + 8;
+    const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
+    const int wg = P.wg, w4 = P.w4, g = P.g, t4 = P.t4, ra = P.ra, rb = P.rb;
     const uint32_t sb = cuda_saddr(S.act[0]);
 
     float acc[1][16][4], dd[16][4];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            acc[0][j][k] = 0.0f;
+    wgmma_zero(&acc[0][0][0]);
     uint32_t fa[4][4], fb[4][4]; /* two commit groups' fragments (4 steps x 4 words) */
     uint4 qa[2], qb[2];          /* rows A and B's chunk t4 of the super-block */
     __half2 ma[2], ca[2], mb[2], cb[2]; /* their low / high nibbles' mmqh_w2 constants */
@@ -214,7 +160,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
      * B: the swizzled tile, step kk 32 bytes into its rows (SBO 1,024 B) */
     auto issue = [&](int32_t s, int G, const uint32_t (&f)[4][4]) {
         const int32_t i = 4 * s + G;
-        cuda_mbar_wait(&S.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
+        cuda_mbar_wait(&S.bar.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
         wgmma_fence();
         const uint32_t ao = sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE;
 #pragma unroll
@@ -227,14 +173,14 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         }
         wgmma_commit();
     };
-    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.aempty[i % MMQR_ASL]); };
+    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
 
     if (wg == 1)
-        cuda_mbar_wait(&S.lag, 0);
+        cuda_mbar_wait(&S.bar.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQR_RSL;
         const mmqr_sslot &L = S.ss[rs];
-        cuda_mbar_wait(&S.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
+        cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
         const uint32_t *wa = L.raw[ra], *wb = L.raw[rb];
         qa[0] = *(const uint4 *)&wa[4 + 8 * t4];
         qa[1] = *(const uint4 *)&wa[8 + 8 * t4];
@@ -257,7 +203,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         wgmma_keep(fb);
         release(4 * s + 1);
         if (s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.lag);
+            cuda_mbar_arrive(&S.bar.lag);
         expand(3, fb);
         issue(s, 3, fb);
         wgmma_wait<0>();
@@ -275,20 +221,10 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqk_k45_head(wa, hd[0]);
         mmqk_k45_head(wb, hd[1]);
         mmqk_min_words(hd, t4, mh, ml);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-            const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
-            mmqh_chain_tile(acc[0][j], dd[j], mh, ml, *(const int *)&L.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
-                            sf.y);
-        }
-        cuda_mbar_arrive(&S.sempty[rs]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
+        mmqh_chain_row(acc[0], dd, L, hd, mh, ml, g, t4);
+        wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
-    mmq_tiles_store<1, 16>(acc, m0, n0, q, 0, g, t4, n_w, n_rows, y, E);
-    if (q == 0)
-        cuda_tr_block(1);
+    wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }
 
@@ -304,10 +240,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
 {
     uint64_t st = 0x6a09e667f3bcc909ull;
-    auto rnd = [&st]() {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        return (uint32_t)(st >> 32);
-    };
+    auto rnd = [&st]() { return wgrs_lcg(&st); };
     int64_t bad = 0;
     if (msg && cap)
         msg[0] = 0;
@@ -364,21 +297,13 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
-    if (c->sm != 90 || w->ne0 / QK_K > INT32_MAX / 4)
+    CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
+    if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    /* the maps: the weight's rows (144-byte boxes of 128 rows, or of 64
-     * under the SwiGLU epilogue) and the f16 activations (64 x 128,
-     * swizzled) */
-    CUtensorMap wm, xm;
-    memset(&wm, 0, sizeof(wm));
-    memset(&xm, 0, sizeof(xm));
-    if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
-        cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
-        return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqr_kernel<QT_Q4_K>>(mmqr_smem_bytes, MMQR_THREADS) == 0)
+    if (mmq_occupancy_once<mmqr_kernel<QT_Q4_K>>(mmqr_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, MMQR_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
+    cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
                 (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else

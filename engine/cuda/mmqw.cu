@@ -222,11 +222,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     constexpr uint32_t WS = (uint32_t)sizeof(mmqw_wslot);
 
     float acc[1][16][4], dd[16][4];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            acc[0][j][k] = 0.0f;
+    wgmma_zero(&acc[0][0][0]);
 
     /* stage i: its four k16 steps as one commit group (FIRST: a
      * super-block's first quarter, its first step without an accumulator).
@@ -284,13 +280,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqk_head hd[2];
         int mh[2], ml[2];
         mmqh_tile_heads(L.head, 64 * wg + 16 * w4, g, t4, hd, mh, ml);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-            const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
-            mmqh_chain_tile(acc[0][j], dd[j], mh, ml, *(const int *)&L.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
-                            sf.y);
-        }
+        mmqh_chain_row(acc[0], dd, L, hd, mh, ml, g, t4);
         cuda_mbar_arrive(&S.wempty[(4 * s + 3) % R::WSL]);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
@@ -325,20 +315,25 @@ int cuda_mmqw_built(void)
 #endif
 }
 
+int cuda_mmqh_tmaps(const struct cuda_ctx *c, const struct backend_weight *w, const __half *x16, int32_t n_rows,
+                    CUtensorMap *wm, CUtensorMap *xm)
+{
+    if (c->sm != 90 || w->ne0 / QK_K > INT32_MAX / 4)
+        return INF_EUNSUPPORTED;
+    memset(wm, 0, sizeof(*wm));
+    memset(xm, 0, sizeof(*xm));
+    if (cuda_tmap_rows(wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
+        cuda_tmap_f16_sw128(xm, x16, w->ne0, n_rows, MMQH_BN))
+        return INF_EUNSUPPORTED;
+    return 0;
+}
+
 int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
-    if (c->sm != 90 || w->ne0 / QK_K > INT32_MAX / 4)
-        return INF_EUNSUPPORTED;
-    /* the maps: the weight's rows (144-byte boxes of 128 rows, or of 64
-     * under the SwiGLU epilogue) and the f16 activations (64 x 128,
-     * swizzled) */
     CUtensorMap wm, xm;
-    memset(&wm, 0, sizeof(wm));
-    memset(&xm, 0, sizeof(xm));
-    if (cuda_tmap_rows(&wm, w->data, w->row_bytes, w->ne1, 144, c->epi.glu ? 64 : MMQH_BM) ||
-        cuda_tmap_f16_sw128(&xm, x16, w->ne0, n_rows, MMQH_BN))
+    if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
     /* 4 activation and 4 weight slots: deeper activation rings (6/4, 7/3)
      * measured no faster (bench/RESULTS.md 2026-12-05 session 40, call 4) */

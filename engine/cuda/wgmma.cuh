@@ -145,6 +145,14 @@ template <int N> static __device__ __forceinline__ void wgmma_regs_inc(void)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
+/* d = 0 (a float accumulator set the chain adds into) */
+static __device__ __forceinline__ void wgmma_zero(float d[64])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        d[i] = 0.0f;
+}
+
 /* Pin integer accumulators (wgmma_pin's int form) */
 static __device__ __forceinline__ void wgmma_pin_i(int d[64])
 {

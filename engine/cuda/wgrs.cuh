@@ -1,0 +1,159 @@
+/* cuda/wgrs — the frame the register-A wgmma kernels share (cuda/mmqr.cu:
+ * Q4_K on F16, cuda/mmq6w.cu: Q6_K on int8): two consumer warpgroups that
+ * expand their own A fragments and run the chain, and a third warpgroup
+ * whose first warp feeds; their barriers, the role split with its
+ * setmaxnreg, the feed's tensor copies, the weight rows a warp expands.
+ *
+ * Registers: 12 warps leave any launch bound 168 a thread (each scheduler
+ * holds 3 of them: 16,384 / 3 / 32); the consumers need the accumulator
+ * (64), the chain's sums (64) and fragments, so the feed warpgroup gives
+ * registers back: 2 x 232 + 40 = 512 a scheduler lane. */
+#ifndef INFERD_CUDA_WGRS_CUH
+#define INFERD_CUDA_WGRS_CUH
+
+#include "engine/cuda/wgmma.cuh"
+
+#define WGRS_CONS 256                 /* consumer threads: 2 warpgroups */
+#define WGRS_THREADS (WGRS_CONS + 128) /* + a warpgroup whose first warp feeds */
+#define WGRS_CONS_REGS 232
+#define WGRS_FEED_REGS 40
+
+/* The barriers: afull / aempty of ASL activation stages (the feed's
+ * arrival with a tensor copy's bytes; every consumer's release), sfull /
+ * sempty of RSL super-block slots (the feed warp's 32 arrivals after its
+ * stores, lane 0 telling the copies' bytes first; every consumer after
+ * its chain), and lag (warpgroup 0's 128 threads: warpgroup 1 starts half
+ * a super-block behind, so that one's chain runs under the other's
+ * products). */
+template <int ASL, int RSL> struct wgrs_bars {
+    uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag;
+};
+
+/* the host checks' random stream (tests/cuda/test_cuda_host.c) */
+static inline uint32_t wgrs_lcg(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*st >> 32);
+}
+
+#if WGMMA_DEVICE
+/* A consumer thread's place: warpgroup wg (tile rows 64 wg..), its warp
+ * w4 and the warp's 16-row tile q = 4 wg + w4, the lane's group g and
+ * t4 (the wgmma accumulator layout: rows 16 q + g (A) and + 8 (B),
+ * activation rows 8 j + 2 t4 (+1), j = 0..15, the m16n8 layout in 16 n8
+ * tiles), and the weight rows A and B as a slot holds them: the tile rows,
+ * or under the SwiGLU epilogue gate row 8 q + g and up row 64 + 8 q + g
+ * (mmq_tiles_store undoes that map) */
+struct wgrs_lane {
+    int wg, w4, q, g, t4, ra, rb;
+};
+static __device__ __forceinline__ wgrs_lane wgrs_lane_of(int32_t glu)
+{
+    wgrs_lane l;
+    const int lane = threadIdx.x % CUDA_WARP;
+    l.q = threadIdx.x / CUDA_WARP;
+    l.wg = l.q >> 2;
+    l.w4 = l.q & 3;
+    l.g = lane >> 2;
+    l.t4 = lane & 3;
+    l.ra = glu ? 8 * l.q + l.g : 16 * l.q + l.g;
+    l.rb = glu ? 64 + 8 * l.q + l.g : 16 * l.q + l.g + 8;
+    return l;
+}
+
+/* thread 0 initializes, then the block synchronizes */
+template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_init(wgrs_bars<ASL, RSL> &B)
+{
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < ASL; i++) {
+            cuda_mbar_init(&B.afull[i], 1);
+            cuda_mbar_init(&B.aempty[i], WGRS_CONS);
+        }
+        for (int i = 0; i < RSL; i++) {
+            cuda_mbar_init(&B.sfull[i], CUDA_WARP);
+            cuda_mbar_init(&B.sempty[i], WGRS_CONS);
+        }
+        cuda_mbar_init(&B.lag, WGRS_CONS / 2);
+        cuda_mbar_init_fence();
+    }
+    __syncthreads();
+}
+
+/* The kernel's start: the barriers, the trace mark, the dependent-launch
+ * wait (the feed reads the previous kernel's activations) */
+template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_start(wgrs_bars<ASL, RSL> &B)
+{
+    wgrs_init(B);
+    cuda_tr_block(0);
+    cuda_pdl_enter();
+}
+
+/* The role split: the feed warpgroup gives registers back and its first
+ * warp runs feed(); 1 for the consumers, which take theirs */
+template <class F> static __device__ __forceinline__ bool wgrs_roles(F feed)
+{
+    if (threadIdx.x >= WGRS_CONS) {
+        wgmma_regs_dec<WGRS_FEED_REGS>();
+        if (threadIdx.x / CUDA_WARP == WGRS_CONS / CUDA_WARP)
+            feed();
+        return false;
+    }
+    wgmma_regs_inc<WGRS_CONS_REGS>();
+    return true;
+}
+
+/* The feed, once slot rs may be written (its empty waited for): lane 0
+ * tells sfull the bytes and copies super-block x8 (in 8-byte words) of the
+ * block's 128 weight rows into dst (rows rb bytes apart), under the SwiGLU
+ * epilogue the 64 gate rows then the 64 up rows (mmq_wrow's map) */
+static __device__ __forceinline__ void wgrs_feed_rows(uint64_t *full, uint8_t *dst, uint32_t rb,
+                                                      const CUtensorMap *wmap, int32_t x8, int32_t m0, int32_t glu)
+{
+    if ((threadIdx.x & (CUDA_WARP - 1)) != 0)
+        return;
+    cuda_mbar_expect_only(full, 128 * rb);
+    if (glu) {
+        cuda_tma_rows(dst, wmap, x8, m0 / 2, full);
+        cuda_tma_rows(dst + 64 * rb, wmap, x8, glu + m0 / 2, full);
+    } else {
+        cuda_tma_rows(dst, wmap, x8, m0, full);
+    }
+}
+
+/* The feed: activation stage i (bytes of 128 rows, element x of the map,
+ * rows n0..) into its slot once both warpgroups released stage i - ASL */
+template <int ASL, int RSL>
+static __device__ __forceinline__ void wgrs_feed_act(wgrs_bars<ASL, RSL> &B, uint8_t *slot, uint32_t bytes,
+                                                     const CUtensorMap *xmap, int32_t i, int32_t x, int32_t n0)
+{
+    const int as = i % ASL;
+    if (i >= ASL)
+        cuda_mbar_wait(&B.aempty[as], (uint32_t)(i / ASL - 1) & 1);
+    if ((threadIdx.x & (CUDA_WARP - 1)) == 0) {
+        cuda_mbar_expect(&B.afull[as], bytes);
+        cuda_tma_rows(slot, xmap, x, n0, &B.afull[as]);
+    }
+}
+
+/* A consumer's end: its 64 x 128 block part out (mmq_tiles_store: the
+ * epilogue), the trace's end mark */
+static __device__ __forceinline__ void wgrs_store(const float acc[1][16][4], const wgrs_lane &P, int32_t m0, int32_t n0,
+                                                  int32_t n_w, int32_t n_rows, float *y, const struct cuda_epi &E)
+{
+    mmq_tiles_store<1, 16>(acc, m0, n0, P.q, 0, P.g, P.t4, n_w, n_rows, y, E);
+    if (P.q == 0)
+        cuda_tr_block(1);
+}
+
+/* A consumer is done with super-block s's slot rs (its chain read it) */
+template <int ASL, int RSL>
+static __device__ __forceinline__ void wgrs_slot_done(wgrs_bars<ASL, RSL> &B, int rs, int32_t s, int wg, int w4)
+{
+    cuda_mbar_arrive(&B.sempty[rs]);
+    if (w4 == 0)
+        cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
+}
+
+#endif
+
+#endif
