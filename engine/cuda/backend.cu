@@ -699,6 +699,11 @@ extern "C" int cuda_backend_mmqh_min(struct backend *be)
     return cuda_ctx_of(be)->mmqh;
 }
 
+extern "C" int cuda_backend_mmq6w_min(struct backend *be)
+{
+    return cuda_ctx_of(be)->mmq6w;
+}
+
 extern "C" int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w)
 {
     return cuda_mmd_resident(cuda_ctx_of(be), w);

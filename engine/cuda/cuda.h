@@ -84,6 +84,10 @@ int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
  * builds), 0 when it never does (tests: its prewarm row must launch where
  * this is not 0). */
 int cuda_backend_mmqh_min(struct backend *be);
+/* The row count from which Q6_K batches go through int8 wgmma (cuda/
+ * mmq6w.cu; INFERD_MMQ6W), 0 when never (the default; tests: its prewarm
+ * row launches where this is not 0) */
+int cuda_backend_mmq6w_min(struct backend *be);
 /* With batch_invariant = false (set first): keep F16 copies of the K-quant
  * matrices the F16 path takes, up to `bytes` in all, made as each weight
  * registers (config f16_weights_mb), so their large products skip the

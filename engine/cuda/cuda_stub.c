@@ -97,6 +97,12 @@ int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w)
     return 0;
 }
 
+int cuda_backend_mmq6w_min(struct backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int cuda_backend_mmqh_min(struct backend *be)
 {
     (void)be;

@@ -459,7 +459,7 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
  * pick, by weight type; prewarm launches each (cuda/prewarm.cu) and
  * tests/cuda/test_cuda.c checks that it did ------------------------------ */
 
-enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT, MMV_DEQ, MMV_MMQH };
+enum { MMV_FLOAT, MMV_WPR, MMV_MMVQ, MMV_MMQK, MMV_CUBLAS, MMV_MMQS, MMV_MMVT, MMV_MMQT, MMV_DEQ, MMV_MMQH, MMV_MMQ6W };
 struct mm_variant {
     /* MMVQ: a = activation rows per weight read, b = warps per weight row
      * (K-quants; 0: Q4_0/Q8_0's one), c = super-blocks a pass (0: the
@@ -504,6 +504,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
     {QT_Q4_K, MMV_MMQH, 0, 0, 0}, /* the exact F16 MMQ (sm_80+ with 203 KB of shared memory) */
+    {QT_Q6_K, MMV_MMQ6W, 0, 0, 0}, /* Q6_K on int8 wgmma (INFERD_MMQ6W; compute capability 9.0) */
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
@@ -546,6 +547,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     case MMV_DEQ: snprintf(buf, n, "mul_mat<%s> f16 cublas", t); break;
     case MMV_MMQH: snprintf(buf, n, "mul_mat<%s> mmqh<f16 exact>", t); break;
+    case MMV_MMQ6W: snprintf(buf, n, "mul_mat<%s> mmq6w<int8 wgmma>", t); break;
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
@@ -630,6 +632,16 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         const int rc = cuda_mmqh<QT_Q4_K>(c, w, c->xq, y, n_rows);
         return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmqh kernel");
     }
+    if (v->kind == MMV_MMQ6W) {
+        /* where the dispatcher never picks it (c->mmq6w 0, the default),
+         * or it cannot run here (not compute capability 9.0, no expanded
+         * copy): as a device that cannot hold it */
+        if (!c->mmq6w)
+            return 1;
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
+        const int rc = cuda_mmq6w(c, w, c->xq, y, n_rows);
+        return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmq6w kernel");
+    }
     if (v->kind == MMV_MMVQ && !v->b) { /* Q4_0/Q8_0: the dispatcher at v->a rows */
         cuda_op_mul_mat(&be, w, x, y, v->a);
         return c->err;
@@ -700,7 +712,9 @@ extern "C" int cuda_backend_mm_variant(struct backend *be, int i, const struct b
     const int rc = cuda_mm_variant_run(c, i, w, x, y, n_rows);
     *rows_done = rc                    ? 0
                  : (v->kind == MMV_MMVQ || v->kind == MMV_MMQS || v->kind == MMV_MMQT) ? v->a
-                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS || v->kind == MMV_DEQ || v->kind == MMV_MMQH) ? n_rows
+                 : (v->kind == MMV_MMQK || v->kind == MMV_CUBLAS || v->kind == MMV_DEQ || v->kind == MMV_MMQH ||
+                    v->kind == MMV_MMQ6W)
+                       ? n_rows
                                                                  : 1;
     return rc;
 }

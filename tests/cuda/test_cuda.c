@@ -93,8 +93,11 @@ int main(void)
         /* the F16 path of batch_invariant = false: listed, launched below;
          * the exact F16 Q4_K product: launched wherever the dispatcher can
          * pick it (by default where its wgmma form runs: sm_90 builds on
-         * compute capability 9.0), listed as not picked elsewhere */
-        if ((strstr(p, "f16 cublas") || (strstr(p, "mmqh<") && cuda_backend_mmqh_min(be) == 0)) && !has_name(p)) {
+         * compute capability 9.0), listed as not picked elsewhere; Q6_K
+         * on int8 wgmma likewise (only under INFERD_MMQ6W) */
+        if ((strstr(p, "f16 cublas") || (strstr(p, "mmqh<") && cuda_backend_mmqh_min(be) == 0) ||
+             (strstr(p, "mmq6w<") && cuda_backend_mmq6w_min(be) == 0)) &&
+            !has_name(p)) {
             char q[96];
             snprintf(q, sizeof(q), "%s (not picked here)", p);
             CHECK(has_name(q));
