@@ -77,17 +77,29 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
     if (!strcmp(kern, "mmq6w"))
         return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n) : INF_EUNSUPPORTED;
     if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
-        /* xq: the quantizer's planes, then the activations as f16 (their
-         * values and so their order do not change the time) */
+        /* xq: the quantizer's planes (the forms convert them to f16 into
+         * c->x16 first, as the engine's products do) */
         const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n * (w->ne0 / QK_K));
         if (type != QT_Q4_K)
             return INF_EUNSUPPORTED;
-        return kern[3] == 'w' ? cuda_mmqw(c, w, X, (const __half *)c->x16, y, n)
-                              : cuda_mmqr(c, w, X, (const __half *)c->x16, y, n);
+        return kern[3] == 'w' ? cuda_mmqw(c, w, X, (__half *)c->x16, y, n)
+                              : cuda_mmqr(c, w, X, (__half *)c->x16, y, n);
     }
     return type == QT_Q4_K   ? mmqt_variant<QT_Q4_K>(c, w, xq, y, n, tl, 0)
            : type == QT_Q5_K ? mmqt_variant<QT_Q5_K>(c, w, xq, y, n, tl, 0)
                              : mmqt_variant<QT_Q6_K>(c, w, xq, y, n, tl, 0);
+}
+
+/* n bytes of the tool's random stream st (the kernels' time does not
+ * depend on the values) */
+static std::vector<uint8_t> random_bytes(size_t n, uint64_t &st)
+{
+    std::vector<uint8_t> b(n);
+    for (size_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        b[i] = (uint8_t)(st >> 56);
+    }
+    return b;
 }
 
 static double median(std::vector<double> v)
@@ -127,12 +139,8 @@ int main(int argc, char **argv)
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
-    std::vector<uint8_t> h(wbytes);
     uint64_t st = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < wbytes; i++) {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        h[i] = (uint8_t)(st >> 56);
-    }
+    const std::vector<uint8_t> h = random_bytes(wbytes, st);
     void *dw, *dx;
     float *dy;
     /* mmqt's quantized activations, or mmvt's float row */
@@ -142,9 +150,9 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **)&dy, sizeof(float) * (size_t)n * (size_t)ne1));
     CK(cudaMemcpy(dw, h.data(), wbytes, cudaMemcpyHostToDevice));
     CK(cudaMemset(dx, 1, xb));
-    /* mmqw's f16 activations (0x0101: a small normal half) */
+    /* mmqw's and mmqr's f16 activations (they fill it from the planes, as
+     * in the engine) */
     CK(cudaMalloc(&c.x16, 2 * (size_t)ne0 * (size_t)n));
-    CK(cudaMemset(c.x16, 1, 2 * (size_t)ne0 * (size_t)n));
     c.x16_bytes = 2 * (size_t)ne0 * (size_t)n;
     struct backend_weight w;
     memset(&w, 0, sizeof(w));
@@ -155,11 +163,7 @@ int main(int argc, char **argv)
     w.data = dw;
     if (!strcmp(kern, "mmq6w")) { /* the expanded copy mmq6w reads (cuda/mmq_q6_k.cu's size) */
         const size_t ab = (size_t)nbr * MMQ_Q6X_BYTES * (size_t)ne1;
-        std::vector<uint8_t> ha(ab);
-        for (size_t i = 0; i < ab; i++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            ha[i] = (uint8_t)(st >> 56);
-        }
+        const std::vector<uint8_t> ha = random_bytes(ab, st);
         CK(cudaMalloc(&w.aux, ab));
         CK(cudaMemcpy(w.aux, ha.data(), ab, cudaMemcpyHostToDevice));
     }

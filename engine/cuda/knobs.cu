@@ -140,11 +140,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes where the
      * wgmma form runs, else never (the mma.sync form is slower than mmqk);
      * INFERD_MMQH=N from N rows on every shape (A/B runs, the tests) */
-    /* Q6_K batches of at least N rows through the int8 wgmma product
-     * (cuda/mmq6w.cu; the same bits as mmqk): INFERD_MMQ6W=N; off by
-     * default until measured (bench/RESULTS.md 2026-12-05 session 41) */
-    const char *mq6 = getenv("INFERD_MMQ6W");
-    c->mmq6w = mq6 && atoi(mq6) > 0 ? atoi(mq6) : 0;
     const char *mqh = getenv("INFERD_MMQH");
     const char *mqw = getenv("INFERD_MMQW");
     c->mmqw = !mqw ? 1 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 2 ? 2 : 1;
@@ -153,6 +148,11 @@ void cuda_knobs_read(struct cuda_ctx *c)
               : !c->mmqh_fill ? atoi(mqh)
               : c->mmqw && c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN
                                                              : 0;
+    /* Q6_K batches of at least N rows through the int8 wgmma product
+     * (cuda/mmq6w.cu; the same bits as mmqk): INFERD_MMQ6W=N; off by
+     * default until measured (bench/RESULTS.md 2026-12-05 session 41) */
+    const char *mq6 = getenv("INFERD_MMQ6W");
+    c->mmq6w = mq6 && atoi(mq6) > 0 ? atoi(mq6) : 0;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

@@ -60,6 +60,7 @@ struct mmq6w_smem {
     mmq6w_sslot ss[MMQ6W_RSL];
     wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
 };
+static_assert(MMQH_BM == WGRS_BM && MMQH_BN == WGRS_BN, "the block wgrs.cuh feeds");
 static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
@@ -105,23 +106,10 @@ static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const
             cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
         wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.w[0][0], MMQ_Q6X_BYTES, wmap, s * (MMQ_Q6X_BYTES / 8), m0,
                        glu);
-#pragma unroll
-        for (int i = 0; i < MMQH_BN / 32; i++) {
-            const int r = lane + 32 * i;
-            float xd = 0.0f;
-            int sum = 0;
-            if (n0 + r < n_rows) {
-                const size_t b = (size_t)(n0 + r) * (size_t)nbr + (size_t)s;
-                xd = __ldg(X.d + b);
-                const uint4 hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
-                /* S = 128 sum hi + sum lo of the 32-sums' bytes */
-                const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
-                const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
-                sum = 4095 * (128 * sh + sl);
-            }
+        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) {
             L.xd[r] = xd;
-            L.s4095[r] = sum;
-        }
+            L.s4095[r] = 4095 * mmqh_ssum(hl);
+        });
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
@@ -142,7 +130,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
-    mmq6w_smem &S = *(mmq6w_smem *)(mmq6w_smem_raw + ((1024 - (cuda_saddr(mmq6w_smem_raw) & 1023)) & 1023));
+    mmq6w_smem &S = wgmma_smem<mmq6w_smem>(mmq6w_smem_raw);
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     wgrs_start(S.bar);
     if (!wgrs_roles([&] { mmq6w_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
@@ -241,24 +229,17 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
  * (q - 32) x. Returns what differs (the first into msg). No GPU needed. */
 extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
 {
-    uint64_t st = 0xbb67ae8584caa73bull;
-    auto rnd = [&st]() { return wgrs_lcg(&st); };
-    int64_t bad = 0;
-    if (msg && cap)
-        msg[0] = 0;
+    wgrs_check k = wgrs_check_start(0xbb67ae8584caa73bull, msg, cap);
     for (int sc = -128; sc <= 127; sc++)
         for (int v = -32; v <= 31; v++)
             for (int pos = 0; pos < 4; pos++) {
-                uint32_t w = rnd() & 0x3f3f3f3fu; /* other bytes: any 6-bit two's complement value */
+                uint32_t w = wgrs_rnd(k) & 0x3f3f3f3fu; /* other bytes: any 6-bit two's complement value */
                 w = (w & ~(0xffu << (8 * pos))) | ((uint32_t)(uint8_t)(int8_t)v << (8 * pos));
                 uint32_t p1, p2;
                 mmq6w_planes(w, sc, p1, p2);
                 const int a = (int)((p1 >> (8 * pos)) & 0xff) - 128, b = (int)((p2 >> (8 * pos)) & 0xff) + 1;
-                if (32 * a + b != sc * v || b < 1 || b > 32) {
-                    if (!bad && msg && cap)
-                        snprintf(msg, cap, "sc %d, q - 32 = %d at byte %d: planes %d, %d", sc, v, pos, a, b);
-                    bad++;
-                }
+                if (32 * a + b != sc * v || b < 1 || b > 32)
+                    wgrs_miss(k, "sc %d, q - 32 = %d at byte %d: planes %d, %d", sc, v, pos, a, b);
             }
     for (int blk = 0; blk < n_blocks; blk++) {
         int8_t q[QK_K], x[QK_K];
@@ -267,11 +248,11 @@ extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
         uint4 s4;
         const bool ext = blk % 4 == 0; /* the extremes: -32 x -128 x -128 */
         for (int i = 0; i < QK_K; i++) {
-            q[i] = (int8_t)(ext ? -32 : (int)(rnd() % 64) - 32);
-            x[i] = (int8_t)(ext ? -128 : (int)(rnd() & 0xff));
+            q[i] = (int8_t)(ext ? -32 : (int)(wgrs_rnd(k) % 64) - 32);
+            x[i] = (int8_t)(ext ? -128 : (int)(wgrs_rnd(k) & 0xff));
         }
         for (int i = 0; i < 16; i++)
-            scl[i] = (int8_t)(ext ? -128 : (int)(rnd() & 0xff));
+            scl[i] = (int8_t)(ext ? -128 : (int)(wgrs_rnd(k) & 0xff));
         memcpy(words, q, sizeof(words));
         memcpy(&s4, scl, sizeof(s4));
         int64_t want = 0, s = 0, d1 = 0, d2 = 0;
@@ -291,14 +272,11 @@ extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
                     }
                 }
         const int64_t d = 32 * d1 + d2;
-        if (d - 4095 * s != want || d > INT32_MAX || d < INT32_MIN) {
-            if (!bad && msg && cap)
-                snprintf(msg, cap, "block %d: D %lld - 4095 S %lld, want %lld", blk, (long long)d, (long long)(4095 * s),
-                         (long long)want);
-            bad++;
-        }
+        if (d - 4095 * s != want || d > INT32_MAX || d < INT32_MIN)
+            wgrs_miss(k, "block %d: D %lld - 4095 S %lld, want %lld", blk, (long long)d, (long long)(4095 * s),
+                      (long long)want);
     }
-    return bad;
+    return k.bad;
 }
 
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)

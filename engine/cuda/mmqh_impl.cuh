@@ -94,13 +94,19 @@ struct mmqh_smem {
     uint64_t full[MMQH_SLOTS], empty[MMQH_SLOTS], lag;
 };
 
-/* 480 S of an activation's super-block from its 32-sums (hl: 8 high, 8
- * low bytes; S = 128 sum hi + sum lo): |.| <= 480 x 32,512 < 2^24, exact */
-static __device__ __forceinline__ float mmqh_sf(uint4 hl)
+/* S, an activation's sum over a super-block, from its 32-sums (hl: 8
+ * high, 8 low bytes; S = 128 sum hi + sum lo; |S| <= 32,512) */
+static __device__ __forceinline__ int mmqh_ssum(uint4 hl)
 {
     const int sh = __dp4a((int)hl.x, 0x01010101, __dp4a((int)hl.y, 0x01010101, 0));
     const int sl = __dp4a((int)hl.z, 0x01010101, __dp4a((int)hl.w, 0x01010101, 0));
-    return (float)(MMQH_CENTER * (128 * sh + sl));
+    return 128 * sh + sl;
+}
+
+/* 480 S: |.| <= 480 x 32,512 < 2^24, exact */
+static __device__ __forceinline__ float mmqh_sf(uint4 hl)
+{
+    return (float)(MMQH_CENTER * mmqh_ssum(hl));
 }
 
 /* x16[i] = qs[i] as f16 (exact), 8 a thread */
@@ -142,6 +148,19 @@ static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *_
     for (int k = 0; k < 8; k++)
         h[k] = __int2half_rn((int)src[mmqh_x16p_elem(8 * (int)(i & 31) + k)]);
     ((uint4 *)x16)[i] = *(const uint4 *)h;
+}
+
+/* x16 <- the n_rows x ne0 activations' qs as f16, in the natural k order
+ * or (perm) in mmqr's; launched by a form once it knows it runs, so a
+ * form that declines costs no conversion */
+static inline void mmqh_x16(struct cuda_ctx *c, const cuda_q8k &X, int32_t n_rows, int64_t ne0, __half *x16, bool perm)
+{
+    const int64_t n8 = (int64_t)n_rows * ne0 / 8;
+    const unsigned nb = (unsigned)((n8 + 255) / 256);
+    if (perm)
+        mmqh_x16p_kernel<<<nb, 256, 0, c->stream>>>(X.qs, x16, n8);
+    else
+        mmqh_x16_kernel<<<nb, 256, 0, c->stream>>>(X.qs, x16, n8);
 }
 
 /* A sub-block's constants for mmqh_w2: (sc, sc) and -(1024 sc + 480) in
@@ -227,14 +246,14 @@ static __device__ __forceinline__ void mmqh_expand(const uint32_t *rw, int qd, u
     }
 }
 
-/* The heads of accumulator rows r0 + g and r0 + g + 8 (a slot's head
- * words) and their mins as mmqk_min_words' A words, for mmqh_chain_tile */
-static __device__ __forceinline__ void mmqh_tile_heads(const uint32_t (*head)[4], int r0, int g, int t4,
+/* The heads of an m16n8 tile's accumulator rows g and g + 8 (the first 4
+ * words of their Q4_K blocks, ra and rb) and their mins as
+ * mmqk_min_words' A words, for mmqh_chain_tile */
+static __device__ __forceinline__ void mmqh_tile_heads(const uint32_t *ra, const uint32_t *rb, int t4,
                                                        mmqk_head hd[2], int mh[2], int ml[2])
 {
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-        mmqk_k45_head(head[r0 + g + 8 * hh], hd[hh]);
+    mmqk_k45_head(ra, hd[0]);
+    mmqk_k45_head(rb, hd[1]);
     mmqk_min_words(hd, t4, mh, ml);
 }
 
@@ -496,7 +515,7 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         for (int mt = 0; mt < 4; mt++) {
             mmqk_head hd[2];
             int mh[2], ml[2];
-            mmqh_tile_heads(L.head, 64 * wm + 16 * mt, g, t4, hd, mh, ml);
+            mmqh_tile_heads(L.head[64 * wm + 16 * mt + g], L.head[64 * wm + 16 * mt + g + 8], t4, hd, mh, ml);
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
                 mmqh_chain_tile(acc[mt][nt], dd[mt][nt], mh, ml, bhl[nt], hd, xd[nt][0], xd[nt][1], sf[nt][0],
@@ -509,8 +528,9 @@ mmqh_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 }
 
 /* the wgmma form of the kernel (cuda/mmqw.cu: sm_90a builds on compute
- * capability 9.0): 0 launched, INF_EUNSUPPORTED not here, -1 no room */
-int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+ * capability 9.0; it fills x16 from X when it runs): 0 launched,
+ * INF_EUNSUPPORTED not here, -1 no room */
+int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows);
 /* the wgmma forms' tensor maps (cuda/mmqw.cu): the weight's rows (144-byte
  * boxes of 128 rows, or of 64 under the SwiGLU epilogue) and the f16
@@ -520,7 +540,7 @@ int cuda_mmqh_tmaps(const struct cuda_ctx *c, const struct backend_weight *w, co
                     CUtensorMap *wm, CUtensorMap *xm);
 /* its register-A form (cuda/mmqr.cu; x16 in mmqh_x16p_kernel's order),
  * INFERD_MMQW=2: the same answers */
-int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows);
 
 static_assert(MMQH_BM == CUDA_MMQH_TILE && MMQH_BN == CUDA_MMQH_TILE, "cuda_mmqh_fills counts these blocks");
@@ -540,20 +560,13 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
-    /* the activations as f16, once a product (the activation may differ
-     * between products; mul_mat_ex's shared quantization is kept as is) */
-    const int64_t n8 = (int64_t)n_rows * w->ne0 / 8;
-    const unsigned nb8 = (unsigned)((n8 + 255) / 256);
-    if (c->mmqw == 2) {
-        /* the register-A form (cuda/mmqr.cu) reads the activations in its
-         * own k order; where it declines, mmqk (the same bits) serves, not
-         * a form that reads them in the natural order */
-        mmqh_x16p_kernel<<<nb8, 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
-        return cuda_mmqr(c, w, X, (const __half *)c->x16, y, n_rows) == 0 ? 0 : INF_EUNSUPPORTED;
-    }
-    mmqh_x16_kernel<<<nb8, 256, 0, c->stream>>>(X.qs, (__half *)c->x16, n8);
+    /* each form converts the activations to f16 (x16) once it runs, once a
+     * product (the activation may differ between products; mul_mat_ex's
+     * shared quantization is kept as is) */
+    if (c->mmqw == 2) /* the register-A form (cuda/mmqr.cu); where it declines, mmqk (the same bits) */
+        return cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows) == 0 ? 0 : INF_EUNSUPPORTED;
     if (c->mmqw) {
-        if (cuda_mmqw(c, w, X, (const __half *)c->x16, y, n_rows) == 0)
+        if (cuda_mmqw(c, w, X, (__half *)c->x16, y, n_rows) == 0)
             return 0;
         /* the default asks for the wgmma form only (no tensor-map entry
          * point in the driver, say): mmqk, faster than the mma.sync form */
@@ -563,6 +576,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     /* the mma.sync form's own room (the wgmma forms ask for theirs) */
     if (mmq_occupancy_once<mmqh_kernel<T>>(sizeof(mmqh_smem), MMQH_THREADS) == 0)
         return -1;
+    mmqh_x16(c, X, n_rows, w->ne0, (__half *)c->x16, false);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqh_kernel<T>, grid, MMQH_THREADS, sizeof(mmqh_smem), (const uint8_t *)w->data, w->row_bytes,
                 (int32_t)w->ne1, X, (const __half *)c->x16, nbr, y, n_rows, c->epi);

@@ -66,6 +66,7 @@ struct mmqr_smem {
     mmqr_sslot ss[MMQR_RSL];
     wgrs_bars<MMQR_ASL, MMQR_RSL> bar;
 };
+static_assert(MMQH_BM == WGRS_BM && MMQH_BN == WGRS_BN, "the block wgrs.cuh feeds");
 static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmqr_smem_bytes = sizeof(mmqr_smem) + 1024; /* + the base's alignment */
@@ -100,20 +101,11 @@ static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const C
             cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQR_RSL - 1) & 1);
         /* 144 bytes a super-block: 18 words */
         wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.raw[0][0], 144, wmap, s * 18, m0, glu);
-#pragma unroll
-        for (int i = 0; i < MMQH_BN / 32; i++) {
-            const int r = lane + 32 * i;
-            float xd = 0.0f;
-            uint4 hl = make_uint4(0, 0, 0, 0);
-            if (n0 + r < n_rows) {
-                const size_t b = (size_t)(n0 + r) * (size_t)nbr + (size_t)s;
-                xd = __ldg(X.d + b);
-                hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
-            }
+        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) {
             L.xd[r] = xd;
             *(uint4 *)&L.xhl[r][0] = hl;
             L.sf[r] = mmqh_sf(hl);
-        }
+        });
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
@@ -132,7 +124,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
-    mmqr_smem &S = *(mmqr_smem *)(mmqr_smem_raw + ((1024 - (cuda_saddr(mmqr_smem_raw) & 1023)) & 1023));
+    mmqr_smem &S = wgmma_smem<mmqr_smem>(mmqr_smem_raw);
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     wgrs_start(S.bar);
     if (!wgrs_roles([&] { mmqr_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
@@ -218,9 +210,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
          * and min term, as mmqh (the heads from the raw blocks) */
         mmqk_head hd[2];
         int mh[2], ml[2];
-        mmqk_k45_head(wa, hd[0]);
-        mmqk_k45_head(wb, hd[1]);
-        mmqk_min_words(hd, t4, mh, ml);
+        mmqh_tile_heads(wa, wb, t4, hd, mh, ml);
         mmqh_chain_row(acc[0], dd, L, hd, mh, ml, g, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
@@ -239,19 +229,15 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
  * assumption are what it checks. */
 extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
 {
-    uint64_t st = 0x6a09e667f3bcc909ull;
-    auto rnd = [&st]() { return wgrs_lcg(&st); };
-    int64_t bad = 0;
-    if (msg && cap)
-        msg[0] = 0;
+    wgrs_check k = wgrs_check_start(0x6a09e667f3bcc909ull, msg, cap);
     for (int b = 0; b < n_blocks; b++) {
         uint32_t blk[2][36]; /* rows A and B: d/dmin, 12 scale bytes, 128 nibble bytes */
         int8_t x[QK_K];
         for (int r = 0; r < 2; r++)
             for (int i = 0; i < 36; i++)
-                blk[r][i] = rnd();
+                blk[r][i] = wgrs_rnd(k);
         for (int i = 0; i < QK_K; i++)
-            x[i] = (int8_t)(b % 5 == 0 ? (i & 1 ? 127 : -128) : (int)(rnd() & 0xff));
+            x[i] = (int8_t)(b % 5 == 0 ? (i & 1 ? 127 : -128) : (int)(wgrs_rnd(k) & 0xff));
         int64_t want[2] = {0, 0}, got[2] = {0, 0};
         for (int r = 0; r < 2; r++) {
             const uint8_t *q = (const uint8_t *)&blk[r][4], *scb = (const uint8_t *)&blk[r][1];
@@ -283,17 +269,14 @@ extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
             }
         }
         for (int r = 0; r < 2; r++)
-            if (got[r] != want[r]) {
-                if (!bad && msg && cap)
-                    snprintf(msg, cap, "block %d row %c: %lld, natural order %lld", b, r ? 'B' : 'A',
-                             (long long)got[r], (long long)want[r]);
-                bad++;
-            }
+            if (got[r] != want[r])
+                wgrs_miss(k, "block %d row %c: %lld, natural order %lld", b, r ? 'B' : 'A', (long long)got[r],
+                          (long long)want[r]);
     }
-    return bad;
+    return k.bad;
 }
 
-int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
@@ -302,6 +285,7 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
         return INF_EUNSUPPORTED;
     if (mmq_occupancy_once<mmqr_kernel<QT_Q4_K>>(mmqr_smem_bytes, WGRS_THREADS) == 0)
         return -1;
+    mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
                 (int32_t)w->ne1, y, n_rows, c->epi);

@@ -186,7 +186,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqw_smem_raw[];
-    mmqw_smem<R> &S = *(mmqw_smem<R> *)(mmqw_smem_raw + ((1024 - (cuda_saddr(mmqw_smem_raw) & 1023)) & 1023));
+    mmqw_smem<R> &S = wgmma_smem<mmqw_smem<R>>(mmqw_smem_raw);
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     if (tid == 0) {
@@ -279,7 +279,7 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         const mmqw_wslot &L = S.ws[(4 * s + 3) % R::WSL];
         mmqk_head hd[2];
         int mh[2], ml[2];
-        mmqh_tile_heads(L.head, 64 * wg + 16 * w4, g, t4, hd, mh, ml);
+        mmqh_tile_heads(L.head[64 * wg + 16 * w4 + g], L.head[64 * wg + 16 * w4 + g + 8], t4, hd, mh, ml);
         mmqh_chain_row(acc[0], dd, L, hd, mh, ml, g, t4);
         cuda_mbar_arrive(&S.wempty[(4 * s + 3) % R::WSL]);
         if (w4 == 0)
@@ -293,11 +293,12 @@ mmqw_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 
 #if defined(INFERD_MMQW)
 template <class R>
-static int mmqw_launch(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, float *y, int32_t n_rows,
-                       const CUtensorMap &wm, const CUtensorMap &xm)
+static int mmqw_launch(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
+                       int32_t n_rows, const CUtensorMap &wm, const CUtensorMap &xm)
 {
     if (mmq_occupancy_once<mmqw_kernel<QT_Q4_K, R>>(mmqw_smem_bytes<R>(), MMQH_THREADS) == 0)
         return -1;
+    mmqh_x16(c, X, n_rows, w->ne0, x16, false);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqw_kernel<QT_Q4_K, R>, grid, MMQH_THREADS, mmqw_smem_bytes<R>(), wm, xm, X,
                 (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y, n_rows, c->epi);
@@ -328,7 +329,7 @@ int cuda_mmqh_tmaps(const struct cuda_ctx *c, const struct backend_weight *w, co
     return 0;
 }
 
-int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, const __half *x16, float *y,
+int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
@@ -337,7 +338,7 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, co
         return INF_EUNSUPPORTED;
     /* 4 activation and 4 weight slots: deeper activation rings (6/4, 7/3)
      * measured no faster (bench/RESULTS.md 2026-12-05 session 40, call 4) */
-    return mmqw_launch<mmqw_rings<4, 4>>(c, w, X, y, n_rows, wm, xm);
+    return mmqw_launch<mmqw_rings<4, 4>>(c, w, X, x16, y, n_rows, wm, xm);
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
     return INF_EUNSUPPORTED;

@@ -124,7 +124,6 @@ struct cuda_q8k {
 
 #define CUDA_Q8K_HL (2 * (QK_K / 32)) /* bytes of hl per block */
 
-/* the exact split of a sum s of 32 qs into its bytes: s = 128 hi + lo */
 /* PRMT (__byte_perm) on the device and its host form, for the weight
  * expansions tests/cuda/test_cuda_host.c runs on the host: byte i of the
  * result is byte (s >> 4 i) & 7 of y:x (selector bit 3, the sign-
@@ -142,6 +141,7 @@ static __host__ __device__ __forceinline__ uint32_t cuda_prmt(uint32_t x, uint32
 #endif
 }
 
+/* the exact split of a sum s of 32 qs into its bytes: s = 128 hi + lo */
 static __host__ __device__ __forceinline__ int cuda_q8k_lo(int s)
 {
     return ((s + 64) & 127) - 64;

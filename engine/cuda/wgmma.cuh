@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "engine/cuda/mma.cuh" /* cuda_saddr */
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WGMMA_DEVICE 1
 #else
@@ -170,6 +172,14 @@ template <int N> static __device__ __forceinline__ void wgmma_keep(const uint32_
 #pragma unroll
     for (int i = 0; i < N; i++)
         asm volatile("" ::"r"(f[i][0]), "r"(f[i][1]), "r"(f[i][2]), "r"(f[i][3]) : "memory");
+}
+
+/* The kernel's shared memory as an S at its first 1,024-byte boundary
+ * (the 128-byte swizzle repeats every 1,024 bytes, so the swizzled tiles,
+ * S's first members, start on one; the launch asks for sizeof(S) + 1,024) */
+template <class S> static __device__ __forceinline__ S &wgmma_smem(uint8_t *raw)
+{
+    return *(S *)(raw + ((1024 - (cuda_saddr(raw) & 1023)) & 1023));
 }
 
 /* the shared-memory matrix descriptor of a tile at byte address sa: 14-bit

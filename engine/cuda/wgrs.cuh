@@ -11,8 +11,17 @@
 #ifndef INFERD_CUDA_WGRS_CUH
 #define INFERD_CUDA_WGRS_CUH
 
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "engine/cuda/mma.cuh"
+#include "engine/cuda/qtypes.cuh"
+#include "engine/cuda/tiles.cuh"
+#include "engine/cuda/trace.cuh"
 #include "engine/cuda/wgmma.cuh"
 
+#define WGRS_BM 128                   /* weight rows a block: 2 warpgroups x 64 */
+#define WGRS_BN 128                   /* activation rows a block (the wgmma's N) */
 #define WGRS_CONS 256                 /* consumer threads: 2 warpgroups */
 #define WGRS_THREADS (WGRS_CONS + 128) /* + a warpgroup whose first warp feeds */
 #define WGRS_CONS_REGS 232
@@ -29,11 +38,35 @@ template <int ASL, int RSL> struct wgrs_bars {
     uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag;
 };
 
-/* the host checks' random stream (tests/cuda/test_cuda_host.c) */
-static inline uint32_t wgrs_lcg(uint64_t *st)
+/* A host check of the kernels' arithmetic (tests/cuda/test_cuda_host.c):
+ * its random stream, the differences found and the first one's message */
+struct wgrs_check {
+    uint64_t st;
+    int64_t bad;
+    char *msg;
+    size_t cap;
+};
+static inline wgrs_check wgrs_check_start(uint64_t seed, char *msg, size_t cap)
 {
-    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(*st >> 32);
+    if (msg && cap)
+        msg[0] = 0;
+    return wgrs_check{seed, 0, msg, cap};
+}
+static inline uint32_t wgrs_rnd(wgrs_check &k)
+{
+    k.st = k.st * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(k.st >> 32);
+}
+/* one difference; the first one's message into msg */
+static inline void __attribute__((format(printf, 2, 3))) wgrs_miss(wgrs_check &k, const char *fmt, ...)
+{
+    if (!k.bad && k.msg && k.cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(k.msg, k.cap, fmt, ap);
+        va_end(ap);
+    }
+    k.bad++;
 }
 
 #if WGMMA_DEVICE
@@ -111,10 +144,10 @@ static __device__ __forceinline__ void wgrs_feed_rows(uint64_t *full, uint8_t *d
 {
     if ((threadIdx.x & (CUDA_WARP - 1)) != 0)
         return;
-    cuda_mbar_expect_only(full, 128 * rb);
+    cuda_mbar_expect_only(full, WGRS_BM * rb);
     if (glu) {
         cuda_tma_rows(dst, wmap, x8, m0 / 2, full);
-        cuda_tma_rows(dst + 64 * rb, wmap, x8, glu + m0 / 2, full);
+        cuda_tma_rows(dst + WGRS_BM / 2 * rb, wmap, x8, glu + m0 / 2, full);
     } else {
         cuda_tma_rows(dst, wmap, x8, m0, full);
     }
@@ -143,6 +176,27 @@ static __device__ __forceinline__ void wgrs_store(const float acc[1][16][4], con
     mmq_tiles_store<1, 16>(acc, m0, n0, P.q, 0, P.g, P.t4, n_w, n_rows, y, E);
     if (P.q == 0)
         cuda_tr_block(1);
+}
+
+/* The feed's lanes over the block's 128 activation rows n0..: store(r,
+ * xd, hl) with row r's d and 32-sums of super-block s (0 past the batch's
+ * rows) */
+template <class F>
+static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_t nbr, int32_t n_rows, int32_t n0,
+                                                       int32_t s, int lane, F store)
+{
+#pragma unroll
+    for (int i = 0; i < WGRS_BN / CUDA_WARP; i++) {
+        const int r = lane + CUDA_WARP * i;
+        float xd = 0.0f;
+        uint4 hl = make_uint4(0, 0, 0, 0);
+        if (n0 + r < n_rows) {
+            const size_t b = (size_t)(n0 + r) * (size_t)nbr + (size_t)s;
+            xd = __ldg(X.d + b);
+            hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
+        }
+        store(r, xd, hl);
+    }
 }
 
 /* A consumer is done with super-block s's slot rs (its chain read it) */
