@@ -85,8 +85,9 @@ int cuda_backend_mm_deq_min(struct backend *be, const struct backend_weight *w);
  * this is not 0). */
 int cuda_backend_mmqh_min(struct backend *be);
 /* The row count from which Q6_K batches go through int8 wgmma (cuda/
- * mmq6w.cu; INFERD_MMQ6W), 0 when never (the default; tests: its prewarm
- * row launches where this is not 0) */
+ * mmq6w.cu; by default 512 where it is built and the device is compute
+ * capability 9.0; INFERD_MMQ6W), 0 when never (tests: its prewarm row
+ * launches where this is not 0) */
 int cuda_backend_mmq6w_min(struct backend *be);
 /* With batch_invariant = false (set first): keep F16 copies of the K-quant
  * matrices the F16 path takes, up to `bytes` in all, made as each weight

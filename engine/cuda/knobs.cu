@@ -133,26 +133,36 @@ void cuda_knobs_read(struct cuda_ctx *c)
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ (the
      * same bits as mmqk), in its wgmma form where the build has it
-     * (cuda/mmqw.cu, sm_90a) unless INFERD_MMQW=0 (the mma.sync form of
-     * cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared memory), or
-     * INFERD_MMQW=2 its register-A form (cuda/mmqr.cu; not yet measured:
-     * bench/RESULTS.md 2026-12-05 session 41; where it declines, mmqk). By default
-     * from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes where the
-     * wgmma form runs, else never (the mma.sync form is slower than mmqk);
-     * INFERD_MMQH=N from N rows on every shape (A/B runs, the tests) */
+     * in its register-A wgmma form (cuda/mmqr.cu, sm_90a: 0.81-0.85x
+     * mmqw's time from 512 rows on the H100, bench/RESULTS.md 2026-12-06
+     * session 42; where it declines, mmqk), INFERD_MMQW=1 the form with
+     * both operands in shared memory (cuda/mmqw.cu), INFERD_MMQW=0 the
+     * mma.sync form (cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared
+     * memory). By default from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills
+     * passes where a wgmma form runs, else never (the mma.sync form is
+     * slower than mmqk); INFERD_MMQH=N from N rows on every shape (A/B
+     * runs, the tests) */
     const char *mqh = getenv("INFERD_MMQH");
     const char *mqw = getenv("INFERD_MMQW");
-    c->mmqw = !mqw ? 1 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 2 ? 2 : 1;
+    c->mmqw = !mqw ? 2 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 1 ? 1 : 2;
     c->mmqh_fill = !(mqh && atoi(mqh) >= 0);
     c->mmqh = c->sm < 80 ? 0
               : !c->mmqh_fill ? atoi(mqh)
               : c->mmqw && c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN
                                                              : 0;
-    /* Q6_K batches of at least N rows through the int8 wgmma product
-     * (cuda/mmq6w.cu; the same bits as mmqk): INFERD_MMQ6W=N; off by
-     * default until measured (bench/RESULTS.md 2026-12-05 session 41) */
+    /* Q6_K batches through the int8 wgmma product (cuda/mmq6w.cu, sm_90a;
+     * the same bits as mmqk; 0.53-0.68x mmqk's time from 512 rows on the
+     * H100, bench/RESULTS.md 2026-12-06 session 42): by default as the
+     * Q4_K one (from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes,
+     * where built); INFERD_MMQ6W=N from N rows on every shape, 0 never,
+     * -1 the default */
     const char *mq6 = getenv("INFERD_MMQ6W");
-    c->mmq6w = mq6 && atoi(mq6) > 0 ? atoi(mq6) : 0;
+    c->mmq6w_fill = !(mq6 && atoi(mq6) >= 0);
+    c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
+    /* the register-A kernels' warpgroups take the tensor cores in turns
+     * (cuda/wgrs.cuh); INFERD_WGPP=0: they do not (A/B runs) */
+    const char *wpp = getenv("INFERD_WGPP");
+    c->wgpp = !(wpp && atoi(wpp) == 0);
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

@@ -48,8 +48,8 @@ int cuda_mmqw_built(void);
  * folded into two u8 weight planes from the expanded copy w->aux): 0,
  * INF_EUNSUPPORTED (no expanded copy, not compute capability 9.0, a build
  * without gpu_arch 90, a shape its maps cannot take) or -1 (no room); the
- * caller takes mmqk. Not a default: INFERD_MMQ6W=N asks for it from N rows
- * (c->mmq6w). xq: the cuda_q8k planes of n_rows rows. */
+ * caller takes mmqk. From c->mmq6w rows (by default CUDA_MMQW_MIN on
+ * shapes cuda_mmqh_fills passes; INFERD_MMQ6W=N). xq: the cuda_q8k planes of n_rows rows. */
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
 
 /* The exact F16 product's default shape rule: its 128 x 128 blocks cover

@@ -1,5 +1,5 @@
 /* cuda/mmq6w — Q6_K batches on Hopper's int8 wgmma with the CPU's bits
- * (sm_90a; INFERD_MMQ6W=N, not a default): each consumer thread turns its
+ * (sm_90a; by default from 512 rows, cuda/knobs.cu): each consumer thread turns its
  * weights into two u8 planes in registers and hands them to
  * `wgmma.mma_async m64n128k32 .s32.u8.s8`; the activations (the quantizer's
  * int8 qs, unchanged) come from shared memory by descriptor.
@@ -38,7 +38,8 @@
  * 128-byte swizzled) and one slot of 128 expanded rows (36,864 bytes) with
  * the activations' d and 4095 S; a warpgroup expands the super-block's 16
  * fragment sets of both planes, runs the first plane's 8 wgmma, shifts,
- * runs the second's, and the chain. Where it declines (no expanded copy,
+ * runs the second's, and the chain; the two warpgroups take the tensor
+ * cores in turns (wgrs_turn_wait). Where it declines (no expanded copy,
  * not compute capability 9.0, a build without gpu_arch 90), mmqk serves. */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
@@ -126,7 +127,7 @@ static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const
 template <int T>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E, int32_t pp)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
@@ -181,6 +182,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
         cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+        wgrs_turn_wait(S.bar, wg, s, pp);
         plane(s, f1, std::true_type{});
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
@@ -194,6 +196,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
         plane(s, f2, std::false_type{});
+        wgrs_turn_give(S.bar, wg, pp);
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(f2);
@@ -299,7 +302,7 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
-                (int32_t)w->ne1, y, n_rows, c->epi);
+                (int32_t)w->ne1, y, n_rows, c->epi, (int32_t)c->wgpp);
     return 0;
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows;

@@ -538,8 +538,8 @@ int cuda_mmqw(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
  * capability 9.0, a shape the maps cannot take) */
 int cuda_mmqh_tmaps(const struct cuda_ctx *c, const struct backend_weight *w, const __half *x16, int32_t n_rows,
                     CUtensorMap *wm, CUtensorMap *xm);
-/* its register-A form (cuda/mmqr.cu; x16 in mmqh_x16p_kernel's order),
- * INFERD_MMQW=2: the same answers */
+/* its register-A form (cuda/mmqr.cu; x16 in mmqh_x16p_kernel's order;
+ * the default where built): the same answers */
 int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows);
 
@@ -563,10 +563,10 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     /* each form converts the activations to f16 (x16) once it runs, once a
      * product (the activation may differ between products; mul_mat_ex's
      * shared quantization is kept as is) */
-    if (c->mmqw == 2) /* the register-A form (cuda/mmqr.cu); where it declines, mmqk (the same bits) */
-        return cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows) == 0 ? 0 : INF_EUNSUPPORTED;
     if (c->mmqw) {
-        if (cuda_mmqw(c, w, X, (__half *)c->x16, y, n_rows) == 0)
+        /* the register-A form (cuda/mmqr.cu, the default) or mmqw's */
+        if ((c->mmqw == 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)
+                          : cuda_mmqw(c, w, X, (__half *)c->x16, y, n_rows)) == 0)
             return 0;
         /* the default asks for the wgmma form only (no tensor-map entry
          * point in the driver, say): mmqk, faster than the mma.sync form */

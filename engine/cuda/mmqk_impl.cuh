@@ -620,9 +620,10 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
             cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
             return;
     }
-    /* Q6_K: int8 wgmma where asked for (cuda/mmq6w.cu; the same bits) */
+    /* Q6_K: int8 wgmma where it runs (cuda/mmq6w.cu; the same bits) */
     if constexpr (T == QT_Q6_K) {
-        if (c->mmq6w && n_rows >= c->mmq6w && cuda_mmq6w(c, w, xq, y, n_rows) == 0)
+        if (c->mmq6w && n_rows >= c->mmq6w && (!c->mmq6w_fill || cuda_mmqh_fills(c, w->ne1, n_rows)) &&
+            cuda_mmq6w(c, w, xq, y, n_rows) == 0)
             return;
     }
     const int exp = T == QT_Q6_K && w->aux != NULL;

@@ -40,11 +40,12 @@ for phase in $phases; do
         INFERD_NO_CUBLAS=1 step "cuda-ops (no cublas)" $d/bin/test_cuda_ops
         # mmqt's weight stages a bulk copy a row instead of a tensor copy (A/B knob)
         INFERD_TMA=0 step "cuda-ops (INFERD_TMA=0)" $d/bin/test_cuda_ops
-        # the exact F16 Q4_K product's register-A wgmma form (cuda/mmqr.cu;
-        # not a default yet): the dispatcher's Q4_K batches from 128 rows
-        INFERD_MMQW=2 step "cuda-ops (INFERD_MMQW=2: mmqr)" $d/bin/test_cuda_ops
-        # Q6_K batches on int8 wgmma (cuda/mmq6w.cu; not a default yet)
-        INFERD_MMQ6W=128 step "cuda-ops (INFERD_MMQ6W=128: mmq6w)" $d/bin/test_cuda_ops
+        # (cuda-ops runs the dispatcher's Q4_K / Q6_K batches through mmqr /
+        # mmq6w from 128 rows itself) the exact F16 Q4_K product's
+        # shared-memory wgmma form (cuda/mmqw.cu, the default before mmqr),
+        # and the register-A kernels without their warpgroups' turns
+        INFERD_MMQW=1 step "cuda-ops (INFERD_MMQW=1: mmqw)" $d/bin/test_cuda_ops
+        INFERD_WGPP=0 step "cuda-ops (INFERD_WGPP=0: no turns)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do

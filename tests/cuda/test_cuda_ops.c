@@ -486,13 +486,15 @@ int main(void)
 {
     struct inf_error err;
     memset(&err, 0, sizeof(err));
-    /* mmqh (the exact F16 Q4_K MMQ; its wgmma form, cuda/mmqw.cu, on
-     * sm_90 builds) runs by default only from CUDA_MMQW_MIN rows on shapes
-     * that fill the GPU, where the wgmma form runs; on here from 128 rows
-     * on every shape so the dispatcher's Q4_K batches check its bits too
-     * (mmqk's stay covered by their own variant rows). INFERD_MMQH in the
-     * environment wins (-1: the default rule; 0: never). */
+    /* mmqh (the exact F16 Q4_K MMQ; its register-A wgmma form, cuda/
+     * mmqr.cu, on sm_90 builds) and mmq6w (Q6_K on int8 wgmma) run by
+     * default only from CUDA_MMQW_MIN rows on shapes that fill the GPU,
+     * where a wgmma form runs; on here from 128 rows on every shape so the
+     * dispatcher's Q4_K and Q6_K batches check their bits too (mmqk's stay
+     * covered by their own variant rows). INFERD_MMQH / INFERD_MMQ6W in
+     * the environment win (-1: the default rule; 0: never). */
     setenv("INFERD_MMQH", "128", 0);
+    setenv("INFERD_MMQ6W", "128", 0);
     gpu = cuda_backend_new(0, &err);
     if (!gpu) {
         printf("cuda-ops: no CUDA backend (%s): skip\n", err.msg);
