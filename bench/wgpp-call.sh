@@ -8,7 +8,8 @@
 #      mmq6w from 128 rows, turns on), q7 GPU vs CPU, memcheck / racecheck /
 #      synccheck of 301-row q4_K and q6_K products through them, then the
 #      A/B interleaved: `base` (stop 40's defaults: mmqw, no mmq6w), `nopp`
-#      (mmqr + mmq6w by the default rule, no turns), `new` (the defaults)
+#      (mmqr + mmq6w by the default rule, no turns), `q6pl0` (mmq6w's first
+#      plane arithmetic, INFERD_Q6PL=0), `new` (the defaults)
 #   3. ncu of one mmqr and one mmq6w launch (tensor pipe, issue, stalls)
 #   4. tests/cuda/run-on-gpu.sh self ops model
 # Here: BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
@@ -24,17 +25,16 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 w=/tmp/wgpp-call; rm -rf $w; mkdir -p $w
 S=$out/summary.txt
 { date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader; } | tee $S
-for k in mmqr:q4_K mmq6w:q6_K; do
-    for pp in 1 0; do
-        INFERD_WGPP=$pp timeout 60 $d/bin/mmq_trace ${k%%:*} ${k#*:} 14336 4096 512 > $w/tr.txt 2>&1
-        echo "trace $k pp=$pp rc=$?" | tee -a $S
-        { echo "## $k INFERD_WGPP=$pp"; cat $w/tr.txt; } >> $out/trace.txt
-        head -2 $w/tr.txt >> $S
-    done
+for k in mmqr:q4_K:1:1 mmqr:q4_K:0:1 mmq6w:q6_K:1:1 mmq6w:q6_K:0:1 mmq6w:q6_K:1:0; do
+    IFS=: read -r kn ty pp pl <<< "$k"
+    INFERD_WGPP=$pp INFERD_Q6PL=$pl timeout 60 $d/bin/mmq_trace $kn $ty 14336 4096 512 > $w/tr.txt 2>&1
+    echo "trace $kn $ty pp=$pp q6pl=$pl rc=$?" | tee -a $S
+    { echo "## $kn $ty INFERD_WGPP=$pp INFERD_Q6PL=$pl"; cat $w/tr.txt; } >> $out/trace.txt
+    head -2 $w/tr.txt >> $S
 done
 ( export INFERD_MMQH=16 INFERD_MMQ6W=16 SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
       AB_N=256,512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q AB_PP=512,2048 AB_TG=16 \
-      AB_VARIANTS="base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 nopp=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_WGPP=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1"
+      AB_VARIANTS="base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 nopp=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_WGPP=0 q6pl0=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_Q6PL=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1"
   OUT=$w/ab timeout 330 bash bench/ab-call.sh > $w/ab-call.log 2>&1 )
 echo "ab-call rc=$?" | tee -a $S
 cat $w/ab/summary.txt >> $S 2>/dev/null

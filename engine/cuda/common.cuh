@@ -153,6 +153,7 @@ struct cuda_ctx {
     int mmq6w_fill;    /* mmq6w only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQ6W) */
     int mmqw;          /* mmqh's wgmma form where built: 2 cuda/mmqr.cu (the default), 1 cuda/mmqw.cu, 0 the mma.sync form */
     int wgpp;          /* mmqr / mmq6w's warpgroups take turns (cuda/wgrs.cuh; INFERD_WGPP=0: not) */
+    int q6pl;          /* mmq6w's planes: 1 the short form (the default), 0 the first (INFERD_Q6PL=0) */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this

@@ -163,6 +163,10 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * (cuda/wgrs.cuh); INFERD_WGPP=0: they do not (A/B runs) */
     const char *wpp = getenv("INFERD_WGPP");
     c->wgpp = !(wpp && atoi(wpp) == 0);
+    /* mmq6w's plane arithmetic: INFERD_Q6PL=0 its first form (A/B runs;
+     * the same words, tests/cuda/test_cuda_host.c) */
+    const char *q6p = getenv("INFERD_Q6PL");
+    c->q6pl = !(q6p && atoi(q6p) == 0);
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the
