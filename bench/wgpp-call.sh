@@ -3,13 +3,13 @@
 # warpgroup turns (cuda/wgrs.cuh wgrs_turn_wait; session 42) and for making
 # mmqr / mmq6w the defaults, in the seeds' order, one call:
 #   1. bench/mmq_trace marks of mmqr (q4_K) and mmq6w (q6_K) at 4096 x
-#      14336 x 512, with turns (the default) and INFERD_WGPP=0
+#      14336 x 512, with turns (INFERD_WGPP=1) and without; mmq6w's planes both ways
 #   2. bench/ab-call.sh: cuda-ops (its Q4_K / Q6_K batches through mmqr /
-#      mmq6w from 128 rows, turns on), q7 GPU vs CPU, memcheck / racecheck /
+#      mmq6w from 128 rows, turns and short planes on), q7 GPU vs CPU, memcheck / racecheck /
 #      synccheck of 301-row q4_K and q6_K products through them, then the
 #      A/B interleaved: `base` (stop 40's defaults: mmqw, no mmq6w), `nopp`
 #      (mmqr + mmq6w by the default rule, no turns), `q6pl0` (mmq6w's first
-#      plane arithmetic, INFERD_Q6PL=0), `new` (the defaults)
+#      plane arithmetic, INFERD_Q6PL=0), `new` (turns and short planes)
 #   3. ncu of one mmqr and one mmq6w launch (tensor pipe, issue, stalls)
 #   4. tests/cuda/run-on-gpu.sh self ops model
 # Here: BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
@@ -32,15 +32,15 @@ for k in mmqr:q4_K:1:1 mmqr:q4_K:0:1 mmq6w:q6_K:1:1 mmq6w:q6_K:0:1 mmq6w:q6_K:1:
     { echo "## $kn $ty INFERD_WGPP=$pp INFERD_Q6PL=$pl"; cat $w/tr.txt; } >> $out/trace.txt
     head -2 $w/tr.txt >> $S
 done
-( export INFERD_MMQH=16 INFERD_MMQ6W=16 SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
+( export INFERD_WGPP=1 INFERD_Q6PL=1 INFERD_MMQH=16 INFERD_MMQ6W=16 SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
       AB_N=256,512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q AB_PP=512,2048 AB_TG=16 \
-      AB_VARIANTS="base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 nopp=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_WGPP=0 q6pl0=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_Q6PL=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1"
+      AB_VARIANTS="base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 nopp=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_WGPP=0 q6pl0=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_Q6PL=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1,INFERD_WGPP=1,INFERD_Q6PL=1"
   OUT=$w/ab timeout 330 bash bench/ab-call.sh > $w/ab-call.log 2>&1 )
 echo "ab-call rc=$?" | tee -a $S
 cat $w/ab/summary.txt >> $S 2>/dev/null
 cp $w/ab/ab.md $out/ 2>/dev/null
 for k in mmqr:q4_K mmq6w:q6_K; do
-    timeout 90 ncu --kernel-name regex:${k%%:*}_kernel --launch-count 1 \
+    INFERD_WGPP=1 INFERD_Q6PL=1 timeout 90 ncu --kernel-name regex:${k%%:*}_kernel --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
         $d/bin/mmq_trace ${k%%:*} ${k#*:} 14336 4096 512 >> $out/ncu.txt 2>&1
     echo "ncu $k rc=$?" | tee -a $S

@@ -45,7 +45,7 @@ for phase in $phases; do
         # shared-memory wgmma form (cuda/mmqw.cu, the default before mmqr),
         # and the register-A kernels without their warpgroups' turns
         INFERD_MMQW=1 step "cuda-ops (INFERD_MMQW=1: mmqw)" $d/bin/test_cuda_ops
-        INFERD_WGPP=0 step "cuda-ops (INFERD_WGPP=0: no turns)" $d/bin/test_cuda_ops
+        INFERD_WGPP=1 INFERD_Q6PL=1 step "cuda-ops (INFERD_WGPP=1 INFERD_Q6PL=1)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do
