@@ -137,8 +137,6 @@ int main(int argc, char **argv)
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
-    c.wgpp = getenv("INFERD_WGPP") ? atoi(getenv("INFERD_WGPP")) != 0 : CUDA_WGPP; /* as cuda/knobs.cu */
-    c.q6pl = getenv("INFERD_Q6PL") ? atoi(getenv("INFERD_Q6PL")) != 0 : CUDA_Q6PL;
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     uint64_t st = 0x9e3779b97f4a7c15ull;

@@ -39,12 +39,6 @@ extern "C" {
  * devices) is slower than mmqk everywhere: never by default there.
  * INFERD_MMQH=N takes it from N rows on every shape, for A/B runs. */
 #define CUDA_MMQW_MIN 512
-/* The defaults of two A/B switches (cuda/knobs.cu) of session 42, each
- * off until a device run has measured it: the register-A wgmma kernels'
- * warpgroups taking the tensor cores in turns (INFERD_WGPP, cuda/wgrs.cuh)
- * and mmq6w's short plane arithmetic (INFERD_Q6PL, cuda/mmq6w.cu) */
-#define CUDA_WGPP 0
-#define CUDA_Q6PL 0
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */
@@ -158,8 +152,6 @@ struct cuda_ctx {
     int mmq6w;         /* Q6_K batches of at least this many rows on int8 wgmma (cuda/mmq6w.cu); 0 never */
     int mmq6w_fill;    /* mmq6w only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQ6W) */
     int mmqw;          /* mmqh's wgmma form where built: 2 cuda/mmqr.cu (the default), 1 cuda/mmqw.cu, 0 the mma.sync form */
-    int wgpp;          /* mmqr / mmq6w's warpgroups take turns (cuda/wgrs.cuh; INFERD_WGPP) */
-    int q6pl;          /* mmq6w's planes: 1 the short form, 0 the first (INFERD_Q6PL) */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this

@@ -159,14 +159,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *mq6 = getenv("INFERD_MMQ6W");
     c->mmq6w_fill = !(mq6 && atoi(mq6) >= 0);
     c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
-    /* whether the register-A kernels' warpgroups take the tensor cores in
-     * turns (cuda/wgrs.cuh), and mmq6w's plane arithmetic (1 the short
-     * form; the same words, tests/cuda/test_cuda_host.c): INFERD_WGPP /
-     * INFERD_Q6PL = 0 or 1, by default the forms that have run on a GPU
-     * (CUDA_WGPP, CUDA_Q6PL: cuda/common.cuh) */
-    const char *wpp = getenv("INFERD_WGPP"), *q6p = getenv("INFERD_Q6PL");
-    c->wgpp = wpp && *wpp ? atoi(wpp) != 0 : CUDA_WGPP;
-    c->q6pl = q6p && *q6p ? atoi(q6p) != 0 : CUDA_Q6PL;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

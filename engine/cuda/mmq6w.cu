@@ -38,8 +38,7 @@
  * 128-byte swizzled) and one slot of 128 expanded rows (36,864 bytes) with
  * the activations' d and 4095 S; a warpgroup expands the super-block's 16
  * fragment sets of both planes, runs the first plane's 8 wgmma, shifts,
- * runs the second's, and the chain; the two warpgroups take the tensor
- * cores in turns (wgrs_turn_wait). Where it declines (no expanded copy,
+ * runs the second's, and the chain. Where it declines (no expanded copy,
  * not compute capability 9.0, a build without gpu_arch 90), mmqk serves. */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
@@ -68,13 +67,12 @@ static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
 #endif
 
 /* The two u8 planes of a fragment word w (four int8 q - 32 of one
- * 16-element scale sc): p1 the bytes P1 + 128, p2 the bytes P2 - 1.
- * PL 1 (the default; session 42): the lanes t = A' + 4095 < 8,192, so
- * t >> 5's bytes 0 and 2 are P1 + 128 exactly whatever sits in bytes 1
- * and 3, and the PRMT that packs them reads only those; P2 - 1 is the low
- * 5 bits of each lane, masked once after packing (3 instructions a word
- * fewer than PL 0: per lane pair a mask and an IMAD, and one AND for two) */
-template <int PL>
+ * 16-element scale sc): p1 the bytes P1 + 128, p2 the bytes P2 - 1. The
+ * lanes t = A' + 4095 are below 8,192, so t >> 5's bytes 0 and 2 are P1 +
+ * 128 exactly whatever sits in bytes 1 and 3, and the PRMT that packs them
+ * reads only those; P2 - 1 is the low 5 bits of each lane, masked once
+ * after packing. (Session 41's form masked and subtracted per lane pair:
+ * 3 instructions a word more, mmq6w 8% slower; bench/RESULTS.md session 42) */
 static __host__ __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
 {
     const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u; /* q - 32 (6-bit two's complement) + 32 */
@@ -84,18 +82,8 @@ static __host__ __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc,
         const uint32_t l = cuda_prmt(q, 0, h ? 0x4342u : 0x4140u); /* two q in 16-bit lanes */
         t[h] = l * (uint32_t)sc + c;                                 /* lanes A' + 4095 */
     }
-    if (PL) {
-        p1 = cuda_prmt(t[0] >> 5, t[1] >> 5, 0x6420u);
-        p2 = cuda_prmt(t[0], t[1], 0x6420u) & 0x1f1f1f1fu;
-        return;
-    }
-    uint32_t a[2], b[2];
-    for (int h = 0; h < 2; h++) {
-        a[h] = (t[h] >> 5) & 0x00ff00ffu; /* P1 + 128 */
-        b[h] = t[h] - 32u * a[h];         /* P2 - 1 */
-    }
-    p1 = cuda_prmt(a[0], a[1], 0x6420u);
-    p2 = cuda_prmt(b[0], b[1], 0x6420u);
+    p1 = cuda_prmt(t[0] >> 5, t[1] >> 5, 0x6420u);
+    p2 = cuda_prmt(t[0], t[1], 0x6420u) & 0x1f1f1f1fu;
 }
 
 /* scale k (0..15) of the 16 int8 scales in s, sign-extended */
@@ -138,10 +126,10 @@ static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const
 }
 #endif
 
-template <int T, int PL>
+template <int T>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E, int32_t pp)
+             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
@@ -187,16 +175,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * (scale 2 j + 1) */
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            mmq6w_planes<PL>(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
-            mmq6w_planes<PL>(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
-            mmq6w_planes<PL>(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
-            mmq6w_planes<PL>(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
+            mmq6w_planes(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
+            mmq6w_planes(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
+            mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
+            mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
         }
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
         cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-        wgrs_turn_wait(S.bar, wg, s, pp);
         plane(s, f1, std::true_type{});
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
@@ -210,7 +197,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
         plane(s, f2, std::false_type{});
-        wgrs_turn_give(S.bar, wg, pp);
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(f2);
@@ -252,11 +238,10 @@ extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
             for (int pos = 0; pos < 4; pos++) {
                 uint32_t w = wgrs_rnd(k) & 0x3f3f3f3fu; /* other bytes: any 6-bit two's complement value */
                 w = (w & ~(0xffu << (8 * pos))) | ((uint32_t)(uint8_t)(int8_t)v << (8 * pos));
-                uint32_t p1, p2, o1, o2;
-                mmq6w_planes<1>(w, sc, p1, p2);
-                mmq6w_planes<0>(w, sc, o1, o2); /* both forms: the same words */
+                uint32_t p1, p2;
+                mmq6w_planes(w, sc, p1, p2);
                 const int a = (int)((p1 >> (8 * pos)) & 0xff) - 128, b = (int)((p2 >> (8 * pos)) & 0xff) + 1;
-                if (32 * a + b != sc * v || b < 1 || b > 32 || p1 != o1 || p2 != o2)
+                if (32 * a + b != sc * v || b < 1 || b > 32)
                     wgrs_miss(k, "sc %d, q - 32 = %d at byte %d: planes %d, %d", sc, v, pos, a, b);
             }
     for (int blk = 0; blk < n_blocks; blk++) {
@@ -283,7 +268,7 @@ extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
                 for (int h = 0; h < 2; h++) {
                     const int wi = 8 * j + 4 * h + t4; /* k 32 j + 16 h + 4 t4.. */
                     uint32_t p1, p2;
-                    mmq6w_planes<1>(words[wi], mmq6w_scale(s4, 2 * j + h), p1, p2);
+                    mmq6w_planes(words[wi], mmq6w_scale(s4, 2 * j + h), p1, p2);
                     for (int e = 0; e < 4; e++) {
                         d1 += (int64_t)((p1 >> (8 * e)) & 0xff) * x[4 * wi + e];
                         d2 += (int64_t)((p2 >> (8 * e)) & 0xff) * x[4 * wi + e];
@@ -313,14 +298,11 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    /* the planes' form: INFERD_Q6PL=0 the first (A/B runs) */
-    auto kern = c->q6pl ? mmq6w_kernel<QT_Q6_K, 1> : mmq6w_kernel<QT_Q6_K, 0>;
-    if ((c->q6pl ? mmq_occupancy_once<mmq6w_kernel<QT_Q6_K, 1>>(mmq6w_smem_bytes, WGRS_THREADS)
-                 : mmq_occupancy_once<mmq6w_kernel<QT_Q6_K, 0>>(mmq6w_smem_bytes, WGRS_THREADS)) == 0)
+    if (mmq_occupancy_once<mmq6w_kernel<QT_Q6_K>>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, kern, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
-                (int32_t)w->ne1, y, n_rows, c->epi, (int32_t)c->wgpp);
+    cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+                (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows;

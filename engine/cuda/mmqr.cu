@@ -38,9 +38,12 @@
  * stored by the feed warp). Each warpgroup runs a super-block as four
  * commit groups of four k16 steps, expanding group G + 1's fragments
  * while group G's wgmma run (two fragment sets: the registers a wgmma
- * reads must not change before a wait covers it), and the two take the
- * tensor cores in turns (wgrs_turn_wait: one's chain and next fragments
- * under the other's products; without turns they ran in step).
+ * reads must not change before a wait covers it); warpgroup 1 starts a
+ * little behind warpgroup 0 (the lag barrier). Measured (bench/RESULTS.md
+ * 2026-12-06 session 42, H100): a super-block every ~2.35 us at 4096 x
+ * 14336 x 512, each warpgroup's prologue (~0.45 us), products (~1.0 us,
+ * both warpgroups' at once: the tensor cores' rate) and chain (~1.0 us)
+ * serial; turns between the warpgroups were slower.
  *
  * Built where gpu_arch has 90 (compute_90a, -DINFERD_MMQW=1, as mmqw.cu);
  * the default form of mmqh there (INFERD_MMQW=1: mmqw's; cuda/knobs.cu). */
@@ -120,7 +123,7 @@ static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const C
 template <int T>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E, int32_t pp)
+            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
@@ -183,7 +186,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         expand(0, fa);
-        wgrs_turn_wait(S.bar, wg, s, pp);
         issue(s, 0, fa);
         expand(1, fb);
         issue(s, 1, fb);
@@ -199,7 +201,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
             cuda_mbar_arrive(&S.bar.lag);
         expand(3, fb);
         issue(s, 3, fb);
-        wgrs_turn_give(S.bar, wg, pp);
         wgmma_wait<0>();
         wgmma_pin(&dd[0][0]);
         wgmma_keep(fa);
@@ -290,7 +291,7 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
-                (int32_t)w->ne1, y, n_rows, c->epi, (int32_t)c->wgpp);
+                (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;

@@ -31,11 +31,13 @@
  * arrival with a tensor copy's bytes; every consumer's release), sfull /
  * sempty of RSL super-block slots (the feed warp's 32 arrivals after its
  * stores, lane 0 telling the copies' bytes first; every consumer after
- * its chain), lag (warpgroup 0's 128 threads: warpgroup 1 starts a
- * little behind) and the two turns (a warpgroup's 128 threads once they
- * have issued a super-block's wgmma: the other's turn; wgrs_turn). */
+ * its chain), and lag (warpgroup 0's 128 threads: warpgroup 1 starts a
+ * little behind). Session 42 tried turns (two more barriers: warpgroup 0
+ * issues a super-block's wgmma, then 1; one's chain under the other's
+ * products): 3.5% slower for mmqr, 1% for mmq6w (bench/RESULTS.md), since
+ * each warpgroup's own prologue, products and chain are serial. */
 template <int ASL, int RSL> struct wgrs_bars {
-    uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag, turn[2];
+    uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag;
 };
 
 /* A host check of the kernels' arithmetic (tests/cuda/test_cuda_host.c):
@@ -107,8 +109,6 @@ template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_init(wgr
             cuda_mbar_init(&B.sempty[i], WGRS_CONS);
         }
         cuda_mbar_init(&B.lag, WGRS_CONS / 2);
-        cuda_mbar_init(&B.turn[0], WGRS_CONS / 2);
-        cuda_mbar_init(&B.turn[1], WGRS_CONS / 2);
         cuda_mbar_init_fence();
     }
     __syncthreads();
@@ -199,31 +199,6 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
         }
         store(r, xd, hl);
     }
-}
-
-/* The turns (pp, INFERD_WGPP; bench/RESULTS.md 2026-12-06 session 42):
- * the first run of mmqr had both warpgroups issue a super-block's wgmma
- * at the same moment and then run their chains at the same moment, the
- * tensor cores idle through the chains (its marks: ~1.0 us of products
- * then ~0.9 us of chain, every stage). With turns the warpgroups take the
- * tensor cores in order, 0 then 1 for each super-block: one's chain (and
- * its next fragments) runs under the other's products. Warpgroup wg waits
- * for its turn at super-block s (0 at s = 0: none; the other's arrival
- * after its s - 1, or for 1 after 0's s) and gives it once its products
- * are issued: neither can run a phase ahead of the other's wait, so a
- * parity names the phase. */
-template <int ASL, int RSL>
-static __device__ __forceinline__ void wgrs_turn_wait(wgrs_bars<ASL, RSL> &B, int wg, int32_t s, int pp)
-{
-    if (!pp || (wg == 0 && s == 0))
-        return;
-    cuda_mbar_wait(&B.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-}
-template <int ASL, int RSL>
-static __device__ __forceinline__ void wgrs_turn_give(wgrs_bars<ASL, RSL> &B, int wg, int pp)
-{
-    if (pp)
-        cuda_mbar_arrive(&B.turn[wg ^ 1]);
 }
 
 /* A consumer is done with super-block s's slot rs (its chain read it) */

@@ -42,10 +42,8 @@ for phase in $phases; do
         INFERD_TMA=0 step "cuda-ops (INFERD_TMA=0)" $d/bin/test_cuda_ops
         # (cuda-ops runs the dispatcher's Q4_K / Q6_K batches through mmqr /
         # mmq6w from 128 rows itself) the exact F16 Q4_K product's
-        # shared-memory wgmma form (cuda/mmqw.cu, the default before mmqr),
-        # and the register-A kernels without their warpgroups' turns
+        # shared-memory wgmma form (cuda/mmqw.cu, the default before mmqr)
         INFERD_MMQW=1 step "cuda-ops (INFERD_MMQW=1: mmqw)" $d/bin/test_cuda_ops
-        INFERD_WGPP=1 INFERD_Q6PL=1 step "cuda-ops (INFERD_WGPP=1 INFERD_Q6PL=1)" $d/bin/test_cuda_ops
         step cuda-sample $d/bin/test_cuda_sample ;;
     model)
         for m in $d/shared/reference/*.json; do

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench/wgrs-call.sh — one device call for the register-A wgmma kernels
+# (cuda/mmqr.cu, cuda/mmq6w.cu; cuda/wgrs.cuh), in the seeds' order:
+#   1. bench/mmq_trace marks of mmqr (q4_K) and mmq6w (q6_K) at 4096 x
+#      14336 x 512 (TRACE_ENV: variables for a second run of each, e.g. a
+#      knob under test)
+#   2. bench/ab-call.sh: cuda-ops (its Q4_K / Q6_K batches through mmqr /
+#      mmq6w from 128 rows), q7 GPU vs CPU and memcheck / racecheck /
+#      synccheck of 301-row q4_K and q6_K products through them from 16
+#      rows, then the A/B interleaved: AB_VARIANTS, by default `base`
+#      (session 40's defaults: mmqw, mmqk for Q6_K) against `new` (this
+#      build's defaults)
+#   3. ncu of one mmqr and one mmq6w launch (NCU=0: not)
+#   4. tests/cuda/run-on-gpu.sh self ops model
+# Session 42 ran it (as wgpp-call.sh) for the warpgroup turns and the
+# short plane arithmetic (bench/RESULTS.md). Here:
+# BUILD=build-d90 MODELS="stories260K tiny-llama-Q4_K_M" tests/cuda/device-prep.sh;
+# device tool: carry ["devcarry.tgz"], command `bash bench/wgrs-call.sh`.
+# Leaves in $OUT: summary.txt, trace.txt, ab.md, ncu.txt, o.tgz.
+set -uo pipefail
+t0=$(date +%s) # the tool gives a command 600 s
+cd "$(dirname "$0")/.." || exit 1
+tar xzf devcarry.tgz
+d=$PWD/devcarry
+export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+w=/tmp/wgrs-call; rm -rf $w; mkdir -p $w
+S=$out/summary.txt
+{ date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader; } | tee $S
+for k in mmqr:q4_K mmq6w:q6_K; do
+    for v in "" ${TRACE_ENV:-}; do
+        env $v timeout 60 $d/bin/mmq_trace ${k%%:*} ${k#*:} 14336 4096 512 > $w/tr.txt 2>&1
+        echo "trace $k ${v:-defaults} rc=$?" | tee -a $S
+        { echo "## $k ${v:-defaults}"; cat $w/tr.txt; } >> $out/trace.txt
+        head -2 $w/tr.txt >> $S
+    done
+done
+( export INFERD_MMQH=16 INFERD_MMQ6W=16 SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
+      AB_N=256,512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q AB_PP=512,2048 AB_TG=16 \
+      AB_VARIANTS="${AB_VARIANTS:-base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1}"
+  OUT=$w/ab timeout 330 bash bench/ab-call.sh > $w/ab-call.log 2>&1 )
+echo "ab-call rc=$?" | tee -a $S
+cat $w/ab/summary.txt >> $S 2>/dev/null
+cp $w/ab/ab.md $out/ 2>/dev/null
+for k in mmqr:q4_K mmq6w:q6_K; do
+    [ "${NCU:-1}" = 1 ] || break # NCU=0: none
+    timeout 90 ncu --kernel-name regex:${k%%:*}_kernel --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
+        $d/bin/mmq_trace ${k%%:*} ${k#*:} 14336 4096 512 >> $out/ncu.txt 2>&1
+    echo "ncu $k rc=$?" | tee -a $S
+done
+left=$(( 560 - ($(date +%s) - t0) ))
+[ $left -lt 60 ] && left=60
+OUT=$w/rog timeout $left tests/cuda/run-on-gpu.sh self ops model > $w/rog.log 2>&1
+echo "run-on-gpu self ops model rc=$?" | tee -a $S
+cat $w/rog/summary.txt >> $S 2>/dev/null
+tar czf $out/o.tgz -C $w . 2>/dev/null
+date -u +%T | tee -a $S
