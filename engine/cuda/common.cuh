@@ -31,13 +31,16 @@ extern "C" {
  * shape rule: bench/RESULTS.md 2026-12-03 22:45 */
 #define CUDA_MMQS_MAX 64
 /* Q4_K batches from this many rows through the exact F16 product by
- * default, where it runs in its wgmma form (cuda/mmqw.cu: sm_90a builds on
- * compute capability 9.0), and only on shapes whose 128 x 128 blocks
- * cover half the SMs (cuda_mmqh_fills): the CPU's bits, 0.79x mmqk's time
- * at 4096 x 14336 x 512 and 0.81x at 2048 on the H100, but 2.2x at 128
- * rows (bench/RESULTS.md 2026-12-05 session 40). Its mma.sync form (other
+ * default, where it runs in a wgmma form (sm_90a builds on compute
+ * capability 9.0), and only on shapes whose 128 x 128 blocks cover half
+ * the SMs (cuda_mmqh_fills); Q6_K batches through int8 wgmma (cuda/
+ * mmq6w.cu) by the same rule. The CPU's bits; at 4096 x 14336 x 512 on the
+ * H100 mmqw 0.79x mmqk's time, but 2.2x at 128 rows (bench/RESULTS.md
+ * 2026-12-05 session 40), mmqr (cuda/mmqr.cu, the default form) 0.81x
+ * mmqw's, mmq6w 0.49x mmqk's (session 42). Its mma.sync form (other
  * devices) is slower than mmqk everywhere: never by default there.
- * INFERD_MMQH=N takes it from N rows on every shape, for A/B runs. */
+ * INFERD_MMQH=N / INFERD_MMQ6W=N take them from N rows on every shape,
+ * for A/B runs. */
 #define CUDA_MMQW_MIN 512
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte

@@ -133,8 +133,8 @@ void cuda_knobs_read(struct cuda_ctx *c)
     c->mmqs_min = qmin && atoi(qmin) >= 1 && atoi(qmin) <= 9 ? atoi(qmin) : 0;
     /* Q4_K batches of at least mmqh rows through the exact F16 MMQ (the
      * same bits as mmqk), in its wgmma form where the build has it
-     * in its register-A wgmma form (cuda/mmqr.cu, sm_90a: 0.81-0.85x
-     * mmqw's time from 512 rows on the H100, bench/RESULTS.md 2026-12-06
+     * in its register-A wgmma form (cuda/mmqr.cu, sm_90a: 0.81-0.86x
+     * mmqw's time from 512 rows on the H100, bench/RESULTS.md 2026-12-05
      * session 42; where it declines, mmqk), INFERD_MMQW=1 the form with
      * both operands in shared memory (cuda/mmqw.cu), INFERD_MMQW=0 the
      * mma.sync form (cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared
@@ -151,8 +151,8 @@ void cuda_knobs_read(struct cuda_ctx *c)
               : c->mmqw && c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN
                                                              : 0;
     /* Q6_K batches through the int8 wgmma product (cuda/mmq6w.cu, sm_90a;
-     * the same bits as mmqk; 0.53-0.68x mmqk's time from 512 rows on the
-     * H100, bench/RESULTS.md 2026-12-06 session 42): by default as the
+     * the same bits as mmqk; 0.49-0.64x mmqk's time from 512 rows on the
+     * H100, bench/RESULTS.md 2026-12-05 session 42): by default as the
      * Q4_K one (from CUDA_MMQW_MIN rows on shapes cuda_mmqh_fills passes,
      * where built); INFERD_MMQ6W=N from N rows on every shape, 0 never,
      * -1 the default */

@@ -40,7 +40,7 @@
  * while group G's wgmma run (two fragment sets: the registers a wgmma
  * reads must not change before a wait covers it); warpgroup 1 starts a
  * little behind warpgroup 0 (the lag barrier). Measured (bench/RESULTS.md
- * 2026-12-06 session 42, H100): a super-block every ~2.35 us at 4096 x
+ * 2026-12-05 session 42, H100): a super-block every ~2.35 us at 4096 x
  * 14336 x 512, each warpgroup's prologue (~0.45 us), products (~1.0 us,
  * both warpgroups' at once: the tensor cores' rate) and chain (~1.0 us)
  * serial; turns between the warpgroups were slower.
