@@ -95,10 +95,8 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
 static std::vector<uint8_t> random_bytes(size_t n, uint64_t &st)
 {
     std::vector<uint8_t> b(n);
-    for (size_t i = 0; i < n; i++) {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        b[i] = (uint8_t)(st >> 56);
-    }
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(wgrs_lcg(st) >> 24); /* the state's top byte */
     return b;
 }
 

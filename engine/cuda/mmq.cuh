@@ -61,6 +61,14 @@ static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_
 {
     return 2 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= c->n_sm;
 }
+/* Whether the dispatcher gives a batch of n_rows to one of the 128 x 128
+ * wgmma products (mmqh's forms: c->mmqh / mmqh_fill; mmq6w: c->mmq6w /
+ * mmq6w_fill): from min rows (0: never), on shapes cuda_mmqh_fills passes
+ * where fill (the default rule) */
+static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, int64_t n_w, int32_t n_rows)
+{
+    return min && n_rows >= min && (!fill || cuda_mmqh_fills(c, n_w, n_rows));
+}
 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */

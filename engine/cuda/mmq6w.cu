@@ -4,9 +4,9 @@
  * `wgmma.mma_async m64n128k32 .s32.u8.s8`; the activations (the quantizer's
  * int8 qs, unchanged) come from shared memory by descriptor.
  *
- * Why (bench/RESULTS.md 2026-12-05 session 41, a prediction: written
- * without device time): #11's q6_K 4096 x 14336 x 512 stands at 309 us
- * (mmqk; target 140, llama.cpp 427). mmqk pays an IMAD per int32 result
+ * Why (bench/RESULTS.md 2026-12-05 sessions 41 and 42): #11's q6_K 4096
+ * x 14336 x 512 stood at 305-309 us (mmqk; target 140, llama.cpp 427);
+ * this form measured 149.8 us on the H100. mmqk pays an IMAD per int32 result
  * for each 16-element scale (Q6_K's scales are per 16: twice Q4_K's rate),
  * and an exact F16 form would need two products a step (q x sc reaches
  * 4,096, past f16's exact odd integers). In int8 the scale folds into the
@@ -26,11 +26,11 @@
  * super-block of 128 rows) in the natural k order, so the activations
  * need no reordering. A thread's four weights of a fragment word share a
  * scale; the planes of a word: one LOP3 to q = (q - 32) + 32, two PRMT to
- * 16-bit lanes, then per pair of lanes one IMAD (q sc + 4095 - 32 sc: the
- * lanes A' + 4095 in [31, 8191], no borrow between them), one shift and
- * mask (P1 + 128), one IMAD (P2 - 1), and two PRMT back to bytes
- * (mmq6w_planes; a host emulation checked the identity on 20,000 words
- * and 200 super-blocks at the extremes).
+ * 16-bit lanes, per pair of lanes one IMAD (q sc + 4095 - 32 sc: the
+ * lanes A' + 4095 in [31, 8191], no borrow between them), then a shift a
+ * pair and one PRMT for P1 + 128, one PRMT and one AND for P2 - 1
+ * (mmq6w_planes; cuda_mmq6w_host_check runs it on every value and scale
+ * and on random super-blocks, tests/cuda/test_cuda_host.c).
  *
  * Shape: as cuda/mmqr.cu (2 consumer warpgroups of 64 weight rows x 128
  * activation rows, a feed warp, setmaxnreg 232 / 40), the super-block in
@@ -51,7 +51,7 @@
 #define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
 
 struct mmq6w_sslot {
-    uint32_t w[MMQH_BM][MMQ6W_WROW]; /* 128 expanded rows (a tensor copy) */
+    uint32_t rows[MMQH_BM][MMQ6W_WROW]; /* 128 expanded rows (a tensor copy) */
     float xd[MMQH_BN];               /* the activations' d */
     int s4095[MMQH_BN];              /* 4095 S */
 };
@@ -93,40 +93,7 @@ static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k
     return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
 }
 
-#if WGMMA_DEVICE
-/* The feed warp (as cuda/mmqr.cu's): super-block s's expanded rows, the
- * activations' d and 4095 S into slot s % RSL once both warpgroups' chains
- * are past s - RSL; its two activation halves once both warpgroups are
- * done with the stages ASL before. */
-static __device__ __forceinline__ void mmq6w_feed(mmq6w_smem &S, int lane, const CUtensorMap *wmap,
-                                                  const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
-                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
-{
-    for (int32_t s = 0; s < nbr; s++) {
-        const int rs = s % MMQ6W_RSL;
-        mmq6w_sslot &L = S.ss[rs];
-        if (s >= MMQ6W_RSL)
-            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
-        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.w[0][0], MMQ_Q6X_BYTES, wmap, s * (MMQ_Q6X_BYTES / 8), m0,
-                       glu);
-        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) {
-            L.xd[r] = xd;
-            L.s4095[r] = 4095 * mmqh_ssum(hl);
-        });
-        cuda_mbar_arrive(&S.bar.sfull[rs]);
-        if (lane == 0)
-            cuda_tr(s, CUDA_TR_FEED);
-        /* the int8 rows seen as halves (cuda_tmap_f16_sw128's map over the
-         * bytes): coordinate 64 = 128 bytes */
-#pragma unroll 1
-        for (int h = 0; h < 2; h++)
-            wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], MMQ6W_ATILE, xmap, 2 * s + h, s * (QK_K / 2) + 64 * h,
-                          n0);
-    }
-}
-#endif
 
-template <int T>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
              int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -136,7 +103,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     mmq6w_smem &S = wgmma_smem<mmq6w_smem>(mmq6w_smem_raw);
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     wgrs_start(S.bar);
-    if (!wgrs_roles([&] { mmq6w_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
+    /* the feed: the expanded rows, two half stages of int8 activations
+     * (seen as halves by cuda_tmap_f16_sw128's map: 64 = 128 bytes) */
+    if (!wgrs_roles([&] {
+            wgrs_feed<2>(S, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+                         [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
+                             L.xd[r] = xd;
+                             L.s4095[r] = 4095 * mmqh_ssum(hl);
+                         });
+        }))
         return;
     const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
     const int wg = P.wg, w4 = P.w4, t4 = P.t4, ra = P.ra, rb = P.rb;
@@ -169,7 +144,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const int rs = s % MMQ6W_RSL;
         const mmq6w_sslot &L = S.ss[rs];
         cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
-        const uint32_t *wa = L.w[ra], *wb = L.w[rb];
+        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
         const uint4 sca = *(const uint4 *)&wa[64], scb = *(const uint4 *)&wb[64];
         /* step j: rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16
          * (scale 2 j + 1) */
@@ -298,10 +273,10 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmq6w_kernel<QT_Q6_K>>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
+    if (mmq_occupancy_once<mmq6w_kernel>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmq6w_kernel<QT_Q6_K>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+    cuda_launch(c, mmq6w_kernel, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
                 (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else

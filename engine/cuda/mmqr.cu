@@ -59,7 +59,7 @@
 /* a super-block's slot: its raw Q4_K blocks (a tensor copy) and what the
  * chain needs of the activation rows (the feed warp's stores) */
 struct mmqr_sslot {
-    uint32_t raw[MMQH_BM][36];
+    uint32_t rows[MMQH_BM][36]; /* the raw blocks */
     float xd[MMQH_BN];                /* the activations' d */
     float sf[MMQH_BN];                /* 480 S */
     int8_t xhl[MMQH_BN][CUDA_Q8K_HL]; /* 32-sums (cuda_q8k) */
@@ -87,40 +87,7 @@ static __host__ __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_
     f[2] = mmqh_w2(la, 0x4342u, ma, ca); /* row g, k 2 t4 + 8, + 9: bytes 2, 3 */
     f[3] = mmqh_w2(lb, 0x4342u, mb, cb);
 }
-#if WGMMA_DEVICE
-/* The feed warp: super-block s's raw blocks and chain data into slot s %
- * RSL once both warpgroups' chains are past s - RSL; its four activation
- * stages into their slots once both warpgroups' wgmma have read the stage
- * ASL before. The slot's barrier counts the 32 lanes' arrivals after
- * their stores (lane 0 tells it the copies' bytes first). */
-static __device__ __forceinline__ void mmqr_feed(mmqr_smem &S, int lane, const CUtensorMap *wmap,
-                                                 const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
-                                                 int32_t n_rows, int32_t m0, int32_t n0, int32_t glu)
-{
-    for (int32_t s = 0; s < nbr; s++) {
-        const int rs = s % MMQR_RSL;
-        mmqr_sslot &L = S.ss[rs];
-        if (s >= MMQR_RSL)
-            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQR_RSL - 1) & 1);
-        /* 144 bytes a super-block: 18 words */
-        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.raw[0][0], 144, wmap, s * 18, m0, glu);
-        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) {
-            L.xd[r] = xd;
-            *(uint4 *)&L.xhl[r][0] = hl;
-            L.sf[r] = mmqh_sf(hl);
-        });
-        cuda_mbar_arrive(&S.bar.sfull[rs]);
-        if (lane == 0)
-            cuda_tr(s, CUDA_TR_FEED);
-#pragma unroll 1
-        for (int G = 0; G < 4; G++)
-            wgrs_feed_act(S.bar, S.act[(4 * s + G) % MMQR_ASL], MMQR_ATILE, xmap, 4 * s + G, s * QK_K + 64 * G, n0);
-    }
-}
 
-#endif
-
-template <int T>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -130,7 +97,16 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     mmqr_smem &S = wgmma_smem<mmqr_smem>(mmqr_smem_raw);
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
     wgrs_start(S.bar);
-    if (!wgrs_roles([&] { mmqr_feed(S, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu); }))
+    /* the feed: 144 bytes of raw Q4_K a row and super-block, four quarter
+     * stages of f16 activations */
+    if (!wgrs_roles([&] {
+            wgrs_feed<4>(S, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+                         [](mmqr_sslot &L, int r, float xd, uint4 hl) {
+                             L.xd[r] = xd;
+                             *(uint4 *)&L.xhl[r][0] = hl;
+                             L.sf[r] = mmqh_sf(hl);
+                         });
+        }))
         return;
     const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
     const int wg = P.wg, w4 = P.w4, g = P.g, t4 = P.t4, ra = P.ra, rb = P.rb;
@@ -176,7 +152,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         const int rs = s % MMQR_RSL;
         const mmqr_sslot &L = S.ss[rs];
         cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
-        const uint32_t *wa = L.raw[ra], *wb = L.raw[rb];
+        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
         qa[0] = *(const uint4 *)&wa[4 + 8 * t4];
         qa[1] = *(const uint4 *)&wa[8 + 8 * t4];
         qb[0] = *(const uint4 *)&wb[4 + 8 * t4];
@@ -286,11 +262,11 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqr_kernel<QT_Q4_K>>(mmqr_smem_bytes, WGRS_THREADS) == 0)
+    if (mmq_occupancy_once<mmqr_kernel>(mmqr_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqr_kernel<QT_Q4_K>, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
+    cuda_launch(c, mmqr_kernel, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
                 (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else

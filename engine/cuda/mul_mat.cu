@@ -504,7 +504,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
     {QT_Q4_K, MMV_MMQH, 0, 0, 0}, /* the exact F16 MMQ (sm_80+ with 203 KB of shared memory) */
-    {QT_Q6_K, MMV_MMQ6W, 0, 0, 0}, /* Q6_K on int8 wgmma (INFERD_MMQ6W; compute capability 9.0) */
+    {QT_Q6_K, MMV_MMQ6W, 0, 0, 0}, /* Q6_K on int8 wgmma (cuda/mmq6w.cu; compute capability 9.0) */
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
@@ -633,9 +633,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmqh kernel");
     }
     if (v->kind == MMV_MMQ6W) {
-        /* where the dispatcher never picks it (c->mmq6w 0, the default),
-         * or it cannot run here (not compute capability 9.0, no expanded
-         * copy): as a device that cannot hold it */
+        /* where the dispatcher never picks it (c->mmq6w 0: not an sm_90
+         * build on compute capability 9.0, or INFERD_MMQ6W=0), or it cannot
+         * run here (no expanded copy): as a device that cannot hold it */
         if (!c->mmq6w)
             return 1;
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);

@@ -54,10 +54,16 @@ static inline wgrs_check wgrs_check_start(uint64_t seed, char *msg, size_t cap)
         msg[0] = 0;
     return wgrs_check{seed, 0, msg, cap};
 }
+/* one step of the host checks' (and bench/mmq_trace's) LCG: the state's
+ * high 32 bits */
+static inline uint32_t wgrs_lcg(uint64_t &st)
+{
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(st >> 32);
+}
 static inline uint32_t wgrs_rnd(wgrs_check &k)
 {
-    k.st = k.st * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(k.st >> 32);
+    return wgrs_lcg(k.st);
 }
 /* one difference; the first one's message into msg */
 static inline void __attribute__((format(printf, 2, 3))) wgrs_miss(wgrs_check &k, const char *fmt, ...)
@@ -198,6 +204,37 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
             hl = __ldg((const uint4 *)(X.hl + b * CUDA_Q8K_HL));
         }
         store(r, xd, hl);
+    }
+}
+
+/* The feed warp's loop (mmqr's and mmq6w's): for each super-block s, once
+ * both warpgroups' chains are past s - RSL, the block's weight rows (rb
+ * bytes of each a super-block) into slot s % RSL's `rows`, and what the
+ * chain needs of the activation rows by store(slot, r, xd, hl); the
+ * slot's barrier counts the 32 lanes' arrivals after their stores (lane 0
+ * tells it the copies' bytes first). Then the super-block's NA activation
+ * stages (64 elements of the map each) into their ASL-ring slots once both
+ * warpgroups are done with the stage ASL before. */
+template <int NA, class SM, class F>
+static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, const CUtensorMap *wmap,
+                                                 const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
+                                                 int32_t n_rows, int32_t m0, int32_t n0, int32_t glu, F store)
+{
+    constexpr int RSL = sizeof(S.ss) / sizeof(S.ss[0]), ASL = sizeof(S.act) / sizeof(S.act[0]);
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % RSL;
+        auto &L = S.ss[rs];
+        if (s >= RSL)
+            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
+        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
+        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) { store(L, r, xd, hl); });
+        cuda_mbar_arrive(&S.bar.sfull[rs]);
+        if (lane == 0)
+            cuda_tr(s, CUDA_TR_FEED);
+#pragma unroll 1
+        for (int h = 0; h < NA; h++)
+            wgrs_feed_act(S.bar, S.act[(NA * s + h) % ASL], sizeof(S.act[0]), xmap, NA * s + h, s * 64 * NA + 64 * h,
+                          n0);
     }
 }
 

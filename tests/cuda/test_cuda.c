@@ -94,7 +94,7 @@ int main(void)
          * the exact F16 Q4_K product: launched wherever the dispatcher can
          * pick it (by default where its wgmma form runs: sm_90 builds on
          * compute capability 9.0), listed as not picked elsewhere; Q6_K
-         * on int8 wgmma likewise (only under INFERD_MMQ6W) */
+         * on int8 wgmma likewise */
         if ((strstr(p, "f16 cublas") || (strstr(p, "mmqh<") && cuda_backend_mmqh_min(be) == 0) ||
              (strstr(p, "mmq6w<") && cuda_backend_mmq6w_min(be) == 0)) &&
             !has_name(p)) {
