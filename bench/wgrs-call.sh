@@ -35,19 +35,33 @@ for k in mmqr:q4_K mmq6w:q6_K; do
         head -2 $w/tr.txt >> $S
     done
 done
-( export INFERD_MMQH=16 INFERD_MMQ6W=16 SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
+# SASS of the wgrs kernels (the census: bench/RESULTS.md)
+cuobjdump -sass $d/bin/mmq_trace 2>/dev/null | awk '/Function : /{p = /mmqr|mmq6w/} p' | gzip > $out/wgrs.sass.gz
+echo "sass lines $(zcat $out/wgrs.sass.gz | wc -l)" | tee -a $S
+# BITS_ENV: variables for the bits phase (cuda-ops, q7, sanitizers), e.g.
+# a form under test
+( export INFERD_MMQH=16 INFERD_MMQ6W=16 ${BITS_ENV:-} SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
       AB_N=256,512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q AB_PP=512,2048 AB_TG=16 \
       AB_VARIANTS="${AB_VARIANTS:-base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1}"
   OUT=$w/ab timeout 330 bash bench/ab-call.sh > $w/ab-call.log 2>&1 )
 echo "ab-call rc=$?" | tee -a $S
 cat $w/ab/summary.txt >> $S 2>/dev/null
 cp $w/ab/ab.md $out/ 2>/dev/null
-for k in mmqr:q4_K mmq6w:q6_K; do
-    [ "${NCU:-1}" = 1 ] || break # NCU=0: none
-    timeout 90 ncu --kernel-name regex:${k%%:*}_kernel --launch-count 1 \
-        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \
-        $d/bin/mmq_trace ${k%%:*} ${k#*:} 14336 4096 512 >> $out/ncu.txt 2>&1
+# NCU_RUNS: kernel:type:variables (commas) of each ncu run (NCU=0: none);
+# with SourceCounters, and each run's source page (SASS, stall samples per
+# instruction) as csv
+for k in ${NCU_RUNS:-mmqr:q4_K: mmq6w:q6_K:}; do
+    [ "${NCU:-1}" = 1 ] || break
+    IFS=: read -r kn ty ev <<< "$k"
+    tag=$kn${ev:+-${ev//[=,]/_}}
+    echo "## $k" >> $out/ncu.txt
+    env ${ev//,/ } timeout 100 ncu --kernel-name regex:${kn}_ --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SourceCounters \
+        --section Occupancy --section SchedulerStats -f -o $w/$tag \
+        $d/bin/mmq_trace $kn $ty 14336 4096 512 >> $out/ncu.txt 2>&1
     echo "ncu $k rc=$?" | tee -a $S
+    ncu -i $w/$tag.ncu-rep >> $out/ncu.txt 2>&1
+    ncu -i $w/$tag.ncu-rep --page source --csv --print-source sass 2>/dev/null | gzip > $out/src-$tag.csv.gz
 done
 left=$(( 560 - ($(date +%s) - t0) ))
 [ $left -lt 60 ] && left=60

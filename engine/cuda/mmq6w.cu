@@ -94,6 +94,10 @@ static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k
 }
 
 
+/* SPLIT: the first plane in two commit groups (steps 0-3, 4-7), steps 4-7
+ * of both planes expanded while the first group runs (their words loaded
+ * after its issue, so the compiler keeps the expansion there) */
+template <bool SPLIT>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
              int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -124,10 +128,10 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
 
     /* plane f's 8 wgmma: step j reads half j / 4 of the super-block's
      * activations, 32 bytes a step into its swizzled rows (SBO 1,024 B) */
-    auto plane = [&](int32_t s, const uint32_t (&f)[8][4], auto first) {
+    auto plane = [&](int32_t s, const uint32_t (&f)[8][4], auto first, int j0, int j1) {
         wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = j0; j < j1; j++) {
             const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
             const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
             if (decltype(first)::value && j == 0)
@@ -148,18 +152,27 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const uint4 sca = *(const uint4 *)&wa[64], scb = *(const uint4 *)&wb[64];
         /* step j: rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16
          * (scale 2 j + 1) */
+        auto expand = [&](int j0, int j1) {
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            mmq6w_planes(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
-            mmq6w_planes(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
-            mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
-            mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
-        }
+            for (int j = j0; j < j1; j++) {
+                mmq6w_planes(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
+                mmq6w_planes(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
+                mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
+                mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
+            }
+        };
+        expand(0, SPLIT ? 4 : 8);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
         cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-        plane(s, f1, std::true_type{});
+        if (SPLIT) {
+            plane(s, f1, std::true_type{}, 0, 4);
+            expand(4, 8);
+            plane(s, f1, std::false_type{}, 4, 8);
+        } else {
+            plane(s, f1, std::true_type{}, 0, 8);
+        }
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(f1);
@@ -171,7 +184,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 dd[j][k] <<= 5;
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
-        plane(s, f2, std::false_type{});
+        plane(s, f2, std::false_type{}, 0, 8);
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(f2);
@@ -273,11 +286,13 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmq6w_kernel>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
+    const bool split = c->mmq6w_split;
+    if ((split ? mmq_occupancy_once<mmq6w_kernel<true>>(mmq6w_smem_bytes, WGRS_THREADS)
+               : mmq_occupancy_once<mmq6w_kernel<false>>(mmq6w_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmq6w_kernel, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
-                (int32_t)w->ne1, y, n_rows, c->epi);
+    cuda_launch(c, split ? mmq6w_kernel<true> : mmq6w_kernel<false>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm,
+                X, (int32_t)nbr, (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
