@@ -63,6 +63,9 @@ for k in ${NCU_RUNS:-mmqr:q4_K: mmq6w:q6_K:}; do
     ncu -i $w/$tag.ncu-rep >> $out/ncu.txt 2>&1
     ncu -i $w/$tag.ncu-rep --page source --csv --print-source sass 2>/dev/null | gzip > $out/src-$tag.csv.gz
 done
+# the activations' f16 conversion before each mmqr product (mmqh_x16p_kernel)
+[ "${NCU:-1}" = 1 ] && timeout 60 ncu --kernel-name regex:mmqh_x16 --launch-count 1 --section SpeedOfLight \
+    $d/bin/mmq_trace mmqr q4_K 14336 4096 512 2>&1 | grep -E "mmqh_x16|Duration|Throughput" | tee -a $S
 left=$(( 560 - ($(date +%s) - t0) ))
 [ $left -lt 60 ] && left=60
 OUT=$w/rog timeout $left tests/cuda/run-on-gpu.sh self ops model > $w/rog.log 2>&1
