@@ -144,7 +144,7 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * runs, the tests) */
     const char *mqh = getenv("INFERD_MMQH");
     const char *mqw = getenv("INFERD_MMQW");
-    c->mmqw = !mqw ? 2 : atoi(mqw) >= 0 && atoi(mqw) <= 3 ? atoi(mqw) : 2;
+    c->mmqw = !mqw ? 2 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 1 ? 1 : 2;
     c->mmqh_fill = !(mqh && atoi(mqh) >= 0);
     c->mmqh = c->sm < 80 ? 0
               : !c->mmqh_fill ? atoi(mqh)
@@ -159,8 +159,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *mq6 = getenv("INFERD_MMQ6W");
     c->mmq6w_fill = !(mq6 && atoi(mq6) >= 0);
     c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
-    const char *q6s = getenv("INFERD_Q6SPLIT");
-    c->mmq6w_split = q6s && atoi(q6s) == 1;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

@@ -35,18 +35,23 @@
  * Shape: as cuda/mmqr.cu (2 consumer warpgroups of 64 weight rows x 128
  * activation rows, a feed warp, setmaxnreg 232 / 40), the super-block in
  * two halves of activations (tensor copies of 128 rows x 128 bytes,
- * 128-byte swizzled) and one slot of 128 expanded rows (36,864 bytes) with
- * the activations' d and 4095 S; a warpgroup expands the super-block's 16
- * fragment sets of both planes, runs the first plane's 8 wgmma, shifts,
- * runs the second's, and the chain. Where it declines (no expanded copy,
- * not compute capability 9.0, a build without gpu_arch 90), mmqk serves. */
+ * 128-byte swizzled) and four slots of 128 expanded rows (36,864 bytes)
+ * with the activations' d and 4095 S. A warpgroup runs the first plane's
+ * 8 wgmma (two commit groups: steps 0-3, with steps 4-7 expanded under
+ * them, then 4-7), shifts, runs the second plane with the next super-
+ * block's steps 0-3 expanded under it, then the chain: each expansion
+ * under its own products, in two register banks whose layout alternates
+ * (mmq6w_kernel; 0.96-0.98x the time of expanding a whole super-block
+ * first, bench/RESULTS.md session 43). Where it declines (no expanded
+ * copy, not compute capability 9.0, a build without gpu_arch 90), mmqk
+ * serves. */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"
 #include "engine/cuda/wgrs.cuh"
 
 #define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
-#define MMQ6W_RSL 3                          /* super-block slots */
+#define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
 
@@ -76,7 +81,8 @@ static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
 static __host__ __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
 {
     const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u; /* q - 32 (6-bit two's complement) + 32 */
-    const uint32_t c = (uint32_t)(4095 - 32 * sc) * 0x10001u;
+    /* (4095 - 32 sc) in both lanes as one IMAD: 0x0fff0fff - sc 0x00200020 (mod 2^32) */
+    const uint32_t c = 0x0fff0fffu - (uint32_t)sc * 0x00200020u;
     uint32_t t[2];
     for (int h = 0; h < 2; h++) {
         const uint32_t l = cuda_prmt(q, 0, h ? 0x4342u : 0x4140u); /* two q in 16-bit lanes */
@@ -94,10 +100,6 @@ static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k
 }
 
 
-/* SPLIT: the first plane in two commit groups (steps 0-3, 4-7), steps 4-7
- * of both planes expanded while the first group runs (their words loaded
- * after its issue, so the compiler keeps the expansion there) */
-template <bool SPLIT>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
              int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -124,58 +126,82 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     float acc[1][16][4];
     int dd[16][4];
     wgmma_zero(&acc[0][0][0]);
-    uint32_t f1[8][4], f2[8][4]; /* the super-block's 8 k32 steps, both planes */
-
-    /* plane f's 8 wgmma: step j reads half j / 4 of the super-block's
-     * activations, 32 bytes a step into its swizzled rows (SBO 1,024 B) */
-    auto plane = [&](int32_t s, const uint32_t (&f)[8][4], auto first, int j0, int j1) {
+    /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
+     * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
+     * FY[j]; layout 1: steps 0-3 in FX (first plane FX[j], second FX[4 + j]),
+     * steps 4-7 in FY (FY[j - 4], FY[j]). Super-block s + 1's steps 0-3 go
+     * where s's first plane was (free once it is done, while the second
+     * plane runs), its steps 4-7 where s's second plane was: the layouts
+     * alternate, so the loop runs two super-blocks a turn. */
+    uint32_t FX[8][4], FY[8][4];
+    auto set = [&](auto L, int p, int j) -> uint32_t (&)[4] {
+        if (!decltype(L)::value)
+            return p ? FY[j] : FX[j];
+        return j < 4 ? (p ? FX[4 + j] : FX[j]) : (p ? FY[j] : FY[j - 4]);
+    };
+    /* steps j0..j1 - 1 of super-block s, both planes (slot s landed):
+     * rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16 (scale
+     * 2 j + 1); the words are loaded here, below the last wgmma's memory
+     * clobber, and the sets are used at the end (an asm reads them), so
+     * the expansion stays where it is written: under the products */
+    auto expand = [&](auto L, int32_t s, int j0, int j1) {
+        const mmq6w_sslot &Ls = S.ss[s % MMQ6W_RSL];
+        const uint32_t *wa = Ls.rows[ra], *wb = Ls.rows[rb];
+#pragma unroll
+        for (int j = j0; j < j1; j++) {
+            uint32_t(&u)[4] = set(L, 0, j);
+            uint32_t(&v)[4] = set(L, 1, j);
+            /* the scale word of step j (scales 2 j, 2 j + 1) of each row, as
+             * loaded: a whole 16-byte scale load held through the
+             * expansion spilled */
+            const uint32_t sa = wa[64 + j / 2], sbw = wb[64 + j / 2];
+            const int ka = 16 * (j & 1);
+            mmq6w_planes(wa[8 * j + t4], (int)(int8_t)(uint8_t)(sa >> ka), u[0], v[0]);
+            mmq6w_planes(wb[8 * j + t4], (int)(int8_t)(uint8_t)(sbw >> ka), u[1], v[1]);
+            mmq6w_planes(wa[8 * j + 4 + t4], (int)(int8_t)(uint8_t)(sa >> (ka + 8)), u[2], v[2]);
+            mmq6w_planes(wb[8 * j + 4 + t4], (int)(int8_t)(uint8_t)(sbw >> (ka + 8)), u[3], v[3]);
+            asm volatile("" ::"r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]), "r"(v[0]), "r"(v[1]), "r"(v[2]),
+                         "r"(v[3])
+                         : "memory");
+        }
+    };
+    /* plane p's steps j0..j1 - 1 as one commit group: step j reads half j /
+     * 4 of the super-block's activations, 32 bytes a step into its
+     * swizzled rows (SBO 1,024 B) */
+    auto plane = [&](auto L, int32_t s, int p, bool first, int j0, int j1) {
         wgmma_fence();
 #pragma unroll
         for (int j = j0; j < j1; j++) {
             const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
             const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-            if (decltype(first)::value && j == 0)
-                wgmma_u8s8_z(&dd[0][0], f[j], db);
+            if (first && j == 0)
+                wgmma_u8s8_z(&dd[0][0], set(L, p, j), db);
             else
-                wgmma_u8s8(&dd[0][0], f[j], db);
+                wgmma_u8s8(&dd[0][0], set(L, p, j), db);
         }
         wgmma_commit();
     };
-
-    if (wg == 1)
-        cuda_mbar_wait(&S.bar.lag, 0);
-    for (int32_t s = 0; s < nbr; s++) {
-        const int rs = s % MMQ6W_RSL;
-        const mmq6w_sslot &L = S.ss[rs];
-        cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
-        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
-        const uint4 sca = *(const uint4 *)&wa[64], scb = *(const uint4 *)&wb[64];
-        /* step j: rows A, B's words at k 32 j + 4 t4 (scale 2 j) and + 16
-         * (scale 2 j + 1) */
-        auto expand = [&](int j0, int j1) {
-#pragma unroll
-            for (int j = j0; j < j1; j++) {
-                mmq6w_planes(wa[8 * j + t4], mmq6w_scale(sca, 2 * j), f1[j][0], f2[j][0]);
-                mmq6w_planes(wb[8 * j + t4], mmq6w_scale(scb, 2 * j), f1[j][1], f2[j][1]);
-                mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale(sca, 2 * j + 1), f1[j][2], f2[j][2]);
-                mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale(scb, 2 * j + 1), f1[j][3], f2[j][3]);
-            }
-        };
-        expand(0, SPLIT ? 4 : 8);
+    auto land = [&](int32_t s) {
+        cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
+    };
+    /* super-block s under layout L (its steps 0-3 expanded): the first
+     * plane's steps 0-3, steps 4-7 expanded under them, the rest of the
+     * plane; the shift; the second plane, with s + 1's steps 0-3 expanded
+     * under it (more: s + 1 exists); the chain */
+    auto step = [&](auto L, int32_t s, bool more) {
+        const int rs = s % MMQ6W_RSL;
+        const mmq6w_sslot &Ls = S.ss[rs];
         cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
         cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-        if (SPLIT) {
-            plane(s, f1, std::true_type{}, 0, 4);
-            expand(4, 8);
-            plane(s, f1, std::false_type{}, 4, 8);
-        } else {
-            plane(s, f1, std::true_type{}, 0, 8);
-        }
+        plane(L, s, 0, true, 0, 4);
+        expand(L, s, 4, 8);
+        plane(L, s, 0, false, 4, 8);
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
-        wgmma_keep(f1);
+        wgmma_keep(FX);
+        wgmma_keep(FY);
         /* the first plane's sums times 32, before the second's */
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -184,20 +210,25 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 dd[j][k] <<= 5;
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
-        plane(s, f2, std::false_type{}, 0, 8);
+        plane(L, s, 1, false, 0, 8);
+        if (more) {
+            land(s + 1);
+            expand(std::integral_constant<bool, !decltype(L)::value>{}, s + 1, 0, 4);
+        }
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
-        wgmma_keep(f2);
+        wgmma_keep(FX);
+        wgmma_keep(FY);
         cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
         cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         /* the chain: v1 = D - 4095 S, then mmqk's Q6_K chain (no min term) */
-        const float da = __uint_as_float(wa[68]), db = __uint_as_float(wb[68]);
+        const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-            const int2 sv = *(const int2 *)&L.s4095[8 * j + 2 * t4];
+            const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
+            const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
@@ -205,7 +236,19 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             }
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
+    };
+
+    if (wg == 1)
+        cuda_mbar_wait(&S.bar.lag, 0);
+    land(0);
+    expand(std::false_type{}, 0, 0, 4);
+    int32_t s = 0;
+    for (; s + 1 < nbr; s += 2) {
+        step(std::false_type{}, s, true);
+        step(std::true_type{}, s + 1, s + 2 < nbr);
     }
+    if (s < nbr)
+        step(std::false_type{}, s, false);
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }
@@ -286,13 +329,11 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    const bool split = c->mmq6w_split;
-    if ((split ? mmq_occupancy_once<mmq6w_kernel<true>>(mmq6w_smem_bytes, WGRS_THREADS)
-               : mmq_occupancy_once<mmq6w_kernel<false>>(mmq6w_smem_bytes, WGRS_THREADS)) == 0)
+    if (mmq_occupancy_once<mmq6w_kernel>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, split ? mmq6w_kernel<true> : mmq6w_kernel<false>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm,
-                X, (int32_t)nbr, (int32_t)w->ne1, y, n_rows, c->epi);
+    cuda_launch(c, mmq6w_kernel, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+                (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows;

@@ -282,32 +282,21 @@ static __device__ __forceinline__ void mmqh_chain_tile(float acc[4], const float
     }
 }
 
-/* The chain of a warp's m16n8 tiles J0..J0 + NJ - 1 at a super-block's end
- * (the wgmma forms: dd their sums, tile J0's first; acc all 16), the slot
- * L holding the activations' d, 480 S and 32-sums of the block's 128
- * activation rows */
-template <int J0, int NJ, class L>
-static __device__ __forceinline__ void mmqh_chain_part(float acc[16][4], const float (*dd)[4], const L &slot,
-                                                       const mmqk_head hd[2], const int mh[2], const int ml[2],
-                                                       int g, int t4)
-{
-#pragma unroll
-    for (int i = 0; i < NJ; i++) {
-        const int j = J0 + i;
-        const float2 xd = *(const float2 *)&slot.xd[8 * j + 2 * t4];
-        const float2 sf = *(const float2 *)&slot.sf[8 * j + 2 * t4];
-        mmqh_chain_tile(acc[j], dd[i], mh, ml, *(const int *)&slot.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
-                        sf.y);
-    }
-}
-
-/* all 16 tiles (one m64n128 accumulator set dd) */
+/* The chain of a warp's 16 m16n8 tiles at a super-block's end (the wgmma
+ * forms: one m64n128 accumulator set dd), the slot L holding the
+ * activations' d, 480 S and 32-sums of the block's 128 activation rows */
 template <class L>
 static __device__ __forceinline__ void mmqh_chain_row(float acc[16][4], const float dd[16][4], const L &slot,
                                                       const mmqk_head hd[2], const int mh[2], const int ml[2], int g,
                                                       int t4)
 {
-    mmqh_chain_part<0, 16>(acc, dd, slot, hd, mh, ml, g, t4);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&slot.xd[8 * j + 2 * t4];
+        const float2 sf = *(const float2 *)&slot.sf[8 * j + 2 * t4];
+        mmqh_chain_tile(acc[j], dd[j], mh, ml, *(const int *)&slot.xhl[8 * j + g][4 * t4], hd, xd.x, xd.y, sf.x,
+                        sf.y);
+    }
 }
 
 /* the producers' own barrier (named barrier 1: the consumers never wait
@@ -576,7 +565,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
      * shared quantization is kept as is) */
     if (c->mmqw) {
         /* the register-A form (cuda/mmqr.cu, the default) or mmqw's */
-        if ((c->mmqw >= 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)
+        if ((c->mmqw == 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)
                           : cuda_mmqw(c, w, X, (__half *)c->x16, y, n_rows)) == 0)
             return 0;
         /* the default asks for the wgmma form only (no tensor-map entry

@@ -43,7 +43,12 @@
  * 2026-12-05 session 42, H100): a super-block every ~2.35 us at 4096 x
  * 14336 x 512, each warpgroup's prologue (~0.45 us), products (~1.0 us,
  * both warpgroups' at once: the tensor cores' rate) and chain (~1.0 us)
- * serial; turns between the warpgroups were slower.
+ * serial; turns between the warpgroups were slower. Session 43 (H200 and
+ * H100): each warpgroup's part as two n64 halves, one half's chain under
+ * the other's products, 1.18-1.20x slower: the chain's min-term mma.sync
+ * waits for the tensor pipe the other half's wgmma holds (ncu: IMMA
+ * stalled on `math`), the same cause as the turns'; the next slot landed
+ * under group 3 and the heads decoded among the issues, 1.03-1.05x slower.
  *
  * Built where gpu_arch has 90 (compute_90a, -DINFERD_MMQW=1, as mmqw.cu);
  * the default form of mmqh there (INFERD_MMQW=1: mmqw's; cuda/knobs.cu). */
@@ -197,176 +202,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 #endif
 }
 
-/* mmqr with each warpgroup's 64 x 128 part as two m64n64 halves, ddA
- * (activation rows 0..63 of the block) and ddB (64..127): the chain of one
- * half runs while the tensor cores work on the other, so the warpgroup's
- * chain no longer leaves them idle (mmqr: ~0.95 us of ~2.35 a super-block,
- * both warpgroups chaining at once). Commit groups in issue order: A(s)
- * 0..3, B(s) 0..3, A(s + 1) 0..3, ...; group G of either half expands
- * fragment set G & 1 (so each super-block's fragments are expanded twice,
- * ~150 instructions a thread more), after the group two before it is done
- * (wgmma_wait<1>). The chain of A(s) runs between B(s)'s issues, B(s)'s
- * between A(s + 1)'s. Registers: the same 64 + 64 accumulators as mmqr.
- * Same arithmetic and so the same bits (each half's sums exact, the chain
- * per tile unchanged). INFERD_MMQW=3. */
-static __global__ void __launch_bounds__(WGRS_THREADS, 1)
-mmqr_halves_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-                   int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
-{
-#if WGMMA_DEVICE
-    extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
-    mmqr_smem &S = wgmma_smem<mmqr_smem>(mmqr_smem_raw);
-    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    wgrs_start(S.bar);
-    if (!wgrs_roles([&] {
-            wgrs_feed<4>(S, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
-                         [](mmqr_sslot &L, int r, float xd, uint4 hl) {
-                             L.xd[r] = xd;
-                             *(uint4 *)&L.xhl[r][0] = hl;
-                             L.sf[r] = mmqh_sf(hl);
-                         });
-        }))
-        return;
-    const wgrs_lane P = wgrs_lane_of(E.glu);
-    const int wg = P.wg, w4 = P.w4, g = P.g, t4 = P.t4, ra = P.ra, rb = P.rb;
-    const uint32_t sb = cuda_saddr(S.act[0]);
-
-    float acc[1][16][4], da[8][4], db[8][4];
-    wgmma_zero(&acc[0][0][0]);
-    uint32_t fa[4][4], fb[4][4]; /* fragment sets 0 and 1 */
-    __half2 ma[2], ca[2], mb[2], cb[2];
-
-    /* the slot's weights are read again by each group (two 16-byte loads):
-     * holding a super-block's chunk words (16 registers) through the other
-     * half's chain spilled */
-    auto land = [&](int32_t s) {
-        const mmqr_sslot &L = S.ss[s % MMQR_RSL];
-        cuda_mbar_wait(&S.bar.sfull[s % MMQR_RSL], (uint32_t)(s / MMQR_RSL) & 1);
-        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
-        mmqh_quarter_scales(wa, t4, ma[0], ca[0], ma[1], ca[1]);
-        mmqh_quarter_scales(wb, t4, mb[0], cb[0], mb[1], cb[1]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-    };
-    /* group G of half h of super-block s from fragment set f: expand,
-     * then four k16 steps as one commit group (the half's first step
-     * without an accumulator); B: the stage's swizzled tile, rows 64 h..
-     * (8 KB on), step kk 32 bytes into its rows */
-    auto group = [&](int32_t s, int G, float (&d)[8][4], uint32_t (&f)[4][4]) {
-        const int h = &d[0][0] == &db[0][0];
-        const bool hi = G >= 2;
-        const mmqr_sslot &L = S.ss[s % MMQR_RSL];
-        const uint4 wa = *(const uint4 *)&L.rows[ra][4 + 4 * (G & 1) + 8 * t4];
-        const uint4 wb = *(const uint4 *)&L.rows[rb][4 + 4 * (G & 1) + 8 * t4];
-        mmqr_frag(f[0], wa.x, wb.x, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[1], wa.y, wb.y, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[2], wa.z, wb.z, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[3], wa.w, wb.w, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        const int32_t i = 4 * s + G;
-        if (h == 0)
-            cuda_mbar_wait(&S.bar.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
-        wgmma_fence();
-        const uint32_t ao = sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE + 8192u * (uint32_t)h;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint64_t dsc = wgmma_desc(ao + 32 * kk, 16, 1024, 1);
-            if (G == 0 && kk == 0)
-                wgmma_rs64_z(&d[0][0], f[kk], dsc);
-            else
-                wgmma_rs64(&d[0][0], f[kk], dsc);
-        }
-        wgmma_commit();
-    };
-    /* the group two before is done: its fragment set f is free */
-    auto freed = [&](uint32_t (&f)[4][4]) {
-        wgmma_wait<1>();
-        wgmma_keep(f);
-    };
-    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
-    /* A(s) from its third group and B(s)'s first two (A(s)'s first two
-     * issued before) */
-    auto a_rest = [&](int32_t s) {
-        freed(fa);
-        group(s, 2, da, fa);
-        freed(fb);
-        group(s, 3, da, fb);
-        freed(fa);
-        group(s, 0, db, fa);
-        freed(fb);
-        group(s, 1, db, fb);
-    };
-
-    if (wg == 1)
-        cuda_mbar_wait(&S.bar.lag, 0);
-    land(0);
-    group(0, 0, da, fa);
-    group(0, 1, da, fb);
-    if (wg == 0)
-        cuda_mbar_arrive(&S.bar.lag);
-    a_rest(0);
-    /* super-block s (more: not the last; the loop below runs the last
-     * one apart, so that no accumulator's phi merges a branch in flight) */
-    auto step = [&](int32_t s, bool more) {
-        const int rs = s % MMQR_RSL;
-        const mmqr_sslot &L = S.ss[rs];
-        /* A(s) done (B(s) 0, 1 may run): its chain, B(s) 2, 3 between */
-        wgmma_wait<2>();
-        wgmma_pin<32>(&da[0][0]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        mmqk_head hd[2];
-        int mh[2], ml[2];
-        mmqh_tile_heads(L.rows[ra], L.rows[rb], t4, hd, mh, ml);
-        mmqh_chain_part<0, 4>(acc[0], da, L, hd, mh, ml, g, t4);
-        freed(fa);
-        release(4 * s);
-        group(s, 2, db, fa);
-        mmqh_chain_part<4, 4>(acc[0], da + 4, L, hd, mh, ml, g, t4);
-        freed(fb);
-        release(4 * s + 1);
-        group(s, 3, db, fb);
-        /* A(s + 1)'s first two groups, then B(s) done: its chain, A(s +
-         * 1) 2, 3 between, B(s + 1) 0, 1 after */
-        if (more) {
-            land(s + 1);
-            freed(fa);
-            release(4 * s + 2);
-            group(s + 1, 0, da, fa);
-            freed(fb);
-            release(4 * s + 3);
-            group(s + 1, 1, da, fb);
-        } else {
-            wgmma_wait<0>();
-            wgmma_keep(fa);
-            wgmma_keep(fb);
-            release(4 * s + 2);
-            release(4 * s + 3);
-        }
-        wgmma_pin<32>(&db[0][0]);
-        mmqh_tile_heads(L.rows[ra], L.rows[rb], t4, hd, mh, ml); /* again: 8 registers less through the issues */
-        mmqh_chain_part<8, 4>(acc[0], db, L, hd, mh, ml, g, t4);
-        if (more) {
-            freed(fa);
-            group(s + 1, 2, da, fa);
-        }
-        mmqh_chain_part<12, 4>(acc[0], db + 4, L, hd, mh, ml, g, t4);
-        wgrs_slot_done(S.bar, rs, s, wg, w4);
-        if (more) {
-            freed(fb);
-            group(s + 1, 3, da, fb);
-            freed(fa);
-            group(s + 1, 0, db, fa);
-            freed(fb);
-            group(s + 1, 1, db, fb);
-        }
-    };
-    for (int32_t s = 0; s + 1 < nbr; s++)
-        step(s, true);
-    step(nbr - 1, false);
-    wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
-#endif
-}
-
 /* mmqr's weight side and activation order on the host (tests/cuda/
  * test_cuda_host.c): for random Q4_K super-blocks (rows A and B) and
  * random int8 activations, every lane's fragments as the kernel expands
@@ -432,14 +267,12 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    const bool halves = c->mmqw == 3;
-    if ((halves ? mmq_occupancy_once<mmqr_halves_kernel>(mmqr_smem_bytes, WGRS_THREADS)
-                : mmq_occupancy_once<mmqr_kernel>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
+    if (mmq_occupancy_once<mmqr_kernel>(mmqr_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, halves ? mmqr_halves_kernel : mmqr_kernel, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X,
-                (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y, n_rows, c->epi);
+    cuda_launch(c, mmqr_kernel, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
+                (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;

@@ -35,7 +35,9 @@
  * little behind). Session 42 tried turns (two more barriers: warpgroup 0
  * issues a super-block's wgmma, then 1; one's chain under the other's
  * products): 3.5% slower for mmqr, 1% for mmq6w (bench/RESULTS.md), since
- * each warpgroup's own prologue, products and chain are serial. */
+ * each warpgroup's own prologue, products and chain are serial, and
+ * (session 43's ncu of a form that overlapped them) mmqr's chain has
+ * mma.sync of its own, which waits while wgmma holds the tensor pipe. */
 template <int ASL, int RSL> struct wgrs_bars {
     uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag;
 };
@@ -221,13 +223,26 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu, F store)
 {
     constexpr int RSL = sizeof(S.ss) / sizeof(S.ss[0]), ASL = sizeof(S.act) / sizeof(S.act[0]);
+    constexpr int NR = WGRS_BN / CUDA_WARP;
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % RSL;
         auto &L = S.ss[rs];
+        /* the activation rows' d and 32-sums are loaded before the slot's
+         * wait, their global latency (~1 us) under it: stored after it,
+         * they held mmq6w's consumers, which land a super-block early
+         * (bench/RESULTS.md session 43) */
+        float xd[NR];
+        uint4 hl[NR];
+        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
+            xd[r / CUDA_WARP] = d;
+            hl[r / CUDA_WARP] = h;
+        });
         if (s >= RSL)
             cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
         wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
-        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float xd, uint4 hl) { store(L, r, xd, hl); });
+#pragma unroll
+        for (int i = 0; i < NR; i++)
+            store(L, lane + CUDA_WARP * i, xd[i], hl[i]);
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
