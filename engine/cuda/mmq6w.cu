@@ -41,10 +41,11 @@
  * them, then 4-7), shifts, runs the second plane with the next super-
  * block's steps 0-3 expanded under it, then the chain: each expansion
  * under its own products, in two register banks whose layout alternates
- * (mmq6w_kernel; 0.96-0.98x the time of expanding a whole super-block
- * first, bench/RESULTS.md session 43). Where it declines (no expanded
- * copy, not compute capability 9.0, a build without gpu_arch 90), mmqk
- * serves. */
+ * (mmq6w_kernel; with the feed's early activation loads and the fourth
+ * slot, 0.955-0.974x the time of expanding a whole super-block first on
+ * the H100's large shapes, bench/RESULTS.md session 43). Where it declines
+ * (no expanded copy, not compute capability 9.0, a build without gpu_arch
+ * 90), mmqk serves. */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"

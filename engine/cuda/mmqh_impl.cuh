@@ -140,9 +140,9 @@ static __host__ __device__ __forceinline__ int mmqh_x16p_elem(int pos)
 /* A thread's 8 positions are 4 pairs of neighbouring elements (e, e + 1
  * at e0, + 64, + 128, + 192; e0 even): 4 two-byte loads. A pair as f16,
  * exactly: its bytes + 128 under a 0x64 byte (1024 + u, one PRMT after
- * one XOR), less 1152 (one HADD2); the quarter-rate I2F a value and the
- * byte loads it replaces took 7.65 us for 512 x 14336 on the H200 (ncu,
- * bench/RESULTS.md session 43) */
+ * one XOR), less 1152 (one HADD2), instead of 8 byte loads and a quarter-
+ * rate I2F a value: 8.58 -> 8.19 us for 512 x 14336 on the H100 (ncu,
+ * bench/RESULTS.md session 43; L2 70% busy: the 22 MB of traffic bind it) */
 static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *__restrict__ x16, int64_t n8)
 {
     const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
