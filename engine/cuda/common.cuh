@@ -40,8 +40,14 @@ extern "C" {
  * mmqw's, mmq6w 0.49x mmqk's (session 42). Its mma.sync form (other
  * devices) is slower than mmqk everywhere: never by default there.
  * INFERD_MMQH=N / INFERD_MMQ6W=N take them from N rows on every shape,
- * for A/B runs. */
-#define CUDA_MMQW_MIN 512
+ * for A/B runs. From 256 rows since session 43 (H100, one call, forced on
+ * every shape against this rule at 512): at 384 rows q4_K 0.59-0.74x and
+ * q6_K 0.44-0.61x mmqk's time, 7B-shaped pp384 +34%; at 256 rows the fill
+ * rule keeps the shapes where mmqr lost (1.03-1.09x: 56-64 blocks) on
+ * mmqk and passes the one where it won (0.76x), and q6_K's 56-64-block
+ * shapes (mmq6w 0.73-0.79x there) stay on mmqk for want of a rule of their
+ * own (bench/RESULTS.md). */
+#define CUDA_MMQW_MIN 256
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */
