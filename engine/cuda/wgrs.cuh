@@ -228,9 +228,9 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
         const int rs = s % RSL;
         auto &L = S.ss[rs];
         /* the activation rows' d and 32-sums are loaded before the slot's
-         * wait, their global latency (~1 us) under it: stored after it,
-         * they held mmq6w's consumers, which land a super-block early
-         * (bench/RESULTS.md session 43) */
+         * wait, their global latency (~1 us) under it (mmq6w's consumers
+         * land a super-block early since session 43; with its fourth slot
+         * 0.99x, bench/RESULTS.md: kept as not slower) */
         float xd[NR];
         uint4 hl[NR];
         wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
