@@ -93,11 +93,17 @@ static __host__ __device__ __forceinline__ void mmq6w_planes(uint32_t w, int sc,
     p2 = cuda_prmt(t[0], t[1], 0x6420u) & 0x1f1f1f1fu;
 }
 
-/* scale k (0..15) of the 16 int8 scales in s, sign-extended */
+/* scale k (0..15) of the 16 int8 scales, sign-extended, from their word
+ * k / 4 (w; the kernel loads that word alone) */
+static __host__ __device__ __forceinline__ int mmq6w_scale_w(uint32_t w, int k)
+{
+    return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
+}
+/* the same from all 16 in s (the host check's form: its words picked as
+ * the kernel's loads pick them, word k / 4 of the row's scale words) */
 static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k)
 {
-    const uint32_t w = k < 4 ? s.x : k < 8 ? s.y : k < 12 ? s.z : s.w;
-    return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
+    return mmq6w_scale_w(k < 4 ? s.x : k < 8 ? s.y : k < 12 ? s.z : s.w, k);
 }
 
 
@@ -156,11 +162,10 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
              * loaded: a whole 16-byte scale load held through the
              * expansion spilled */
             const uint32_t sa = wa[64 + j / 2], sbw = wb[64 + j / 2];
-            const int ka = 16 * (j & 1);
-            mmq6w_planes(wa[8 * j + t4], (int)(int8_t)(uint8_t)(sa >> ka), u[0], v[0]);
-            mmq6w_planes(wb[8 * j + t4], (int)(int8_t)(uint8_t)(sbw >> ka), u[1], v[1]);
-            mmq6w_planes(wa[8 * j + 4 + t4], (int)(int8_t)(uint8_t)(sa >> (ka + 8)), u[2], v[2]);
-            mmq6w_planes(wb[8 * j + 4 + t4], (int)(int8_t)(uint8_t)(sbw >> (ka + 8)), u[3], v[3]);
+            mmq6w_planes(wa[8 * j + t4], mmq6w_scale_w(sa, 2 * j), u[0], v[0]);
+            mmq6w_planes(wb[8 * j + t4], mmq6w_scale_w(sbw, 2 * j), u[1], v[1]);
+            mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale_w(sa, 2 * j + 1), u[2], v[2]);
+            mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale_w(sbw, 2 * j + 1), u[3], v[3]);
             asm volatile("" ::"r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]), "r"(v[0]), "r"(v[1]), "r"(v[2]),
                          "r"(v[3])
                          : "memory");
