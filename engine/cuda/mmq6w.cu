@@ -13,10 +13,10 @@
  * weights as two planes: A' = sc (q - 32) in [-4064, 4096] is 32 P1 + P2
  * with P1 = floor((A' - 1) / 32) in [-128, 127] and P2 in [1, 32]; stored
  * as u8 (P1 + 128, P2 - 1), one accumulator takes the first plane, is
- * shifted left 5 once the plane's wgmma are done, and takes the second:
- * D = 32 sum (P1 + 128) x + sum (P2 - 1) x = v1 + 4095 S (S the
- * activation's sum over the super-block, from its 32-sums), so v1 = D -
- * 4095 S, the exact int mmqk forms (|D| < 2^31). Two int8 planes cost the
+ * multiplied by 32 less 4095 S once the plane's wgmma are done, and takes
+ * the second: since 32 sum (P1 + 128) x + sum (P2 - 1) x = v1 + 4095 S (S
+ * the activation's sum over the super-block, from its 32-sums), D = v1,
+ * the exact int mmqk forms (every partial sum below 2^31). Two int8 planes cost the
  * tensor time of one F16 product (int8 runs at twice the rate). The chain
  * is mmqk's Q6_K chain: p1 = d x xd, acc = fma(p1, (float) v1, acc).
  *
@@ -119,7 +119,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     /* the feed: the expanded rows, two half stages of int8 activations
      * (seen as halves by cuda_tmap_f16_sw128's map: 64 = 128 bytes) */
     if (!wgrs_roles([&] {
-            wgrs_feed<2>(S, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+            wgrs_feed<2, false>(S, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
                          [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
                              L.xd[r] = xd;
                              L.s4095[r] = 4095 * mmqh_ssum(hl);
@@ -208,12 +208,17 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(FX);
         wgmma_keep(FY);
-        /* the first plane's sums times 32, before the second's */
+        /* the first plane's sums times 32 less 4095 S, before the
+         * second's: D = v1 at the end (one IMAD an output here instead of
+         * a shift here and a subtraction in the chain; int32 sums, so the
+         * same integer) */
 #pragma unroll
-        for (int j = 0; j < 16; j++)
+        for (int j = 0; j < 16; j++) {
+            const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
 #pragma unroll
             for (int k = 0; k < 4; k++)
-                dd[j][k] <<= 5;
+                dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
+        }
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
         plane(L, s, 1, false, 0, 8);
@@ -229,16 +234,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        /* the chain: v1 = D - 4095 S, then mmqk's Q6_K chain (no min term) */
+        /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */
         const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
-            const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p1, (float)(dd[j][k] - (k & 1 ? sv.y : sv.x)), acc[0][j][k]);
+                acc[0][j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[0][j][k]);
             }
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);

@@ -137,10 +137,32 @@ static __host__ __device__ __forceinline__ int mmqh_x16p_elem(int pos)
     const int m = pos >> 3, j = m >> 1; /* 8-position group m: step j, P = m & 1 */
     return 64 * ((pos & 7) >> 1) + 32 * (j >> 3) + 4 * (j & 7) + 2 * (m & 1) + (pos & 1);
 }
+
+/* Two int8 bytes of wx = w ^ 0x80808080 (sel: 0x4140 bytes 0, 1; 0x4342
+ * bytes 2, 3) as an f16 pair, exactly: each byte + 128 under a 0x64 byte
+ * is the f16 1024 + u, less 1152 by one HADD2 (the host's form: the same
+ * f16 bits and the same exact difference, for the host checks) */
+static __host__ __device__ __forceinline__ uint32_t mmqh_i8x2(uint32_t wx, uint32_t sel)
+{
+    const uint32_t v = cuda_prmt(wx, 0x64646464u, sel);
+#ifdef __CUDA_ARCH__
+    const __half2 h = __hsub2(*(const __half2 *)&v, __half2half2(__ushort_as_half((unsigned short)0x6480u)));
+    return *(const uint32_t *)&h;
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 2; i++) {
+        __half_raw hv;
+        hv.x = (unsigned short)(v >> (16 * i));
+        const __half_raw o = __half_raw(__float2half_rn(__half2float(__half(hv)) - 1152.0f));
+        r |= (uint32_t)o.x << (16 * i);
+    }
+    return r;
+#endif
+}
+
 /* A thread's 8 positions are 4 pairs of neighbouring elements (e, e + 1
  * at e0, + 64, + 128, + 192; e0 even): 4 two-byte loads. A pair as f16,
- * exactly: its bytes + 128 under a 0x64 byte (1024 + u, one PRMT after
- * one XOR), less 1152 (one HADD2), instead of 8 byte loads and a quarter-
+ * exactly (mmqh_i8x2 after one XOR), instead of 8 byte loads and a quarter-
  * rate I2F a value: 8.58 -> 8.19 us for 512 x 14336 on the H100 (ncu,
  * bench/RESULTS.md session 43; L2 70% busy: the 22 MB of traffic bind it) */
 static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *__restrict__ x16, int64_t n8)
@@ -155,11 +177,8 @@ static __global__ void mmqh_x16p_kernel(const int8_t *__restrict__ qs, __half *_
         p[k] = (uint32_t)__ldg(src + 32 * k) ^ 0x8080u; /* element e0 + 64 k: 32 k halfwords on */
     uint32_t o[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const uint32_t v = cuda_prmt(p[k], 0x64646464u, 0x4140u);
-        const __half2 h = __hsub2(*(const __half2 *)&v, __half2half2(__ushort_as_half((unsigned short)0x6480u)));
-        o[k] = *(const uint32_t *)&h;
-    }
+    for (int k = 0; k < 4; k++)
+        o[k] = mmqh_i8x2(p[k], 0x4140u);
     ((uint4 *)x16)[i] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
@@ -578,7 +597,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
      * shared quantization is kept as is) */
     if (c->mmqw) {
         /* the register-A form (cuda/mmqr.cu, the default) or mmqw's */
-        if ((c->mmqw == 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)
+        if ((c->mmqw >= 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)
                           : cuda_mmqw(c, w, X, (__half *)c->x16, y, n_rows)) == 0)
             return 0;
         /* the default asks for the wgmma form only (no tensor-map entry

@@ -52,22 +52,34 @@
  *
  * Built where gpu_arch has 90 (compute_90a, -DINFERD_MMQW=1, as mmqw.cu);
  * the default form of mmqh there (INFERD_MMQW=1: mmqw's; cuda/knobs.cu). */
+#include <stddef.h>
+#include <string.h>
+
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"
 #include "engine/cuda/wgrs.cuh"
 
+/* MMQR_LEVER: a lever sweep's probe builds of bench/mmq_trace only (the
+ * seeds' method: take a piece out, see what the stage time does; wrong
+ * results): 1 no chain, 2 no min term, 3 no weight expansion (the raw
+ * words as fragments). 0 everywhere else. */
+#ifndef MMQR_LEVER
+#define MMQR_LEVER 0
+#endif
+
 #define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
 #define MMQR_RSL 3                       /* super-block slots */
 #define MMQR_ATILE (MMQH_BN * 128)       /* an activation stage: 128 rows x 64 halves */
+#define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
 
 /* a super-block's slot: its raw Q4_K blocks (a tensor copy) and what the
  * chain needs of the activation rows (the feed warp's stores) */
 struct mmqr_sslot {
-    uint32_t rows[MMQH_BM][36]; /* the raw blocks */
-    float xd[MMQH_BN];                /* the activations' d */
-    float sf[MMQH_BN];                /* 480 S */
-    int8_t xhl[MMQH_BN][CUDA_Q8K_HL]; /* 32-sums (cuda_q8k) */
+    uint32_t rows[MMQH_BM][36];      /* the raw blocks */
+    uint8_t mb[2 * MMQR_MBG];        /* the min term's B: core matrices (mmqr_min_brow) */
+    float xd[MMQH_BN];               /* the activations' d */
+    float sf[MMQH_BN];               /* 480 S */
 };
 struct mmqr_smem {
     uint8_t act[MMQR_ASL][MMQR_ATILE]; /* first: each tile on a 1,024-byte boundary */
@@ -75,6 +87,7 @@ struct mmqr_smem {
     wgrs_bars<MMQR_ASL, MMQR_RSL> bar;
 };
 static_assert(MMQH_BM == WGRS_BM && MMQH_BN == WGRS_BN, "the block wgrs.cuh feeds");
+static_assert(offsetof(mmqr_sslot, mb) % 16 == 0, "mmqr: wgmma's core matrices start 16-byte aligned");
 static_assert(sizeof(mmqr_sslot) % 128 == 0, "mmqr: the raw blocks' tensor copies land 128-byte aligned");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmqr_smem_bytes = sizeof(mmqr_smem) + 1024; /* + the base's alignment */
@@ -93,6 +106,99 @@ static __host__ __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_
     f[3] = mmqh_w2(lb, 0x4342u, mb, cb);
 }
 
+/* The min term by wgmma (one m64n128k16 step a super-block into dd, once
+ * the chain has read the main sums): v2 = sum_j m_j S_j over the row's 8
+ * mins and the activation row's 32-sums S_j = 128 hi_j + lo_j (cuda_q8k's
+ * hl bytes), as A = (128 m_0..7, m_0..7) and B = (hi_0..7, lo_0..7), all
+ * exact in f16 (128 m <= 8,064, a multiple of 128); every product and
+ * partial sum an integer below 2^21, so the f32 sum is v2 exactly, the
+ * integer mmqk's two mma.sync and (float)(128 ch + cl) give. Why: those
+ * IMMA, IMAD and I2F were ~170 of the chain's ~560 instructions a thread
+ * and super-block, and the IMMA wait on the tensor pipe while any wgmma
+ * holds it (bench/RESULTS.md session 43). */
+
+/* mins 2 t4 and 2 t4 + 1 of a Q4_K row (its block rw) in bytes 0, 1
+ * (mmqk_k45_head's sc[2], sc[3]) */
+static __host__ __device__ __forceinline__ uint32_t mmqr_min_pair(const uint32_t *rw, int t4)
+{
+    const uint32_t s1 = rw[2], s2 = rw[3];
+    const uint32_t mw = t4 < 2 ? s1 & 0x3f3f3f3fu : ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+    return mw >> (16 * (t4 & 1));
+}
+
+/* an f16 pair of small integers (exact) */
+static __host__ __device__ __forceinline__ uint32_t mmqr_h2(int lo, int hi)
+{
+    return (uint32_t)__half_raw(__int2half_rn(lo)).x | ((uint32_t)__half_raw(__int2half_rn(hi)).x << 16);
+}
+
+/* The min term's A fragment of rows A and B (mins pairs pa, pb): k 2 t4,
+ * 2 t4 + 1 hold 128 m (f[0] row A, f[1] row B), k 2 t4 + 8, + 9 hold m
+ * (f[2], f[3]) */
+static __host__ __device__ __forceinline__ void mmqr_min_frag(uint32_t pa, uint32_t pb, uint32_t f[4])
+{
+    const int a0 = (int)(pa & 0xff), a1 = (int)((pa >> 8) & 0xff);
+    const int b0 = (int)(pb & 0xff), b1 = (int)((pb >> 8) & 0xff);
+    f[0] = mmqr_h2(128 * a0, 128 * a1);
+    f[1] = mmqr_h2(128 * b0, 128 * b1);
+    f[2] = mmqr_h2(a0, a1);
+    f[3] = mmqr_h2(b0, b1);
+}
+
+/* The min term's B row of an activation row (its hl: hi_0..7, lo_0..7) as
+ * 16 f16 in hl's order: b[0..3] k 0-7 (granule 0), b[4..7] k 8-15. The
+ * feed stores granule c of row r at byte MMQR_MBG c + 16 r of the slot's
+ * mb (core matrices without swizzle: LBO 2,048, SBO 128, as mmqw's A) */
+static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t b[8])
+{
+    const uint32_t w[4] = {hl.x ^ 0x80808080u, hl.y ^ 0x80808080u, hl.z ^ 0x80808080u, hl.w ^ 0x80808080u};
+    for (int i = 0; i < 4; i++) {
+        b[2 * i] = mmqh_i8x2(w[i], 0x4140u);
+        b[2 * i + 1] = mmqh_i8x2(w[i], 0x4342u);
+    }
+}
+
+#if WGMMA_DEVICE
+/* The chain's two halves (mmqk's chain in the CPU's order, split around
+ * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
+ * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
+ * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
+static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
+                                                     const mmqk_head hd[2], int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+        const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float p1 = __fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x);
+            acc[j][k] = __fmaf_rn(p1, __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x), acc[j][k]);
+        }
+    }
+}
+static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
+                                                     const mmqk_head hd[2], int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
+            acc[j][k] = __fmaf_rn(p2, dd[j][k], acc[j][k]);
+        }
+    }
+}
+#endif
+
+/* TURNS (INFERD_MMQW=3, an A/B form): the warpgroups issue their products
+ * in turns (turn[]: warpgroup 1's super-block s after warpgroup 0's, 0's s
+ * + 1 after 1's s), so one's chain runs under the other's products; with
+ * the min term off mma.sync the chain no longer waits on the tensor pipe
+ * for its own IMMA (session 43), though its min-term wgmma queues behind
+ * the other's products. */
+template <bool TURNS>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -105,16 +211,19 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     /* the feed: 144 bytes of raw Q4_K a row and super-block, four quarter
      * stages of f16 activations */
     if (!wgrs_roles([&] {
-            wgrs_feed<4>(S, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
-                         [](mmqr_sslot &L, int r, float xd, uint4 hl) {
-                             L.xd[r] = xd;
-                             *(uint4 *)&L.xhl[r][0] = hl;
-                             L.sf[r] = mmqh_sf(hl);
-                         });
+            wgrs_feed<4, true>(S, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+                               [](mmqr_sslot &L, int r, float xd, uint4 hl) {
+                                   L.xd[r] = xd;
+                                   L.sf[r] = mmqh_sf(hl);
+                                   uint32_t b[8];
+                                   mmqr_min_brow(hl, b);
+                                   *(uint4 *)&L.mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
+                                   *(uint4 *)&L.mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
+                               });
         }))
         return;
     const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
-    const int wg = P.wg, w4 = P.w4, g = P.g, t4 = P.t4, ra = P.ra, rb = P.rb;
+    const int wg = P.wg, w4 = P.w4, t4 = P.t4, ra = P.ra, rb = P.rb;
     const uint32_t sb = cuda_saddr(S.act[0]);
 
     float acc[1][16][4], dd[16][4];
@@ -126,6 +235,13 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     auto expand = [&](int G, uint32_t (&f)[4][4]) {
         const bool hi = G >= 2;
         const uint4 &wa = qa[G & 1], &wb = qb[G & 1];
+        if (MMQR_LEVER == 3) {
+            const uint32_t v[4] = {wa.x, wa.y, wb.x, wb.y};
+            for (int i = 0; i < 4; i++)
+                for (int r = 0; r < 4; r++)
+                    f[i][r] = v[r] ^ (uint32_t)i;
+            return;
+        }
         mmqr_frag(f[0], wa.x, wb.x, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
         mmqr_frag(f[1], wa.y, wb.y, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
         mmqr_frag(f[2], wa.z, wb.z, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
@@ -151,7 +267,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     };
     auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
 
-    if (wg == 1)
+    if (!TURNS && wg == 1)
         cuda_mbar_wait(&S.bar.lag, 0);
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQR_RSL;
@@ -167,6 +283,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         expand(0, fa);
+        if (TURNS && (wg == 1 || s > 0))
+            cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
         issue(s, 0, fa);
         expand(1, fb);
         issue(s, 1, fb);
@@ -178,10 +296,12 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         wgmma_wait<1>();
         wgmma_keep(fb);
         release(4 * s + 1);
-        if (s == 0 && wg == 0)
+        if (!TURNS && s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
         expand(3, fb);
         issue(s, 3, fb);
+        if (TURNS)
+            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         wgmma_wait<0>();
         wgmma_pin(&dd[0][0]);
         wgmma_keep(fa);
@@ -190,12 +310,25 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         release(4 * s + 3);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        /* the chain of the super-block: v1 = dd + 480 S, then mmqk's chain
-         * and min term, as mmqh (the heads from the raw blocks) */
+        /* the chain of the super-block: v1 = dd + 480 S into the chain,
+         * then the min term v2 by one wgmma into dd, into the chain (the
+         * heads from the raw blocks) */
         mmqk_head hd[2];
-        int mh[2], ml[2];
-        mmqh_tile_heads(wa, wb, t4, hd, mh, ml);
-        mmqh_chain_row(acc[0], dd, L, hd, mh, ml, g, t4);
+        mmqk_k45_head(wa, hd[0]);
+        mmqk_k45_head(wb, hd[1]);
+        if (MMQR_LEVER != 1)
+            mmqr_chain_v1(acc[0], dd, L, hd, t4);
+        if (MMQR_LEVER == 0 || MMQR_LEVER == 3) {
+            uint32_t fm[1][4];
+            mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
+            wgmma_fence();
+            wgmma_rs_z(&dd[0][0], fm[0], wgmma_desc(cuda_saddr(L.mb), MMQR_MBG, 128, 0));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_pin(&dd[0][0]);
+            wgmma_keep(fm);
+            mmqr_chain_v2(acc[0], dd, L, hd, t4);
+        }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
@@ -208,9 +341,11 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
  * them (mmqh_quarter_scales, mmqr_frag), placed by wgmma's A layout (warp
  * rows g / g + 8, k 2 t4.. / 2 t4 + 8..), times the activations in
  * mmqh_x16p_kernel's order, summed exactly, against the natural order's
- * sum of (q sc - 480) x. Returns the rows that differ (the first into
- * msg). No GPU needed: the expansion, the k order and the layout
- * assumption are what it checks. */
+ * sum of (q sc - 480) x; and the min term's fragments (mmqr_min_pair,
+ * mmqr_min_frag) times 8 activation rows' B rows (mmqr_min_brow) in
+ * wgmma's layouts against sum_j m_j S_j. Returns the rows that differ
+ * (the first into msg). No GPU needed: the expansion, the k order and the
+ * layout assumption are what it checks. */
 extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
 {
     wgrs_check k = wgrs_check_start(0x6a09e667f3bcc909ull, msg, cap);
@@ -256,6 +391,55 @@ extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
             if (got[r] != want[r])
                 wgrs_miss(k, "block %d row %c: %lld, natural order %lld", b, r ? 'B' : 'A', (long long)got[r],
                           (long long)want[r]);
+        /* the min term: the rows' fragments (mmqr_min_frag) times the B
+         * rows (mmqr_min_brow) of 8 activation rows, in wgmma's layouts,
+         * against sum_j m_j S_j; column 0 takes this block's x, the others
+         * random 32-sums (every third block the extremes) */
+        for (int n = 0; n < 8; n++) {
+            int sj[8];
+            uint8_t hl[16];
+            for (int j = 0; j < 8; j++) {
+                int sum = 0;
+                if (n == 0)
+                    for (int e = 0; e < 32; e++)
+                        sum += x[32 * j + e];
+                else
+                    sum = b % 3 == 0 ? ((wgrs_rnd(k) & 1) ? 4064 : -4096) : (int)(wgrs_rnd(k) % 8161) - 4096;
+                sj[j] = sum;
+                hl[j] = (uint8_t)(int8_t)cuda_q8k_hi(sum);
+                hl[8 + j] = (uint8_t)(int8_t)cuda_q8k_lo(sum);
+            }
+            uint4 hv;
+            memcpy(&hv, hl, 16);
+            uint32_t bw[8];
+            mmqr_min_brow(hv, bw);
+            int64_t mw[2] = {0, 0}, mg[2] = {0, 0};
+            for (int r = 0; r < 2; r++)
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    cuda_k4_scale_min((const uint8_t *)&blk[r][1], j, &sc, &mn);
+                    mw[r] += (int64_t)mn * sj[j];
+                }
+            for (int t4 = 0; t4 < 4; t4++) {
+                uint32_t f[4];
+                mmqr_min_frag(mmqr_min_pair(blk[0], t4), mmqr_min_pair(blk[1], t4), f);
+                for (int reg = 0; reg < 4; reg++)
+                    for (int e = 0; e < 2; e++) {
+                        const int kk = 2 * t4 + 8 * (reg >> 1) + e; /* the A layout */
+                        __half_raw ha, hb;
+                        ha.x = (unsigned short)(f[reg] >> (16 * e));
+                        hb.x = (unsigned short)(bw[kk >> 1] >> (16 * (kk & 1)));
+                        const double p = (double)__half2float(__half(ha)) * (double)__half2float(__half(hb));
+                        mg[reg & 1] += (int64_t)p;
+                        if (p != (double)(int64_t)p)
+                            mg[reg & 1] += 1 << 30; /* not an integer: a miss */
+                    }
+            }
+            for (int r = 0; r < 2; r++)
+                if (mg[r] != mw[r])
+                    wgrs_miss(k, "block %d row %c column %d: min term %lld, want %lld", b, r ? 'B' : 'A', n,
+                              (long long)mg[r], (long long)mw[r]);
+        }
     }
     return k.bad;
 }
@@ -267,12 +451,14 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmqr_kernel>(mmqr_smem_bytes, WGRS_THREADS) == 0)
+    const bool turns = c->mmqw == 3;
+    if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
+               : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
     mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmqr_kernel, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
-                (int32_t)w->ne1, y, n_rows, c->epi);
+    cuda_launch(c, turns ? mmqr_kernel<true> : mmqr_kernel<false>, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X,
+                (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y, n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;

@@ -31,15 +31,16 @@
  * arrival with a tensor copy's bytes; every consumer's release), sfull /
  * sempty of RSL super-block slots (the feed warp's 32 arrivals after its
  * stores, lane 0 telling the copies' bytes first; every consumer after
- * its chain), and lag (warpgroup 0's 128 threads: warpgroup 1 starts a
- * little behind). Session 42 tried turns (two more barriers: warpgroup 0
+ * its chain), lag (warpgroup 0's 128 threads: warpgroup 1 starts a
+ * little behind) and turn[w] (the other warpgroup's 128 threads: warpgroup
+ * w may issue its products; mmqr's turns form). Session 42 tried turns (two more barriers: warpgroup 0
  * issues a super-block's wgmma, then 1; one's chain under the other's
  * products): 3.5% slower for mmqr, 1% for mmq6w (bench/RESULTS.md), since
  * each warpgroup's own prologue, products and chain are serial, and
  * (session 43's ncu of a form that overlapped them) mmqr's chain has
  * mma.sync of its own, which waits while wgmma holds the tensor pipe. */
 template <int ASL, int RSL> struct wgrs_bars {
-    uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag;
+    uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag, turn[2];
 };
 
 /* A host check of the kernels' arithmetic (tests/cuda/test_cuda_host.c):
@@ -117,6 +118,8 @@ template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_init(wgr
             cuda_mbar_init(&B.sempty[i], WGRS_CONS);
         }
         cuda_mbar_init(&B.lag, WGRS_CONS / 2);
+        cuda_mbar_init(&B.turn[0], WGRS_CONS / 2);
+        cuda_mbar_init(&B.turn[1], WGRS_CONS / 2);
         cuda_mbar_init_fence();
     }
     __syncthreads();
@@ -216,8 +219,10 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
  * slot's barrier counts the 32 lanes' arrivals after their stores (lane 0
  * tells it the copies' bytes first). Then the super-block's NA activation
  * stages (64 elements of the map each) into their ASL-ring slots once both
- * warpgroups are done with the stage ASL before. */
-template <int NA, class SM, class F>
+ * warpgroups are done with the stage ASL before. AFENCE: store() writes
+ * what a wgmma reads (mmqr's min-term B tile), so each lane fences its
+ * stores for the async proxy before it arrives. */
+template <int NA, bool AFENCE, class SM, class F>
 static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, const CUtensorMap *wmap,
                                                  const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu, F store)
@@ -243,6 +248,8 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
 #pragma unroll
         for (int i = 0; i < NR; i++)
             store(L, lane + CUDA_WARP * i, xd[i], hl[i]);
+        if (AFENCE)
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
