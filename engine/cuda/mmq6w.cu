@@ -33,7 +33,7 @@
  * and on random super-blocks, tests/cuda/test_cuda_host.c).
  *
  * Shape: as cuda/mmqr.cu (2 consumer warpgroups of 64 weight rows x 128
- * activation rows, a feed warp, setmaxnreg 232 / 40), the super-block in
+ * activation rows, two feed warps, setmaxnreg 232 / 40), the super-block in
  * two halves of activations (tensor copies of 128 rows x 128 bytes,
  * 128-byte swizzled) and four slots of 128 expanded rows (36,864 bytes)
  * with the activations' d and 4095 S. A warpgroup runs the first plane's
@@ -118,8 +118,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     wgrs_start(S.bar);
     /* the feed: the expanded rows, two half stages of int8 activations
      * (seen as halves by cuda_tmap_f16_sw128's map: 64 = 128 bytes) */
-    if (!wgrs_roles([&] {
-            wgrs_feed<2, false>(S, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+    if (!wgrs_roles([&](int fw) {
+            wgrs_feed<2, false>(S, fw, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
                          [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
                              L.xd[r] = xd;
                              L.s4095[r] = 4095 * mmqh_ssum(hl);

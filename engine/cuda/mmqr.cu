@@ -27,15 +27,15 @@
  *
  * Shape: 2 consumer warpgroups of 64 weight rows x 128 activation rows
  * (the wgmma accumulator: 64 floats a thread, 64 more for the chain's
- * sums, 32 for two fragment sets) and a third warpgroup whose first warp
- * feeds: 384 threads. The register file is split among the 4 schedulers
+ * sums, 32 for two fragment sets) and a third warpgroup whose first two
+ * warps feed (wgrs_feed): 384 threads. The register file is split among the 4 schedulers
  * and each holds 3 of the 12 warps, so any launch bound leaves 168 a
  * thread (a 9-warp block too: ptxas gave 168 and 600 bytes of spills);
  * setmaxnreg moves them: 232 for the consumers, 40 for the feed. Rings: 8 activation stages (a quarter
  * super-block each, one tensor copy: 128-byte swizzled, cuda_tmap_f16_sw128)
  * and 3 super-block slots (the raw Q4_K blocks by one tensor copy, two
- * under the SwiGLU epilogue, and the activations' d, 32-sums and 480 S,
- * stored by the feed warp). Each warpgroup runs a super-block as four
+ * under the SwiGLU epilogue, and the activations' d, 480 S and the min
+ * term's B, stored by the feed's row warp). Each warpgroup runs a super-block as four
  * commit groups of four k16 steps, expanding group G + 1's fragments
  * while group G's wgmma run (two fragment sets: the registers a wgmma
  * reads must not change before a wait covers it); warpgroup 1 starts a
@@ -74,7 +74,7 @@
 #define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
 
 /* a super-block's slot: its raw Q4_K blocks (a tensor copy) and what the
- * chain needs of the activation rows (the feed warp's stores) */
+ * chain needs of the activation rows (the feed's row warp's stores) */
 struct mmqr_sslot {
     uint32_t rows[MMQH_BM][36];      /* the raw blocks */
     uint8_t mb[2 * MMQR_MBG];        /* the min term's B: core matrices (mmqr_min_brow) */
@@ -210,8 +210,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
     wgrs_start(S.bar);
     /* the feed: 144 bytes of raw Q4_K a row and super-block, four quarter
      * stages of f16 activations */
-    if (!wgrs_roles([&] {
-            wgrs_feed<4, true>(S, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
+    if (!wgrs_roles([&](int fw) {
+            wgrs_feed<4, true>(S, fw, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
                                [](mmqr_sslot &L, int r, float xd, uint4 hl) {
                                    L.xd[r] = xd;
                                    L.sf[r] = mmqh_sf(hl);

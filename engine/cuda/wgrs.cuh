@@ -1,7 +1,7 @@
 /* cuda/wgrs — the frame the register-A wgmma kernels share (cuda/mmqr.cu:
  * Q4_K on F16, cuda/mmq6w.cu: Q6_K on int8): two consumer warpgroups that
  * expand their own A fragments and run the chain, and a third warpgroup
- * whose first warp feeds; their barriers, the role split with its
+ * whose first two warps feed; their barriers, the role split with its
  * setmaxnreg, the feed's tensor copies, the weight rows a warp expands.
  *
  * Registers: 12 warps leave any launch bound 168 a thread (each scheduler
@@ -23,22 +23,23 @@
 #define WGRS_BM 128                   /* weight rows a block: 2 warpgroups x 64 */
 #define WGRS_BN 128                   /* activation rows a block (the wgmma's N) */
 #define WGRS_CONS 256                 /* consumer threads: 2 warpgroups */
-#define WGRS_THREADS (WGRS_CONS + 128) /* + a warpgroup whose first warp feeds */
+#define WGRS_THREADS (WGRS_CONS + 128) /* + a warpgroup whose first two warps feed */
 #define WGRS_CONS_REGS 232
 #define WGRS_FEED_REGS 40
 
 /* The barriers: afull / aempty of ASL activation stages (the feed's
  * arrival with a tensor copy's bytes; every consumer's release), sfull /
- * sempty of RSL super-block slots (the feed warp's 32 arrivals after its
- * stores, lane 0 telling the copies' bytes first; every consumer after
- * its chain), lag (warpgroup 0's 128 threads: warpgroup 1 starts a
- * little behind) and turn[w] (the other warpgroup's 128 threads: warpgroup
- * w may issue its products; mmqr's turns form). Session 42 tried turns (two more barriers: warpgroup 0
- * issues a super-block's wgmma, then 1; one's chain under the other's
- * products): 3.5% slower for mmqr, 1% for mmq6w (bench/RESULTS.md), since
- * each warpgroup's own prologue, products and chain are serial, and
- * (session 43's ncu of a form that overlapped them) mmqr's chain has
- * mma.sync of its own, which waits while wgmma holds the tensor pipe. */
+ * sempty of RSL super-block slots (the row warp's 32 arrivals after its
+ * stores and the copy warp's one telling the copies' bytes; every
+ * consumer after its chain), lag (warpgroup 0's 128 threads: warpgroup 1
+ * starts a little behind) and turn[w] (the other warpgroup's 128
+ * threads: warpgroup w may issue its products; mmqr's turns form).
+ * Session 42 tried turns for both kernels: 3.5% slower for mmqr, 1% for
+ * mmq6w (bench/RESULTS.md), since each warpgroup's own prologue, products
+ * and chain are serial, and (session 43's ncu of a form that overlapped
+ * them) mmqr's chain had mma.sync of its own, which waits while wgmma
+ * holds the tensor pipe; with mmqr's min term by wgmma, turns measured
+ * 0.94-0.975x (session 44). */
 template <int ASL, int RSL> struct wgrs_bars {
     uint64_t afull[ASL], aempty[ASL], sfull[RSL], sempty[RSL], lag, turn[2];
 };
@@ -114,7 +115,7 @@ template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_init(wgr
             cuda_mbar_init(&B.aempty[i], WGRS_CONS);
         }
         for (int i = 0; i < RSL; i++) {
-            cuda_mbar_init(&B.sfull[i], CUDA_WARP);
+            cuda_mbar_init(&B.sfull[i], CUDA_WARP + 1);
             cuda_mbar_init(&B.sempty[i], WGRS_CONS);
         }
         cuda_mbar_init(&B.lag, WGRS_CONS / 2);
@@ -135,13 +136,15 @@ template <int ASL, int RSL> static __device__ __forceinline__ void wgrs_start(wg
 }
 
 /* The role split: the feed warpgroup gives registers back and its first
- * warp runs feed(); 1 for the consumers, which take theirs */
+ * two warps run feed(fw), fw 0 and 1 (wgrs_feed); 1 for the consumers,
+ * which take theirs */
 template <class F> static __device__ __forceinline__ bool wgrs_roles(F feed)
 {
     if (threadIdx.x >= WGRS_CONS) {
         wgmma_regs_dec<WGRS_FEED_REGS>();
-        if (threadIdx.x / CUDA_WARP == WGRS_CONS / CUDA_WARP)
-            feed();
+        const int fw = threadIdx.x / CUDA_WARP - WGRS_CONS / CUDA_WARP;
+        if (fw < 2)
+            feed(fw);
         return false;
     }
     wgmma_regs_inc<WGRS_CONS_REGS>();
@@ -157,7 +160,7 @@ static __device__ __forceinline__ void wgrs_feed_rows(uint64_t *full, uint8_t *d
 {
     if ((threadIdx.x & (CUDA_WARP - 1)) != 0)
         return;
-    cuda_mbar_expect_only(full, WGRS_BM * rb);
+    cuda_mbar_expect(full, WGRS_BM * rb);
     if (glu) {
         cuda_tma_rows(dst, wmap, x8, m0 / 2, full);
         cuda_tma_rows(dst + WGRS_BM / 2 * rb, wmap, x8, glu + m0 / 2, full);
@@ -212,18 +215,23 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
     }
 }
 
-/* The feed warp's loop (mmqr's and mmq6w's): for each super-block s, once
- * both warpgroups' chains are past s - RSL, the block's weight rows (rb
- * bytes of each a super-block) into slot s % RSL's `rows`, and what the
- * chain needs of the activation rows by store(slot, r, xd, hl); the
- * slot's barrier counts the 32 lanes' arrivals after their stores (lane 0
- * tells it the copies' bytes first). Then the super-block's NA activation
- * stages (64 elements of the map each) into their ASL-ring slots once both
- * warpgroups are done with the stage ASL before. AFENCE: store() writes
- * what a wgmma reads (mmqr's min-term B tile), so each lane fences its
- * stores for the async proxy before it arrives. */
+/* The feed (mmqr's and mmq6w's), two warps. fw 0, the copy warp: for
+ * each super-block s, once both warpgroups' chains are past s - RSL, the
+ * block's weight rows (rb bytes of each a super-block) into slot s % RSL's
+ * `rows` (its one arrival on the slot's barrier tells the copies' bytes),
+ * then the super-block's NA activation stages (64 elements of the map
+ * each) into their ASL-ring slots once both warpgroups are done with the
+ * stage ASL before. fw 1, the row warp: what the chain needs of the
+ * activation rows by store(slot, r, xd, hl), once the slot is free, then
+ * its 32 arrivals. Why two (bench/RESULTS.md session 44): in one warp the
+ * next super-block's activation-row loads waited behind the activation
+ * stages' waits, their global latency on the feed's path, and with
+ * mmqr's min-term rows to convert the feed fell from ~4.5 us ahead of the
+ * consumers to ~1 us. AFENCE: store() writes what a wgmma reads (mmqr's
+ * min-term B tile), so each lane fences its stores for the async proxy
+ * before it arrives. */
 template <int NA, bool AFENCE, class SM, class F>
-static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, const CUtensorMap *wmap,
+static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int lane, const CUtensorMap *wmap,
                                                  const CUtensorMap *xmap, const cuda_q8k &X, int32_t nbr,
                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu, F store)
 {
@@ -232,10 +240,18 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % RSL;
         auto &L = S.ss[rs];
-        /* the activation rows' d and 32-sums are loaded before the slot's
-         * wait, their global latency (~1 us) under it (mmq6w's consumers
-         * land a super-block early since session 43; with its fourth slot
-         * 0.99x, bench/RESULTS.md: kept as not slower) */
+        if (fw == 0) {
+            if (s >= RSL)
+                cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
+            wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
+#pragma unroll 1
+            for (int h = 0; h < NA; h++)
+                wgrs_feed_act(S.bar, S.act[(NA * s + h) % ASL], sizeof(S.act[0]), xmap, NA * s + h,
+                              s * 64 * NA + 64 * h, n0);
+            continue;
+        }
+        /* the rows' d and 32-sums are loaded before the slot's wait,
+         * their global latency (~1 us) under it */
         float xd[NR];
         uint4 hl[NR];
         wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
@@ -244,7 +260,6 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
         });
         if (s >= RSL)
             cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
-        wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
 #pragma unroll
         for (int i = 0; i < NR; i++)
             store(L, lane + CUDA_WARP * i, xd[i], hl[i]);
@@ -253,10 +268,6 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, uint32_t rb, int lane, c
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
-#pragma unroll 1
-        for (int h = 0; h < NA; h++)
-            wgrs_feed_act(S.bar, S.act[(NA * s + h) % ASL], sizeof(S.act[0]), xmap, NA * s + h, s * 64 * NA + 64 * h,
-                          n0);
     }
 }
 
