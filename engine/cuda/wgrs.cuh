@@ -7,7 +7,10 @@
  * Registers: 12 warps leave any launch bound 168 a thread (each scheduler
  * holds 3 of them: 16,384 / 3 / 32); the consumers need the accumulator
  * (64), the chain's sums (64) and fragments, so the feed warpgroup gives
- * registers back: 2 x 232 + 40 = 512 a scheduler lane. */
+ * registers back: 2 x 232 + 40 = 504 a scheduler lane, the 3 x 168 the
+ * launch gave. A total above that never completes setmaxnreg.inc (240 /
+ * 32 = 512, the physical file, hung every kernel of this frame: session
+ * 44 call 4). */
 #ifndef INFERD_CUDA_WGRS_CUH
 #define INFERD_CUDA_WGRS_CUH
 
@@ -26,6 +29,7 @@
 #define WGRS_THREADS (WGRS_CONS + 128) /* + a warpgroup whose first two warps feed */
 #define WGRS_CONS_REGS 232
 #define WGRS_FEED_REGS 40
+static_assert(2 * WGRS_CONS_REGS + WGRS_FEED_REGS <= 3 * 168, "setmaxnreg: within the launch's 168 a thread");
 
 /* The barriers: afull / aempty of ASL activation stages (the feed's
  * arrival with a tensor copy's bytes; every consumer's release), sfull /
