@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     c.pdl = 1;
     c.mmvt = 1;
     c.mmqt = 1;
-    c.mmqw = getenv("INFERD_MMQW") ? atoi(getenv("INFERD_MMQW")) : 3; /* mmqr's form: 3 turns (the engine's default), 2, 4 */
+    c.mmqw = getenv("INFERD_MMQW") ? atoi(getenv("INFERD_MMQW")) : 3; /* mmqr's form: 3 turns (the engine's default) or 2 */
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;

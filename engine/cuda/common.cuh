@@ -160,7 +160,7 @@ struct cuda_ctx {
                         * CUDA_MMQW_MIN by default where its wgmma form runs; INFERD_MMQH=N, A/B) */
     int mmq6w;         /* Q6_K batches of at least this many rows on int8 wgmma (cuda/mmq6w.cu); 0 never */
     int mmq6w_fill;    /* mmq6w only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQ6W) */
-    int mmqw;          /* mmqh's wgmma form where built: cuda/mmqr.cu 3 (turns, the default), 2, 4 (pipelined); 1 cuda/mmqw.cu; 0 the mma.sync form */
+    int mmqw;          /* mmqh's wgmma form where built: cuda/mmqr.cu 3 (turns, the default) or 2; 1 cuda/mmqw.cu; 0 the mma.sync form */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this

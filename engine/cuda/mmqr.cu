@@ -55,8 +55,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include <utility>
-
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/trace.cuh"
@@ -164,13 +162,12 @@ static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t
 /* The chain's two halves (mmqk's chain in the CPU's order, split around
  * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
  * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
- * t4 (+ 1) for j in [J0, J1), rows A (hd[0]) and B (hd[1]) */
-template <int J0 = 0, int J1 = 16>
+ * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
 static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = J0; j < J1; j++) {
+    for (int j = 0; j < 16; j++) {
         const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
         const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
 #pragma unroll
@@ -180,12 +177,11 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const flo
         }
     }
 }
-template <int J0 = 0, int J1 = 16>
 static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = J0; j < J1; j++) {
+    for (int j = 0; j < 16; j++) {
         const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -339,190 +335,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 #endif
 }
 
-/* f(integral_constant<J>) for J = 0..N-1, in order (a loop whose index the
- * body needs as a constant: register arrays indexed by it, the schedule's
- * choices per step) */
-template <class F, int... J>
-static __device__ __forceinline__ void mmqr_each(F &&f, std::integer_sequence<int, J...>)
-{
-    (f(std::integral_constant<int, J>{}), ...);
-}
-
-/* mmqr_pipe_kernel (INFERD_MMQW=4): mmqr with the chain of super-block s -
- * 1 under the products of s. Why (bench/RESULTS.md session 44): one
- * warpgroup's wgmma on one accumulator set run at ~46% of the tensor
- * rate (each m64n128k16 step waits for the one before it: ~137 cycles a
- * step against 64 of work), so mmqr's products took ~1.2 us a super-
- * block whether one or both warpgroups ran them, and its chain and
- * landing (~1.1 us) left the tensor pipe idle. Here each warpgroup keeps
- * two accumulator sets (s into one while s - 1's chain reads the other),
- * commits every k16 step as its own group and keeps MMQR_PD in flight
- * (fragment slot j % MMQR_PD: step j - MMQR_PD is waited for before its
- * slot is expanded again), and the chain of s - 1 runs between the steps
- * of s: v1 under steps 1-8 (s - 1's last step is done at step 1's wait),
- * its min-term wgmma after step 8, v2 under steps 11-14 (the min group is
- * done at step 11's wait), then s - 1's slot is free. Registers: acc 64 +
- * two sets 128 + 8 fragments + 4 (the min term's A) + 4 scale constants
- * (the half of the super-block being expanded). The same operations on
- * the same values as mmqr_kernel, so the same bits. */
-#define MMQR_PD 2 /* k16 steps in flight a warpgroup */
-static_assert(MMQR_PD == 2, "mmqr_pipe_kernel's schedule (the chain's windows) is written for 2");
-static __global__ void __launch_bounds__(WGRS_THREADS, 1)
-mmqr_pipe_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-                 int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
-{
-#if WGMMA_DEVICE
-    extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
-    mmqr_smem &S = wgmma_smem<mmqr_smem>(mmqr_smem_raw);
-    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    wgrs_start(S.bar);
-    if (!wgrs_roles([&](int fw) {
-            wgrs_feed<4, true>(S, fw, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
-                               [](mmqr_sslot &L, int r, float xd, uint4 hl) {
-                                   L.xd[r] = xd;
-                                   L.sf[r] = mmqh_sf(hl);
-                                   uint32_t b[8];
-                                   mmqr_min_brow(hl, b);
-                                   *(uint4 *)&L.mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
-                                   *(uint4 *)&L.mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
-                               });
-        }))
-        return;
-    const wgrs_lane P = wgrs_lane_of(E.glu);
-    const int wg = P.wg, w4 = P.w4, t4 = P.t4, ra = P.ra, rb = P.rb;
-    const uint32_t sb = cuda_saddr(S.act[0]);
-
-    float acc[1][16][4], d0[16][4], d1[16][4];
-    wgmma_zero(&acc[0][0][0]);
-    uint32_t f[MMQR_PD][4]; /* the fragments of steps j % MMQR_PD */
-
-    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
-    /* the min term of super-block s (its slot L, rows pa / pb) into dd as
-     * one commit group */
-    auto min_issue = [&](float (&dd)[16][4], const mmqr_sslot &L, const uint32_t *pa, const uint32_t *pb,
-                         uint32_t (&fm)[1][4]) {
-        mmqr_min_frag(mmqr_min_pair(pa, t4), mmqr_min_pair(pb, t4), fm[0]);
-        wgmma_fence();
-        wgmma_rs_z(&dd[0][0], fm[0], wgmma_desc(cuda_saddr(L.mb), MMQR_MBG, 128, 0));
-        wgmma_commit();
-    };
-    /* super-block s (its slot landed): its 16 steps into cur, the chain of
-     * s - 1 from prev under them (CHAIN); FIRST: no step before s = 0 */
-    auto super = [&](auto CHAIN, auto FIRST, float (&cur)[16][4], float (&prev)[16][4], int32_t s) {
-        constexpr bool chain = decltype(CHAIN)::value, first = decltype(FIRST)::value;
-        constexpr int D = MMQR_PD;
-        const mmqr_sslot &L = S.ss[s % MMQR_RSL], &Lp = S.ss[(s + MMQR_RSL - 1) % MMQR_RSL];
-        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb], *pa = Lp.rows[ra], *pb = Lp.rows[rb];
-        __half2 cma, cca, cmb, ccb; /* the scale constants of the half being expanded */
-        mmqk_head hd[2];
-        uint32_t fm[1][4];
-        mmqr_each(
-            [&](auto J) {
-                constexpr int j = decltype(J)::value;
-                if constexpr (!first || j >= D) {
-                    /* step j - D done (its fragment slot free); one group
-                     * more while the min term's is pending (after step D + 6) */
-                    if constexpr (chain && j >= D + 7 && j < 2 * D + 7)
-                        wgmma_wait<D>();
-                    else
-                        wgmma_wait<D - 1>();
-                    asm volatile("" ::"r"(f[j % D][0]), "r"(f[j % D][1]), "r"(f[j % D][2]), "r"(f[j % D][3])
-                                 : "memory");
-                    /* step 16 s + j - D done: the last of its activation stage? */
-                    if constexpr (((j - D) & 3) == 3)
-                        release((16 * s + j - D) >> 2);
-                }
-                if constexpr (chain && j == D - 1)
-                    wgmma_pin(&prev[0][0]); /* s - 1's last step is done */
-                if constexpr (chain && j == 2 * D + 7) {
-                    wgmma_pin(&prev[0][0]); /* the min group is done */
-                    wgmma_keep(fm);
-                }
-                /* step j: word j & 7 of the lane's chunk, the low nibbles
-                 * (sub-block 2 t4) for j < 8, the high (2 t4 + 1) after */
-                constexpr bool hi = j >= 8;
-                if constexpr ((j & 7) == 0) {
-                    __half2 m[2], c[2];
-                    mmqh_quarter_scales(wa, t4, m[0], c[0], m[1], c[1]);
-                    cma = m[hi], cca = c[hi];
-                    mmqh_quarter_scales(wb, t4, m[0], c[0], m[1], c[1]);
-                    cmb = m[hi], ccb = c[hi];
-                }
-                mmqr_frag(f[j % D], wa[4 + 8 * t4 + (j & 7)], wb[4 + 8 * t4 + (j & 7)], hi, cma, cca, cmb, ccb);
-                const int32_t i = 4 * s + (j >> 2);
-                if constexpr ((j & 3) == 0)
-                    cuda_mbar_wait(&S.bar.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
-                wgmma_fence();
-                const uint64_t db = wgmma_desc(sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE + 32 * (j & 3), 16, 1024, 1);
-                if constexpr (j == 0)
-                    wgmma_rs_z(&cur[0][0], f[j % D], db);
-                else
-                    wgmma_rs(&cur[0][0], f[j % D], db);
-                wgmma_commit();
-                if constexpr (chain) {
-                    if constexpr (j == D - 1) {
-                        mmqk_k45_head(pa, hd[0]);
-                        mmqk_k45_head(pb, hd[1]);
-                    }
-                    if constexpr (j >= D - 1 && j < D + 7)
-                        mmqr_chain_v1<2 * (j - D + 1), 2 * (j - D + 1) + 2>(acc[0], prev, Lp, hd, t4);
-                    if constexpr (j == D + 6)
-                        min_issue(prev, Lp, pa, pb, fm);
-                    if constexpr (j >= 2 * D + 7 && j < 2 * D + 11)
-                        mmqr_chain_v2<4 * (j - 2 * D - 7), 4 * (j - 2 * D - 7) + 4>(acc[0], prev, Lp, hd, t4);
-                    if constexpr (j == 2 * D + 10)
-                        wgrs_slot_done(S.bar, (s - 1) % MMQR_RSL, s - 1, wg, w4);
-                }
-            },
-            std::make_integer_sequence<int, 16>{});
-    };
-    /* super-block s's slot has landed */
-    auto land = [&](int32_t s) {
-        cuda_mbar_wait(&S.bar.sfull[s % MMQR_RSL], (uint32_t)(s / MMQR_RSL) & 1);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-    };
-    /* the last super-block s's chain alone (its steps in flight) */
-    auto tail = [&](float (&dd)[16][4], int32_t s) {
-        const mmqr_sslot &L = S.ss[s % MMQR_RSL];
-        const uint32_t *pa = L.rows[ra], *pb = L.rows[rb];
-        wgmma_wait<0>();
-        wgmma_pin(&dd[0][0]);
-        wgmma_keep(f);
-        release(4 * s + 3); /* the others went at steps 16 s + 15 - MMQR_PD and before */
-        mmqk_head hd[2];
-        mmqk_k45_head(pa, hd[0]);
-        mmqk_k45_head(pb, hd[1]);
-        mmqr_chain_v1(acc[0], dd, L, hd, t4);
-        uint32_t fm[1][4];
-        min_issue(dd, L, pa, pb, fm);
-        wgmma_wait<0>();
-        wgmma_pin(&dd[0][0]);
-        wgmma_keep(fm);
-        mmqr_chain_v2(acc[0], dd, L, hd, t4);
-        wgrs_slot_done(S.bar, s % MMQR_RSL, s, wg, w4);
-    };
-
-    land(0);
-    super(std::false_type{}, std::true_type{}, d0, d1, 0);
-    int32_t s = 1;
-    for (; s + 1 < nbr; s += 2) {
-        land(s);
-        super(std::true_type{}, std::false_type{}, d1, d0, s);
-        land(s + 1);
-        super(std::true_type{}, std::false_type{}, d0, d1, s + 1);
-    }
-    if (s < nbr) {
-        land(s);
-        super(std::true_type{}, std::false_type{}, d1, d0, s);
-        tail(d1, s);
-    } else {
-        tail(d0, s - 1);
-    }
-    wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
-#endif
-}
-
 /* mmqr's weight side and activation order on the host (tests/cuda/
  * test_cuda_host.c): for random Q4_K super-blocks (rows A and B) and
  * random int8 activations, every lane's fragments as the kernel expands
@@ -639,11 +451,11 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    /* the form: 4 the pipelined one, 3 turns, 2 mmqr_kernel (A/B runs) */
-    auto *k = c->mmqw == 4 ? mmqr_pipe_kernel : c->mmqw == 3 ? mmqr_kernel<true> : mmqr_kernel<false>;
-    if ((c->mmqw == 4   ? mmq_occupancy_once<mmqr_pipe_kernel>(mmqr_smem_bytes, WGRS_THREADS)
-         : c->mmqw == 3 ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
-                        : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
+    /* the form: 3 turns (the default), 2 without (A/B runs) */
+    const bool turns = c->mmqw == 3;
+    auto *k = turns ? mmqr_kernel<true> : mmqr_kernel<false>;
+    if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
+               : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
     mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
