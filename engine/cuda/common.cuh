@@ -32,7 +32,7 @@ extern "C" {
 #define CUDA_MMQS_MAX 64
 /* Q4_K batches from this many rows through the exact F16 product by
  * default, where it runs in a wgmma form (sm_90a builds on compute
- * capability 9.0), and only on shapes whose 128 x 128 blocks cover half
+ * capability 9.0), and only on shapes whose 128 x 128 blocks cover 2/5 of
  * the SMs (cuda_mmqh_fills); Q6_K batches through int8 wgmma (cuda/
  * mmq6w.cu) by the same rule. The CPU's bits; at 4096 x 14336 x 512 on the
  * H100 mmqw 0.79x mmqk's time, but 2.2x at 128 rows (bench/RESULTS.md
@@ -46,8 +46,13 @@ extern "C" {
  * rule keeps the shapes where mmqr lost (1.03-1.09x: 56-64 blocks) on
  * mmqk and passes the one where it won (0.76x), and q6_K's 56-64-block
  * shapes (mmq6w 0.73-0.79x there) stay on mmqk for want of a rule of their
- * own (bench/RESULTS.md). */
-#define CUDA_MMQW_MIN 256
+ * own (bench/RESULTS.md). From 128 rows and 2/5 of the SMs since session
+ * 44 (H100, call 6, forced against the rule at 64-256 rows, after mmqr's
+ * turns and min term by wgmma): at 56-64 blocks q4_K 0.93-0.95x (one
+ * short-K shape 1.01-1.03x) and q6_K 0.72-0.79x; at 128 rows on the 7B's
+ * ffn-up (148 blocks) 0.88x / 0.66x; at 28-32 blocks 1.3-1.6x (kept off);
+ * at 64 rows q4_K 1.30x even at 148 blocks (kept off). */
+#define CUDA_MMQW_MIN 128
 /* bytes every weight allocation (registered or fused) holds past its
  * data: the one-row kernel's bulk copies (cuda/mmvt.cu) move whole 16-byte
  * granules, and a Q6_K row run (210-byte blocks) may end inside one */

@@ -52,14 +52,16 @@ int cuda_mmqw_built(void);
  * shapes cuda_mmqh_fills passes; INFERD_MMQ6W=N). xq: the cuda_q8k planes of n_rows rows. */
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
 
-/* The exact F16 product's default shape rule: its 128 x 128 blocks cover
- * at least half the SMs (4096 x 14336 at 512 rows: 128 blocks; the 7B's
- * 512-row K/V weight waits for 8,192 rows). Below that a block's serial
- * stages are the product's time and mmqk's smaller tiles win. */
+/* The wgmma products' default shape rule: their 128 x 128 blocks cover
+ * at least 2/5 of the SMs (4096 x 14336 at 256 rows: 64 blocks; 3584 rows
+ * at 256: 56; the 7B's 512-row K/V weight waits for 6,656 rows). Below
+ * that a block's serial stages are the product's time and mmqk's smaller
+ * tiles win (session 44: 1.3-1.6x at 28-32 blocks, 0.72-0.95x at 56-64;
+ * common.cuh, CUDA_MMQW_MIN). */
 #define CUDA_MMQH_TILE 128
 static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows)
 {
-    return 2 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= c->n_sm;
+    return 5 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= 2 * c->n_sm;
 }
 /* Whether the dispatcher gives a batch of n_rows to one of the 128 x 128
  * wgmma products (mmqh's forms: c->mmqh / mmqh_fill; mmq6w: c->mmq6w /
