@@ -63,13 +63,25 @@ static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_
 {
     return 5 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= 2 * c->n_sm;
 }
+/* Q4_K's band between 2/5 and half the SMs only where the product is long
+ * (K of 32 super-blocks or more): at 56 blocks the 7B's ffn-down (K 18,944)
+ * took 0.94x mmqk's time and its attn-q (K 3,584) 1.03-1.05x (session 44
+ * call 7: mmqr's prologue and tail against few super-blocks); mmq6w won
+ * at 56 blocks on both (0.71-0.80x) */
+static inline bool cuda_mmqh_fills_q4(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows, int64_t ne0)
+{
+    return 2 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= c->n_sm ||
+           (cuda_mmqh_fills(c, n_w, n_rows) && ne0 >= 32 * QK_K);
+}
 /* Whether the dispatcher gives a batch of n_rows to one of the 128 x 128
  * wgmma products (mmqh's forms: c->mmqh / mmqh_fill; mmq6w: c->mmq6w /
  * mmq6w_fill): from min rows (0: never), on shapes cuda_mmqh_fills passes
- * where fill (the default rule) */
-static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, int64_t n_w, int32_t n_rows)
+ * (Q4_K, q4_ne0 its K: cuda_mmqh_fills_q4) where fill (the default rule) */
+static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, int64_t n_w, int32_t n_rows,
+                                   int64_t q4_ne0)
 {
-    return min && n_rows >= min && (!fill || cuda_mmqh_fills(c, n_w, n_rows));
+    return min && n_rows >= min &&
+           (!fill || (q4_ne0 ? cuda_mmqh_fills_q4(c, n_w, n_rows, q4_ne0) : cuda_mmqh_fills(c, n_w, n_rows)));
 }
 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
