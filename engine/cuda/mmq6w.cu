@@ -119,11 +119,11 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     /* the feed: the expanded rows, two half stages of int8 activations
      * (seen as halves by cuda_tmap_f16_sw128's map: 64 = 128 bytes) */
     if (!wgrs_roles([&](int fw) {
-            wgrs_feed<2, false>(S, fw, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
-                         [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
-                             L.xd[r] = xd;
-                             L.s4095[r] = 4095 * mmqh_ssum(hl);
-                         });
+            wgrs_feed<2, false>(S, fw, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0,
+                                E.glu, [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
+                                    L.xd[r] = xd;
+                                    L.s4095[r] = 4095 * mmqh_ssum(hl);
+                                });
         }))
         return;
     const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */

@@ -4,7 +4,8 @@
  * activations come from shared memory by descriptor, as in cuda/mmqw.cu.
  * The arithmetic and so the bits are mmqh's (cuda/mmqh_impl.cuh): A = q x
  * sc - 480, one exact f32 sum a super-block, v1 = sum + 480 S by one add,
- * then mmqk's chain and min term in the CPU's order.
+ * then mmqk's chain and min term in the CPU's order (the min term's exact
+ * integer by one more wgmma since session 44: mmqr_min_frag).
  *
  * Why (bench/RESULTS.md 2026-12-05 session 41, a prediction: no device
  * time was left to run it): mmqw is shared-memory bound by arithmetic. A
@@ -49,9 +50,19 @@
  * waits for the tensor pipe the other half's wgmma holds (ncu: IMMA
  * stalled on `math`), the same cause as the turns'; the next slot landed
  * under group 3 and the heads decoded among the issues, 1.03-1.05x slower.
+ * Session 44 (H100): with the min term by wgmma, the feed in two warps and
+ * the warpgroups' products in turns (the default, TURNS), 0.932x session
+ * 43's time at 4096 x 14336 x 512. Its marks: one warpgroup's 16 k16
+ * steps on one accumulator set take ~1.2 us whether the other warpgroup's
+ * run too or not (~137 cycles a step against 64 of tensor work), so a
+ * super-block costs each warpgroup ~1.2 us of products plus its chain
+ * (0.46 us in turns) and landing (~0.4 us); a second accumulator set a
+ * warpgroup, which would hide the chain, does not fit its registers
+ * (mmqr_pipe_kernel: 772 B of spills, 1.6x slower; bench/RESULTS.md).
  *
  * Built where gpu_arch has 90 (compute_90a, -DINFERD_MMQW=1, as mmqw.cu);
- * the default form of mmqh there (INFERD_MMQW=1: mmqw's; cuda/knobs.cu). */
+ * the default form of mmqh there (INFERD_MMQW=1: mmqw's, 2: this one
+ * without turns; cuda/knobs.cu). */
 #include <stddef.h>
 #include <string.h>
 
@@ -192,12 +203,13 @@ static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const flo
 }
 #endif
 
-/* TURNS (INFERD_MMQW=3, an A/B form): the warpgroups issue their products
- * in turns (turn[]: warpgroup 1's super-block s after warpgroup 0's, 0's s
- * + 1 after 1's s), so one's chain runs under the other's products; with
- * the min term off mma.sync the chain no longer waits on the tensor pipe
- * for its own IMMA (session 43), though its min-term wgmma queues behind
- * the other's products. */
+/* TURNS (the default, INFERD_MMQW=3; 2 without): the warpgroups issue
+ * their products in turns (turn[]: warpgroup 1's super-block s after
+ * warpgroup 0's, 0's s + 1 after 1's s), so one's chain runs under the
+ * other's products; with the min term off mma.sync the chain no longer
+ * waits on the tensor pipe for its own IMMA (session 43), though its
+ * min-term wgmma queues behind the other's products. Measured 0.93-0.99x
+ * the time without turns (session 44). */
 template <bool TURNS>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
