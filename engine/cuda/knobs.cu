@@ -168,3 +168,16 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *qmax = getenv("INFERD_MMQS_MAX");
     c->mmqs_max = qmax && atoi(qmax) >= 8 && atoi(qmax) <= 64 ? atoi(qmax) : CUDA_MMQS_MAX;
 }
+
+/* The wgmma products' default shape rule (cuda/mmq.cuh cuda_mmqh_takes
+ * from CUDA_MMQW_MIN rows with the fill rule) on a device of n_sm SMs: 1
+ * where a Q4_K (q6 0) or Q6_K (q6 1) product of n_rows activation rows by
+ * an n_w x ne0 weight goes to mmqr / mmq6w. For the host test of the rule
+ * (tests/cuda/test_cuda_host.c); the build's gpu_arch does not enter. */
+extern "C" int cuda_mmqh_rule(int n_sm, int q6, int64_t ne0, int64_t n_w, int32_t n_rows)
+{
+    struct cuda_ctx c;
+    memset(&c, 0, sizeof(c));
+    c.n_sm = n_sm;
+    return cuda_mmqh_takes(&c, CUDA_MMQW_MIN, 1, n_w, n_rows, q6 ? 0 : ne0);
+}

@@ -93,6 +93,40 @@ static void check_type(int type)
     free(x);
 }
 
+/* The wgmma products' shape rule on the H100 / H200's 132 SMs, at the
+ * shapes bench/RESULTS.md session 44 measured both ways (calls 6-8; in
+ * brackets the wgmma form's time over mmqk's): each choice here is the
+ * faster one there */
+static void check_rule(void)
+{
+    static const struct {
+        const char *name;
+        int q6;
+        int64_t ne0, n_w;
+        int32_t rows;
+        int want;
+    } cases[] = {
+        {"q4_K 4096 x 14336, 128 rows (32 blocks: 1.56x)", 0, 14336, 4096, 128, 0},
+        {"q4_K 4096 x 14336, 192 rows (64 blocks: 0.95x)", 0, 14336, 4096, 192, 1},
+        {"q4_K 4096 x 14336, 512 rows", 0, 14336, 4096, 512, 1},
+        {"q4_K 3584 x 3584, 256 rows (56 blocks, K 3,584: 1.02-1.05x)", 0, 3584, 3584, 256, 0},
+        {"q4_K 3584 x 3584, 384 rows (84 blocks)", 0, 3584, 3584, 384, 1},
+        {"q4_K 3584 x 18944, 256 rows (56 blocks, K 18,944: 0.94x)", 0, 18944, 3584, 256, 1},
+        {"q4_K 18944 x 3584, 128 rows (148 blocks: 0.87x)", 0, 3584, 18944, 128, 1},
+        {"q4_K 18944 x 3584, 64 rows (148 blocks: 1.30x)", 0, 3584, 18944, 64, 0},
+        {"q6_K 3584 x 3584, 192 rows (56 blocks: 0.79x)", 1, 3584, 3584, 192, 1},
+        {"q6_K 4096 x 14336, 128 rows (32 blocks: 1.31x)", 1, 14336, 4096, 128, 0},
+        {"q6_K 512 x 3584, 256 rows (8 blocks: 1.40x)", 1, 3584, 512, 256, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const int got = cuda_mmqh_rule(132, cases[i].q6, cases[i].ne0, cases[i].n_w, cases[i].rows);
+        if (got != cases[i].want)
+            printf("rule: %s: %s, want %s\n", cases[i].name, got ? "wgmma" : "mmqk", cases[i].want ? "wgmma" : "mmqk");
+        CHECK(got == cases[i].want);
+    }
+    printf("rule       %zu shapes as measured\n", sizeof(cases) / sizeof(cases[0]));
+}
+
 int main(void)
 {
     if (!cuda_compiled()) {
@@ -106,11 +140,13 @@ int main(void)
      * cuda/mmq6w.cu) */
     char msg[160];
     int64_t bad = cuda_mmqr_host_check(2000, msg, sizeof(msg));
-    printf("mmqr-host  %lld of 4000 rows + 32000 min terms differ from the natural order%s%s\n", (long long)bad, bad ? ": " : "", msg);
+    printf("mmqr-host  %lld of 4000 rows + 32000 min terms differ from the natural order%s%s\n", (long long)bad,
+           bad ? ": " : "", msg);
     CHECK(bad == 0);
     bad = cuda_mmq6w_host_check(2000, msg, sizeof(msg));
     printf("mmq6w-host %lld of 65536 words + 2000 super-blocks differ%s%s\n", (long long)bad, bad ? ": " : "", msg);
     CHECK(bad == 0);
+    check_rule();
     printf("%s\n", fails ? "FAIL" : "ok");
     return fails ? 1 : 0;
 }
