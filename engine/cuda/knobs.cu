@@ -179,5 +179,5 @@ extern "C" int cuda_mmqh_rule(int n_sm, int q6, int64_t ne0, int64_t n_w, int32_
     struct cuda_ctx c;
     memset(&c, 0, sizeof(c));
     c.n_sm = n_sm;
-    return cuda_mmqh_takes(&c, CUDA_MMQW_MIN, 1, n_w, n_rows, q6 ? 0 : ne0);
+    return cuda_mmqh_takes(&c, CUDA_MMQW_MIN, 1, q6 ? QT_Q6_K : QT_Q4_K, ne0, n_w, n_rows);
 }

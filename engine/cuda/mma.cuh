@@ -176,15 +176,6 @@ static __device__ __forceinline__ void cuda_mbar_expect(uint64_t *bar, uint32_t 
 #endif
 }
 
-/* Add `bytes` of expected transactions to bar's phase without arriving
- * (the thread arrives later, after stores of its own the phase covers) */
-static __device__ __forceinline__ void cuda_mbar_expect_only(uint64_t *bar, uint32_t bytes)
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(cuda_saddr(bar)), "r"(bytes) : "memory");
-#endif
-}
-
 /* A streaming kernel's feed warp (cuda/mmvt.cu, cuda/mmqt_impl.cuh): one
  * stage of a row group into its slot by a bulk copy a row. Lane r < the
  * group's rows (at most rb; rows past the weight copy nothing) copies row
@@ -216,6 +207,15 @@ static __device__ __forceinline__ void cuda_mbar_init_fence(void)
 {
 #if __CUDA_ARCH__ >= 900
     asm volatile("fence.mbarrier_init.release.cluster;\n fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* After this thread's shared-memory stores that a wgmma (the async proxy)
+ * will read, before the barrier arrival that hands them over */
+static __device__ __forceinline__ void cuda_fence_async_smem(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 

@@ -59,29 +59,30 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
  * tiles win (session 44: 1.3-1.6x at 28-32 blocks, 0.72-0.95x at 56-64;
  * common.cuh, CUDA_MMQW_MIN). */
 #define CUDA_MMQH_TILE 128
-static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows)
+/* band: the shape may take the blocks between 2/5 and half the SMs too.
+ * Q6_K always; Q4_K only where the product is long (K of 32 super-blocks
+ * or more): at 56 blocks the 7B's ffn-down (K 18,944) took 0.94x mmqk's
+ * time and its attn-q (K 3,584) 1.03-1.05x (session 44 call 7: mmqr's
+ * prologue and tail against few super-blocks); mmq6w won at 56 blocks on
+ * both (0.71-0.80x). Half the SMs and more, every shape. */
+static inline bool cuda_mmqh_fills(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows, bool band)
 {
-    return 5 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= 2 * c->n_sm;
+    const int64_t b = (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE);
+    return 2 * b >= c->n_sm || (band && 5 * b >= 2 * c->n_sm);
 }
-/* Q4_K's band between 2/5 and half the SMs only where the product is long
- * (K of 32 super-blocks or more): at 56 blocks the 7B's ffn-down (K 18,944)
- * took 0.94x mmqk's time and its attn-q (K 3,584) 1.03-1.05x (session 44
- * call 7: mmqr's prologue and tail against few super-blocks); mmq6w won
- * at 56 blocks on both (0.71-0.80x) */
-static inline bool cuda_mmqh_fills_q4(const struct cuda_ctx *c, int64_t n_w, int32_t n_rows, int64_t ne0)
+/* cuda_mmqh_fills' band for a K-quant product of row length ne0 */
+static inline bool cuda_mmqh_band(int type, int64_t ne0)
 {
-    return 2 * (int64_t)cuda_blocks(n_w, CUDA_MMQH_TILE) * (int64_t)cuda_blocks(n_rows, CUDA_MMQH_TILE) >= c->n_sm ||
-           (cuda_mmqh_fills(c, n_w, n_rows) && ne0 >= 32 * QK_K);
+    return type == QT_Q6_K || ne0 >= 32 * QK_K;
 }
 /* Whether the dispatcher gives a batch of n_rows to one of the 128 x 128
  * wgmma products (mmqh's forms: c->mmqh / mmqh_fill; mmq6w: c->mmq6w /
- * mmq6w_fill): from min rows (0: never), on shapes cuda_mmqh_fills passes
- * (Q4_K, q4_ne0 its K: cuda_mmqh_fills_q4) where fill (the default rule) */
-static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, int64_t n_w, int32_t n_rows,
-                                   int64_t q4_ne0)
+ * mmq6w_fill) for a weight of type and n_w x ne0: from min rows (0:
+ * never), on shapes cuda_mmqh_fills passes where fill (the default rule) */
+static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, int type, int64_t ne0, int64_t n_w,
+                                   int32_t n_rows)
 {
-    return min && n_rows >= min &&
-           (!fill || (q4_ne0 ? cuda_mmqh_fills_q4(c, n_w, n_rows, q4_ne0) : cuda_mmqh_fills(c, n_w, n_rows)));
+    return min && n_rows >= min && (!fill || cuda_mmqh_fills(c, n_w, n_rows, cuda_mmqh_band(type, ne0)));
 }
 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when

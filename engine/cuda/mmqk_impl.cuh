@@ -616,12 +616,14 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
     /* Q4_K: the exact F16 product where it runs (cuda/mmqh_impl.cuh; the
      * same bits), else below */
     if constexpr (T == QT_Q4_K) {
-        if (cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, w->ne1, n_rows, w->ne0) && cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
+        if (cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, T, w->ne0, w->ne1, n_rows) &&
+            cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
             return;
     }
     /* Q6_K: int8 wgmma where it runs (cuda/mmq6w.cu; the same bits) */
     if constexpr (T == QT_Q6_K) {
-        if (cuda_mmqh_takes(c, c->mmq6w, c->mmq6w_fill, w->ne1, n_rows, 0) && cuda_mmq6w(c, w, xq, y, n_rows) == 0)
+        if (cuda_mmqh_takes(c, c->mmq6w, c->mmq6w_fill, T, w->ne0, w->ne1, n_rows) &&
+            cuda_mmq6w(c, w, xq, y, n_rows) == 0)
             return;
     }
     const int exp = T == QT_Q6_K && w->aux != NULL;

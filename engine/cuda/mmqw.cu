@@ -169,7 +169,7 @@ static __device__ __forceinline__ void mmqw_produce(mmqw_smem<R> &S, int p, cons
             L.sf[p] = mmqh_sf(hlp);
         }
         /* wgmma reads the slot through the async proxy */
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        cuda_fence_async_smem();
         cuda_mbar_arrive(&S.wfull[ws]);
         if (qd == 3 && p == 0)
             cuda_tr(s, CUDA_TR_FEED); /* its last quarter expanded */

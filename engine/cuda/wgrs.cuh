@@ -268,7 +268,7 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int
         for (int i = 0; i < NR; i++)
             store(L, lane + CUDA_WARP * i, xd[i], hl[i]);
         if (AFENCE)
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            cuda_fence_async_smem();
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0)
             cuda_tr(s, CUDA_TR_FEED);
