@@ -100,8 +100,16 @@ template <int T> struct mmvt_t {
 };
 
 #define MMVT_XS (QK_K + CUDA_Q8K_HL + 16) /* a quantized activation super-block in shared memory */
+/* TB: a Q6_K super-block's room in a slot, as cuda_tmap_q6k's box lands it
+ * (210 bytes and 30 of slack: 15 granules, an odd number, so the 16-byte
+ * reads of 8 neighbouring rows fall in 8 distinct bank groups) */
+#define MMVT_Q6A 240
 
-template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
+/* TB (Q6_K only): a stage comes by cuda_tmap_q6k's tensor copies, one box
+ * a column and span row (mmvt_kernel), as C column blocks of RB rows x
+ * MMVT_Q6A bytes, every super-block 16-byte aligned; else by a bulk copy
+ * a row (cuda_feed_rows), rows RS bytes apart */
+template <int T, int RB, int D, int CW, bool FQ = false, bool TB = false> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
@@ -117,14 +125,26 @@ template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
          * the multi-group shapes) RS was 3,392 B = 64 mod 128, rows two bank
          * groups apart: 8-way conflicts on every word a half-warp read. */
         PAD = (CB / 16) % 2 ? 32 : 16,
-        RS = CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
-        SLOT = RB * RS,
+        RS = TB ? MMVT_Q6A : CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
+        SLOT = TB ? C * RB * MMVT_Q6A : RB * RS,
         PARK = C * RB * 16,
         XS = FQ ? MMVT_XS * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
+    static_assert(!TB || (T == QT_Q6_K && RB == 32), "tensor stages: Q6_K, 32 rows a group");
 };
+
+/* The weight row behind slot row l of group g: l itself, or with TB the
+ * boxes' order (a box holds rows s apart: slot row l is row s (l % (RB /
+ * s)) + l / (RB / s) of the group) */
+template <int RB, bool TB> static __device__ __forceinline__ int32_t mmvt_row(int32_t g, int l, int32_t sp)
+{
+    if constexpr (TB)
+        return g * RB + sp * (l % (RB / sp)) + l / (RB / sp);
+    else
+        return g * RB + l;
+}
 
 /* The activations of one super-block: in the global planes of the
  * quantizer kernel (read by the read-only path), or, FQ, in shared memory
@@ -211,6 +231,17 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 /* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
 /* xq, xd: the activation super-block's 16 granules of qs and its d, loaded
  * by the caller before the stage's wait (mmvt_kernel says why) */
+/* AL: b 16-byte aligned (TB's slots), its words read 16 bytes at a time;
+ * else 2-byte aligned, each word from two (cuda_ld_a2) */
+template <int N> static __device__ __forceinline__ void mmvt_ld16(const uint8_t *p, uint32_t o[4 * N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const uint4 v = ((const uint4 *)p)[i];
+        o[4 * i] = v.x, o[4 * i + 1] = v.y, o[4 * i + 2] = v.z, o[4 * i + 3] = v.w;
+    }
+}
+template <bool AL>
 [[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
@@ -218,9 +249,16 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t ql[16], qh[8], sw[2];
-        cuda_ld_a2<16>(b + 64 * h, ql);
-        cuda_ld_a2<8>(b + 128 + 32 * h, qh);
-        cuda_ld_a2<2>(b + 192 + 8 * h, sw);
+        if constexpr (AL) {
+            mmvt_ld16<4>(b + 64 * h, ql);
+            mmvt_ld16<2>(b + 128 + 32 * h, qh);
+            const uint2 v = *(const uint2 *)(b + 192 + 8 * h);
+            sw[0] = v.x, sw[1] = v.y;
+        } else {
+            cuda_ld_a2<16>(b + 64 * h, ql);
+            cuda_ld_a2<8>(b + 128 + 32 * h, qh);
+            cuda_ld_a2<2>(b + 192 + 8 * h, sw);
+        }
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const uint4 a0 = xq[8 * h + 2 * k], a1 = xq[8 * h + 2 * k + 1];
@@ -245,13 +283,15 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-template <int T, int RB, int D, int CW, bool FQ>
+/* tm, sp: TB's map (cuda_tmap_q6k) and its span of rows */
+template <int T, int RB, int D, int CW, bool FQ, bool TB>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig, const __grid_constant__ CUtensorMap tm,
+            int32_t sp)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D, CW, FQ> G;
+    typedef mmvt_geom<T, RB, D, CW, FQ, TB> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
@@ -277,8 +317,26 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
-                           (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+            uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
+            if constexpr (TB) {
+                /* a box a (column jj, row rr of the span): super-block st C
+                 * + jj of rows rr, rr + sp, ... of the group, at slot rows
+                 * rr RB / sp .. (mmvt_row); element 105 x its place in its
+                 * group of 8, the group, the group's first span */
+                const int nb = fp.cnt * sp, bq = RB / sp;
+                if (lane == 0)
+                    cuda_mbar_expect(&full[f % D], (uint32_t)(fp.cnt * RB * MMVT_Q6A));
+                __syncwarp();
+                for (int b = lane; b < nb; b += CUDA_WARP) {
+                    const int jj = b / sp, rr = b % sp;
+                    const int64_t gp = (int64_t)rr * nbr + (int64_t)fp.st * G::C + jj;
+                    cuda_tma_q6k(slot + (jj * RB + rr * bq) * MMVT_Q6A, &tm, (int32_t)(105 * (gp % 8)),
+                                 (int32_t)(gp / 8), fp.g * bq, &full[f % D]);
+                }
+            } else {
+                cuda_feed_rows(slot, G::RS, w, row_bytes, n_w, fp.g * RB, RB, (size_t)fp.st * G::CB,
+                               (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
+            }
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
@@ -295,7 +353,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         float acc = 0.0f;
         for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
             cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
-            const int32_t row = cp.g * RB + lane;
+            const int32_t row = mmvt_row<RB, TB>(cp.g, lane, sp);
             if (lane < RB && row < n_w) {
                 const float4 *pk = park + (size_t)(s % D) * G::C * RB + lane;
 #pragma unroll
@@ -405,14 +463,16 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        if (j < cp.cnt && cp.g * RB + r < n_w) {
+        if (j < cp.cnt && mmvt_row<RB, TB>(cp.g, r, sp) < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
-             * (the weight 16-byte aligned, G::CB a multiple of 16) */
-            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
-                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
+             * (the weight 16-byte aligned, G::CB a multiple of 16); TB: the
+             * super-block at the start of its room */
+            const uint8_t *b = TB ? mmvt_sm + (s % D) * G::SLOT + (j * RB + r) * MMVT_Q6A
+                                  : mmvt_sm + (s % D) * G::SLOT + r * G::RS +
+                                        (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
             if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6(b, xq, xd);
+                t = mmvt_terms_q6<TB>(b, xq, xd);
             else
                 t = mmvt_terms<T, FQ>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
@@ -424,20 +484,25 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-template <int T, int RB, int D, int CW, bool FQ>
+template <int T, int RB, int D, int CW, bool FQ, bool TB = false>
 static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
-                          int max_blocks)
+                          int max_blocks, const CUtensorMap *tm = NULL, int sp = 1)
 {
-    typedef mmvt_geom<T, RB, D, CW, FQ> G;
-    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1) * CUDA_WARP);
+    typedef mmvt_geom<T, RB, D, CW, FQ, TB> G;
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ, TB>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
+    CUtensorMap none;
+    if (!tm) {
+        memset(&none, 0, sizeof(none));
+        tm = &none;
+    }
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, TB>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
-                (int32_t)cuda_mmvt_trig(c));
+                (int32_t)cuda_mmvt_trig(c), *tm, (int32_t)sp);
     return 0;
 }
 
@@ -515,6 +580,23 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * sm_90 and later */
     if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
+    /* Q6_K at 32 rows a group (the rule's or forced; not sm_121, whose
+     * ~100 KB hold one 61 KB tensor stage): its stages by tensor copies
+     * (cuda_tmap_q6k), every super-block aligned, where the map takes the
+     * weight (rows a multiple of the span sp); else the row copies */
+    CUtensorMap tm;
+    int sp = 0;
+    if constexpr (T == QT_Q6_K) {
+        const int64_t nb = w->ne0 / QK_K;
+        /* odd rows (a span of 8) would put boxes 960 bytes apart: 64-byte
+         * aligned, and tensor copies may need 128 */
+        sp = nb % 8 == 0 ? 1 : nb % 4 == 0 ? 2 : nb % 2 == 0 ? 4 : 0;
+        if (sp && c->mmvt_tb && c->sm < 120 && (rb > 0 ? rb == 32 : c->mmvt_rb != 16) &&
+            cuda_tmap_q6k(&tm, w->data, nb, w->ne1, sp) == 0)
+            rb = 32;
+        else
+            sp = 0;
+    }
     if (rb <= 0)
         rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
     /* the row quantized here where each block has one row group (one
@@ -544,6 +626,14 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;
+    if constexpr (T == QT_Q6_K) {
+        if (sp) {
+            const int rc = x ? mmvt_launch_fq<T, 32, 3, 8, true, true>(c, w, x, NULL, y, max_blocks, &tm, sp)
+                             : mmvt_launch_fq<T, 32, 3, 8, false, true>(c, w, NULL, xq, y, max_blocks, &tm, sp);
+            if (rc != -1)
+                return rc;
+        }
+    }
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, x, xq, y, rb, max_blocks);
     /* 14 (Q4_K only: Q5_K's three stages do not fit) or 12 warps with
