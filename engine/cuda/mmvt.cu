@@ -100,6 +100,9 @@ template <int T> struct mmvt_t {
 };
 
 #define MMVT_XS (QK_K + CUDA_Q8K_HL + 16) /* a quantized activation super-block in shared memory */
+/* Q6_K's, with its sixteen 16-sums S_j as -32 S_j (int32, at MMVT_XS: the
+ * dot products' starting values, mmvt_terms_q6) */
+#define MMVT_XS6 (MMVT_XS + 64)
 /* TB: a Q6_K super-block's room in a slot, as cuda_tmap_q6k's box lands it
  * (210 bytes and 30 of slack: 15 granules, an odd number, so the 16-byte
  * reads of 8 neighbouring rows fall in 8 distinct bank groups) */
@@ -128,7 +131,8 @@ template <int T, int RB, int D, int CW, bool FQ = false, bool TB = false> struct
         RS = TB ? MMVT_Q6A : CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
         SLOT = TB ? C * RB * MMVT_Q6A : RB * RS,
         PARK = C * RB * 16,
-        XS = FQ ? MMVT_XS * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
+        XW = T == QT_Q6_K ? MMVT_XS6 : MMVT_XS, /* a column's activations in xs */
+        XS = FQ ? XW * C : 0,                  /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
@@ -241,8 +245,14 @@ template <int N> static __device__ __forceinline__ void mmvt_ld16(const uint8_t 
         o[4 * i] = v.x, o[4 * i + 1] = v.y, o[4 * i + 2] = v.z, o[4 * i + 3] = v.w;
     }
 }
-template <bool AL>
-[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd)
+/* NS: ns[j] = -32 S_j, the activations' 16-sums (FQ: quantized with them),
+ * the start of sub-block j's dot product, which then takes the 6-bit
+ * values as they are (0..63): sum_i (q_i - 32) a_i = sum_i q_i a_i - 32
+ * S_j, the same integer, two operations a word fewer; else q - 32 per
+ * byte */
+template <bool AL, bool NS>
+[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd,
+                                                                        const int *ns)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     int v1 = 0;
@@ -263,13 +273,13 @@ template <bool AL>
         for (int k = 0; k < 4; k++) {
             const uint4 a0 = xq[8 * h + 2 * k], a1 = xq[8 * h + 2 * k + 1];
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
-            int d0 = 0, d1 = 0;
+            int d0 = NS ? ns[8 * h + 2 * k] : 0, d1 = NS ? ns[8 * h + 2 * k + 1] : 0;
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const uint32_t l = ql[8 * (k & 1) + i];
                 const uint32_t lo = k >= 2 ? (l >> 4) & m : l & m;
                 const uint32_t hi = (k == 0 ? qh[i] << 4 : k == 1 ? qh[i] << 2 : k == 2 ? qh[i] : qh[i] >> 2) & m2;
-                const int q = (int)(((lo | hi) + k60) ^ k80);
+                const int q = NS ? (int)(lo | hi) : (int)(((lo | hi) + k60) ^ k80);
                 if (i < 4)
                     d0 = __dp4a(q, a[i], d0);
                 else
@@ -432,13 +442,20 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                         int sum;
                         float d;
                         cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
-                        int8_t *xb = (int8_t *)(xs + jq * MMVT_XS); /* mmvt_xat's layout */
+                        int8_t *xb = (int8_t *)(xs + jq * G::XW); /* mmvt_xat's layout */
                         cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
+                        if constexpr (T == QT_Q6_K) {
+                            /* sub-block lane / 2's sum: two lanes' 8 values */
+                            int s8 = __dp4a((int)q[0], 0x01010101, __dp4a((int)q[1], 0x01010101, 0));
+                            s8 += __shfl_xor_sync(0xffffffffu, s8, 1);
+                            if (!(lane & 1))
+                                ((int *)(xb + MMVT_XS))[lane / 2] = -32 * s8;
+                        }
                     }
                 }
                 __syncwarp();
             }
-            xa = mmvt_xat(xs + j * MMVT_XS);
+            xa = mmvt_xat(xs + j * G::XW);
             if (ns > 1 && s + 1 < n_st) {
                 cuda_stage nx = cp;
                 cuda_stage_next<G::C>(nx, ns, nbr);
@@ -451,6 +468,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * 2026-12-04); Q4_K/Q5_K at 12-14 warps have no 64 registers to
          * spare */
         uint4 xq[T == QT_Q6_K ? 16 : 1];
+        int nsum[T == QT_Q6_K && FQ ? 16 : 1];
         float xd = 0.0f;
         if constexpr (T == QT_Q6_K) {
             if (j < cp.cnt) {
@@ -458,6 +476,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 for (int i = 0; i < 16; i++)
                     xq[i] = mmvt_ld<FQ>(xa.qs + i);
                 xd = mmvt_ld<FQ>(xa.d);
+                if constexpr (FQ)
+                    mmvt_ld16<4>(xs + j * G::XW + MMVT_XS, (uint32_t *)nsum);
             }
         }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
@@ -472,7 +492,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                                         (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
             if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6<TB>(b, xq, xd);
+                t = mmvt_terms_q6<TB, FQ>(b, xq, xd, nsum);
             else
                 t = mmvt_terms<T, FQ>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
