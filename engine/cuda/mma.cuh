@@ -163,20 +163,6 @@ static __device__ __forceinline__ void cuda_tma_rows(void *dst, const void *map,
 #endif
 }
 
-/* The same for cuda_tmap_q6k's 3-D map: the box at element x of group y
- * of span z (every byte of it counts against bar, slack and rows past the
- * weight included) to shared dst (16-byte aligned). */
-static __device__ __forceinline__ void cuda_tma_q6k(void *dst, const void *map, int32_t x, int32_t y, int32_t z,
-                                                    uint64_t *bar)
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
-                 "%4}], [%5];\n" ::"r"(cuda_saddr(dst)),
-                 "l"(map), "r"(x), "r"(y), "r"(z), "r"(cuda_saddr(bar))
-                 : "memory");
-#endif
-}
-
 /* Arrive on bar and add `bytes` of expected transactions to its phase:
  * the phase completes when its arrivals are in and the bulk copies
  * counted against it have landed. */

@@ -155,6 +155,8 @@ int cuda_mmqt(struct cuda_ctx *c, const struct backend_weight *w, const void *xq
 template <int T>
 int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
               int32_t n_rows, int rb, int max_blocks, int cw);
+int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight *w, const float *x, const void *xq,
+                      float *y, int rb);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share

@@ -103,16 +103,12 @@ template <int T> struct mmvt_t {
 /* Q6_K's, with its sixteen 16-sums S_j as -32 S_j (int32, at MMVT_XS: the
  * dot products' starting values, mmvt_terms_q6) */
 #define MMVT_XS6 (MMVT_XS + 64)
-/* TB: a Q6_K super-block's room in a slot, as cuda_tmap_q6k's box lands it
- * (210 bytes and 30 of slack: 15 granules, an odd number, so the 16-byte
- * reads of 8 neighbouring rows fall in 8 distinct bank groups) */
-#define MMVT_Q6A 240
-
-/* TB (Q6_K only): a stage comes by cuda_tmap_q6k's tensor copies, one box
- * a column and span row (mmvt_kernel), as C column blocks of RB rows x
- * MMVT_Q6A bytes, every super-block 16-byte aligned; else by a bulk copy
- * a row (cuda_feed_rows), rows RS bytes apart */
-template <int T, int RB, int D, int CW, bool FQ = false, bool TB = false> struct mmvt_geom {
+/* PW (Q6_K rows of whole 8-super-block runs, 32 rows a group: mmvt_kernel
+ * says why): every stage's runs start 16-byte aligned in their slot rows,
+ * so super-block column j lies at phase 210 j mod 16 = 2 j there, the same
+ * in every row; compute warp w takes column w, and its phase 2 w is a
+ * compile-time constant of the code that warp runs */
+template <int T, int RB, int D, int CW, bool FQ = false, bool PW = false> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
@@ -128,27 +124,16 @@ template <int T, int RB, int D, int CW, bool FQ = false, bool TB = false> struct
          * the multi-group shapes) RS was 3,392 B = 64 mod 128, rows two bank
          * groups apart: 8-way conflicts on every word a half-warp read. */
         PAD = (CB / 16) % 2 ? 32 : 16,
-        RS = TB ? MMVT_Q6A : CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
-        SLOT = TB ? C * RB * MMVT_Q6A : RB * RS,
+        RS = CB + PAD, /* its stride in the slot (CB % 16 == 0: 144 / 176-byte blocks, Q6_K's C % 8 == 0) */
+        SLOT = RB * RS,
         PARK = C * RB * 16,
         XW = T == QT_Q6_K ? MMVT_XS6 : MMVT_XS, /* a column's activations in xs */
         XS = FQ ? XW * C : 0,                  /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
-    static_assert(!TB || (T == QT_Q6_K && RB == 32), "tensor stages: Q6_K, 32 rows a group");
+    static_assert(!PW || (T == QT_Q6_K && RB == 32 && CW == 8), "static phases: Q6_K, a column a warp, 8 phases");
 };
-
-/* The weight row behind slot row l of group g: l itself, or with TB the
- * boxes' order (a box holds rows s apart: slot row l is row s (l % (RB /
- * s)) + l / (RB / s) of the group) */
-template <int RB, bool TB> static __device__ __forceinline__ int32_t mmvt_row(int32_t g, int l, int32_t sp)
-{
-    if constexpr (TB)
-        return g * RB + sp * (l % (RB / sp)) + l / (RB / sp);
-    else
-        return g * RB + l;
-}
 
 /* The activations of one super-block: in the global planes of the
  * quantizer kernel (read by the read-only path), or, FQ, in shared memory
@@ -235,8 +220,6 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 /* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
 /* xq, xd: the activation super-block's 16 granules of qs and its d, loaded
  * by the caller before the stage's wait (mmvt_kernel says why) */
-/* AL: b 16-byte aligned (TB's slots), its words read 16 bytes at a time;
- * else 2-byte aligned, each word from two (cuda_ld_a2) */
 template <int N> static __device__ __forceinline__ void mmvt_ld16(const uint8_t *p, uint32_t o[4 * N])
 {
 #pragma unroll
@@ -245,26 +228,44 @@ template <int N> static __device__ __forceinline__ void mmvt_ld16(const uint8_t 
         o[4 * i] = v.x, o[4 * i + 1] = v.y, o[4 * i + 2] = v.z, o[4 * i + 3] = v.w;
     }
 }
+/* N words from byte OFF (even; a compile-time constant) of the 16-byte
+ * aligned a: the granules they lie in by 16-byte loads, each word then a
+ * register or, at a 2-byte phase, one funnel shift of two */
+template <int OFF, int N> static __device__ __forceinline__ void mmvt_ldp(const uint8_t *a, uint32_t o[N])
+{
+    constexpr int W0 = OFF / 4, SH = OFF % 4 * 8, G0 = W0 / 4, NG = (W0 + N + (SH ? 1 : 0) + 3) / 4 - G0;
+    uint32_t v[4 * NG];
+    mmvt_ld16<NG>(a + 16 * G0, v);
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        o[i] = SH ? __funnelshift_r(v[W0 - 4 * G0 + i], v[W0 - 4 * G0 + i + 1], SH) : v[W0 - 4 * G0 + i];
+}
 /* NS: ns[j] = -32 S_j, the activations' 16-sums (FQ: quantized with them),
  * the start of sub-block j's dot product, which then takes the 6-bit
  * values as they are (0..63): sum_i (q_i - 32) a_i = sum_i q_i a_i - 32
  * S_j, the same integer, two operations a word fewer; else q - 32 per
  * byte */
-template <bool AL, bool NS>
+/* PH: b's phase (b - PH 16-byte aligned), a compile-time constant (PW),
+ * its words read 16 bytes at a time (mmvt_ldp); -1: unknown, each word
+ * from two word loads (cuda_ld_a2) */
+template <int PH, bool NS>
 [[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd,
                                                                         const int *ns)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     int v1 = 0;
+    uint32_t qla[2][16], qha[2][8], swa[4];
+    if constexpr (PH >= 0) {
+        mmvt_ldp<PH, 16>(b - PH, qla[0]);
+        mmvt_ldp<PH + 64, 16>(b - PH, qla[1]);
+        mmvt_ldp<PH + 128, 8>(b - PH, qha[0]);
+        mmvt_ldp<PH + 160, 8>(b - PH, qha[1]);
+        mmvt_ldp<PH + 192, 4>(b - PH, swa); /* both halves' scales */
+    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        uint32_t ql[16], qh[8], sw[2];
-        if constexpr (AL) {
-            mmvt_ld16<4>(b + 64 * h, ql);
-            mmvt_ld16<2>(b + 128 + 32 * h, qh);
-            const uint2 v = *(const uint2 *)(b + 192 + 8 * h);
-            sw[0] = v.x, sw[1] = v.y;
-        } else {
+        uint32_t *ql = qla[h], *qh = qha[h], *sw = swa + 2 * h;
+        if constexpr (PH < 0) {
             cuda_ld_a2<16>(b + 64 * h, ql);
             cuda_ld_a2<8>(b + 128 + 32 * h, qh);
             cuda_ld_a2<2>(b + 192 + 8 * h, sw);
@@ -293,15 +294,13 @@ template <bool AL, bool NS>
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-/* tm, sp: TB's map (cuda_tmap_q6k) and its span of rows */
-template <int T, int RB, int D, int CW, bool FQ, bool TB>
+template <int T, int RB, int D, int CW, bool FQ, bool PW>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig, const __grid_constant__ CUtensorMap tm,
-            int32_t sp)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D, CW, FQ, TB> G;
+    typedef mmvt_geom<T, RB, D, CW, FQ, PW> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
@@ -327,26 +326,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            uint8_t *slot = mmvt_sm + (f % D) * G::SLOT;
-            if constexpr (TB) {
-                /* a box a (column jj, row rr of the span): super-block st C
-                 * + jj of rows rr, rr + sp, ... of the group, at slot rows
-                 * rr RB / sp .. (mmvt_row); element 105 x its place in its
-                 * group of 8, the group, the group's first span */
-                const int nb = fp.cnt * sp, bq = RB / sp;
-                if (lane == 0)
-                    cuda_mbar_expect(&full[f % D], (uint32_t)(fp.cnt * RB * MMVT_Q6A));
-                __syncwarp();
-                for (int b = lane; b < nb; b += CUDA_WARP) {
-                    const int jj = b / sp, rr = b % sp;
-                    const int64_t gp = (int64_t)rr * nbr + (int64_t)fp.st * G::C + jj;
-                    cuda_tma_q6k(slot + (jj * RB + rr * bq) * MMVT_Q6A, &tm, (int32_t)(105 * (gp % 8)),
-                                 (int32_t)(gp / 8), fp.g * bq, &full[f % D]);
-                }
-            } else {
-                cuda_feed_rows(slot, G::RS, w, row_bytes, n_w, fp.g * RB, RB, (size_t)fp.st * G::CB,
-                               (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
-            }
+            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
+                           (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
@@ -363,7 +344,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         float acc = 0.0f;
         for (int32_t s = 0; s < n_st; s++, cuda_stage_next<G::C>(cp, ns, nbr)) {
             cuda_mbar_wait(&done[s % D], (uint32_t)(s / D) & 1);
-            const int32_t row = mmvt_row<RB, TB>(cp.g, lane, sp);
+            const int32_t row = cp.g * RB + lane;
             if (lane < RB && row < n_w) {
                 const float4 *pk = park + (size_t)(s % D) * G::C * RB + lane;
 #pragma unroll
@@ -483,16 +464,27 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        if (j < cp.cnt && mmvt_row<RB, TB>(cp.g, r, sp) < n_w) {
+        if (j < cp.cnt && cp.g * RB + r < n_w) {
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
-             * (the weight 16-byte aligned, G::CB a multiple of 16); TB: the
-             * super-block at the start of its room */
-            const uint8_t *b = TB ? mmvt_sm + (s % D) * G::SLOT + (j * RB + r) * MMVT_Q6A
-                                  : mmvt_sm + (s % D) * G::SLOT + r * G::RS +
-                                        (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
+             * (the weight 16-byte aligned, G::CB a multiple of 16) */
+            const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
+                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
-            if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6<TB, FQ>(b, xq, xd, nsum);
+            if constexpr (PW) {
+                /* column j = warp at phase 2 j: one instantiation a warp
+                 * (warp-uniform branch) */
+                switch (warp) {
+                case 0: t = mmvt_terms_q6<0, FQ>(b, xq, xd, nsum); break;
+                case 1: t = mmvt_terms_q6<2, FQ>(b, xq, xd, nsum); break;
+                case 2: t = mmvt_terms_q6<4, FQ>(b, xq, xd, nsum); break;
+                case 3: t = mmvt_terms_q6<6, FQ>(b, xq, xd, nsum); break;
+                case 4: t = mmvt_terms_q6<8, FQ>(b, xq, xd, nsum); break;
+                case 5: t = mmvt_terms_q6<10, FQ>(b, xq, xd, nsum); break;
+                case 6: t = mmvt_terms_q6<12, FQ>(b, xq, xd, nsum); break;
+                default: t = mmvt_terms_q6<14, FQ>(b, xq, xd, nsum); break;
+                }
+            } else if constexpr (T == QT_Q6_K)
+                t = mmvt_terms_q6<-1, FQ>(b, xq, xd, nsum);
             else
                 t = mmvt_terms<T, FQ>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
@@ -504,25 +496,20 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-template <int T, int RB, int D, int CW, bool FQ, bool TB = false>
+template <int T, int RB, int D, int CW, bool FQ, bool PW = false>
 static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
-                          int max_blocks, const CUtensorMap *tm = NULL, int sp = 1)
+                          int max_blocks)
 {
-    typedef mmvt_geom<T, RB, D, CW, FQ, TB> G;
-    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ, TB>>(G::SMEM, (CW + 1) * CUDA_WARP);
+    typedef mmvt_geom<T, RB, D, CW, FQ, PW> G;
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ, PW>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    CUtensorMap none;
-    if (!tm) {
-        memset(&none, 0, sizeof(none));
-        tm = &none;
-    }
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, TB>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, PW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
-                (int32_t)cuda_mmvt_trig(c), *tm, (int32_t)sp);
+                (int32_t)cuda_mmvt_trig(c));
     return 0;
 }
 
@@ -600,23 +587,6 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * sm_90 and later */
     if (n_rows != 1 || w->ne0 % QK_K || ((uintptr_t)w->data & 15) || c->sm < 90 || w->ne1 > INT32_MAX - 32)
         return INF_EUNSUPPORTED;
-    /* Q6_K at 32 rows a group (the rule's or forced; not sm_121, whose
-     * ~100 KB hold one 61 KB tensor stage): its stages by tensor copies
-     * (cuda_tmap_q6k), every super-block aligned, where the map takes the
-     * weight (rows a multiple of the span sp); else the row copies */
-    CUtensorMap tm;
-    int sp = 0;
-    if constexpr (T == QT_Q6_K) {
-        const int64_t nb = w->ne0 / QK_K;
-        /* odd rows (a span of 8) would put boxes 960 bytes apart: 64-byte
-         * aligned, and tensor copies may need 128 */
-        sp = nb % 8 == 0 ? 1 : nb % 4 == 0 ? 2 : nb % 2 == 0 ? 4 : 0;
-        if (sp && c->mmvt_tb && c->sm < 120 && (rb > 0 ? rb == 32 : c->mmvt_rb != 16) &&
-            cuda_tmap_q6k(&tm, w->data, nb, w->ne1, sp) == 0)
-            rb = 32;
-        else
-            sp = 0;
-    }
     if (rb <= 0)
         rb = c->mmvt_rb ? c->mmvt_rb : mmvt_rows(w->ne1, w->ne0 / QK_K, c->n_sm); /* at most 32: one warp instruction covers 32 rows of a super-block */
     /* the row quantized here where each block has one row group (one
@@ -646,10 +616,13 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;
+    /* Q6_K rows of whole 8-super-block runs at 32 rows a group (every
+     * stage of 8 columns then starts 16-byte aligned): the static phases
+     * (PW); not sm_121 (8 warps, two stages: the general form) */
     if constexpr (T == QT_Q6_K) {
-        if (sp) {
-            const int rc = x ? mmvt_launch_fq<T, 32, 3, 8, true, true>(c, w, x, NULL, y, max_blocks, &tm, sp)
-                             : mmvt_launch_fq<T, 32, 3, 8, false, true>(c, w, NULL, xq, y, max_blocks, &tm, sp);
+        if (c->mmvt_pw && rb == 32 && nbr % 8 == 0 && c->sm < 120) {
+            const int rc = x ? mmvt_launch_fq<T, 32, 3, 8, true, true>(c, w, x, NULL, y, max_blocks)
+                             : mmvt_launch_fq<T, 32, 3, 8, false, true>(c, w, NULL, xq, y, max_blocks);
             if (rc != -1)
                 return rc;
         }
@@ -678,3 +651,14 @@ template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *
                                 float *, int32_t, int, int, int);
 template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
                                 float *, int32_t, int, int, int);
+
+/* prewarm (cuda/prewarm.cu): the form cuda_mmvt takes for (x or xq, rb)
+ * on w, launched once; 0 where this device holds no such form */
+int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight *w, const float *x, const void *xq,
+                      float *y, int rb)
+{
+    const int rc = type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, x, xq, y, 1, rb, 0, 0)
+                   : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, x, xq, y, 1, rb, 0, 0)
+                                     : cuda_mmvt<QT_Q6_K>(c, w, x, xq, y, 1, rb, 0, 0);
+    return rc == -1 || rc == INF_EUNSUPPORTED ? 0 : rc;
+}

@@ -472,9 +472,9 @@ struct mm_variant {
      * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced);
      * MMQT: a = activation rows, b = 16-row tiles a block (1 or 2), c =
      * the grid's cap (0: the dispatcher's; 1: one block, streaming every
-     * row group); d = 1: Q6_K's row copies forced (INFERD_MMVT_TB=0's
-     * form, which shapes without a tensor map take; 0: the tensor stages
-     * at 32 rows where the shape has a map) */
+     * row group); d = 1: Q6_K's general form forced (INFERD_MMVT_PW=0's,
+     * which rows not of whole 8-super-block runs take; 0: the static
+     * phases where the shape allows them, cuda/mmvt.cu) */
     int type, kind, a, b, c, d;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
@@ -559,7 +559,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         break;
     case MMV_MMVT:
         snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s%s", t, v->a, v->b ? " grid=1" : "",
-                 v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "", v->d ? " rows" : "");
+                 v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "", v->d ? " general" : "");
         break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
@@ -669,13 +669,13 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMVT) {
         int held = -1;
-        const int tb = c->mmvt_tb;
+        const int pw = c->mmvt_pw;
         if (v->d)
-            c->mmvt_tb = 0;
+            c->mmvt_pw = 0;
         const int rc = v->type == QT_Q4_K   ? mm_mmvt<QT_Q4_K>(c, w, x, y, v->a, v->b, v->c, &held)
                        : v->type == QT_Q5_K ? mm_mmvt<QT_Q5_K>(c, w, x, y, v->a, v->b, v->c, &held)
                                             : mm_mmvt<QT_Q6_K>(c, w, x, y, v->a, v->b, v->c, &held);
-        c->mmvt_tb = tb;
+        c->mmvt_pw = pw;
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");

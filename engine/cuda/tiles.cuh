@@ -304,34 +304,6 @@ static inline int cuda_tmap_rows(CUtensorMap *m, const void *base, size_t row_by
                : -1;
 }
 
-/* A 3-D map of a Q6_K weight for mmvt's aligned stages (cuda_tma_q6k):
- * the weight as 2-byte elements in groups of 8 super-blocks (840
- * elements, 1,680 bytes: the shortest run of whole 210-byte blocks that
- * is a multiple of 16 bytes, as a map's strides must be), those groups
- * along a span of s rows (s = 8 / gcd(nbr, 8): the fewest rows whose
- * bytes are a multiple of 16), and the spans. A box of 120 elements x 1
- * group x 32 / s spans copies one super-block (210 bytes and 30 of
- * slack) from each of 32 / s rows s apart, to shared memory 16-byte
- * aligned whatever the block's 2-byte phase in global memory: what a
- * bulk copy cannot do (its source must be 16-byte aligned). Slack past a
- * group's end lands as zeros. 0, or -1 (no driver entry; rows not a
- * multiple of s; a dimension past the map's limits). */
-static inline int cuda_tmap_q6k(CUtensorMap *m, const void *base, int64_t nbr, int64_t rows, int s)
-{
-    const PFN_cuTensorMapEncodeTiled_v12000 enc = cuda_tmap_encoder();
-    if (!enc || ((uintptr_t)base & 15) || s < 1 || s > 8 || 32 % s || (s * nbr) % 8 || rows % s || rows < s ||
-        rows > INT32_MAX || nbr < 1 || s * nbr / 8 > INT32_MAX)
-        return -1;
-    const cuuint64_t dim[3] = {840, (cuuint64_t)(s * nbr / 8), (cuuint64_t)(rows / s)};
-    const cuuint64_t stride[2] = {1680, (cuuint64_t)(s * nbr * 210)};
-    const cuuint32_t box[3] = {120, 1, (cuuint32_t)(32 / s)}, es[3] = {1, 1, 1};
-    return enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
-                   CUDA_SUCCESS
-               ? 0
-               : -1;
-}
-
 /* A 2-D map of an f16 matrix (rows of ne0 halves) for cuda_tma_rows
  * (coordinates: the half, the row): boxes of 64 halves x box_rows rows,
  * landing 128-byte swizzled (16-byte granule c of box row r at granule c ^

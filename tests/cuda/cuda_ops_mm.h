@@ -192,9 +192,10 @@ static void test_mul_mat(void)
             dfree(xg);
         }
     }
-    /* Q6_K's one-row tensor stages (cuda/mmvt.cu, cuda_tmap_q6k) at spans
-     * of 4 and 2 rows (14 and 4 super-blocks a row: the boxes' rows s
-     * apart, the last group partial); 10240 above is the span of 1 */
+    /* Q6_K's one-row product (cuda/mmvt.cu) where a row's super-blocks
+     * lie at phases that differ from row to row (14 and 4 super-blocks a
+     * row: the general form; 10240 above, 40 a row, takes the static
+     * phases), the last row group partial */
     static const int64_t q6s[][2] = {{3584, 40}, {1024, 38}};
     for (size_t a = 0; a < sizeof(q6s) / sizeof(q6s[0]); a++) {
         const int64_t ne0 = q6s[a][0];
