@@ -168,8 +168,6 @@ struct cuda_ctx {
     int mmqw;          /* mmqh's wgmma form where built: cuda/mmqr.cu 3 (turns, the default) or 2; 1 cuda/mmqw.cu; 0 the mma.sync form */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
-    int mmvt_pw;       /* Q6_K's one-row rows of whole 8-super-block runs read at static phases (cuda/mmvt.cu;
-                        * INFERD_MMVT_PW=0: the general form, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
                         * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;
                         * INFERD_MMVT_FQ=N, 0: never, A/B) */

@@ -83,12 +83,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * do not change) */
     const char *mrb = getenv("INFERD_MMVT_RB");
     c->mmvt_rb = mrb && (atoi(mrb) == 16 || atoi(mrb) == 32) ? atoi(mrb) : 0;
-    /* Q6_K's one-row products on rows of whole 8-super-block runs read
-     * their super-blocks at each warp's static phase (cuda/mmvt.cu, PW);
-     * INFERD_MMVT_PW=0 gives them the general form (A/B runs; results do
-     * not change) */
-    const char *mpw = getenv("INFERD_MMVT_PW");
-    c->mmvt_pw = !(mpw && !strcmp(mpw, "0"));
     /* INFERD_MMVT_FQ=N: the longest rows (super-blocks) mmvt quantizes its
      * activation row for itself where a block has one row group, every
      * type (by default -1: per type, cuda/mmq.cuh MMVT_FQ_SB /

@@ -103,12 +103,8 @@ template <int T> struct mmvt_t {
 /* Q6_K's, with its sixteen 16-sums S_j as -32 S_j (int32, at MMVT_XS: the
  * dot products' starting values, mmvt_terms_q6) */
 #define MMVT_XS6 (MMVT_XS + 64)
-/* PW (Q6_K rows of whole 8-super-block runs, 32 rows a group: mmvt_kernel
- * says why): every stage's runs start 16-byte aligned in their slot rows,
- * so super-block column j lies at phase 210 j mod 16 = 2 j there, the same
- * in every row; compute warp w takes column w, and its phase 2 w is a
- * compile-time constant of the code that warp runs */
-template <int T, int RB, int D, int CW, bool FQ = false, bool PW = false> struct mmvt_geom {
+
+template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
         C = CW * KL,            /* super-block columns a stage */
@@ -132,7 +128,6 @@ template <int T, int RB, int D, int CW, bool FQ = false, bool PW = false> struct
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
-    static_assert(!PW || (T == QT_Q6_K && RB == 32 && CW == 8), "static phases: Q6_K, a column a warp, 8 phases");
 };
 
 /* The activations of one super-block: in the global planes of the
@@ -220,56 +215,23 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
 /* [[maybe_unused]]: sm_80/sm_89 compile the kernel empty (no bulk copies) */
 /* xq, xd: the activation super-block's 16 granules of qs and its d, loaded
  * by the caller before the stage's wait (mmvt_kernel says why) */
-template <int N> static __device__ __forceinline__ void mmvt_ld16(const uint8_t *p, uint32_t o[4 * N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-        const uint4 v = ((const uint4 *)p)[i];
-        o[4 * i] = v.x, o[4 * i + 1] = v.y, o[4 * i + 2] = v.z, o[4 * i + 3] = v.w;
-    }
-}
-/* N words from byte OFF (even; a compile-time constant) of the 16-byte
- * aligned a: the granules they lie in by 16-byte loads, each word then a
- * register or, at a 2-byte phase, one funnel shift of two */
-template <int OFF, int N> static __device__ __forceinline__ void mmvt_ldp(const uint8_t *a, uint32_t o[N])
-{
-    constexpr int W0 = OFF / 4, SH = OFF % 4 * 8, G0 = W0 / 4, NG = (W0 + N + (SH ? 1 : 0) + 3) / 4 - G0;
-    uint32_t v[4 * NG];
-    mmvt_ld16<NG>(a + 16 * G0, v);
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        o[i] = SH ? __funnelshift_r(v[W0 - 4 * G0 + i], v[W0 - 4 * G0 + i + 1], SH) : v[W0 - 4 * G0 + i];
-}
 /* NS: ns[j] = -32 S_j, the activations' 16-sums (FQ: quantized with them),
  * the start of sub-block j's dot product, which then takes the 6-bit
  * values as they are (0..63): sum_i (q_i - 32) a_i = sum_i q_i a_i - 32
  * S_j, the same integer, two operations a word fewer; else q - 32 per
  * byte */
-/* PH: b's phase (b - PH 16-byte aligned), a compile-time constant (PW),
- * its words read 16 bytes at a time (mmvt_ldp); -1: unknown, each word
- * from two word loads (cuda_ld_a2) */
-template <int PH, bool NS>
+template <bool NS>
 [[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd,
                                                                         const int *ns)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     int v1 = 0;
-    uint32_t qla[2][16], qha[2][8], swa[4];
-    if constexpr (PH >= 0) {
-        mmvt_ldp<PH, 16>(b - PH, qla[0]);
-        mmvt_ldp<PH + 64, 16>(b - PH, qla[1]);
-        mmvt_ldp<PH + 128, 8>(b - PH, qha[0]);
-        mmvt_ldp<PH + 160, 8>(b - PH, qha[1]);
-        mmvt_ldp<PH + 192, 4>(b - PH, swa); /* both halves' scales */
-    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        uint32_t *ql = qla[h], *qh = qha[h], *sw = swa + 2 * h;
-        if constexpr (PH < 0) {
-            cuda_ld_a2<16>(b + 64 * h, ql);
-            cuda_ld_a2<8>(b + 128 + 32 * h, qh);
-            cuda_ld_a2<2>(b + 192 + 8 * h, sw);
-        }
+        uint32_t ql[16], qh[8], sw[2];
+        cuda_ld_a2<16>(b + 64 * h, ql);
+        cuda_ld_a2<8>(b + 128 + 32 * h, qh);
+        cuda_ld_a2<2>(b + 192 + 8 * h, sw);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const uint4 a0 = xq[8 * h + 2 * k], a1 = xq[8 * h + 2 * k + 1];
@@ -294,13 +256,13 @@ template <int PH, bool NS>
     return make_float4(p1, (float)v1, 0.0f, 0.0f);
 }
 
-template <int T, int RB, int D, int CW, bool FQ, bool PW>
+template <int T, int RB, int D, int CW, bool FQ>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
             int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D, CW, FQ, PW> G;
+    typedef mmvt_geom<T, RB, D, CW, FQ> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
@@ -449,7 +411,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * 2026-12-04); Q4_K/Q5_K at 12-14 warps have no 64 registers to
          * spare */
         uint4 xq[T == QT_Q6_K ? 16 : 1];
-        int nsum[T == QT_Q6_K && FQ ? 16 : 1];
+        int4 nsum[T == QT_Q6_K && FQ ? 4 : 1]; /* the 16 values -32 S_j (MMVT_XS6) */
         float xd = 0.0f;
         if constexpr (T == QT_Q6_K) {
             if (j < cp.cnt) {
@@ -457,8 +419,11 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 for (int i = 0; i < 16; i++)
                     xq[i] = mmvt_ld<FQ>(xa.qs + i);
                 xd = mmvt_ld<FQ>(xa.d);
-                if constexpr (FQ)
-                    mmvt_ld16<4>(xs + j * G::XW + MMVT_XS, (uint32_t *)nsum);
+                if constexpr (FQ) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        nsum[i] = ((const int4 *)(xs + j * G::XW + MMVT_XS))[i];
+                }
             }
         }
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
@@ -470,21 +435,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
                                (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
             float4 t;
-            if constexpr (PW) {
-                /* column j = warp at phase 2 j: one instantiation a warp
-                 * (warp-uniform branch) */
-                switch (warp) {
-                case 0: t = mmvt_terms_q6<0, FQ>(b, xq, xd, nsum); break;
-                case 1: t = mmvt_terms_q6<2, FQ>(b, xq, xd, nsum); break;
-                case 2: t = mmvt_terms_q6<4, FQ>(b, xq, xd, nsum); break;
-                case 3: t = mmvt_terms_q6<6, FQ>(b, xq, xd, nsum); break;
-                case 4: t = mmvt_terms_q6<8, FQ>(b, xq, xd, nsum); break;
-                case 5: t = mmvt_terms_q6<10, FQ>(b, xq, xd, nsum); break;
-                case 6: t = mmvt_terms_q6<12, FQ>(b, xq, xd, nsum); break;
-                default: t = mmvt_terms_q6<14, FQ>(b, xq, xd, nsum); break;
-                }
-            } else if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6<-1, FQ>(b, xq, xd, nsum);
+            if constexpr (T == QT_Q6_K)
+                t = mmvt_terms_q6<FQ>(b, xq, xd, (const int *)nsum);
             else
                 t = mmvt_terms<T, FQ>(b, xa);
             park[((size_t)(s % D) * G::C + j) * RB + r] = t;
@@ -496,18 +448,18 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-template <int T, int RB, int D, int CW, bool FQ, bool PW = false>
+template <int T, int RB, int D, int CW, bool FQ>
 static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
                           int max_blocks)
 {
-    typedef mmvt_geom<T, RB, D, CW, FQ, PW> G;
-    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ, PW>>(G::SMEM, (CW + 1) * CUDA_WARP);
+    typedef mmvt_geom<T, RB, D, CW, FQ> G;
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, PW>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
                 (int32_t)cuda_mmvt_trig(c));
     return 0;
@@ -616,17 +568,6 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
         x = NULL;
     if (!x && !xq)
         return INF_EUNSUPPORTED;
-    /* Q6_K rows of whole 8-super-block runs at 32 rows a group (every
-     * stage of 8 columns then starts 16-byte aligned): the static phases
-     * (PW); not sm_121 (8 warps, two stages: the general form) */
-    if constexpr (T == QT_Q6_K) {
-        if (c->mmvt_pw && rb == 32 && nbr % 8 == 0 && c->sm < 120) {
-            const int rc = x ? mmvt_launch_fq<T, 32, 3, 8, true, true>(c, w, x, NULL, y, max_blocks)
-                             : mmvt_launch_fq<T, 32, 3, 8, false, true>(c, w, NULL, xq, y, max_blocks);
-            if (rc != -1)
-                return rc;
-        }
-    }
     if (c->sm >= 120)
         return mmvt_launch_rb<T, 2, 8>(c, w, x, xq, y, rb, max_blocks);
     /* 14 (Q4_K only: Q5_K's three stages do not fit) or 12 warps with

@@ -472,10 +472,8 @@ struct mm_variant {
      * compute warps a block (0: by shape; 8, 12 or, Q4_K, 14 forced);
      * MMQT: a = activation rows, b = 16-row tiles a block (1 or 2), c =
      * the grid's cap (0: the dispatcher's; 1: one block, streaming every
-     * row group); d = 1: Q6_K's general form forced (INFERD_MMVT_PW=0's,
-     * which rows not of whole 8-super-block runs take; 0: the static
-     * phases where the shape allows them, cuda/mmvt.cu) */
-    int type, kind, a, b, c, d;
+     * row group) */
+    int type, kind, a, b, c;
 };
 #define MMV_MMQ(t) {t, MMV_MMQK, 1, 0, 0}, {t, MMV_MMQK, 2, 0, 0}
 #define MMV_MMQW(t, e) {t, MMV_MMQK, 1, e, 128}, {t, MMV_MMQK, 2, e, 128}
@@ -491,7 +489,7 @@ struct mm_variant {
 #define MMV_K(t) MMV_KW(t, 1), MMV_KU8(t), MMV_KW(t, 2), MMV_KW(t, 4), MMV_KW(t, 8), MMV_MMQ(t), MMV_MMQW(t, 0), \
     {t, MMV_MMQS, 8, 0, 0}, {t, MMV_MMQS, 16, 0, 0}, {t, MMV_MMQS, 40, 0, 0}
 #define MMV_T(t) {t, MMV_MMVT, 32, 0, 0}, {t, MMV_MMVT, 16, 0, 0}, {t, MMV_MMVT, 32, 1, 0}, \
-    {t, MMV_MMVT, 16, 1, 0}, {t, MMV_MMVT, 32, 0, 0, 1}, {t, MMV_MMVT, 32, 1, 0, 1}
+    {t, MMV_MMVT, 16, 1, 0}
 /* Q4_K/Q5_K: 8 and 12 warps forced (by shape, a 64-row scratch weight
  * would only ever get the one-group count), Q4_K's 14 beside them */
 #define MMV_T12(t) {t, MMV_MMVT, 32, 0, 8}, {t, MMV_MMVT, 16, 0, 8}, {t, MMV_MMVT, 32, 1, 8}, \
@@ -558,8 +556,8 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         snprintf(buf, n, "mul_mat<%s> mmqt tl=%d rows=%d%s", t, v->b, v->a, v->c ? " grid=1" : "");
         break;
     case MMV_MMVT:
-        snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s%s", t, v->a, v->b ? " grid=1" : "",
-                 v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "", v->d ? " general" : "");
+        snprintf(buf, n, "mul_mat<%s> mmvt rb=%d%s%s", t, v->a, v->b ? " grid=1" : "",
+                 v->c == 14 ? " cw=14" : v->c == 12 ? " cw=12" : v->c == 8 ? " cw=8" : "");
         break;
     default:
         snprintf(buf, n, "mul_mat<%s> mmq<%d,%s>%s", t, v->a, v->b ? "true" : "false", v->c ? " bn=128" : "");
@@ -669,13 +667,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
     }
     if (v->kind == MMV_MMVT) {
         int held = -1;
-        const int pw = c->mmvt_pw;
-        if (v->d)
-            c->mmvt_pw = 0;
         const int rc = v->type == QT_Q4_K   ? mm_mmvt<QT_Q4_K>(c, w, x, y, v->a, v->b, v->c, &held)
                        : v->type == QT_Q5_K ? mm_mmvt<QT_Q5_K>(c, w, x, y, v->a, v->b, v->c, &held)
                                             : mm_mmvt<QT_Q6_K>(c, w, x, y, v->a, v->b, v->c, &held);
-        c->mmvt_pw = pw;
         /* before sm_90 (no bulk copies) never picked: as a device that
          * cannot hold it */
         return mm_variant_status(c, rc == INF_EUNSUPPORTED && c->sm < 90 ? -1 : rc, "mmvt kernel");

@@ -102,39 +102,18 @@ extern "C" int cuda_be_prewarm(struct backend *be,
             /* the one-row K-quant product's forms the table's rows do not
              * reach on this scratch (cuda/mmvt.cu): reading the quantizer's
              * planes (the table's rows quantize the row in the kernel: a
-             * 64-row weight of 2 super-blocks a row), and Q6_K's static
-             * phases (rows of whole 8-super-block runs: the same bytes as
-             * 16 rows of 2048) in both */
+             * 64-row weight of 2 super-blocks a row) */
             if ((t == QT_Q4_K || t == QT_Q5_K || t == QT_Q6_K) && c->mmvt) {
                 cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w.ne0, 0);
                 for (int rb = 32; rb >= 16; rb -= 16) {
                     snprintf(name, sizeof(name), "mul_mat<%s> mmvt rb=%d planes", quant_type_name(t), rb);
                     const double t0 = pw_now();
-                    if ((rc = cuda_mmvt_prewarm(c, t, &w, NULL, c->xq, y, rb)) != 0 || (rc = be->ops->sync(be)) != 0)
-                        {
+                    if ((rc = cuda_mmvt_prewarm(c, t, &w, NULL, c->xq, y, rb)) != 0 ||
+                        (rc = be->ops->sync(be)) != 0) {
                         cudaFree(w.aux);
                         goto out;
                     }
                     report(ud, name, pw_now() - t0);
-                }
-                if (t == QT_Q6_K && c->mmvt_pw) {
-                    struct backend_weight v = w;
-                    v.ne0 = 2048;
-                    v.ne1 = PW_N * PW_NE0 / 2048;
-                    v.row_bytes = quant_row_bytes(t, 2048);
-                    v.aux = NULL;
-                    cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, v.ne0, 0);
-                    for (int fq = 1; fq >= 0; fq--) {
-                        snprintf(name, sizeof(name), "mul_mat<q6_K> mmvt rb=32 phases%s", fq ? "" : " planes");
-                        const double t0 = pw_now();
-                        if ((rc = cuda_mmvt_prewarm(c, t, &v, fq ? x : NULL, c->xq, y, 32)) != 0 ||
-                            (rc = be->ops->sync(be)) != 0)
-                            {
-                        cudaFree(w.aux);
-                        goto out;
-                    }
-                        report(ud, name, pw_now() - t0);
-                    }
                 }
             }
             cudaFree(w.aux);
