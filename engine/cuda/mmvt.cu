@@ -70,6 +70,17 @@
  * compute lanes themselves from global memory or by their own cp.async
  * (1.1-1.4x slower: 32 rows a warp instruction), 16-row groups on
  * one-group shapes.
+ * Q6_K (session 45, bench/RESULTS.md 2026-12-06 08:10-): where the warps
+ * quantize the row they also keep its 16-sums as -32 S_j, the start of
+ * each sub-block's dot product (mmvt_terms_q6: 13% fewer instructions,
+ * the same integers; 0.98-1.015x on the H100, whose Q6_K product is bound
+ * by the stream: tasks ~0.75-1.1 us, stages landing ~2 us apart). Tried
+ * and withdrawn: tensor copies that would land every super-block 16-byte
+ * aligned (a box must start 16-byte aligned: "illegal instruction",
+ * bench/tma_probe.cu), and, for rows of whole 8-super-block runs, each
+ * warp's phase as a compile-time constant with 16-byte loads (half the
+ * wavefronts, but 8 copies of the terms missed the instruction cache:
+ * tasks 2.3-2.75 us).
  */
 #include "engine/cuda/mma.cuh"
 #include "engine/cuda/mmq.cuh"
