@@ -192,22 +192,6 @@ static void test_mul_mat(void)
             dfree(xg);
         }
     }
-    /* Q6_K's one-row product (cuda/mmvt.cu) where a row's super-blocks
-     * lie at phases that differ from row to row (14 and 4 super-blocks a
-     * row: the general form; 10240 above, 40 a row, takes the static
-     * phases), the last row group partial */
-    static const int64_t q6s[][2] = {{3584, 40}, {1024, 38}};
-    for (size_t a = 0; a < sizeof(q6s) / sizeof(q6s[0]); a++) {
-        const int64_t ne0 = q6s[a][0];
-        for (int32_t r = 0; r < MM_NMAX; r++)
-            fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
-        float *xg = dup_host(x, sizeof(float) * MM_NMAX * (size_t)ne0);
-        double xn[MM_NMAX + 1] = {0};
-        for (int32_t r = 0; r < MM_NMAX; r++)
-            xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
-        test_mul_mat_shape(QT_Q6_K, ne0, q6s[a][1], x, xg, xn);
-        dfree(xg);
-    }
     free(x);
 }
 
