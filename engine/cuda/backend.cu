@@ -506,6 +506,7 @@ int cuda_scratch_update(struct cuda_ctx *c)
     size_t need = k_bytes > o_bytes ? k_bytes : o_bytes;
     need = f_bytes > need ? f_bytes : need;
     int rc = cuda_scratch_grow(c, &c->xq, &c->xq_bytes, need);
+    c->x16p_ready = 0; /* either scratch may move */
     /* mmqh's f16 activations: the largest batch it takes */
     if (!rc && c->mmqh && c->res_rows >= c->mmqh)
         rc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)c->res_rows * (size_t)(blk256 * QK_K) * 2);

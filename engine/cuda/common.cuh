@@ -108,6 +108,11 @@ struct cuda_ctx {
      * halves, where c->mmqh is on */
     void *x16;
     size_t x16_bytes;
+    /* 1 while x16 holds the activations c->xq holds, as f16 in mmqr's k
+     * order: set by the quantizer that writes both (cuda_quantize_x16p)
+     * and by mmqr's own conversion (mmqh_x16), cleared by every other
+     * write of c->xq or c->x16; mmqr then skips its conversion */
+    int x16p_ready;
     size_t weight_bytes; /* resident weights, for the load log */
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
     struct cuda_sample *smp; /* ops->sample scratch (cuda/sample.cu), NULL until used */
@@ -587,5 +592,9 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
  * launches at the quantizer's start (cuda_pdl_trigger; c->pdl_early). */
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
                        int32_t n_rows, int64_t n, int before_mmvt);
+/* The same Q8_K planes, and each value also as f16 into x16 in mmqr's k
+ * order (cuda/mmqh_impl.cuh mmqh_x16p_elem): mmqh_x16p_kernel's bytes
+ * without reading the planes back (c->x16p_ready = 1) */
+void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16);
 
 #endif

@@ -347,6 +347,7 @@ static void mmc_run(struct cuda_ctx *c, struct cuda_mmc *m, const struct mmc_sha
         }
         if (*held != T) {
             const int64_t ne = (int64_t)n * s->ne0;
+            c->x16p_ready = 0; /* c->xq no longer holds what x16 was made from */
             if (T == QT_F32) {
                 if (CUDA_CHECK_CTX(c, cudaMemcpyAsync(c->xq, x, need, cudaMemcpyDeviceToDevice, c->stream)))
                     return;

@@ -193,6 +193,7 @@ static inline void mmqh_x16(struct cuda_ctx *c, const cuda_q8k &X, int32_t n_row
         mmqh_x16p_kernel<<<nb, 256, 0, c->stream>>>(X.qs, x16, n8);
     else
         mmqh_x16_kernel<<<nb, 256, 0, c->stream>>>(X.qs, x16, n8);
+    c->x16p_ready = perm; /* the other order overwrote mmqr's */
 }
 
 /* A sub-block's constants for mmqh_w2: (sc, sc) and -(1024 sc + 480) in
@@ -592,9 +593,10 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
         (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
-    /* each form converts the activations to f16 (x16) once it runs, once a
-     * product (the activation may differ between products; mul_mat_ex's
-     * shared quantization is kept as is) */
+    /* each form converts the activations to f16 (x16) once it runs, unless
+     * (mmqr) x16 holds them already in its order (c->x16p_ready: the
+     * quantizer wrote them, or an earlier product of the same quantized
+     * activation did) */
     if (c->mmqw) {
         /* the register-A form (cuda/mmqr.cu, the default) or mmqw's */
         if ((c->mmqw >= 2 ? cuda_mmqr(c, w, X, (__half *)c->x16, y, n_rows)

@@ -469,7 +469,8 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
                : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
-    mmqh_x16(c, X, n_rows, w->ne0, x16, true);
+    if (!c->x16p_ready || x16 != (__half *)c->x16)
+        mmqh_x16(c, X, n_rows, w->ne0, x16, true);
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, k, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y,
                 n_rows, c->epi);

@@ -188,6 +188,20 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
     }
 }
 
+/* Whether w's product at n_rows goes to mmqr (Q4_K through MMQ where the
+ * wgmma rule takes it, mmqr's form, x16 room), so its quantizer should
+ * also write mmqr's f16 activations: a conversion kernel's 7 MB re-read
+ * and launch fewer at 512 x 14336 (mmqh_x16p 8.4-9.1 us under ncu:
+ * bench/RESULTS.md 2026-12-06 08:10-, call 9). If mmqr declines after all,
+ * the other forms write x16 themselves, at the cost of the f16 writes
+ * here. */
+static bool mm_x16p_wanted(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+    return w->type == QT_Q4_K && c->mmqw >= 2 && c->x16 && w->ne0 % QK_K == 0 &&
+           (size_t)n_rows * (size_t)w->ne0 * 2 <= c->x16_bytes && mm_takes_mmq(c, w, n_rows) &&
+           cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, QT_Q4_K, w->ne0, w->ne1, n_rows);
+}
+
 /* One row of a K-quant through mmvt (rb, max_blocks, cw as cuda_mmvt
  * takes them): the float row where mmvt quantizes it itself (no quantizer
  * kernel, the scratch not written); else, or where the device cannot hold
@@ -236,7 +250,12 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
     }
     const int vdt = kq ? QT_Q8_K : QT_Q8_0;
     if (*held != vdt) {
-        cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
+        /* a Q4_K product mmqr will take: the quantizer writes its f16
+         * activations too (mm_x16p_wanted) */
+        if (mm_x16p_wanted(c, w, n_rows))
+            cuda_quantize_x16p(c, x, c->xq, n_rows, w->ne0, c->x16);
+        else
+            cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
         *held = vdt;
     }
     /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
@@ -626,6 +645,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         const int grc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)n_rows * (size_t)w->ne0 * 2);
         if (grc)
             return grc;
+        c->x16p_ready = 0;
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
         /* before sm_80, or no room for its shared memory: as a device
          * that cannot hold it */

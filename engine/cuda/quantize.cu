@@ -28,8 +28,27 @@ static __device__ __forceinline__ void quantize_frag(uint32_t *frag, int64_t ib,
     f[4] = w1;
 }
 
+/* x16 (mmqr's activations, cuda/mmqh_impl.cuh): the lane's 8 values as
+ * f16 (exact: integers below 128) at their positions in mmqr's k order,
+ * the inverse of mmqh_x16p_elem: element 8 l + k sits at 16 (8 h + i) + 8
+ * P + 2 t + (k & 1) with t = l / 8, h = (l / 4) % 2, i = (2 l + k / 4) % 8,
+ * P = (k / 2) % 2: four pairs of neighbours, a 4-byte store each */
+static __device__ __forceinline__ void quantize_x16p(__half *x16, int64_t ib, int lane, uint32_t w0, uint32_t w1)
+{
+    if (!x16)
+        return;
+    __half *o = x16 + ib * QK_K + 16 * (8 * ((lane >> 2) & 1)) + 2 * (lane >> 3);
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const uint32_t w = p < 2 ? w0 : w1;
+        const int q0 = (int)(int8_t)(w >> (16 * (p & 1))), q1 = (int)(int8_t)(w >> (16 * (p & 1) + 8));
+        const int pos = 16 * ((2 * lane + (p >> 1)) & 7) + 8 * (p & 1);
+        *(__half2 *)(o + pos) = __halves2half2(__int2half_rn(q0), __int2half_rn(q1));
+    }
+}
+
 static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8k y, int64_t n_blocks, uint32_t *frag,
-                                            int64_t nbr, int early)
+                                            int64_t nbr, int early, __half *x16)
 {
     if (early)
         cuda_pdl_trigger();
@@ -44,6 +63,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     cuda_q8k_warp(x + ib * QK_K, lane, packed, &sum, &d);
     cuda_q8k_put(y.qs + ib * QK_K, y.hl + ib * CUDA_Q8K_HL, y.d + ib, lane, packed, sum, d);
     quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
+    quantize_x16p(x16, ib, lane, packed[0], packed[1]);
 }
 
 /* One warp per 32-element block, into the planes of struct cuda_q80
@@ -64,16 +84,30 @@ static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q8
         y.d[ib] = __half2float(__float2half_rn(d));
 }
 
+static void quantize_q8k(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, int early,
+                         __half *x16)
+{
+    const int per = 8; /* warps per thread block */
+    const int64_t nb = (int64_t)n_rows * (n / QK_K);
+    cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x, cuda_q8k_planes(dst, nb), nb,
+                (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K), (int64_t)(n / QK_K), early, x16);
+}
+
+void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16)
+{
+    quantize_q8k(c, x, dst, n_rows, n, 0, (__half *)x16);
+    CUDA_CHECK_LAUNCH(c, "quantize kernel");
+    c->x16p_ready = 1;
+}
+
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
                        int32_t n_rows, int64_t n, int before_mmvt)
 {
     const int early = before_mmvt && c->pdl_early;
     const int per = 8; /* warps per thread block */
+    c->x16p_ready = 0;
     if (vec_dot_type == QT_Q8_K) {
-        const int64_t nb = (int64_t)n_rows * (n / QK_K);
-        cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
-                    cuda_q8k_planes(dst, nb), nb, (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K),
-                    (int64_t)(n / QK_K), early);
+        quantize_q8k(c, x, dst, n_rows, n, early, NULL);
     } else {
         const int64_t nb = (int64_t)n_rows * (n / QK8_0);
         cuda_launch(c, quantize_q8_0_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x,
