@@ -361,6 +361,14 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
 {
     wgrs_check k = wgrs_check_start(0x6a09e667f3bcc909ull, msg, cap);
+    /* the quantizer's f16 stores (cuda_x16p_pos) land where this order
+     * reads each element (the 128 pairs of a super-block) */
+    for (int lane = 0; lane < CUDA_WARP; lane++)
+        for (int p = 0; p < 4; p++) {
+            const int pos = cuda_x16p_pos(lane, p), e = 8 * lane + 2 * p;
+            if (mmqh_x16p_elem(pos) != e || mmqh_x16p_elem(pos + 1) != e + 1)
+                wgrs_miss(k, "x16p: element %d at position %d, which holds %d", e, pos, mmqh_x16p_elem(pos));
+        }
     for (int b = 0; b < n_blocks; b++) {
         uint32_t blk[2][36]; /* rows A and B: d/dmin, 12 scale bytes, 128 nibble bytes */
         int8_t x[QK_K];

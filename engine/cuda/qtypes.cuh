@@ -307,6 +307,18 @@ static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lan
     *d = 1.0f / iscale;
 }
 
+/* The position in mmqr's k order (cuda/mmqh_impl.cuh mmqh_x16p_elem:
+ * position 16 j + 8 P + 2 t + e holds element 64 t + 32 h + 4 i + 2 P + e,
+ * j = 8 h + i) of element 8 lane + 2 p of a super-block, p = 0..3 (the
+ * quantizing lane's 4 pairs; element + 1 sits at position + 1): t = lane
+ * / 8, h = (lane / 4) % 2, i = (2 lane + p / 2) % 8, P = p % 2. The
+ * quantizer writes mmqr's f16 there (cuda_quantize_x16p);
+ * cuda_mmqr_host_check checks it is mmqh_x16p_elem's inverse. */
+static __host__ __device__ __forceinline__ int cuda_x16p_pos(int lane, int p)
+{
+    return 16 * (8 * ((lane >> 2) & 1) + ((2 * lane + (p >> 1)) & 7)) + 8 * (p & 1) + 2 * (lane >> 3);
+}
+
 /* Store cuda_q8k_warp(_v)'s results for one block: the lane's 8 qs at
  * qs + 8 lane, the 32-sums' halves into hl (hi_0..7, lo_0..7), d. The
  * quantizer kernel stores into the planes, mmvt into shared memory. */

@@ -29,21 +29,17 @@ static __device__ __forceinline__ void quantize_frag(uint32_t *frag, int64_t ib,
 }
 
 /* x16 (mmqr's activations, cuda/mmqh_impl.cuh): the lane's 8 values as
- * f16 (exact: integers below 128) at their positions in mmqr's k order,
- * the inverse of mmqh_x16p_elem: element 8 l + k sits at 16 (8 h + i) + 8
- * P + 2 t + (k & 1) with t = l / 8, h = (l / 4) % 2, i = (2 l + k / 4) % 8,
- * P = (k / 2) % 2: four pairs of neighbours, a 4-byte store each */
+ * f16 (exact: integers below 128) at their positions in mmqr's k order
+ * (cuda_x16p_pos): four pairs of neighbours, a 4-byte store each */
 static __device__ __forceinline__ void quantize_x16p(__half *x16, int64_t ib, int lane, uint32_t w0, uint32_t w1)
 {
     if (!x16)
         return;
-    __half *o = x16 + ib * QK_K + 16 * (8 * ((lane >> 2) & 1)) + 2 * (lane >> 3);
 #pragma unroll
     for (int p = 0; p < 4; p++) {
         const uint32_t w = p < 2 ? w0 : w1;
         const int q0 = (int)(int8_t)(w >> (16 * (p & 1))), q1 = (int)(int8_t)(w >> (16 * (p & 1) + 8));
-        const int pos = 16 * ((2 * lane + (p >> 1)) & 7) + 8 * (p & 1);
-        *(__half2 *)(o + pos) = __halves2half2(__int2half_rn(q0), __int2half_rn(q1));
+        *(__half2 *)(x16 + ib * QK_K + cuda_x16p_pos(lane, p)) = __halves2half2(__int2half_rn(q0), __int2half_rn(q1));
     }
 }
 
