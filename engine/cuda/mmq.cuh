@@ -52,6 +52,13 @@ int cuda_mmqw_built(void);
  * shapes cuda_mmqh_fills passes; INFERD_MMQ6W=N). xq: the cuda_q8k planes of n_rows rows. */
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
 
+/* Whether c->x16 has room for n_rows activation rows of ne0 as f16 (mmqh's
+ * forms; the quantizer writing mmqr's: cuda/mul_mat.cu mm_x16p_wanted) */
+static inline bool cuda_x16_room(const struct cuda_ctx *c, int32_t n_rows, int64_t ne0)
+{
+    return c->x16 && (size_t)n_rows * (size_t)ne0 * 2 <= c->x16_bytes;
+}
+
 /* The wgmma products' default shape rule: their 128 x 128 blocks cover
  * at least 2/5 of the SMs (4096 x 14336 at 256 rows: 64 blocks; 3584 rows
  * at 256: 56; the 7B's 512-row K/V weight waits for 6,656 rows). Below

@@ -584,7 +584,7 @@ static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const
     static_assert(T == QT_Q4_K, "mmqh: Q4_K's scales and nibbles only (Q5_K's q x sc, up to 1,953, centred "
                                 "still passes 2^24 in a super-block: two accumulators)");
     const int64_t nbr = w->ne0 / QK_K;
-    if (w->ne0 % QK_K || !c->x16 || (size_t)n_rows * (size_t)w->ne0 * 2 > c->x16_bytes || c->sm < 80)
+    if (w->ne0 % QK_K || !cuda_x16_room(c, n_rows, w->ne0) || c->sm < 80)
         return INF_EUNSUPPORTED;
     /* the kernel's 32-bit loader offsets: a block's weight rows (under the
      * SwiGLU epilogue up to F + 128 rows past its base) and a block's 128

@@ -393,18 +393,13 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                     const int jq = warp * G::KL + kk;
                     if (jq < cp.cnt) {
                         uint32_t q[2];
-                        int sum;
+                        int sum, s16 = 0;
                         float d;
-                        cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d);
+                        cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d, T == QT_Q6_K ? &s16 : nullptr);
                         int8_t *xb = (int8_t *)(xs + jq * G::XW); /* mmvt_xat's layout */
                         cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
-                        if constexpr (T == QT_Q6_K) {
-                            /* sub-block lane / 2's sum: two lanes' 8 values */
-                            int s8 = __dp4a((int)q[0], 0x01010101, __dp4a((int)q[1], 0x01010101, 0));
-                            s8 += __shfl_xor_sync(0xffffffffu, s8, 1);
-                            if (!(lane & 1))
-                                ((int *)(xb + MMVT_XS))[lane / 2] = -32 * s8;
-                        }
+                        if (T == QT_Q6_K && !(lane & 1)) /* sub-block lane / 2's sum */
+                            ((int *)(xb + MMVT_XS))[lane / 2] = -32 * s16;
                     }
                 }
                 __syncwarp();

@@ -197,8 +197,8 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
  * here. */
 static bool mm_x16p_wanted(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
-    return w->type == QT_Q4_K && c->mmqw >= 2 && c->x16 && w->ne0 % QK_K == 0 &&
-           (size_t)n_rows * (size_t)w->ne0 * 2 <= c->x16_bytes && mm_takes_mmq(c, w, n_rows) &&
+    return w->type == QT_Q4_K && c->mmqw >= 2 && w->ne0 % QK_K == 0 && cuda_x16_room(c, n_rows, w->ne0) &&
+           mm_takes_mmq(c, w, n_rows) &&
            cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, QT_Q4_K, w->ne0, w->ne1, n_rows);
 }
 
@@ -645,8 +645,7 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
         const int grc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)n_rows * (size_t)w->ne0 * 2);
         if (grc)
             return grc;
-        c->x16p_ready = 0;
-        cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
+        cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0); /* and x16p_ready = 0: x16 may have moved */
         /* before sm_80, or no room for its shared memory: as a device
          * that cannot hold it */
         const int rc = cuda_mmqh<QT_Q4_K>(c, w, c->xq, y, n_rows);

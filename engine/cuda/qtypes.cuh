@@ -260,9 +260,11 @@ static __device__ __forceinline__ int cuda_load_i32(const uint8_t *p)
  * reference quantizer writes (cuda/quantize.cu says how): lane l holds
  * elements 8 l .. 8 l + 7 in v. Out: w, the lane's 8 bytes; *sum, the sum
  * of the 32 qs of the lane's group of 4 lanes (every lane of it); *d, the
- * block's d (every lane). The quantizer kernel and mmvt (which quantizes
+ * block's d (every lane); *sum16 where asked, the sum of the 16 qs of the
+ * lane's pair of lanes. The quantizer kernel and mmvt (which quantizes
  * its one activation row itself) both run it. */
-static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lane, uint32_t w[2], int *sum, float *d)
+static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lane, uint32_t w[2], int *sum, float *d,
+                                                       int *sum16 = nullptr)
 {
     /* the largest magnitude, the first index on ties (the CPU scans in
      * order), and its signed value */
@@ -290,6 +292,8 @@ static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lan
     w[0] = w[1] = 0;
     *sum = 0;
     *d = 0.0f;
+    if (sum16)
+        *sum16 = 0;
     if (amax == 0.0f)
         return;
     const float iscale = -127.0f / vmax;
@@ -302,6 +306,8 @@ static __device__ __forceinline__ void cuda_q8k_warp_v(const float v[8], int lan
         s += q;
     }
     s += __shfl_xor_sync(0xffffffffu, s, 1); /* 32 elements = 4 lanes */
+    if (sum16)
+        *sum16 = s; /* 16 elements: this lane's and its neighbour's (Q6_K's sub-blocks: cuda/mmvt.cu) */
     s += __shfl_xor_sync(0xffffffffu, s, 2);
     *sum = s;
     *d = 1.0f / iscale;
