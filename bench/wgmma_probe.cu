@@ -1,0 +1,280 @@
+/* bench/wgmma_probe — how fast one warpgroup's chain of m64n128k16 f16 wgmma
+ * runs on this GPU, by form, with nothing else in the kernel. Why: mmqr's
+ * products (one warpgroup, one accumulator set, A from registers, commit
+ * groups of four steps, two in flight) take ~137 cycles a step against the
+ * 64 of tensor work (bench/RESULTS.md session 44 call 3); whether that is
+ * the form's own rate (A from registers, one warpgroup, the waits) or the
+ * kernel's (its rings, its expansion) decides which structure can close
+ * #11's q4_K gap.
+ *
+ * Forms (one block an SM, NWG warpgroups each on its own accumulator):
+ *   0 RS: A from registers (constant), 16 steps, one commit, wait 0
+ *   1 SS: A from shared memory, 16 steps, one commit, wait 0
+ *   2 mmqr: RS in commit groups of 4 steps, the next group's fragments
+ *     expanded (PRMT + HFMA2, as mmqh_w2) while one group runs, wait 1
+ *   3 RS in commit groups of 4, wait 1, the same fragments (no expansion)
+ *   4 RS, 16 steps in 4 commit groups, one wait 0 at the end
+ *   5 SS in commit groups of 4, wait 1
+ *   6 RS m64n64k16, 7 RS m64n256k16, 8 SS m64n256k16: 16 steps, wait 0
+ * Prints cycles a step (warpgroup 0 of block 0, clock64) and the whole
+ * grid's TFLOPS beside dense F16's ~989 (H100 SXM) / the same on the H200.
+ *
+ * Build: nvcc -O3 -std=c++17 -arch=sm_90a -I. -o wgmma_probe bench/wgmma_probe.cu */
+#include <cstdint>
+#include <cstdio>
+#include <cuda_fp16.h>
+
+#include "bench/probe.cuh"
+#include "engine/cuda/wgmma.cuh"
+
+#define TILE 16384 /* B: 128 rows x 64 halves, 128-byte swizzle */
+#define ATILE 8192 /* A (form 1, 5): 64 rows x 64 halves */
+
+#if WGMMA_DEVICE
+/* the accumulator operands of the n64 and n256 forms */
+#define D_N64 "{" \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+    "}"
+#define OPS_N64 \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define D_N256 "{" \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
+    "}"
+#define OPS_N256 \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+/* D(64 x N) += A B, A from registers (forms 6, 7) or shared memory (8) */
+static __device__ __forceinline__ void wgmma_rs_n64(float d[32], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " D_N64 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+                 : OPS_N64
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+static __device__ __forceinline__ void wgmma_rs_n256(float d[128], const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " D_N256
+                 ", {%128, %129, %130, %131}, %132, 1, 1, 1, 0;\n"
+                 : OPS_N256
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+static __device__ __forceinline__ void wgmma_ss_n256(float d[128], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " D_N256 ", %128, %129, 1, 1, 1, 0, 0;\n"
+                 : OPS_N256
+                 : "l"(da), "l"(db));
+}
+#endif
+
+#if WGMMA_DEVICE
+static __device__ __forceinline__ uint32_t expand_word(uint32_t q, uint32_t sel, __half2 m, __half2 c)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, 0x64646464, %2;" : "=r"(r) : "r"(q & 0x0f0f0f0fu), "r"(sel));
+    __half2 h = *(__half2 *)&r;
+    h = __hfma2(h, m, c);
+    return *(uint32_t *)&h;
+}
+#endif
+
+template <int FORM, int NWG>
+__global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, long long *cyc, int iters)
+{
+#if WGMMA_DEVICE
+    extern __shared__ __align__(1024) uint8_t raw[];
+    uint8_t *sm = raw + ((1024 - (cuda_saddr(raw) & 1023)) & 1023);
+    for (int i = threadIdx.x; i < (4 * TILE + ATILE) / 4; i += blockDim.x)
+        ((uint32_t *)sm)[i] = (i % 3) ? 0x3c000000u : 0x00003c00u;
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const int wg = threadIdx.x / 128;
+    if (wg >= NWG)
+        return;
+    const uint32_t sb = cuda_saddr(sm), sa = sb + 4 * TILE;
+    float d[FORM >= 7 ? 128 : 64];
+    for (int i = 0; i < (FORM >= 7 ? 128 : 64); i++)
+        d[i] = 0.0f;
+    uint32_t f[2][4][4];
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 4; k++)
+            for (int r = 0; r < 4; r++)
+                f[s][k][r] = 0x3c003c00u ^ (uint32_t)(threadIdx.x + k + r) << 16;
+    uint4 q = make_uint4(threadIdx.x, threadIdx.x * 7u, threadIdx.x * 13u, threadIdx.x * 29u);
+    const __half2 m = __floats2half2_rn(1.0f, 2.0f), c = __floats2half2_rn(-1032.0f, -1032.0f);
+    auto expand = [&](int G, uint32_t (&g)[4][4]) {
+        const uint32_t sh = 4 * (G >> 1);
+        const uint32_t v[4] = {q.x >> sh, q.y >> sh, q.z >> sh, q.w >> sh};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            g[k][0] = expand_word(v[k], 0x4140u, m, c);
+            g[k][1] = expand_word(v[k] ^ 0x01010101u, 0x4140u, m, c);
+            g[k][2] = expand_word(v[k], 0x4342u, m, c);
+            g[k][3] = expand_word(v[k] ^ 0x01010101u, 0x4342u, m, c);
+        }
+    };
+    auto issue = [&](int G, const uint32_t (&g)[4][4]) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint64_t db = wgmma_desc(sb + G * TILE + 32 * kk, 16, 1024, 1);
+            if (FORM == 1 || FORM == 5)
+                wgmma_ss(d, wgmma_desc(sa + 32 * kk, 16, 1024, 1), db);
+            else
+                wgmma_rs(d, g[kk], db);
+        }
+    };
+    __syncwarp();
+    const long long t0 = clock64();
+    for (int it = 0; it < iters; it++) {
+        if (FORM >= 6) { /* n64 (32 tensor cycles a step), n256 (128) */
+            wgmma_fence();
+#pragma unroll
+            for (int st = 0; st < 16; st++) {
+                const uint32_t o = (FORM == 6 ? (st >> 2) * TILE : (st >> 3) * 2 * TILE) + 32 * (st & 3);
+                if (FORM == 6)
+                    wgmma_rs_n64(d, f[0][st & 3], wgmma_desc(sb + o, 16, 1024, 1));
+                else if (FORM == 7)
+                    wgmma_rs_n256(d, f[0][st & 3], wgmma_desc(sb + o, 16, 1024, 1));
+                else
+                    wgmma_ss_n256(d, wgmma_desc(sa + 32 * (st & 3), 16, 1024, 1), wgmma_desc(sb + o, 16, 1024, 1));
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            for (int i = 0; i < (FORM >= 7 ? 128 : 64); i++)
+                asm volatile("" : "+f"(d[i])::"memory");
+        } else if (FORM == 0 || FORM == 1) {
+            for (int G = 0; G < 4; G++)
+                issue(G, f[0]);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_pin(&d[0]);
+        } else if (FORM == 4) {
+            for (int G = 0; G < 4; G++) {
+                issue(G, f[0]);
+                wgmma_commit();
+            }
+            wgmma_wait<0>();
+            wgmma_pin(&d[0]);
+        } else {
+            if (FORM == 2)
+                expand(0, f[0]);
+            issue(0, f[0]);
+            wgmma_commit();
+            if (FORM == 2)
+                expand(1, f[1]);
+            issue(1, f[1]);
+            wgmma_commit();
+            wgmma_wait<1>();
+            wgmma_keep(f[0]);
+            if (FORM == 2)
+                expand(2, f[0]);
+            issue(2, f[0]);
+            wgmma_commit();
+            wgmma_wait<1>();
+            wgmma_keep(f[1]);
+            if (FORM == 2)
+                expand(3, f[1]);
+            issue(3, f[1]);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_pin(&d[0]);
+            wgmma_keep(f[0]);
+            wgmma_keep(f[1]);
+            q.x += 0x01010101u; /* new raw words each super-block */
+        }
+    }
+    const long long t1 = clock64();
+    float s = 0;
+    for (int i = 0; i < (FORM >= 7 ? 128 : 64); i++)
+        s += d[i];
+    if (s == 1.2345f)
+        out[0] = s;
+    if (threadIdx.x % 128 == 0)
+        cyc[blockIdx.x * 4 + wg] = t1 - t0;
+#endif
+}
+
+template <int FORM, int NWG> static void run(const char *name, int sms, float *out, long long *cyc)
+{
+    const int iters = 512;
+    const size_t smem = 4 * TILE + ATILE + 1024;
+    CK(cudaFuncSetAttribute(probe<FORM, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int threads = FORM >= 7 ? 256 : 384; /* n256: 255 registers a thread */
+    probe<FORM, NWG><<<sms, threads, smem>>>(out, cyc, 8); /* warm */
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0));
+    probe<FORM, NWG><<<sms, threads, smem>>>(out, cyc, iters);
+    CK(cudaEventRecord(e1));
+    CK(cudaDeviceSynchronize());
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    long long c[8];
+    CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
+    const double steps = 16.0 * iters;
+    const int n = FORM == 6 ? 64 : FORM >= 7 ? 256 : 128;
+    const double flop = 2.0 * 64 * n * 16 * steps * NWG * sms;
+    printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor %3d)%s", name, NWG, c[0] / steps, n / 2, NWG > 1 ? "," : "");
+    for (int w = 1; w < NWG; w++)
+        printf(" wg%d %6.1f", w, c[w] / steps);
+    printf("  grid %7.1f TFLOPS (%.3f ms)\n", flop / (ms * 1e-3) / 1e12, ms);
+}
+
+int main()
+{
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("wgmma_probe: %s, %d SMs; m64n128k16 f16 -> f32, 64 tensor cycles a step at the dense F16 rate\n", p.name,
+           p.multiProcessorCount);
+    float *out;
+    long long *cyc;
+    CK(cudaMalloc(&out, 4));
+    CK(cudaMalloc(&cyc, 8 * 4 * p.multiProcessorCount));
+    const int sms = p.multiProcessorCount;
+    run<0, 1>("RS 16 steps, commit, wait 0", sms, out, cyc);
+    run<1, 1>("SS 16 steps, commit, wait 0", sms, out, cyc);
+    run<2, 1>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
+    run<3, 1>("RS groups of 4, wait 1", sms, out, cyc);
+    run<4, 1>("RS 4 commits, wait 0 at end", sms, out, cyc);
+    run<5, 1>("SS groups of 4, wait 1", sms, out, cyc);
+    run<0, 2>("RS 16 steps, commit, wait 0", sms, out, cyc);
+    run<1, 2>("SS 16 steps, commit, wait 0", sms, out, cyc);
+    run<2, 2>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
+    run<3, 2>("RS groups of 4, wait 1", sms, out, cyc);
+    run<5, 2>("SS groups of 4, wait 1", sms, out, cyc);
+    run<2, 3>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
+    run<1, 3>("SS 16 steps, commit, wait 0", sms, out, cyc);
+    run<6, 1>("RS m64n64k16, 16 steps, wait 0", sms, out, cyc);
+    run<6, 2>("RS m64n64k16, 16 steps, wait 0", sms, out, cyc);
+    run<7, 1>("RS m64n256k16, 16 steps, wait 0", sms, out, cyc);
+    run<8, 1>("SS m64n256k16, 16 steps, wait 0", sms, out, cyc);
+    run<7, 2>("RS m64n256k16, 16 steps, wait 0", sms, out, cyc);
+    return 0;
+}
