@@ -16,6 +16,15 @@
  *   4 RS, 16 steps in 4 commit groups, one wait 0 at the end
  *   5 SS in commit groups of 4, wait 1
  *   6 RS m64n64k16, 7 RS m64n256k16, 8 SS m64n256k16: 16 steps, wait 0
+ *   12-14 RS with expansion, deeper queues: 12 commit groups of 2 steps and
+ *     4 fragment sets (wait 3), 13 groups of 4 and 3 sets (wait 2), 14
+ *     groups of 1 and 8 sets (wait 7): NS - 1 groups queued while the next
+ *     group's fragments are expanded (form 2 is 4 x 2, wait 1)
+ * SIDE (two warpgroups): warpgroup 0 runs the form, warpgroup 1 meanwhile a
+ *     chain-like loop until warpgroup 0 is done: 1 32 LDS.64 + 64 FADD +
+ *     64 FFMA an iteration over 64 accumulators (mmqr's chain's shape), 2
+ *     the same without the loads, 3 the loads alone. Whether another
+ *     warpgroup's chain slows the products is what these tell.
  * Prints cycles a step (warpgroup 0 of block 0, clock64) and the whole
  * grid's TFLOPS beside dense F16's ~989 (H100 SXM) / the same on the H200.
  *
@@ -102,7 +111,7 @@ static __device__ __forceinline__ uint32_t expand_word(uint32_t q, uint32_t sel,
 }
 #endif
 
-template <int FORM, int NWG>
+template <int FORM, int NWG, int SIDE>
 __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, long long *cyc, int iters)
 {
 #if WGMMA_DEVICE
@@ -115,6 +124,47 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
     const int wg = threadIdx.x / 128;
     if (wg >= NWG)
         return;
+    __shared__ volatile int stop;
+    if (threadIdx.x == 0)
+        stop = 0;
+    asm volatile("bar.sync 1, %0;" ::"r"(NWG * 128));
+    if (SIDE && wg == 1) { /* the side warpgroup */
+        float acc[64], dd[64];
+        for (int i = 0; i < 64; i++)
+            acc[i] = 0.0f, dd[i] = (float)(threadIdx.x + i);
+        const float2 *xs = (const float2 *)(sm + 4 * TILE);
+        uint32_t sink = 0;
+        long long n = 0;
+        const long long t0 = clock64();
+        while (!stop) {
+#pragma unroll
+            for (int j = 0; j < 32; j++) {
+                float2 x = make_float2(1.0001f, 0.9999f);
+                if (SIDE != 2) {
+                    const int e = (4 * j + threadIdx.x % 4 + 8 * (int)n) & 511;
+                    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x.x), "=f"(x.y) : "r"(cuda_saddr(&xs[e])));
+                }
+                if (SIDE == 3) {
+                    sink ^= __float_as_uint(x.x) + __float_as_uint(x.y);
+                } else {
+                    acc[2 * j] = fmaf(x.x, dd[2 * j] + x.y, acc[2 * j]);
+                    acc[2 * j + 1] = fmaf(x.y, dd[2 * j + 1] + x.x, acc[2 * j + 1]);
+                }
+            }
+            n++;
+        }
+        const long long t1 = clock64();
+        float s = (float)sink;
+        for (int i = 0; i < 64; i++)
+            s += acc[i];
+        if (s == 1.2345f)
+            out[0] = s;
+        if (threadIdx.x % 128 == 0) {
+            cyc[blockIdx.x * 4 + 1] = t1 - t0;
+            cyc[blockIdx.x * 4 + 2] = n;
+        }
+        return;
+    }
     const uint32_t sb = cuda_saddr(sm), sa = sb + 4 * TILE;
     float d[FORM >= 7 ? 128 : 64];
     for (int i = 0; i < (FORM >= 7 ? 128 : 64); i++)
@@ -148,10 +198,54 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
                 wgmma_rs(d, g[kk], db);
         }
     };
+    /* forms 12-14: SPG steps a commit group, NS fragment sets: NS - 1
+     * groups stay queued while the next one's fragments are expanded */
+    constexpr int SPG = FORM == 12 ? 2 : FORM == 13 ? 4 : 1, NS = FORM == 12 ? 4 : FORM == 13 ? 3 : 8;
+    uint32_t fr[SPG * NS][4];
+    for (int i = 0; i < SPG * NS; i++)
+        for (int r = 0; r < 4; r++)
+            fr[i][r] = 0;
+    auto expand_step = [&](int st, uint32_t (&g)[4]) {
+        const uint32_t w = st & 3 ? (st & 2 ? (st & 1 ? q.w : q.z) : q.y) : q.x;
+        const uint32_t v = w >> (4 * (st >> 3));
+        g[0] = expand_word(v, 0x4140u, m, c);
+        g[1] = expand_word(v ^ 0x01010101u, 0x4140u, m, c);
+        g[2] = expand_word(v, 0x4342u, m, c);
+        g[3] = expand_word(v ^ 0x01010101u, 0x4342u, m, c);
+    };
     __syncwarp();
     const long long t0 = clock64();
     for (int it = 0; it < iters; it++) {
-        if (FORM >= 6) { /* n64 (32 tensor cycles a step), n256 (128) */
+        if (FORM >= 12) {
+#pragma unroll
+            for (int G = 0; G < 16 / SPG; G++) {
+                const int set = G % NS;
+                if (G >= NS) {
+                    wgmma_wait<NS - 1>();
+#pragma unroll
+                    for (int i = 0; i < SPG; i++)
+                        asm volatile("" ::"r"(fr[SPG * set + i][0]), "r"(fr[SPG * set + i][1]),
+                                     "r"(fr[SPG * set + i][2]), "r"(fr[SPG * set + i][3])
+                                     : "memory");
+                }
+#pragma unroll
+                for (int i = 0; i < SPG; i++)
+                    expand_step(SPG * G + i, fr[SPG * set + i]);
+                wgmma_fence();
+#pragma unroll
+                for (int i = 0; i < SPG; i++) {
+                    const int st = SPG * G + i;
+                    wgmma_rs(d, fr[SPG * set + i], wgmma_desc(sb + (st >> 2) * TILE + 32 * (st & 3), 16, 1024, 1));
+                }
+                wgmma_commit();
+            }
+            wgmma_wait<0>();
+            wgmma_pin(&d[0]);
+#pragma unroll
+            for (int i = 0; i < SPG * NS; i++)
+                asm volatile("" ::"r"(fr[i][0]), "r"(fr[i][1]), "r"(fr[i][2]), "r"(fr[i][3]) : "memory");
+            q.x += 0x01010101u;
+        } else if (FORM >= 6 && FORM <= 8) { /* n64 (32 tensor cycles a step), n256 (128) */
             wgmma_fence();
 #pragma unroll
             for (int st = 0; st < 16; st++) {
@@ -209,6 +303,8 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
         }
     }
     const long long t1 = clock64();
+    if (SIDE && threadIdx.x == 0)
+        stop = 1;
     float s = 0;
     for (int i = 0; i < (FORM >= 7 ? 128 : 64); i++)
         s += d[i];
@@ -219,19 +315,19 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
 #endif
 }
 
-template <int FORM, int NWG> static void run(const char *name, int sms, float *out, long long *cyc)
+template <int FORM, int NWG, int SIDE = 0> static void run(const char *name, int sms, float *out, long long *cyc)
 {
     const int iters = 512;
     const size_t smem = 4 * TILE + ATILE + 1024;
-    CK(cudaFuncSetAttribute(probe<FORM, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(probe<FORM, NWG, SIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int threads = FORM >= 7 ? 256 : 384; /* n256: 255 registers a thread */
-    probe<FORM, NWG><<<sms, threads, smem>>>(out, cyc, 8); /* warm */
+    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, 8); /* warm */
     CK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0));
-    probe<FORM, NWG><<<sms, threads, smem>>>(out, cyc, iters);
+    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, iters);
     CK(cudaEventRecord(e1));
     CK(cudaDeviceSynchronize());
     float ms = 0;
@@ -240,10 +336,13 @@ template <int FORM, int NWG> static void run(const char *name, int sms, float *o
     CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
     const double steps = 16.0 * iters;
     const int n = FORM == 6 ? 64 : FORM >= 7 ? 256 : 128;
-    const double flop = 2.0 * 64 * n * 16 * steps * NWG * sms;
+    const double flop = 2.0 * 64 * n * 16 * steps * (SIDE ? 1 : NWG) * sms;
     printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor %3d)%s", name, NWG, c[0] / steps, n / 2, NWG > 1 ? "," : "");
-    for (int w = 1; w < NWG; w++)
-        printf(" wg%d %6.1f", w, c[w] / steps);
+    if (SIDE)
+        printf(" wg1 side: %.0f iterations, %.1f cycles each", (double)c[2], c[1] / (double)c[2]);
+    else
+        for (int w = 1; w < NWG; w++)
+            printf(" wg%d %6.1f", w, c[w] / steps);
     printf("  grid %7.1f TFLOPS (%.3f ms)\n", flop / (ms * 1e-3) / 1e12, ms);
 }
 
@@ -276,5 +375,21 @@ int main()
     run<7, 1>("RS m64n256k16, 16 steps, wait 0", sms, out, cyc);
     run<8, 1>("SS m64n256k16, 16 steps, wait 0", sms, out, cyc);
     run<7, 2>("RS m64n256k16, 16 steps, wait 0", sms, out, cyc);
+    run<12, 1>("RS 2-step groups, 4 sets, wait 3", sms, out, cyc);
+    run<13, 1>("RS 4-step groups, 3 sets, wait 2", sms, out, cyc);
+    run<14, 1>("RS 1-step groups, 8 sets, wait 7", sms, out, cyc);
+    run<12, 2>("RS 2-step groups, 4 sets, wait 3", sms, out, cyc);
+    run<12, 2, 1>("form 12 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<13, 2, 1>("form 13 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<14, 2, 1>("form 14 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<12, 2, 2>("form 12 + a chain (FADD, FFMA)", sms, out, cyc);
+    run<2, 2, 1>("form 2 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<2, 2, 2>("form 2 + a chain (FADD, FFMA)", sms, out, cyc);
+    run<2, 2, 3>("form 2 + loads (LDS)", sms, out, cyc);
+    run<3, 2, 1>("form 3 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<5, 2, 1>("form 5 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<1, 2, 1>("form 1 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<8, 2, 1>("form 8 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    run<7, 2, 1>("form 7 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
     return 0;
 }
