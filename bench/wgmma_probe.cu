@@ -335,7 +335,7 @@ template <int FORM, int NWG, int SIDE = 0> static void run(const char *name, int
     long long c[8];
     CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
     const double steps = 16.0 * iters;
-    const int n = FORM == 6 ? 64 : FORM >= 7 ? 256 : 128;
+    const int n = FORM == 6 ? 64 : FORM == 7 || FORM == 8 ? 256 : 128;
     const double flop = 2.0 * 64 * n * 16 * steps * (SIDE ? 1 : NWG) * sms;
     printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor %3d)%s", name, NWG, c[0] / steps, n / 2, NWG > 1 ? "," : "");
     if (SIDE)
