@@ -212,7 +212,7 @@ static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const flo
  * waits on the tensor pipe for its own IMMA (session 43), though its
  * min-term wgmma queues behind the other's products. Measured 0.93-0.99x
  * the time without turns (session 44). */
-template <bool TURNS, bool PRE>
+template <bool TURNS>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
@@ -242,8 +242,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 
     float acc[1][16][4], dd[16][4];
     wgmma_zero(&acc[0][0][0]);
-    /* two commit groups' fragments (4 steps x 4 words); PRE: all 16 steps' */
-    uint32_t fa[4][4], fb[4][4], fp[PRE ? 16 : 1][4];
+    uint32_t fa[4][4], fb[4][4]; /* two commit groups' fragments (4 steps x 4 words) */
     uint4 qa[2], qb[2];          /* rows A and B's chunk t4 of the super-block */
     __half2 ma[2], ca[2], mb[2], cb[2]; /* their low / high nibbles' mmqh_w2 constants */
 
@@ -295,31 +294,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         qb[1] = *(const uint4 *)&wb[8 + 8 * t4];
         mmqh_quarter_scales(wa, t4, ma[0], ca[0], ma[1], ca[1]);
         mmqh_quarter_scales(wb, t4, mb[0], cb[0], mb[1], cb[1]);
-        if (PRE) {
-            /* every step's fragments before the turn: the products then
-             * issue nothing else (bench/wgmma_probe: a form without
-             * expansion beside a chain 72 cycles a step, mmqr's 92-101) */
-#pragma unroll
-            for (int G = 0; G < 4; G++)
-                expand(G, *(uint32_t(*)[4][4]) & fp[4 * G]);
-            if (w4 == 0)
-                cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-            if (TURNS && (wg == 1 || s > 0))
-                cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-#pragma unroll
-            for (int G = 0; G < 4; G++)
-                issue(s, G, *(const uint32_t(*)[4][4]) & fp[4 * G]);
-            if (TURNS)
-                cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-            wgmma_wait<2>();
-            release(4 * s);
-            release(4 * s + 1);
-            wgmma_wait<0>();
-            wgmma_pin(&dd[0][0]);
-            wgmma_keep(fp);
-            release(4 * s + 2);
-            release(4 * s + 3);
-        } else {
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
         expand(0, fa);
@@ -348,7 +322,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         wgmma_keep(fb);
         release(4 * s + 2);
         release(4 * s + 3);
-        }
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         /* the chain of the super-block: v1 = dd + 480 S into the chain,
@@ -500,13 +473,11 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    /* the form: 3 turns (the default), 2 without (A/B runs), 4 turns with
-     * every step's fragments expanded before the turn (PRE) */
-    const bool turns = c->mmqw >= 3, pre = c->mmqw == 4;
-    auto *k = pre ? mmqr_kernel<true, true> : turns ? mmqr_kernel<true, false> : mmqr_kernel<false, false>;
-    if ((pre     ? mmq_occupancy_once<mmqr_kernel<true, true>>(mmqr_smem_bytes, WGRS_THREADS)
-         : turns ? mmq_occupancy_once<mmqr_kernel<true, false>>(mmqr_smem_bytes, WGRS_THREADS)
-                 : mmq_occupancy_once<mmqr_kernel<false, false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
+    /* the form: 3 turns (the default), 2 without (A/B runs) */
+    const bool turns = c->mmqw == 3;
+    auto *k = turns ? mmqr_kernel<true> : mmqr_kernel<false>;
+    if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
+               : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
     if (!c->x16p_ready || x16 != (__half *)c->x16)
         mmqh_x16(c, X, n_rows, w->ne0, x16, true);
