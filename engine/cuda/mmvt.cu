@@ -599,13 +599,14 @@ template int cuda_mmvt<QT_Q5_K>(struct cuda_ctx *, const struct backend_weight *
 template int cuda_mmvt<QT_Q6_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
                                 float *, int32_t, int, int, int);
 
-/* prewarm (cuda/prewarm.cu): the form cuda_mmvt takes for (x or xq, rb)
- * on w, launched once; 0 where this device holds no such form */
+/* prewarm (cuda/prewarm.cu): the form cuda_mmvt takes for (x or xq, rb,
+ * cw: 0 by shape) on w, launched once; 0 where this device holds no such
+ * form */
 int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight *w, const float *x, const void *xq,
-                      float *y, int rb)
+                      float *y, int rb, int cw)
 {
-    const int rc = type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, x, xq, y, 1, rb, 0, 0)
-                   : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, x, xq, y, 1, rb, 0, 0)
-                                     : cuda_mmvt<QT_Q6_K>(c, w, x, xq, y, 1, rb, 0, 0);
+    const int rc = type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, x, xq, y, 1, rb, 0, cw)
+                   : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, x, xq, y, 1, rb, 0, cw)
+                                     : cuda_mmvt<QT_Q6_K>(c, w, x, xq, y, 1, rb, 0, cw);
     return rc == -1 || rc == INF_EUNSUPPORTED ? 0 : rc;
 }

@@ -123,6 +123,26 @@ int main(void)
                             "sample"};
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
         CHECK(has_prefix(others[i]));
+    /* the one-row products' quantizer-planes forms (where the device runs
+     * mmvt): every warp count the dispatcher can give each type (Q4_K 8,
+     * 12, 14; Q5_K 8, 12; Q6_K 8) at 32 and 16 rows a group, or none */
+    int n_planes = 0;
+    for (int i = 0; i < n_seen; i++)
+        n_planes += strstr(seen[i], " planes") != NULL;
+    if (n_planes) {
+        static const char *tn[] = {"q4_K", "q5_K", "q6_K"};
+        static const int n_cw[] = {3, 2, 1}, cws[] = {8, 12, 14};
+        for (int t = 0; t < 3; t++)
+            for (int k = 0; k < n_cw[t]; k++)
+                for (int rb = 32; rb >= 16; rb -= 16) {
+                    char q[96];
+                    snprintf(q, sizeof(q), "mul_mat<%s> mmvt rb=%d cw=%d planes", tn[t], rb, cws[k]);
+                    if (!has_name(q))
+                        printf("prewarm did not launch %s\n", q);
+                    CHECK(has_name(q));
+                }
+        CHECK(n_planes == 12);
+    }
     printf("prewarm: %d kernels\n", n_seen);
     /* batch_invariant = false: a backend of its own (the mode is fixed
      * before its first weight) whose prewarm launches the F16 path too */
