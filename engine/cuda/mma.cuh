@@ -99,23 +99,6 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
                  : "memory");
 }
 
-/* A whole warp's 32 arrivals as one (every lane calls it; the barrier
- * still counts threads): the lanes meet (__syncwarp orders their earlier
- * accesses before lane 0's), then lane 0 arrives with count 32 (sm_90).
- * Why: an arrive from each of 32 lanes is 32 updates of one shared-memory
- * word; the wgmma kernels' consumers arrive 5-6 times a super-block. */
-static __device__ __forceinline__ void cuda_mbar_arrive_warp(uint64_t *bar)
-{
-    __syncwarp();
-#if __CUDA_ARCH__ >= 900
-    if ((threadIdx.x & 31) == 0)
-        asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0], 32;\n}\n" ::"r"(cuda_saddr(bar))
-                     : "memory");
-#else
-    cuda_mbar_arrive(bar);
-#endif
-}
-
 /* Wait for the phase of parity `parity`. Each try_wait (sm_90 and later)
  * may suspend the thread until the phase completes (up to the hint,
  * 0x100000 ns) instead of returning at once: a waiting warp (mmqs's chain

@@ -220,7 +220,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
         }
         if (s == 0 && wg == 0)
-            cuda_mbar_arrive_warp(&S.bar.lag);
+            cuda_mbar_arrive(&S.bar.lag);
         plane(L, s, 1, false, 0, 8);
         if (more) {
             land(s + 1);
@@ -230,8 +230,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(FX);
         wgmma_keep(FY);
-        cuda_mbar_arrive_warp(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
-        cuda_mbar_arrive_warp(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */

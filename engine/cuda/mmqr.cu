@@ -279,7 +279,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         }
         wgmma_commit();
     };
-    auto release = [&](int32_t i) { cuda_mbar_arrive_warp(&S.bar.aempty[i % MMQR_ASL]); };
+    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
 
     if (!TURNS && wg == 1)
         cuda_mbar_wait(&S.bar.lag, 0);
@@ -311,11 +311,11 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         wgmma_keep(fb);
         release(4 * s + 1);
         if (!TURNS && s == 0 && wg == 0)
-            cuda_mbar_arrive_warp(&S.bar.lag);
+            cuda_mbar_arrive(&S.bar.lag);
         expand(3, fb);
         issue(s, 3, fb);
         if (TURNS)
-            cuda_mbar_arrive_warp(&S.bar.turn[wg ^ 1]);
+            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         wgmma_wait<0>();
         wgmma_pin(&dd[0][0]);
         wgmma_keep(fa);

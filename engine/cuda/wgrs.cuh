@@ -279,7 +279,7 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int
 template <int ASL, int RSL>
 static __device__ __forceinline__ void wgrs_slot_done(wgrs_bars<ASL, RSL> &B, int rs, int32_t s, int wg, int w4)
 {
-    cuda_mbar_arrive_warp(&B.sempty[rs]);
+    cuda_mbar_arrive(&B.sempty[rs]);
     if (w4 == 0)
         cuda_tr(s, wg ? CUDA_TR_DONEL : CUDA_TR_DONE0);
 }
