@@ -56,16 +56,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     uint32_t packed[2];
     int sum;
     float d;
-    /* the lane's 8 floats as two 16-byte loads where the row allows
-     * (cuda_q8k_warp's 8 scalar loads otherwise): the same values */
-    const float *xb = x + ib * QK_K;
-    if (((uintptr_t)xb & 15) == 0) {
-        const float4 a = __ldg((const float4 *)xb + 2 * lane), b = __ldg((const float4 *)xb + 2 * lane + 1);
-        float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-        cuda_q8k_warp_v(v, lane, packed, &sum, &d);
-    } else {
-        cuda_q8k_warp(xb, lane, packed, &sum, &d);
-    }
+    cuda_q8k_warp(x + ib * QK_K, lane, packed, &sum, &d);
     cuda_q8k_put(y.qs + ib * QK_K, y.hl + ib * CUDA_Q8K_HL, y.d + ib, lane, packed, sum, d);
     quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
     quantize_x16p(x16, ib, lane, packed[0], packed[1]);
