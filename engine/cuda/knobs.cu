@@ -137,7 +137,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * the H100, session 42), its warpgroups' products in turns (3, the
      * default: 0.935-0.963x the form without turns' time, session 44;
      * where it declines, mmqk); INFERD_MMQW=2 without turns (A/B runs),
-     * 4 in four warpgroups of 64 x 64 (mmqr4_kernel; A/B runs),
      * INFERD_MMQW=1 the form with
      * both operands in shared memory (cuda/mmqw.cu), INFERD_MMQW=0 the
      * mma.sync form (cuda/mmqh_impl.cuh, sm_80+ with 203 KB of shared
@@ -147,7 +146,7 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * runs, the tests) */
     const char *mqh = getenv("INFERD_MMQH");
     const char *mqw = getenv("INFERD_MMQW");
-    c->mmqw = !mqw ? 3 : atoi(mqw) >= 0 && atoi(mqw) <= 4 ? atoi(mqw) : 3;
+    c->mmqw = !mqw ? 3 : atoi(mqw) == 0 ? 0 : atoi(mqw) == 1 ? 1 : atoi(mqw) == 2 ? 2 : 3;
     c->mmqh_fill = !(mqh && atoi(mqh) >= 0);
     c->mmqh = c->sm < 80 ? 0
               : !c->mmqh_fill ? atoi(mqh)

@@ -176,14 +176,13 @@ static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t
  * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
  * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
  * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
-template <int NT = 16>
-static __device__ __forceinline__ void mmqr_chain_v1(float acc[NT][4], const float dd[NT][4], const mmqr_sslot &L,
-                                                     const mmqk_head hd[2], int t4, int c0 = 0)
+static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
+                                                     const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const float2 xd = *(const float2 *)&L.xd[c0 + 8 * j + 2 * t4];
-        const float2 sf = *(const float2 *)&L.sf[c0 + 8 * j + 2 * t4];
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+        const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float p1 = __fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x);
@@ -191,13 +190,12 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[NT][4], const flo
         }
     }
 }
-template <int NT = 16>
-static __device__ __forceinline__ void mmqr_chain_v2(float acc[NT][4], const float dd[NT][4], const mmqr_sslot &L,
-                                                     const mmqk_head hd[2], int t4, int c0 = 0)
+static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
+                                                     const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const float2 xd = *(const float2 *)&L.xd[c0 + 8 * j + 2 * t4];
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
@@ -351,161 +349,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 #endif
 }
 
-/* mmqr4 (INFERD_MMQW=4; not the default: measured in session 46 or not at
- * all, see bench/RESULTS.md): the same product in four consumer
- * warpgroups of 64 weight rows x 64 activation rows (m64n64k16), so that
- * while one runs its chain or expands, three can issue products. Why
- * (bench/wgmma_probe.cu, session 46): with two warpgroups each one's own
- * path (products, chain with its min term, landing) is ~2.1 us a
- * super-block and the other's products cover only part of it; a lone
- * warpgroup's chain of m64n64 steps runs at 38.6 cycles a step against
- * 32 of tensor work, two at 64 each. Each warpgroup expands the
- * fragments of its 64 weight rows (two warpgroups the same rows: twice
- * the expansion of mmqr) and chains its 32 outputs a thread. Registers:
- * 20 warps, 5 a scheduler: 96 a thread at launch, then setmaxnreg gives
- * the consumers MMQR4_CONS_REGS and the feed warpgroup the rest of the
- * lane's 512 (ptxas allocates each region to its own count: mmqr's SASS
- * uses R0-R225 after its setmaxnreg.inc 232, though ptxas reports 168). */
-#define MMQR4_CONS 512
-#define MMQR4_THREADS (MMQR4_CONS + 128)
-#ifndef MMQR4_CONS_REGS
-#define MMQR4_CONS_REGS 120
-#endif
-#define MMQR4_FEED_REGS (512 - 4 * MMQR4_CONS_REGS)
-
-static __global__ void __launch_bounds__(MMQR4_THREADS, 1)
-mmqr4_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
-{
-#if WGMMA_DEVICE
-    extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
-    mmqr_smem &S = wgmma_smem<mmqr_smem>(mmqr_smem_raw);
-    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < MMQR_ASL; i++) {
-            cuda_mbar_init(&S.bar.afull[i], 1);
-            cuda_mbar_init(&S.bar.aempty[i], MMQR4_CONS);
-        }
-        for (int i = 0; i < MMQR_RSL; i++) {
-            cuda_mbar_init(&S.bar.sfull[i], CUDA_WARP + 1);
-            cuda_mbar_init(&S.bar.sempty[i], MMQR4_CONS);
-        }
-        cuda_mbar_init_fence();
-    }
-    __syncthreads();
-    cuda_tr_block(0);
-    cuda_pdl_enter();
-    if (threadIdx.x >= MMQR4_CONS) {
-        wgmma_regs_dec<MMQR4_FEED_REGS>();
-        const int fw = threadIdx.x / CUDA_WARP - MMQR4_CONS / CUDA_WARP;
-        if (fw < 2)
-            wgrs_feed<4, true>(S, fw, 144, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0, E.glu,
-                               [](mmqr_sslot &L, int r, float xd, uint4 hl) {
-                                   L.xd[r] = xd;
-                                   L.sf[r] = mmqh_sf(hl);
-                                   uint32_t b[8];
-                                   mmqr_min_brow(hl, b);
-                                   *(uint4 *)&L.mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
-                                   *(uint4 *)&L.mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
-                               });
-        return;
-    }
-    wgmma_regs_inc<MMQR4_CONS_REGS>();
-    /* warpgroup wgi: weight half h (rows 64 h..), activation half v */
-    const int lane = threadIdx.x % CUDA_WARP, q = threadIdx.x / CUDA_WARP;
-    const int wgi = q >> 2, h = wgi & 1, v = wgi >> 1, w4 = q & 3, g = lane >> 2, t4 = lane & 3;
-    const int qq = 4 * h + w4; /* the warp's 16-row group of the block's 128 */
-    const int ra = E.glu ? 8 * qq + g : 16 * qq + g, rb = E.glu ? 64 + 8 * qq + g : 16 * qq + g + 8;
-    const uint32_t sb = cuda_saddr(S.act[0]) + (uint32_t)v * 64 * 128; /* rows 64 v.. of each stage */
-
-    float acc[8][4], dd[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        for (int k = 0; k < 4; k++)
-            acc[j][k] = 0.0f;
-    uint32_t fa[4][4], fb[4][4];
-    uint4 qa[2], qb[2];
-    __half2 ma[2], ca[2], mb[2], cb[2];
-    auto expand = [&](int G, uint32_t (&f)[4][4]) {
-        const bool hi = G >= 2;
-        const uint4 &wa = qa[G & 1], &wb = qb[G & 1];
-        mmqr_frag(f[0], wa.x, wb.x, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[1], wa.y, wb.y, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[2], wa.z, wb.z, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-        mmqr_frag(f[3], wa.w, wb.w, hi, ma[hi], ca[hi], mb[hi], cb[hi]);
-    };
-    auto issue = [&](int32_t s, int G, const uint32_t (&f)[4][4]) {
-        const int32_t i = 4 * s + G;
-        cuda_mbar_wait(&S.bar.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
-        wgmma_fence();
-        const uint32_t ao = sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint64_t db = wgmma_desc(ao + 32 * kk, 16, 1024, 1);
-            if (G == 0 && kk == 0)
-                wgmma_rs64_z(&dd[0][0], f[kk], db);
-            else
-                wgmma_rs64(&dd[0][0], f[kk], db);
-        }
-        wgmma_commit();
-    };
-    auto release = [&](int32_t i) { cuda_mbar_arrive(&S.bar.aempty[i % MMQR_ASL]); };
-    for (int32_t s = 0; s < nbr; s++) {
-        const int rs = s % MMQR_RSL;
-        const mmqr_sslot &L = S.ss[rs];
-        cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
-        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
-        qa[0] = *(const uint4 *)&wa[4 + 8 * t4];
-        qa[1] = *(const uint4 *)&wa[8 + 8 * t4];
-        qb[0] = *(const uint4 *)&wb[4 + 8 * t4];
-        qb[1] = *(const uint4 *)&wb[8 + 8 * t4];
-        mmqh_quarter_scales(wa, t4, ma[0], ca[0], ma[1], ca[1]);
-        mmqh_quarter_scales(wb, t4, mb[0], cb[0], mb[1], cb[1]);
-        if (w4 == 0)
-            cuda_tr(s, wgi ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        expand(0, fa);
-        issue(s, 0, fa);
-        expand(1, fb);
-        issue(s, 1, fb);
-        wgmma_wait<1>();
-        wgmma_keep(fa);
-        release(4 * s);
-        expand(2, fa);
-        issue(s, 2, fa);
-        wgmma_wait<1>();
-        wgmma_keep(fb);
-        release(4 * s + 1);
-        expand(3, fb);
-        issue(s, 3, fb);
-        wgmma_wait<0>();
-        wgmma_pin<32>(&dd[0][0]);
-        wgmma_keep(fa);
-        wgmma_keep(fb);
-        release(4 * s + 2);
-        release(4 * s + 3);
-        if (w4 == 0)
-            cuda_tr(s, wgi ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        mmqk_head hd[2];
-        mmqk_k45_head(wa, hd[0]);
-        mmqk_k45_head(wb, hd[1]);
-        mmqr_chain_v1<8>(acc, dd, L, hd, t4, 64 * v);
-        uint32_t fm[1][4];
-        mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
-        wgmma_fence();
-        wgmma_rs64_z(&dd[0][0], fm[0], wgmma_desc(cuda_saddr(L.mb) + 16 * 64 * v, MMQR_MBG, 128, 0));
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_pin<32>(&dd[0][0]);
-        wgmma_keep(fm);
-        mmqr_chain_v2<8>(acc, dd, L, hd, t4, 64 * v);
-        wgrs_slot_done(S.bar, rs, s, wgi != 0, w4);
-    }
-    mmq_tiles_store<1, 8>((const float(*)[8][4])acc, m0, n0, qq, 64 * v, g, t4, n_w, n_rows, y, E);
-    if (q == 0)
-        cuda_tr_block(1);
-#endif
-}
-
 /* mmqr's weight side and activation order on the host (tests/cuda/
  * test_cuda_host.c): for random Q4_K super-blocks (rows A and B) and
  * random int8 activations, every lane's fragments as the kernel expands
@@ -630,16 +473,6 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
     if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
         return INF_EUNSUPPORTED;
-    if (c->mmqw == 4) { /* four warpgroups (mmqr4_kernel; A/B runs) */
-        if (mmq_occupancy_once<mmqr4_kernel>(mmqr_smem_bytes, MMQR4_THREADS) == 0)
-            return -1;
-        if (!c->x16p_ready || x16 != (__half *)c->x16)
-            mmqh_x16(c, X, n_rows, w->ne0, x16, true);
-        const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-        cuda_launch(c, mmqr4_kernel, grid, MMQR4_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K),
-                    (int32_t)w->ne1, y, n_rows, c->epi);
-        return 0;
-    }
     /* the form: 3 turns (the default), 2 without (A/B runs) */
     const bool turns = c->mmqw == 3;
     auto *k = turns ? mmqr_kernel<true> : mmqr_kernel<false>;

@@ -102,36 +102,6 @@ static __device__ __forceinline__ void wgmma_u8s8_z(int d[64], const uint32_t a[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-/* the 32 accumulator operands of an m64n64 wgmma (cuda/mmqr.cu's four-
- * warpgroup form) */
-#define WGMMA_D32 \
-    "{" \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-    "}"
-#define WGMMA_DOPS32(c) \
-    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), \
-    c(d[8]), c(d[9]), c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), \
-    c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), \
-    c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31])
-
-/* wgmma_rs / wgmma_rs_z at N = 64: D(64 x 64 f32), B 64 rows */
-static __device__ __forceinline__ void wgmma_rs64(float d[32], const uint32_t a[4], uint64_t db)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
-                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
-                 : WGMMA_DOPS32(WGMMA_RW)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-static __device__ __forceinline__ void wgmma_rs64_z(float d[32], const uint32_t a[4], uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : WGMMA_DOPS32(WGMMA_WO)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
 /* before a warpgroup's first wgmma after its registers (accumulators, A
  * fragments) or the shared memory it reads were written */
 static __device__ __forceinline__ void wgmma_fence(void)
@@ -154,10 +124,10 @@ template <int N> static __device__ __forceinline__ void wgmma_wait(void)
 /* Pin d at this point of the program: the asm "reads and writes" it, so
  * the compiler cannot move its uses above the wait that makes the
  * hardware's writes (between the wgmma and its wait_group) complete. */
-template <int N = 64> static __device__ __forceinline__ void wgmma_pin(float *d)
+static __device__ __forceinline__ void wgmma_pin(float d[64])
 {
 #pragma unroll
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < 64; i++)
         asm volatile("" : "+f"(d[i])::"memory");
 }
 
