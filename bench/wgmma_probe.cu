@@ -274,27 +274,18 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
             }
             wgmma_wait<0>();
             wgmma_pin(&d[0]);
-        } else {
-            if (FORM == 2)
-                expand(0, f[0]);
-            issue(0, f[0]);
-            wgmma_commit();
-            if (FORM == 2)
-                expand(1, f[1]);
-            issue(1, f[1]);
-            wgmma_commit();
-            wgmma_wait<1>();
-            wgmma_keep(f[0]);
-            if (FORM == 2)
-                expand(2, f[0]);
-            issue(2, f[0]);
-            wgmma_commit();
-            wgmma_wait<1>();
-            wgmma_keep(f[1]);
-            if (FORM == 2)
-                expand(3, f[1]);
-            issue(3, f[1]);
-            wgmma_commit();
+        } else { /* mmqr's order: group G's fragments into set G & 1 once G - 2 is done */
+#pragma unroll
+            for (int G = 0; G < 4; G++) {
+                if (G >= 2) {
+                    wgmma_wait<1>();
+                    wgmma_keep(f[G & 1]);
+                }
+                if (FORM == 2)
+                    expand(G, f[G & 1]);
+                issue(G, f[G & 1]);
+                wgmma_commit();
+            }
             wgmma_wait<0>();
             wgmma_pin(&d[0]);
             wgmma_keep(f[0]);
