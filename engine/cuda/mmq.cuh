@@ -164,6 +164,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
               int32_t n_rows, int rb, int max_blocks, int cw);
 int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight *w, const float *x, const void *xq,
                       float *y, int rb, int cw);
+int cuda_mmvt_cws(int type, int cw[3]);
 
 /* the nc cuda_mmvq takes for nc = 0: the smallest instantiation that holds
  * the call's rows (the row count changes how many activation rows share

@@ -506,6 +506,22 @@ static inline int mmvt_cw(int type, int64_t n_w, int n_sm)
     return type == QT_Q4_K ? 14 : 12;
 }
 
+/* Every warp count cuda_mmvt can run a type at, into cw: 8 (Q6_K's only;
+ * every type's on multi-group shapes), then mmvt_cw's one-group counts
+ * (Q4_K's 12 where INFERD_MMVT_CW forces it); prewarm launches each
+ * (cuda/prewarm.cu) */
+int cuda_mmvt_cws(int type, int cw[3])
+{
+    cw[0] = 8;
+    if (type == QT_Q6_K)
+        return 1;
+    cw[1] = 12;
+    if (type != QT_Q4_K)
+        return 2;
+    cw[2] = 14;
+    return 3;
+}
+
 /* Rows a group by shape (speed only). Where a block streams several
  * groups (more 32-row groups than SMs: 8 compute warps, 8 super-block
  * columns a stage at 32 rows, 16 at 16), its feed warp queues a bulk copy

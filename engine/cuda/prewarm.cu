@@ -103,13 +103,13 @@ extern "C" int cuda_be_prewarm(struct backend *be,
              * reach on this scratch (cuda/mmvt.cu): reading the quantizer's
              * planes (the table's rows quantize the row in the kernel: a
              * 64-row weight of 2 super-blocks a row), at each warp count
-             * the dispatcher can give them (mmvt_cw: 8 on shapes of more
-             * row groups than SMs, e.g. a 14B's 13824 x 5120 ffn-up at 32
-             * rows a group; 12 or, Q4_K, 14 on one-group shapes; Q6_K 8) */
+             * the dispatcher can give them (cuda_mmvt_cws: 8 on shapes of
+             * more row groups than SMs, e.g. a 14B's 13824 x 5120 ffn-up at
+             * 32 rows a group; 12 or, Q4_K, 14 on one-group shapes; Q6_K 8) */
             if ((t == QT_Q4_K || t == QT_Q5_K || t == QT_Q6_K) && c->mmvt) {
                 cuda_quantize_act(c, QT_Q8_K, x, c->xq, 1, w.ne0, 0);
-                static const int cws[] = {8, 12, 14};
-                const int n_cw = t == QT_Q6_K ? 1 : t == QT_Q5_K ? 2 : 3;
+                int cws[3];
+                const int n_cw = cuda_mmvt_cws(t, cws);
                 for (int k = 0; k < n_cw; k++)
                     for (int rb = 32; rb >= 16; rb -= 16) {
                         snprintf(name, sizeof(name), "mul_mat<%s> mmvt rb=%d cw=%d planes", quant_type_name(t), rb,
