@@ -10,7 +10,8 @@
 #   tar czf devcarry.tgz devcarry
 # device tool: carry ["devcarry.tgz"], command `bash bench/ab-call.sh`.
 # Environment: SAN="TYPES SHAPES N" for the sanitizers' bench --op (default
-# the q6_K one-row products), and the ab phase's AB_* variables.
+# the q6_K one-row products), AB_BITS_ENV (variables for the bits phase
+# only: cuda-ops, q7, the sanitizers) and the ab phase's AB_* variables.
 # Leaves in $OUT: summary.txt, ab.md, the logs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -20,17 +21,17 @@ export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 S=$out/summary.txt
 { date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader; } | tee $S
-timeout 200 $d/bin/test_cuda_ops > $out/ops.log 2>&1
+env ${AB_BITS_ENV:-} timeout 200 $d/bin/test_cuda_ops > $out/ops.log 2>&1
 echo "cuda-ops rc=$?" | tee -a $S
 grep -E "FAIL|mmvt" $out/ops.log | head -40 >> $S
 . tests/cuda/q7.sh
 q7_make $out/mk.log
-timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
+env ${AB_BITS_ENV:-} timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
 echo "q7 rc=$?" | tee -a $S
 tail -1 $out/q7.log | tee -a $S
 read -r st ss sn <<< "${SAN:-q6_K llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 1}"
 for tool in memcheck racecheck synccheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+    env ${AB_BITS_ENV:-} timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
         --types $st --n $sn --shapes $ss --reps 2 > $out/san-$tool.log 2>&1
     echo "$tool ($st $ss n=$sn) rc=$?" | tee -a $S
 done
