@@ -42,7 +42,7 @@ echo "sass lines $(zcat $out/wgrs.sass.gz | wc -l)" | tee -a $S
 # BITS_ENV: variables for the bits phase (cuda-ops, q7, sanitizers), e.g.
 # a form under test; ab-call.sh applies them (AB_BITS_ENV) to that phase
 # only: exported here they also reached every A/B variant (session 47 call
-# 8's A/B ran the form under test on both sides)
+# 11's A/B ran the form under test on both sides)
 ( export AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16 ${BITS_ENV:-}" SAN="q4_K,q6_K qwen7b-attn-kv 301" AB_TYPES=q4_K,q6_K \
       AB_N=256,512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-attn-q AB_PP=512,2048 AB_TG=16 \
       AB_VARIANTS="${AB_VARIANTS:-base=bin:INFERD_MMQW=1,INFERD_MMQH=-1,INFERD_MMQ6W=0 new=bin:INFERD_MMQH=-1,INFERD_MMQ6W=-1}"
