@@ -113,6 +113,10 @@ struct cuda_ctx {
      * and by mmqr's own conversion (mmqh_x16), cleared by every other
      * write of c->xq or c->x16; mmqr then skips its conversion */
     int x16p_ready;
+    int x16only;       /* leave the int8 plane out where only mmqr reads (INFERD_X16ONLY=0: never; A/B) */
+    int mm_x16_ok;     /* the op's every product may read x16 alone (mul_mat.cu, set per op) */
+    int xq_no_qs;      /* c->xq's int8 plane was not written (cuda_quantize_x16p's no_qs: every
+                        * product of the op reads x16, mul_mat.cu MM_HELD_X16) */
     size_t weight_bytes; /* resident weights, for the load log */
     size_t aux_bytes;    /* the weights' second layouts (Q6_K expanded) */
     struct cuda_sample *smp; /* ops->sample scratch (cuda/sample.cu), NULL until used */
@@ -595,6 +599,11 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
 /* The same Q8_K planes, and each value also as f16 into x16 in mmqr's k
  * order (cuda/mmqh_impl.cuh mmqh_x16p_elem): mmqh_x16p_kernel's bytes
  * without reading the planes back (c->x16p_ready = 1) */
-void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16);
+void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16,
+                        int no_qs);
+/* Whether mmqr takes this Q4_K product as it is launched now (c->epi
+ * included): every check cuda_mmqr and its launcher make before it reads
+ * x16 (cuda/mmqr.cu) */
+int cuda_mmqr_takes(struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows);
 
 #endif

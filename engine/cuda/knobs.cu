@@ -45,6 +45,11 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * leaves it out (A/B runs; results do not change) */
     const char *early = getenv("INFERD_PDL_EARLY");
     c->pdl_early = c->pdl && !(early && !strcmp(early, "0"));
+    /* INFERD_X16ONLY=0: the activation quantizer always writes the int8
+     * plane, also where every product of the op is an mmqr reading x16
+     * (cuda/mul_mat.cu MM_HELD_X16; A/B, session 48) */
+    const char *x16o = getenv("INFERD_X16ONLY");
+    c->x16only = !(x16o && !strcmp(x16o, "0"));
     const char *wpr = getenv("INFERD_MMVQ_WPR");
     c->mmvq_wpr = wpr && (!strcmp(wpr, "1") || !strcmp(wpr, "2") || !strcmp(wpr, "4")) ? atoi(wpr) : 0;
     /* INFERD_NO_GLU=1: mul_mat_swiglu as the two products then silu_mul

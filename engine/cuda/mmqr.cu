@@ -479,8 +479,17 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
                : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
         return -1;
-    if (!c->x16p_ready || x16 != (__half *)c->x16)
+    if (!c->x16p_ready || x16 != (__half *)c->x16) {
+        /* the conversion reads the int8 plane; mul_mat.cu leaves it out
+         * only where cuda_mmqr_takes said this product reads x16 as the
+         * quantizer wrote it, so this is a bug, never a wrong product */
+        if (c->xq_no_qs) {
+            c->err = INF_EINTERNAL;
+            snprintf(c->err_msg, sizeof(c->err_msg), "mmqr: the activations' int8 plane was not written");
+            return 0;
+        }
         mmqh_x16(c, X, n_rows, w->ne0, x16, true);
+    }
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, k, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y,
                 n_rows, c->epi);
@@ -488,5 +497,25 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
     return INF_EUNSUPPORTED;
+#endif
+}
+
+int cuda_mmqr_takes(struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+#if defined(INFERD_MMQW)
+    /* mmqh_launch's checks before it calls cuda_mmqr, then cuda_mmqr's */
+    if (c->mmqw < 2 || w->type != QT_Q4_K || w->ne0 % QK_K || c->sm < 80 || !cuda_x16_room(c, n_rows, w->ne0))
+        return 0;
+    if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
+        (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
+        return 0;
+    CUtensorMap wm, xm;
+    if (cuda_mmqh_tmaps(c, w, (const __half *)c->x16, n_rows, &wm, &xm))
+        return 0;
+    return (c->mmqw == 3 ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
+                         : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) != 0;
+#else
+    (void)c, (void)w, (void)n_rows;
+    return 0;
 #endif
 }

@@ -195,6 +195,9 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
  * bench/RESULTS.md 2026-12-06 08:10-, call 9). If mmqr declines after all,
  * the other forms write x16 themselves, at the cost of the f16 writes
  * here. */
+/* *held's value where the quantizer left the int8 plane out (mul_mat_q) */
+#define MM_HELD_X16 (-2)
+
 static bool mm_x16p_wanted(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
     return w->type == QT_Q4_K && c->mmqw >= 2 && w->ne0 % QK_K == 0 && cuda_x16_room(c, n_rows, w->ne0) &&
@@ -249,14 +252,21 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             return;
     }
     const int vdt = kq ? QT_Q8_K : QT_Q8_0;
-    if (*held != vdt) {
+    /* MM_HELD_X16: c->xq holds d and the 32-sums, x16 the values, no int8
+     * plane; only a product mmqr takes as launched can use that */
+    const bool x16w = mm_x16p_wanted(c, w, n_rows);
+    const bool x16_only = x16w && c->mm_x16_ok && cuda_mmqr_takes(c, w, n_rows);
+    if (*held == MM_HELD_X16 && !x16_only)
+        *held = -1;
+    if (*held != vdt && *held != MM_HELD_X16) {
         /* a Q4_K product mmqr will take: the quantizer writes its f16
-         * activations too (mm_x16p_wanted) */
-        if (mm_x16p_wanted(c, w, n_rows))
-            cuda_quantize_x16p(c, x, c->xq, n_rows, w->ne0, c->x16);
+         * activations too (mm_x16p_wanted), and leaves the int8 plane
+         * out where every product of the op reads x16 (c->mm_x16_ok) */
+        if (x16w)
+            cuda_quantize_x16p(c, x, c->xq, n_rows, w->ne0, c->x16, x16_only);
         else
             cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
-        *held = vdt;
+        *held = x16_only ? MM_HELD_X16 : vdt;
     }
     /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
      * every batch (cuda_q0_packed) */
@@ -352,7 +362,9 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
     int held = -1;
+    c->mm_x16_ok = c->x16only; /* one product: the int8 plane only if it reads it */
     mul_mat_one(c, w, x, y, n_rows, &held);
+    c->mm_x16_ok = 0;
 }
 
 /* b continues a: slices of one fused allocation (ops->weight_fuse), b's
@@ -393,6 +405,15 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
     if (cuda_op_begin(c) || n_rows <= 0)
         return;
     int held = -1;
+    /* the int8 plane left out only where every product of the op is a
+     * Q4_K one the quantizer writes x16 for (mul_mat_q then still asks
+     * cuda_mmqr_takes for each launch, and quantizes again in full if one
+     * would not read x16: correct, only slower); mixed ops (a Q6_K V
+     * beside Q4_K Q and K) keep it */
+    c->mm_x16_ok = c->x16only;
+    for (int i = 0; i < n_out; i++)
+        if (!mm_x16p_wanted(c, out[i].w, n_rows))
+            c->mm_x16_ok = 0;
     for (int i = 0; i < n_out && !c->err;) {
         int k = 1; /* outs i .. i+k-1 in one launch */
         while (i + k < n_out && k < CUDA_EPI_SEGS && mm_adjacent(out[i + k - 1].w, out[i + k].w))
@@ -437,6 +458,7 @@ void cuda_op_mul_mat_ex(struct backend *be, const float *x, int32_t n_rows, cons
     }
     c->epi = cuda_epi{};
     c->mm_tail = 0;
+    c->mm_x16_ok = 0;
 }
 
 /* ops->mul_mat_swiglu. Where the product runs through MMQ (mm_takes_mmq)
@@ -465,7 +487,9 @@ void cuda_op_mul_mat_swiglu(struct backend *be, const float *x, int32_t n_rows, 
         int held = -1;
         c->epi = cuda_epi{};
         c->epi.glu = (int32_t)gate->ne1;
+        c->mm_x16_ok = c->x16only; /* one product */
         mul_mat_one(c, &v, x, y, n_rows, &held);
+        c->mm_x16_ok = 0;
         c->epi = cuda_epi{};
         return;
     }

@@ -327,11 +327,13 @@ static __host__ __device__ __forceinline__ int cuda_x16p_pos(int lane, int p)
 
 /* Store cuda_q8k_warp(_v)'s results for one block: the lane's 8 qs at
  * qs + 8 lane, the 32-sums' halves into hl (hi_0..7, lo_0..7), d. The
- * quantizer kernel stores into the planes, mmvt into shared memory. */
+ * quantizer kernel stores into the planes (not qs where its consumers
+ * read x16 only), mmvt into shared memory. */
 static __device__ __forceinline__ void cuda_q8k_put(int8_t *qs, int8_t *hl, float *d, int lane, const uint32_t w[2],
                                                     int sum, float dv)
 {
-    *(uint2 *)(qs + 8 * lane) = make_uint2(w[0], w[1]);
+    if (qs) /* NULL: the int8 plane not kept (cuda_quantize_x16p's no_qs) */
+        *(uint2 *)(qs + 8 * lane) = make_uint2(w[0], w[1]);
     if ((lane & 3) == 0) {
         hl[lane / 4] = (int8_t)cuda_q8k_hi(sum);
         hl[QK_K / 32 + lane / 4] = (int8_t)cuda_q8k_lo(sum);

@@ -57,7 +57,7 @@ static __global__ void quantize_q8_K_kernel(const float *__restrict__ x, cuda_q8
     int sum;
     float d;
     cuda_q8k_warp(x + ib * QK_K, lane, packed, &sum, &d);
-    cuda_q8k_put(y.qs + ib * QK_K, y.hl + ib * CUDA_Q8K_HL, y.d + ib, lane, packed, sum, d);
+    cuda_q8k_put(y.qs ? y.qs + ib * QK_K : nullptr, y.hl + ib * CUDA_Q8K_HL, y.d + ib, lane, packed, sum, d);
     quantize_frag(frag, ib, nbr, lane, packed[0], packed[1]);
     quantize_x16p(x16, ib, lane, packed[0], packed[1]);
 }
@@ -81,19 +81,24 @@ static __global__ void quantize_q8_0_kernel(const float *__restrict__ x, cuda_q8
 }
 
 static void quantize_q8k(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, int early,
-                         __half *x16)
+                         __half *x16, bool no_qs = false)
 {
     const int per = 8; /* warps per thread block */
     const int64_t nb = (int64_t)n_rows * (n / QK_K);
-    cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x, cuda_q8k_planes(dst, nb), nb,
+    cuda_q8k planes = cuda_q8k_planes(dst, nb);
+    if (no_qs)
+        planes.qs = nullptr;
+    cuda_launch(c, quantize_q8_K_kernel, cuda_blocks(nb, per), per * CUDA_WARP, 0, x, planes, nb,
                 (uint32_t *)cuda_q8k_frag(dst, n_rows, n / QK_K), (int64_t)(n / QK_K), early, x16);
 }
 
-void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16)
+void cuda_quantize_x16p(struct cuda_ctx *c, const float *x, void *dst, int32_t n_rows, int64_t n, void *x16,
+                        int no_qs)
 {
-    quantize_q8k(c, x, dst, n_rows, n, 0, (__half *)x16);
+    quantize_q8k(c, x, dst, n_rows, n, 0, (__half *)x16, no_qs != 0);
     CUDA_CHECK_LAUNCH(c, "quantize kernel");
     c->x16p_ready = 1;
+    c->xq_no_qs = no_qs != 0;
 }
 
 void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, void *dst,
@@ -102,6 +107,7 @@ void cuda_quantize_act(struct cuda_ctx *c, int vec_dot_type, const float *x, voi
     const int early = before_mmvt && c->pdl_early;
     const int per = 8; /* warps per thread block */
     c->x16p_ready = 0;
+    c->xq_no_qs = 0;
     if (vec_dot_type == QT_Q8_K) {
         quantize_q8k(c, x, dst, n_rows, n, early, NULL);
     } else {
