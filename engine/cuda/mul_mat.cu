@@ -188,6 +188,9 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
     }
 }
 
+/* *held's value where the quantizer left the int8 plane out (mul_mat_q) */
+#define MM_HELD_X16 (-2)
+
 /* Whether w's product at n_rows goes to mmqr (Q4_K through MMQ where the
  * wgmma rule takes it, mmqr's form, x16 room), so its quantizer should
  * also write mmqr's f16 activations: a conversion kernel's 7 MB re-read
@@ -195,9 +198,6 @@ static int mm_takes_mmq(const struct cuda_ctx *c, const struct backend_weight *w
  * bench/RESULTS.md 2026-12-06 08:10-, call 9). If mmqr declines after all,
  * the other forms write x16 themselves, at the cost of the f16 writes
  * here. */
-/* *held's value where the quantizer left the int8 plane out (mul_mat_q) */
-#define MM_HELD_X16 (-2)
-
 static bool mm_x16p_wanted(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
 {
     return w->type == QT_Q4_K && c->mmqw >= 2 && w->ne0 % QK_K == 0 && cuda_x16_room(c, n_rows, w->ne0) &&
