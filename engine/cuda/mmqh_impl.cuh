@@ -578,19 +578,26 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
 
 static_assert(MMQH_BM == CUDA_MMQH_TILE && MMQH_BN == CUDA_MMQH_TILE, "cuda_mmqh_fills counts these blocks");
 
+/* Whether every form of the exact F16 product can take w at n_rows as
+ * launched now (c->epi included): whole super-blocks, x16 room, sm_80,
+ * and the kernels' 32-bit loader offsets (a block's weight rows, under
+ * the SwiGLU epilogue up to F + 128 rows past its base, and a block's 128
+ * activation rows of f16 under 4 GB). mmqh_launch and cuda_mmqr_takes
+ * (cuda/mmqr.cu) both ask it. */
+static inline bool mmqh_fits(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows)
+{
+    return w->ne0 % QK_K == 0 && cuda_x16_room(c, n_rows, w->ne0) && c->sm >= 80 &&
+           (uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes < (1ull << 32) &&
+           (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 < (1ull << 32);
+}
+
 template <int T>
 static int mmqh_launch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
 {
     static_assert(T == QT_Q4_K, "mmqh: Q4_K's scales and nibbles only (Q5_K's q x sc, up to 1,953, centred "
                                 "still passes 2^24 in a super-block: two accumulators)");
     const int64_t nbr = w->ne0 / QK_K;
-    if (w->ne0 % QK_K || !cuda_x16_room(c, n_rows, w->ne0) || c->sm < 80)
-        return INF_EUNSUPPORTED;
-    /* the kernel's 32-bit loader offsets: a block's weight rows (under the
-     * SwiGLU epilogue up to F + 128 rows past its base) and a block's 128
-     * activation rows of f16 under 4 GB */
-    if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
-        (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
+    if (!mmqh_fits(c, w, n_rows))
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     /* each form converts the activations to f16 (x16) once it runs, unless

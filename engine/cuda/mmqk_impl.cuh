@@ -619,6 +619,15 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
         if (cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, T, w->ne0, w->ne1, n_rows) &&
             cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
             return;
+        /* every form below reads the int8 plane, which the quantizer left
+         * out only where cuda_mmqr_takes said mmqr would run (cuda/
+         * mul_mat.cu MM_HELD_X16): a bug, so an error, never a product of
+         * bytes not written */
+        if (c->xq_no_qs) {
+            c->err = INF_EINTERNAL;
+            snprintf(c->err_msg, sizeof(c->err_msg), "mul_mat: Q4_K product without the int8 plane");
+            return;
+        }
     }
     /* Q6_K: int8 wgmma where it runs (cuda/mmq6w.cu; the same bits) */
     if constexpr (T == QT_Q6_K) {

@@ -466,19 +466,32 @@ extern "C" int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap)
     return k.bad;
 }
 
+#if defined(INFERD_MMQW)
+/* mmqr's own checks: its tensor maps (mmqw's: the x16 in this kernel's k
+ * order) and room for its form (3 turns, the default; 2 without, A/B
+ * runs); 0, INF_EUNSUPPORTED or -1 as cuda_mmqr returns them.
+ * cuda_mmqr and cuda_mmqr_takes both ask it. */
+static int mmqr_maps(struct cuda_ctx *c, const struct backend_weight *w, const __half *x16, int32_t n_rows,
+                     CUtensorMap *wm, CUtensorMap *xm)
+{
+    if (cuda_mmqh_tmaps(c, w, x16, n_rows, wm, xm))
+        return INF_EUNSUPPORTED;
+    return (c->mmqw == 3 ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
+                         : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0
+               ? -1
+               : 0;
+}
+#endif
+
 int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __half *x16, float *y,
               int32_t n_rows)
 {
 #if defined(INFERD_MMQW)
-    CUtensorMap wm, xm; /* mmqw's maps (the x16 in this kernel's k order) */
-    if (cuda_mmqh_tmaps(c, w, x16, n_rows, &wm, &xm))
-        return INF_EUNSUPPORTED;
-    /* the form: 3 turns (the default), 2 without (A/B runs) */
-    const bool turns = c->mmqw == 3;
-    auto *k = turns ? mmqr_kernel<true> : mmqr_kernel<false>;
-    if ((turns ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
-               : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) == 0)
-        return -1;
+    CUtensorMap wm, xm;
+    const int rc = mmqr_maps(c, w, x16, n_rows, &wm, &xm);
+    if (rc)
+        return rc;
+    auto *k = c->mmqw == 3 ? mmqr_kernel<true> : mmqr_kernel<false>;
     if (!c->x16p_ready || x16 != (__half *)c->x16) {
         /* the conversion reads the int8 plane; mul_mat.cu leaves it out
          * only where cuda_mmqr_takes said this product reads x16 as the
@@ -504,16 +517,9 @@ int cuda_mmqr_takes(struct cuda_ctx *c, const struct backend_weight *w, int32_t 
 {
 #if defined(INFERD_MMQW)
     /* mmqh_launch's checks before it calls cuda_mmqr, then cuda_mmqr's */
-    if (c->mmqw < 2 || w->type != QT_Q4_K || w->ne0 % QK_K || c->sm < 80 || !cuda_x16_room(c, n_rows, w->ne0))
-        return 0;
-    if ((uint64_t)(c->epi.glu + MMQH_BM) * w->row_bytes >= (1ull << 32) ||
-        (uint64_t)MMQH_BN * (uint64_t)w->ne0 * 2 >= (1ull << 32))
-        return 0;
     CUtensorMap wm, xm;
-    if (cuda_mmqh_tmaps(c, w, (const __half *)c->x16, n_rows, &wm, &xm))
-        return 0;
-    return (c->mmqw == 3 ? mmq_occupancy_once<mmqr_kernel<true>>(mmqr_smem_bytes, WGRS_THREADS)
-                         : mmq_occupancy_once<mmqr_kernel<false>>(mmqr_smem_bytes, WGRS_THREADS)) != 0;
+    return c->mmqw >= 2 && w->type == QT_Q4_K && mmqh_fits(c, w, n_rows) &&
+           mmqr_maps(c, w, (const __half *)c->x16, n_rows, &wm, &xm) == 0;
 #else
     (void)c, (void)w, (void)n_rows;
     return 0;

@@ -252,21 +252,21 @@ static void mul_mat_q(struct cuda_ctx *c, const struct backend_weight *w, const 
             return;
     }
     const int vdt = kq ? QT_Q8_K : QT_Q8_0;
-    /* MM_HELD_X16: c->xq holds d and the 32-sums, x16 the values, no int8
-     * plane; only a product mmqr takes as launched can use that */
-    const bool x16w = mm_x16p_wanted(c, w, n_rows);
-    const bool x16_only = x16w && c->mm_x16_ok && cuda_mmqr_takes(c, w, n_rows);
-    if (*held == MM_HELD_X16 && !x16_only)
-        *held = -1;
-    if (*held != vdt && *held != MM_HELD_X16) {
-        /* a Q4_K product mmqr will take: the quantizer writes its f16
-         * activations too (mm_x16p_wanted), and leaves the int8 plane
-         * out where every product of the op reads x16 (c->mm_x16_ok) */
-        if (x16w)
-            cuda_quantize_x16p(c, x, c->xq, n_rows, w->ne0, c->x16, x16_only);
-        else
-            cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
-        *held = x16_only ? MM_HELD_X16 : vdt;
+    if (*held != vdt) {
+        /* MM_HELD_X16: c->xq holds d and the 32-sums, x16 the values, no
+         * int8 plane; only a product mmqr takes as launched can use that */
+        const bool x16w = mm_x16p_wanted(c, w, n_rows);
+        const bool x16_only = x16w && c->mm_x16_ok && cuda_mmqr_takes(c, w, n_rows);
+        if (*held != MM_HELD_X16 || !x16_only) {
+            /* a Q4_K product mmqr will take: the quantizer writes its f16
+             * activations too (mm_x16p_wanted), and leaves the int8 plane
+             * out where every product of the op reads x16 (c->mm_x16_ok) */
+            if (x16w)
+                cuda_quantize_x16p(c, x, c->xq, n_rows, w->ne0, c->x16, x16_only);
+            else
+                cuda_quantize_act(c, vdt, x, c->xq, n_rows, w->ne0, 0);
+            *held = x16_only ? MM_HELD_X16 : vdt;
+        }
     }
     /* Q4_0/Q8_0 rows left in ggml's layout: the warp-per-row kernel at
      * every batch (cuda_q0_packed) */
