@@ -24,13 +24,21 @@
  *     chain-like loop until warpgroup 0 is done: 1 32 LDS.64 + 64 FADD +
  *     64 FFMA an iteration over 64 accumulators (mmqr's chain's shape), 2
  *     the same without the loads, 3 the loads alone. Whether another
- *     warpgroup's chain slows the products is what these tell.
+ *     warpgroup's chain slows the products is what these tell. Session 49:
+ *     4 the chain of 1 with a __nanosleep(nap) after every 8 of its 32
+ *     pairs (a warp that is always eligible, if the scheduler keeps
+ *     issuing from it, holds its scheduler for ~100-200 cycles at a time;
+ *     a sleep hands the scheduler back), 5 the same work as one dependent
+ *     FFMA series (each waits for the one before: a quarter of the issue
+ *     density). If 4 or 5 put form 2 back near its alone rate (78), mmqr's
+ *     chain, spread out, costs the other warpgroup's products less.
  * Prints cycles a step (warpgroup 0 of block 0, clock64) and the whole
  * grid's TFLOPS beside dense F16's ~989 (H100 SXM) / the same on the H200.
  *
  * Build: nvcc -O3 -std=c++17 -arch=sm_90a -I. -o wgmma_probe bench/wgmma_probe.cu */
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cuda_fp16.h>
 
 #include "bench/probe.cuh"
@@ -107,7 +115,7 @@ static __device__ __forceinline__ uint32_t expand_word(uint32_t q, uint32_t sel,
 #endif
 
 template <int FORM, int NWG, int SIDE>
-__global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, long long *cyc, int iters)
+__global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, long long *cyc, int iters, int nap)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t raw[];
@@ -141,10 +149,15 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
                 }
                 if (SIDE == 3) {
                     sink ^= __float_as_uint(x.x) + __float_as_uint(x.y);
+                } else if (SIDE == 5) {
+                    acc[0] = fmaf(x.x, dd[2 * j] + x.y, acc[0]);
+                    acc[0] = fmaf(x.y, dd[2 * j + 1] + x.x, acc[0]);
                 } else {
                     acc[2 * j] = fmaf(x.x, dd[2 * j] + x.y, acc[2 * j]);
                     acc[2 * j + 1] = fmaf(x.y, dd[2 * j + 1] + x.x, acc[2 * j + 1]);
                 }
+                if (SIDE == 4 && (j & 7) == 7)
+                    __nanosleep((unsigned)nap);
             }
             n++;
         }
@@ -301,19 +314,20 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
 #endif
 }
 
-template <int FORM, int NWG, int SIDE = 0> static void run(const char *name, int sms, float *out, long long *cyc)
+template <int FORM, int NWG, int SIDE = 0>
+static void run(const char *name, int sms, float *out, long long *cyc, int nap = 0)
 {
     const int iters = 512;
     const size_t smem = 4 * TILE + ATILE + 1024;
     CK(cudaFuncSetAttribute(probe<FORM, NWG, SIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int threads = FORM >= 7 ? 256 : 384; /* n256: 255 registers a thread */
-    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, 8); /* warm */
+    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, 8, nap); /* warm */
     CK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0));
-    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, iters);
+    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, iters, nap);
     CK(cudaEventRecord(e1));
     CK(cudaDeviceSynchronize());
     float ms = 0;
@@ -332,8 +346,9 @@ template <int FORM, int NWG, int SIDE = 0> static void run(const char *name, int
     printf("  grid %7.1f TFLOPS (%.3f ms)\n", flop / (ms * 1e-3) / 1e12, ms);
 }
 
-int main()
+int main(int argc, char **argv)
 {
+    const bool sched = argc > 1 && !strcmp(argv[1], "sched");
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("wgmma_probe: %s, %d SMs; m64n128k16 f16 -> f32, 64 tensor cycles a step at the dense F16 rate\n", p.name,
@@ -343,6 +358,11 @@ int main()
     CK(cudaMalloc(&out, 4));
     CK(cudaMalloc(&cyc, 8 * 4 * p.multiProcessorCount));
     const int sms = p.multiProcessorCount;
+    if (sched) {
+        run<2, 1>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
+        run<2, 2, 1>("form 2 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+        run<2, 2, 2>("form 2 + a chain (FADD, FFMA)", sms, out, cyc);
+    } else {
     run<0, 1>("RS 16 steps, commit, wait 0", sms, out, cyc);
     run<1, 1>("SS 16 steps, commit, wait 0", sms, out, cyc);
     run<2, 1>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
@@ -377,5 +397,15 @@ int main()
     run<1, 2, 1>("form 1 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
     run<8, 2, 1>("form 8 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
     run<7, 2, 1>("form 7 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
+    }
+    /* session 49: the chain handing its scheduler back (argument: the
+     * probe's first argument "sched" runs only these and form 2's rows) */
+    static const int naps[] = {0, 20, 50, 100, 200, 400};
+    for (int nap : naps) {
+        char name[64];
+        snprintf(name, sizeof name, "form 2 + a chain, nap %d ns / 8 pairs", nap);
+        run<2, 2, 4>(name, sms, out, cyc, nap);
+    }
+    run<2, 2, 5>("form 2 + a dependent chain", sms, out, cyc);
     return 0;
 }
