@@ -132,7 +132,6 @@ int main(int argc, char **argv)
     c.mmvt = 1;
     c.mmqt = 1;
     c.mmqw = getenv("INFERD_MMQW") ? atoi(getenv("INFERD_MMQW")) : 3; /* mmqr's form: 3 turns (the engine's default) or 2 */
-    c.mmqr_nap = getenv("INFERD_MMQR_NAP") ? atoi(getenv("INFERD_MMQR_NAP")) : 0;
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;

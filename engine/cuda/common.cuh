@@ -176,8 +176,6 @@ struct cuda_ctx {
     int mmq6w_fill;    /* mmq6w only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQ6W) */
     int mmqw;          /* mmqh's wgmma form where built: cuda/mmqr.cu 3 (turns, the default) or 2; 1 cuda/mmqw.cu; 0 the mma.sync form */
     int mmqh_fill;     /* mmqh only on shapes cuda_mmqh_fills passes (the default; not under INFERD_MMQH) */
-    int mmqr_nap;      /* ns mmqr's chain sleeps after every 16 of a thread's outputs (INFERD_MMQR_NAP, A/B;
-                        * 0: none, the default): cuda/mmqr.cu mmqr_chain_v1 */
     int mmvt_rb;       /* mmvt's rows a group, forced (0: by shape; INFERD_MMVT_RB=16|32, A/B) */
     int mmvt_fq;       /* mmvt quantizes its row itself where a block has one row group and a row at most this
                         * many super-blocks, or a row fits one stage (cuda/mmvt.cu; -1: by type, cuda/mmq.cuh;

@@ -157,11 +157,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
               : !c->mmqh_fill ? atoi(mqh)
               : c->mmqw && c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN
                                                              : 0;
-    /* mmqr's chain handing its scheduler back (session 49, A/B): a
-     * __nanosleep of INFERD_MMQR_NAP ns after every 16 of a thread's
-     * outputs; 0 (the default) none */
-    const char *nap = getenv("INFERD_MMQR_NAP");
-    c->mmqr_nap = nap && atoi(nap) > 0 && atoi(nap) <= 1000 ? atoi(nap) : 0;
     /* Q6_K batches through the int8 wgmma product (cuda/mmq6w.cu, sm_90a;
      * the same bits as mmqk; 0.49-0.64x mmqk's time from 512 rows on the
      * H100, bench/RESULTS.md 2026-12-05 session 42): by default as the

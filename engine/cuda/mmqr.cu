@@ -176,19 +176,8 @@ static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t
  * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
  * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
  * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
-/* nap (INFERD_MMQR_NAP, session 49's A/B; 0 the default): a __nanosleep
- * after every 16 outputs. The chain's ~320 independent FP operations keep
- * its warp eligible on every cycle; if the scheduler keeps issuing from
- * it, the other warpgroup's products (each wgmma waits for all four of its
- * warps) stall behind it: bench/wgmma_probe.cu measured form 2's steps at
- * 78 cycles alone and 92-101 beside a chain (session 46). */
-static __device__ __forceinline__ void mmqr_nap(int j, int32_t nap)
-{
-    if ((j & 3) == 3 && nap)
-        __nanosleep((unsigned)nap);
-}
 static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
-                                                     const mmqk_head hd[2], int t4, int32_t nap)
+                                                     const mmqk_head hd[2], int t4)
 {
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -199,11 +188,10 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const flo
             const float p1 = __fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x);
             acc[j][k] = __fmaf_rn(p1, __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x), acc[j][k]);
         }
-        mmqr_nap(j, nap);
     }
 }
 static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
-                                                     const mmqk_head hd[2], int t4, int32_t nap)
+                                                     const mmqk_head hd[2], int t4)
 {
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -213,7 +201,6 @@ static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const flo
             const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
             acc[j][k] = __fmaf_rn(p2, dd[j][k], acc[j][k]);
         }
-        mmqr_nap(j, nap);
     }
 }
 #endif
@@ -228,7 +215,7 @@ static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const flo
 template <bool TURNS>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E, int32_t nap)
+            int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
 {
 #if WGMMA_DEVICE
     extern __shared__ __align__(1024) uint8_t mmqr_smem_raw[];
@@ -344,7 +331,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqk_k45_head(wa, hd[0]);
         mmqk_k45_head(wb, hd[1]);
         if (MMQR_LEVER != 1)
-            mmqr_chain_v1(acc[0], dd, L, hd, t4, nap);
+            mmqr_chain_v1(acc[0], dd, L, hd, t4);
         if (MMQR_LEVER == 0 || MMQR_LEVER == 3) {
             uint32_t fm[1][4];
             mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
@@ -354,7 +341,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
             wgmma_wait<0>();
             wgmma_pin(&dd[0][0]);
             wgmma_keep(fm);
-            mmqr_chain_v2(acc[0], dd, L, hd, t4, nap);
+            mmqr_chain_v2(acc[0], dd, L, hd, t4);
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
@@ -518,7 +505,7 @@ int cuda_mmqr(struct cuda_ctx *c, const struct backend_weight *w, cuda_q8k X, __
     }
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     cuda_launch(c, k, grid, WGRS_THREADS, mmqr_smem_bytes, wm, xm, X, (int32_t)(w->ne0 / QK_K), (int32_t)w->ne1, y,
-                n_rows, c->epi, (int32_t)c->mmqr_nap);
+                n_rows, c->epi);
     return 0;
 #else
     (void)c, (void)w, (void)X, (void)x16, (void)y, (void)n_rows;
