@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/nap-call.sh — session 49: does mmqr's chain cost the other
+# bench/nap-call.sh — session 49 (call 20; the knob INFERD_MMQR_NAP lives on
+# branch wip-nap only, withdrawn from main): does mmqr's chain cost the other
 # warpgroup's products because its warp holds the scheduler?
 #   1. bench/wgmma_probe sched: form 2 (mmqr's products) beside a chain,
 #      the chain with a __nanosleep every 8 pairs (0-400 ns) and as one
