@@ -31,14 +31,7 @@ for r in 1 2; do
         --shapes llama3-ffn-down > $out/table-r$r.txt 2>&1
     echo "table round $r rc=$?" >> $out/probe.txt
 done
-for k in mmqr:q4_K mmq6w:q6_K; do
-    IFS=: read -r kn ty <<< "$k"
-    echo "## $k" >> $out/ncu.txt
-    timeout 90 ncu --kernel-name regex:${kn}_ --launch-count 1 --section SpeedOfLight \
-        --section MemoryWorkloadAnalysis --metrics lts__t_bytes.sum,dram__bytes_read.sum,gpu__time_duration.sum \
-        $d/bin/mmq_trace $kn $ty 14336 4096 512 >> $out/ncu.txt 2>&1
-    echo "ncu $k rc=$?" >> $out/probe.txt
-done
-grep -E "^## |Duration|Throughput|lts__|dram__bytes|Hit Rate|Busy" $out/ncu.txt >> $out/probe.txt
+. bench/diag-lib.sh
+diag_ncu_mem $out $out/probe.txt
 date -u +%T >> $out/probe.txt
 cat $out/probe.txt $out/ab-summary.txt

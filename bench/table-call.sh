@@ -10,14 +10,7 @@ AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16" SAN="q4_K llama3-ffn-down,qwen7b-at
     AB_VARIANTS="bin" AB_SECONDS=300 bash bench/ab-call.sh
 # ncu of one mmqr and one mmq6w launch at 4096 x 14336 x 512 (mmq_trace):
 # the memory side (L2 and DRAM throughput, L2 -> SM bytes) beside the
-# tensor pipe, which no session has recorded for these two kernels
+# tensor pipe (bench/diag-lib.sh diag_ncu_mem; session 49 call 20: L2 30-34%)
 out=${OUT:-/tmp/out}; d=$PWD/devcarry; export LD_LIBRARY_PATH=$d/lib
-for k in mmqr:q4_K mmq6w:q6_K; do
-    IFS=: read -r kn ty <<< "$k"
-    echo "## $k" >> $out/ncu.txt
-    timeout 90 ncu --kernel-name regex:${kn}_ --launch-count 1 --section SpeedOfLight \
-        --section MemoryWorkloadAnalysis --metrics lts__t_bytes.sum,dram__bytes_read.sum,gpu__time_duration.sum \
-        $d/bin/mmq_trace $kn $ty 14336 4096 512 >> $out/ncu.txt 2>&1
-    echo "ncu $k rc=$?" | tee -a $out/summary.txt
-done
-grep -E "^## |Duration|Throughput|lts__|dram__bytes|Hit Rate|Busy" $out/ncu.txt | tee -a $out/summary.txt
+. bench/diag-lib.sh
+diag_ncu_mem $out $out/summary.txt
