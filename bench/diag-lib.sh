@@ -16,7 +16,7 @@ diag_setup() {
 # 14336 x 512 (bench/mmq_trace from devcarry, $d): their memory side (L2
 # and DRAM throughput, bytes through the L2), the full report in
 # OUT/ncu.txt, the lines that matter appended to SUMMARY (session 49:
-# bench/table-call.sh, bench/nap-call.sh)
+# bench/table-call.sh; wip-nap's nap-call.sh wrote the same loop inline)
 diag_ncu_mem() {
     local out=$1 sum=$2 k kn ty
     for k in mmqr:q4_K mmq6w:q6_K; do

@@ -398,8 +398,8 @@ int main(int argc, char **argv)
         run<8, 2, 1>("form 8 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
         run<7, 2, 1>("form 7 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
     }
-    /* session 49: the chain handing its scheduler back (argument: the
-     * probe's first argument "sched" runs only these and form 2's rows) */
+    /* session 49: the chain handing its scheduler back (with the argument
+     * "sched" the probe runs only these and the three form-2 rows above) */
     static const int naps[] = {0, 20, 50, 100, 200, 400};
     for (int nap : naps) {
         char name[64];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/x16only-call.sh — session 48: the quantizer leaves the int8 plane
-# out where every product of the op is an mmqr reading x16 (the default on
-# wip-x16only) against INFERD_X16ONLY=0, through bench/ab-call.sh: bits
+# out where every product of the op is an mmqr reading x16 (the default since
+# session 48) against INFERD_X16ONLY=0, through bench/ab-call.sh: bits
 # (cuda-ops and q7 GPU vs CPU with 16-row batches sent to mmqr / mmq6w,
 # the sanitizers of q4_K 512-row products), then interleaved.
 cd "$(dirname "$0")/.." || exit 1
