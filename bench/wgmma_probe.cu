@@ -32,6 +32,14 @@
  *     FFMA series (each waits for the one before: a quarter of the issue
  *     density). If 4 or 5 put form 2 back near its alone rate (78), mmqr's
  *     chain, spread out, costs the other warpgroup's products less.
+ * INT8 (argument "int8", session 50): m64n128k32 u8 x s8 -> s32, mmq6w's
+ *     product, 16 steps, one commit, wait 0, A from registers (RS) or
+ *     shared memory (SS), one and two warpgroups, beside f16 forms 0 and 1.
+ *     Why: mmq6w's planes measured ~122 cycles a k32 step whether or not
+ *     the warpgroups' products overlap (RESULTS session 50, call 17),
+ *     against 64 at the int8 dense rate; if RS int8 runs at the f16 rate
+ *     (A's register bytes a step are f16's), mmq6w's ceiling is half what
+ *     the issue assumed, and an SS form is what could reach the other half.
  * Prints cycles a step (warpgroup 0 of block 0, clock64) and the whole
  * grid's TFLOPS beside dense F16's ~989 (H100 SXM) / the same on the H200.
  *
@@ -314,6 +322,89 @@ __global__ void __launch_bounds__(FORM >= 7 ? 256 : 384, 1) probe(float *out, lo
 #endif
 }
 
+#if WGMMA_DEVICE
+/* D(64 x 128 s32) += A(64 x 32 u8, shared memory) B(32 x 128 s8) */
+static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " WGMMA_D64 ", %64, %65, 1;\n"
+                 : WGMMA_DOPS(WGMMA_IRW)
+                 : "l"(da), "l"(db));
+}
+#endif
+
+/* INT8: SS 0 A from registers, 1 from shared memory; 16 k32 steps (the B
+ * tiles' 128-byte rows hold four k32 steps each, as mmq6w's activations) */
+template <int SS, int NWG>
+__global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, int iters)
+{
+#if WGMMA_DEVICE
+    extern __shared__ __align__(1024) uint8_t raw[];
+    uint8_t *sm = raw + ((1024 - (cuda_saddr(raw) & 1023)) & 1023);
+    for (int i = threadIdx.x; i < (4 * TILE + ATILE) / 4; i += blockDim.x)
+        ((uint32_t *)sm)[i] = 0x01020301u ^ (uint32_t)(i & 0x3f3f3f);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    const int wg = threadIdx.x / 128;
+    if (wg >= NWG)
+        return;
+    const uint32_t sb = cuda_saddr(sm), sa = sb + 4 * TILE;
+    int d[64];
+    for (int i = 0; i < 64; i++)
+        d[i] = 0;
+    const uint32_t a[4] = {0x01010101u ^ threadIdx.x, 0x02020202u, 0x03030303u, 0x04040404u ^ threadIdx.x};
+    __syncwarp();
+    const long long t0 = clock64();
+    for (int it = 0; it < iters; it++) {
+        wgmma_fence();
+#pragma unroll
+        for (int st = 0; st < 16; st++) {
+            const uint64_t db = wgmma_desc(sb + (st >> 2) * TILE + 32 * (st & 3), 16, 1024, 1);
+            if (SS)
+                wgmma_ss_u8s8(d, wgmma_desc(sa + 32 * (st & 3), 16, 1024, 1), db);
+            else
+                wgmma_u8s8(d, a, db);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_pin_i(d);
+    }
+    const long long t1 = clock64();
+    long long s = 0;
+    for (int i = 0; i < 64; i++)
+        s += d[i];
+    if (s == 12345)
+        out[0] = (float)s;
+    if (threadIdx.x % 128 == 0)
+        cyc[blockIdx.x * 4 + wg] = t1 - t0;
+#endif
+}
+
+template <int SS, int NWG>
+static void run_i8(const char *name, int sms, float *out, long long *cyc)
+{
+    const int iters = 512;
+    const size_t smem = 4 * TILE + ATILE + 1024;
+    CK(cudaFuncSetAttribute(probe_i8<SS, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    probe_i8<SS, NWG><<<sms, 256, smem>>>(out, cyc, 8); /* warm */
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0));
+    probe_i8<SS, NWG><<<sms, 256, smem>>>(out, cyc, iters);
+    CK(cudaEventRecord(e1));
+    CK(cudaDeviceSynchronize());
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    long long c[8];
+    CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
+    const double steps = 16.0 * iters, ops = 2.0 * 64 * 128 * 32 * steps * NWG * sms;
+    printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor 64 at the int8 rate)", name, NWG, c[0] / steps);
+    if (NWG > 1)
+        printf(", wg1 %6.1f", c[1] / steps);
+    printf("  grid %7.1f TOPS (%.3f ms)\n", ops / (ms * 1e-3) / 1e12, ms);
+}
+
 template <int FORM, int NWG, int SIDE = 0>
 static void run(const char *name, int sms, float *out, long long *cyc, int nap = 0)
 {
@@ -349,6 +440,7 @@ static void run(const char *name, int sms, float *out, long long *cyc, int nap =
 int main(int argc, char **argv)
 {
     const bool sched = argc > 1 && !strcmp(argv[1], "sched");
+    const bool int8 = argc > 1 && !strcmp(argv[1], "int8");
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("wgmma_probe: %s, %d SMs; m64n128k16 f16 -> f32, 64 tensor cycles a step at the dense F16 rate\n", p.name,
@@ -358,6 +450,16 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&out, 4));
     CK(cudaMalloc(&cyc, 8 * 4 * p.multiProcessorCount));
     const int sms = p.multiProcessorCount;
+    if (int8) { /* session 50: int8 RS against SS, beside f16's forms 0 and 1 */
+        run<0, 1>("f16 RS 16 steps, commit, wait 0", sms, out, cyc);
+        run<1, 1>("f16 SS 16 steps, commit, wait 0", sms, out, cyc);
+        run<0, 2>("f16 RS 16 steps, commit, wait 0", sms, out, cyc);
+        run_i8<0, 1>("int8 RS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<1, 1>("int8 SS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<0, 2>("int8 RS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<1, 2>("int8 SS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        return 0;
+    }
     if (sched) {
         run<2, 1>("RS groups of 4 + expansion, wait 1", sms, out, cyc);
         run<2, 2, 1>("form 2 + a chain (LDS, FADD, FFMA)", sms, out, cyc);
