@@ -34,7 +34,9 @@
  *     chain, spread out, costs the other warpgroup's products less.
  * INT8 (argument "int8", session 50): m64n128k32 u8 x s8 -> s32, mmq6w's
  *     product, 16 steps, one commit, wait 0, A from registers (RS) or
- *     shared memory (SS), one and two warpgroups, beside f16 forms 0 and 1.
+ *     shared memory (SS), one and two warpgroups, beside f16 forms 0 and 1;
+ *     and RS in commit groups of 4 with mmq6w's expansion between them
+ *     (as f16 form 2).
  *     Why: mmq6w's planes measured ~122 cycles a k32 step whether or not
  *     the warpgroups' products overlap (RESULTS session 50, call 17),
  *     against 64 at the int8 dense rate; if RS int8 runs at the f16 rate
@@ -332,9 +334,32 @@ static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uin
 }
 #endif
 
-/* INT8: SS 0 A from registers, 1 from shared memory; 16 k32 steps (the B
- * tiles' 128-byte rows hold four k32 steps each, as mmq6w's activations) */
-template <int SS, int NWG>
+#if WGMMA_DEVICE
+/* mmq6w_planes' instructions (cuda/mmq6w.cu): a word of four 6-bit values
+ * and a scale into the two u8 planes' words */
+static __device__ __forceinline__ void i8_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
+{
+    const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u;
+    const uint32_t c = 0x0fff0fffu - (uint32_t)sc * 0x00200020u;
+    uint32_t t[2];
+    for (int h = 0; h < 2; h++) {
+        uint32_t l;
+        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(l) : "r"(q), "r"(h ? 0x4342u : 0x4140u));
+        t[h] = l * (uint32_t)sc + c;
+    }
+    asm("prmt.b32 %0, %1, %2, 0x6420;" : "=r"(p1) : "r"(t[0] >> 5), "r"(t[1] >> 5));
+    asm("prmt.b32 %0, %1, %2, 0x6420;" : "=r"(p2) : "r"(t[0]), "r"(t[1]));
+    p2 &= 0x1f1f1f1fu;
+}
+#endif
+
+/* INT8 forms: 0 A from registers, 1 from shared memory, 2 A from registers
+ * in commit groups of 4 steps, the next group's fragments made by
+ * i8_planes (two words a step: mmq6w's expansion per step, which makes
+ * both planes' fragments of a k32 step from four words for two steps of
+ * wgmma), wait 1. 16 k32 steps (the B tiles' 128-byte rows hold four k32
+ * steps each, as mmq6w's activations) */
+template <int FORM, int NWG>
 __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, int iters)
 {
 #if WGMMA_DEVICE
@@ -352,14 +377,47 @@ __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, i
     for (int i = 0; i < 64; i++)
         d[i] = 0;
     const uint32_t a[4] = {0x01010101u ^ threadIdx.x, 0x02020202u, 0x03030303u, 0x04040404u ^ threadIdx.x};
+    uint32_t f[2][4][4];
+    uint4 q = make_uint4(threadIdx.x, threadIdx.x * 7u, threadIdx.x * 13u, threadIdx.x * 29u);
+    auto expand = [&](int G, uint32_t (&g)[4][4]) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t w0 = (k & 1 ? q.y : q.x) >> G, w1 = (k & 2 ? q.w : q.z) >> G;
+            i8_planes(w0, 3 + k, g[k][0], g[k][1]);
+            i8_planes(w1, -5 - k, g[k][2], g[k][3]);
+        }
+    };
+    for (int G = 0; G < 2; G++)
+        expand(G, f[G]);
     __syncwarp();
     const long long t0 = clock64();
     for (int it = 0; it < iters; it++) {
+        if (FORM == 2) { /* as the f16 form 2: group G's fragments into set G & 1 once G - 2 is done */
+#pragma unroll
+            for (int G = 0; G < 4; G++) {
+                if (G >= 2) {
+                    wgmma_wait<1>();
+                    wgmma_keep(f[G & 1]);
+                }
+                expand(G, f[G & 1]);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    wgmma_u8s8(d, f[G & 1][kk], wgmma_desc(sb + G * TILE + 32 * kk, 16, 1024, 1));
+                wgmma_commit();
+            }
+            wgmma_wait<0>();
+            wgmma_pin_i(d);
+            wgmma_keep(f[0]);
+            wgmma_keep(f[1]);
+            q.x += 0x01010101u;
+            continue;
+        }
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < 16; st++) {
             const uint64_t db = wgmma_desc(sb + (st >> 2) * TILE + 32 * (st & 3), 16, 1024, 1);
-            if (SS)
+            if (FORM == 1)
                 wgmma_ss_u8s8(d, wgmma_desc(sa + 32 * (st & 3), 16, 1024, 1), db);
             else
                 wgmma_u8s8(d, a, db);
@@ -379,19 +437,19 @@ __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, i
 #endif
 }
 
-template <int SS, int NWG>
+template <int FORM, int NWG>
 static void run_i8(const char *name, int sms, float *out, long long *cyc)
 {
     const int iters = 512;
     const size_t smem = 4 * TILE + ATILE + 1024;
-    CK(cudaFuncSetAttribute(probe_i8<SS, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    probe_i8<SS, NWG><<<sms, 256, smem>>>(out, cyc, 8); /* warm */
+    CK(cudaFuncSetAttribute(probe_i8<FORM, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    probe_i8<FORM, NWG><<<sms, 256, smem>>>(out, cyc, 8); /* warm */
     CK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0));
-    probe_i8<SS, NWG><<<sms, 256, smem>>>(out, cyc, iters);
+    probe_i8<FORM, NWG><<<sms, 256, smem>>>(out, cyc, iters);
     CK(cudaEventRecord(e1));
     CK(cudaDeviceSynchronize());
     float ms = 0;
@@ -458,6 +516,8 @@ int main(int argc, char **argv)
         run_i8<1, 1>("int8 SS 16 k32 steps, commit, wait 0", sms, out, cyc);
         run_i8<0, 2>("int8 RS 16 k32 steps, commit, wait 0", sms, out, cyc);
         run_i8<1, 2>("int8 SS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<2, 1>("int8 RS groups of 4 + planes, wait 1", sms, out, cyc);
+        run_i8<2, 2>("int8 RS groups of 4 + planes, wait 1", sms, out, cyc);
         return 0;
     }
     if (sched) {
