@@ -173,6 +173,17 @@ static __device__ __forceinline__ void wgrs_feed_rows(uint64_t *full, uint8_t *d
     }
 }
 
+/* WGRS_LEVER: a lever sweep's probe builds of bench/mmq_trace only (as
+ * mmqr's MMQR_LEVER): 1 the feed's tensor copies stop once every ring slot
+ * has been filled once, its arrivals after that carrying no bytes (stale
+ * stages: wrong results, timing only). What the products gain is what the
+ * copies' shared-memory traffic costs them (session 50: mmq6w's int8 steps
+ * and mmqr's f16 steps at ~120 cycles against the probe's 68-92). 0
+ * everywhere else. */
+#ifndef WGRS_LEVER
+#define WGRS_LEVER 0
+#endif
+
 /* The feed: activation stage i (bytes of 128 rows, element x of the map,
  * rows n0..) into its slot once both warpgroups released stage i - ASL */
 template <int ASL, int RSL>
@@ -183,6 +194,10 @@ static __device__ __forceinline__ void wgrs_feed_act(wgrs_bars<ASL, RSL> &B, uin
     if (i >= ASL)
         cuda_mbar_wait(&B.aempty[as], (uint32_t)(i / ASL - 1) & 1);
     if ((threadIdx.x & (CUDA_WARP - 1)) == 0) {
+        if (WGRS_LEVER == 1 && i >= ASL) {
+            cuda_mbar_expect(&B.afull[as], 0);
+            return;
+        }
         cuda_mbar_expect(&B.afull[as], bytes);
         cuda_tma_rows(slot, xmap, x, n0, &B.afull[as]);
     }
@@ -247,7 +262,12 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int
         if (fw == 0) {
             if (s >= RSL)
                 cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
-            wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
+            if (WGRS_LEVER == 1 && s >= RSL) {
+                if (lane == 0)
+                    cuda_mbar_expect(&S.bar.sfull[rs], 0);
+            } else {
+                wgrs_feed_rows(&S.bar.sfull[rs], (uint8_t *)&L.rows[0][0], rb, wmap, s * (int32_t)(rb / 8), m0, glu);
+            }
 #pragma unroll 1
             for (int h = 0; h < NA; h++)
                 wgrs_feed_act(S.bar, S.act[(NA * s + h) % ASL], sizeof(S.act[0]), xmap, NA * s + h,

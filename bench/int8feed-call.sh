@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# bench/int8feed-call.sh — session 50's two questions for the next device
+# call, no carry needed (everything is built there with nvcc, ~1 min):
+# (1) does wgmma's int8 m64n128k32 with A from registers (mmq6w's form)
+#     run at the int8 dense rate (64 cycles a k32 step) or near f16's
+#     (128)? bench/wgmma_probe's int8 mode: f16 RS / SS beside int8 RS /
+#     SS, one and two warpgroups, and RS with mmq6w's plane expansion
+#     between commit groups;
+# (2) does the feed's tensor-copy traffic into shared memory slow mmqr's
+#     and mmq6w's products? bench/mmq_trace built as is and with
+#     -DWGRS_LEVER=1 (the copies stop once each ring slot was filled once:
+#     stale stages, timing only), both kernels at 4096 x 14336 x 512.
+# device tool command: `bash bench/int8feed-call.sh`.
+cd "$(dirname "$0")/.." || exit 1
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+args="-std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -DINFERD_CUDA_TRACE"
+nvcc $args bench/mmq_trace.cu -o /tmp/trace_l0 > /tmp/b0.log 2>&1 &
+nvcc $args -DWGRS_LEVER=1 bench/mmq_trace.cu -o /tmp/trace_l1 > /tmp/b1.log 2>&1 &
+nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu || exit 1
+timeout 120 /tmp/wgmma_probe int8
+wait
+for l in 0 1; do
+    for k in "mmqr q4_K" "mmq6w q6_K"; do
+        echo "== WGRS_LEVER=$l $k"
+        timeout 30 /tmp/trace_l$l $k 14336 4096 512 2>&1 | head -16 | cut -c1-120
+    done
+done
