@@ -437,26 +437,36 @@ __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, i
 #endif
 }
 
-template <int FORM, int NWG>
-static void run_i8(const char *name, int sms, float *out, long long *cyc)
+#define PROBE_ITERS 512 /* super-blocks (16 steps each) a timed launch */
+
+/* launch(iters) once to warm up, then timed with PROBE_ITERS: its ms, and
+ * the kernel's cycle counts (cyc) copied into c */
+template <class L>
+static float timed(L launch, long long *cyc, long long c[8])
 {
-    const int iters = 512;
-    const size_t smem = 4 * TILE + ATILE + 1024;
-    CK(cudaFuncSetAttribute(probe_i8<FORM, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    probe_i8<FORM, NWG><<<sms, 256, smem>>>(out, cyc, 8); /* warm */
+    launch(8);
     CK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventRecord(e0));
-    probe_i8<FORM, NWG><<<sms, 256, smem>>>(out, cyc, iters);
+    launch(PROBE_ITERS);
     CK(cudaEventRecord(e1));
     CK(cudaDeviceSynchronize());
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaMemcpy(c, cyc, 8 * sizeof(long long), cudaMemcpyDeviceToHost));
+    return ms;
+}
+
+template <int FORM, int NWG>
+static void run_i8(const char *name, int sms, float *out, long long *cyc)
+{
+    const size_t smem = 4 * TILE + ATILE + 1024;
+    CK(cudaFuncSetAttribute(probe_i8<FORM, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     long long c[8];
-    CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
-    const double steps = 16.0 * iters, ops = 2.0 * 64 * 128 * 32 * steps * NWG * sms;
+    const float ms = timed([&](int it) { probe_i8<FORM, NWG><<<sms, 256, smem>>>(out, cyc, it); }, cyc, c);
+    const double steps = 16.0 * PROBE_ITERS, ops = 2.0 * 64 * 128 * 32 * steps * NWG * sms;
     printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor 64 at the int8 rate)", name, NWG, c[0] / steps);
     if (NWG > 1)
         printf(", wg1 %6.1f", c[1] / steps);
@@ -466,24 +476,13 @@ static void run_i8(const char *name, int sms, float *out, long long *cyc)
 template <int FORM, int NWG, int SIDE = 0>
 static void run(const char *name, int sms, float *out, long long *cyc, int nap = 0)
 {
-    const int iters = 512;
     const size_t smem = 4 * TILE + ATILE + 1024;
     CK(cudaFuncSetAttribute(probe<FORM, NWG, SIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int threads = FORM >= 7 ? 256 : 384; /* n256: 255 registers a thread */
-    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, 8, nap); /* warm */
-    CK(cudaDeviceSynchronize());
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0));
-    probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, iters, nap);
-    CK(cudaEventRecord(e1));
-    CK(cudaDeviceSynchronize());
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
     long long c[8];
-    CK(cudaMemcpy(c, cyc, sizeof c, cudaMemcpyDeviceToHost));
-    const double steps = 16.0 * iters;
+    const float ms =
+        timed([&](int it) { probe<FORM, NWG, SIDE><<<sms, threads, smem>>>(out, cyc, it, nap); }, cyc, c);
+    const double steps = 16.0 * PROBE_ITERS;
     const int n = FORM == 6 ? 64 : FORM == 7 || FORM == 8 ? 256 : 128;
     const double flop = 2.0 * 64 * n * 16 * steps * (SIDE ? 1 : NWG) * sms;
     printf("%-36s NWG %d: wg0 %6.1f cycles/step (tensor %3d)%s", name, NWG, c[0] / steps, n / 2, NWG > 1 ? "," : "");
