@@ -81,6 +81,15 @@
 #define MMQR_LEVER 0
 #endif
 
+/* MMQR_TURN_AT: after which commit group's issue a warpgroup passes the
+ * turn (TURNS): 3, its last (the engine's); 2 in bench/mmq_trace's probe
+ * builds only (session 50: the turn's timing is mmqr's path, and a turn
+ * passed a group earlier lets the other warpgroup's first group queue
+ * behind this one's third). The bits do not depend on it. */
+#ifndef MMQR_TURN_AT
+#define MMQR_TURN_AT 3
+#endif
+
 #define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
 #define MMQR_RSL 3                       /* super-block slots */
 #define MMQR_ATILE (MMQH_BN * 128)       /* an activation stage: 128 rows x 64 halves */
@@ -307,6 +316,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         release(4 * s);
         expand(2, fa);
         issue(s, 2, fa);
+        if (TURNS && MMQR_TURN_AT == 2)
+            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         wgmma_wait<1>();
         wgmma_keep(fb);
         release(4 * s + 1);
@@ -314,7 +325,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
             cuda_mbar_arrive(&S.bar.lag);
         expand(3, fb);
         issue(s, 3, fb);
-        if (TURNS)
+        if (TURNS && MMQR_TURN_AT == 3)
             cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         wgmma_wait<0>();
         wgmma_pin(&dd[0][0]);
