@@ -39,9 +39,10 @@
  *     (as f16 form 2).
  *     Why: mmq6w's planes measured ~122 cycles a k32 step whether or not
  *     the warpgroups' products overlap (RESULTS session 50, call 17),
- *     against 64 at the int8 dense rate; if RS int8 runs at the f16 rate
- *     (A's register bytes a step are f16's), mmq6w's ceiling is half what
- *     the issue assumed, and an SS form is what could reach the other half.
+ *     against 64 at the int8 dense rate; if RS int8 alone runs near that
+ *     (A's register bytes a step are f16's), mmq6w is at its form's rate
+ *     and only an SS form could go faster; near 64-70, the rest is
+ *     mmq6w's own.
  * Prints cycles a step (warpgroup 0 of block 0, clock64) and the whole
  * grid's TFLOPS beside dense F16's ~989 (H100 SXM) / the same on the H200.
  *
@@ -52,6 +53,7 @@
 #include <cuda_fp16.h>
 
 #include "bench/probe.cuh"
+#include "engine/cuda/mmq6w_planes.cuh"
 #include "engine/cuda/wgmma.cuh"
 
 #define TILE 16384 /* B: 128 rows x 64 halves, 128-byte swizzle */
@@ -334,28 +336,9 @@ static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uin
 }
 #endif
 
-#if WGMMA_DEVICE
-/* mmq6w_planes' instructions (cuda/mmq6w.cu): a word of four 6-bit values
- * and a scale into the two u8 planes' words */
-static __device__ __forceinline__ void i8_planes(uint32_t w, int sc, uint32_t &p1, uint32_t &p2)
-{
-    const uint32_t q = (w & 0x3f3f3f3fu) ^ 0x20202020u;
-    const uint32_t c = 0x0fff0fffu - (uint32_t)sc * 0x00200020u;
-    uint32_t t[2];
-    for (int h = 0; h < 2; h++) {
-        uint32_t l;
-        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(l) : "r"(q), "r"(h ? 0x4342u : 0x4140u));
-        t[h] = l * (uint32_t)sc + c;
-    }
-    asm("prmt.b32 %0, %1, %2, 0x6420;" : "=r"(p1) : "r"(t[0] >> 5), "r"(t[1] >> 5));
-    asm("prmt.b32 %0, %1, %2, 0x6420;" : "=r"(p2) : "r"(t[0]), "r"(t[1]));
-    p2 &= 0x1f1f1f1fu;
-}
-#endif
-
 /* INT8 forms: 0 A from registers, 1 from shared memory, 2 A from registers
  * in commit groups of 4 steps, the next group's fragments made by
- * i8_planes (two words a step: mmq6w's expansion per step, which makes
+ * mmq6w_planes (two words a step: mmq6w's expansion per step, which makes
  * both planes' fragments of a k32 step from four words for two steps of
  * wgmma), wait 1. 16 k32 steps (the B tiles' 128-byte rows hold four k32
  * steps each, as mmq6w's activations) */
@@ -383,8 +366,8 @@ __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, i
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const uint32_t w0 = (k & 1 ? q.y : q.x) >> G, w1 = (k & 2 ? q.w : q.z) >> G;
-            i8_planes(w0, 3 + k, g[k][0], g[k][1]);
-            i8_planes(w1, -5 - k, g[k][2], g[k][3]);
+            mmq6w_planes(w0, 3 + k, g[k][0], g[k][1]);
+            mmq6w_planes(w1, -5 - k, g[k][2], g[k][3]);
         }
     };
     for (int G = 0; G < 2; G++)
