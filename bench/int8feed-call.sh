@@ -14,6 +14,10 @@
 #     commit group instead of its last? mmq_trace built with
 #     -DMMQR_TURN_AT=2 (timing only here: the bits do not depend on it,
 #     but a kept form must pass the usual bits call).
+# (4) (session 51) how far is q6_K's one-row product (15.4 us on the H200,
+#     #11's target 13.4) from a plain read of its 48.2 MB, and from the
+#     bulk-copy pattern mmvt streams it with, without mmvt's arithmetic?
+#     bench/read_probe (plain and `bulk`) beside mmq_trace's mmvt.
 # device tool command: `bash bench/int8feed-call.sh`.
 cd "$(dirname "$0")/.." || exit 1
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
@@ -21,6 +25,7 @@ args="-std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -
 nvcc $args bench/mmq_trace.cu -o /tmp/trace_l0 > /tmp/b0.log 2>&1 &
 nvcc $args -DWGRS_LEVER=1 bench/mmq_trace.cu -o /tmp/trace_l1 > /tmp/b1.log 2>&1 &
 nvcc $args -DMMQR_TURN_AT=2 bench/mmq_trace.cu -o /tmp/trace_t2 > /tmp/b2.log 2>&1 &
+nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/read_probe bench/read_probe.cu > /tmp/b3.log 2>&1 &
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu || exit 1
 timeout 120 /tmp/wgmma_probe int8
 wait
@@ -34,5 +39,16 @@ for r in 1 2; do # interleaved: the turn after group 3 (the engine's) and after 
     for t in l0 t2; do
         echo "== round $r trace_$t mmqr"
         timeout 30 /tmp/trace_$t mmqr q4_K 14336 4096 512 2>&1 | head -1
+    done
+done
+echo "== read_probe (plain reads, MB)"
+timeout 60 /tmp/read_probe 33.03 40 44 48.17 64 128 || cat /tmp/b3.log
+for a in "4096 11760 32 1680 3" "4096 11760 32 1680 4" "4096 11760 16 3360 3" "4096 11760 32 3360 2" \
+    "4096 8064 32 2016 3"; do
+    timeout 30 /tmp/read_probe bulk $a
+done
+for r in 1 2; do
+    for k in "mmvt q6_K" "mmvt q4_K"; do
+        timeout 30 /tmp/trace_l0 $k 14336 4096 1 2>&1 | head -1
     done
 done

@@ -14,9 +14,11 @@
  */
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "engine/cuda/mma.cuh"
 #include "probe.cuh"
 
 
@@ -39,10 +41,111 @@ __global__ void __launch_bounds__(512) rd(const uint4 *p, size_t n, unsigned *ou
         out[0] = acc;
 }
 
+/* mmvt's stream without its arithmetic (cuda/mmvt.cu): a block a group of
+ * rb rows of row_bytes each, a stage = each row's next run of `run` bytes
+ * by one bulk copy a row (lane r: row r), a ring of d slots; the one warp
+ * waits for a slot's bytes and refills it at once. What the TMA pattern
+ * of a one-row product gets from the memory system with nothing else in
+ * the way: if it reads slower than rd, the pattern costs; if mmvt reads
+ * slower than it, the arithmetic does. */
+__global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_bytes, int rb, int run, int d,
+                                           unsigned *out)
+{
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ uint64_t full[8];
+    const int lane = threadIdx.x, row = blockIdx.x * rb + lane;
+    const int ns = (row_bytes + run - 1) / run;
+    const int rs = (run + 16 + 15) / 16 * 16 | 16; /* an odd number of granules, as mmvt's RS */
+    if (lane == 0)
+        for (int i = 0; i < d; i++)
+            cuda_mbar_init(&full[i], 1);
+    cuda_mbar_init_fence();
+    __syncwarp();
+    auto issue = [&](int s) {
+        const int off = s * run, n = row_bytes - off < run ? row_bytes - off : run;
+        const uintptr_t src = (uintptr_t)(w + (size_t)row * row_bytes + off);
+        const uint32_t sz = (uint32_t)(((src & 15) + n + 15) & ~(uintptr_t)15);
+        const uint32_t all = __reduce_add_sync(0xffffffffu, lane < rb && row < rows ? sz : 0u);
+        if (lane == 0)
+            cuda_mbar_expect(&full[s % d], all);
+        __syncwarp();
+        if (lane < rb && row < rows)
+            cuda_bulk_copy(sm + (size_t)(s % d) * rb * rs + lane * rs, (const void *)(src & ~(uintptr_t)15), sz,
+                           &full[s % d]);
+    };
+    for (int s = 0; s < d && s < ns; s++)
+        issue(s);
+    unsigned acc = 0;
+    for (int s = 0; s < ns; s++) {
+        cuda_mbar_wait(&full[s % d], (uint32_t)(s / d) & 1);
+        acc ^= sm[(size_t)(s % d) * rb * rs + lane * rs];
+        __syncwarp();
+        if (s + d < ns)
+            issue(s + d);
+    }
+    if (acc == 0x12345678u)
+        out[0] = acc;
+}
+
+/* `bulk ROWS ROW_BYTES RB RUN D`: the bulk pattern on one buffer back to
+ * back and over a 400 MB ring, beside rd on the same bytes */
+static int bulk_main(int argc, char **argv, unsigned *dout)
+{
+    const int rows = atoi(argv[2]), row_bytes = atoi(argv[3]), rb = atoi(argv[4]), run = atoi(argv[5]),
+              d = atoi(argv[6]);
+    if (rb < 1 || rb > 32 || d < 1 || d > 8 || run < 16 || rows < 1 || row_bytes < run) {
+        fprintf(stderr, "bulk: RB 1..32, D 1..8, RUN >= 16, ROW_BYTES >= RUN\n");
+        return 2;
+    }
+    const size_t bytes = (size_t)rows * row_bytes;
+    const int rs = (run + 16 + 15) / 16 * 16 | 16;
+    const size_t smem = (size_t)d * rb * rs;
+    CK(cudaFuncSetAttribute(bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int nb = (int)(400e6 / bytes) + 2, reps = 40, grid = (rows + rb - 1) / rb;
+    std::vector<uint8_t *> b(nb);
+    for (auto &x : b) {
+        CK(cudaMalloc(&x, bytes + 64));
+        CK(cudaMemset(x, 1, bytes + 64));
+    }
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double t[2][2];
+    for (int k = 0; k < 2; k++) /* k 0: rd, 1: bulk */
+        for (int mode = 0; mode < 2; mode++) {
+            auto go = [&](const uint8_t *p) {
+                if (k)
+                    bulk<<<grid, 32, smem>>>(p, rows, row_bytes, rb, run, d, dout);
+                else
+                    rd<<<132 * 4, 512>>>((const uint4 *)p, bytes / 16, dout);
+            };
+            for (int i = 0; i < 3; i++)
+                go(b[0]);
+            CK(cudaDeviceSynchronize());
+            cudaEventRecord(e0);
+            for (int r = 0; r < reps; r++)
+                go(b[mode ? r % nb : 0]);
+            cudaEventRecord(e1);
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            cudaEventElapsedTime(&ms, e0, e1);
+            t[k][mode] = ms * 1e3 / reps;
+        }
+    printf("%.2f MB (%d rows x %d B), bulk: %d blocks of %d rows, runs of %d B, %d slots (%zu B smem)\n",
+           bytes / 1e6, rows, row_bytes, grid, rb, run, d, smem);
+    printf("  rd   same %7.2f us %6.0f GB/s   cold %7.2f us %6.0f GB/s\n", t[0][0], bytes / t[0][0] / 1e3, t[0][1],
+           bytes / t[0][1] / 1e3);
+    printf("  bulk same %7.2f us %6.0f GB/s   cold %7.2f us %6.0f GB/s\n", t[1][0], bytes / t[1][0] / 1e3, t[1][1],
+           bytes / t[1][1] / 1e3);
+    for (auto &x : b)
+        CK(cudaFree(x));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     std::vector<double> mb = {8, 16, 24, 33.03, 40, 48.17, 56, 64, 128};
-    if (argc > 1) {
+    if (argc > 1 && strcmp(argv[1], "bulk")) {
         mb.clear();
         for (int i = 1; i < argc; i++)
             mb.push_back(atof(argv[i]));
@@ -52,6 +155,8 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, L2 %d MB\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20);
     unsigned *dout;
     CK(cudaMalloc(&dout, 64));
+    if (argc == 7 && !strcmp(argv[1], "bulk"))
+        return bulk_main(argc, argv, dout);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
