@@ -44,6 +44,7 @@ done
 echo "== read_probe (plain reads, MB)"
 timeout 60 /tmp/read_probe 33.03 40 44 48.17 64 128 || cat /tmp/b3.log
 for a in "4096 11760 32 1680 3" "4096 11760 32 1680 4" "4096 11760 16 3360 3" "4096 11760 32 3360 2" \
+    "4096 11760 16 1680 3" "4096 11760 8 1680 4" "4096 11760 8 3360 3" \
     "4096 8064 32 2016 3"; do
     timeout 30 /tmp/read_probe bulk $a
 done
