@@ -22,8 +22,8 @@
 cd "$(dirname "$0")/.." || exit 1
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 args="-std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -DINFERD_CUDA_TRACE"
-nvcc $args bench/mmq_trace.cu -o /tmp/trace_l0 > /tmp/b0.log 2>&1 &
-nvcc $args -DWGRS_LEVER=1 bench/mmq_trace.cu -o /tmp/trace_l1 > /tmp/b1.log 2>&1 &
+nvcc $args -DMMQR_TURN_AT=3 bench/mmq_trace.cu -o /tmp/trace_l0 > /tmp/b0.log 2>&1 &
+nvcc $args -DMMQR_TURN_AT=3 -DWGRS_LEVER=1 bench/mmq_trace.cu -o /tmp/trace_l1 > /tmp/b1.log 2>&1 &
 nvcc $args -DMMQR_TURN_AT=2 bench/mmq_trace.cu -o /tmp/trace_t2 > /tmp/b2.log 2>&1 &
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/read_probe bench/read_probe.cu > /tmp/b3.log 2>&1 &
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu || exit 1
