@@ -26,21 +26,9 @@ nvcc $args -DMMQR_TURN_AT=3 bench/mmq_trace.cu -o /tmp/trace_l0 > /tmp/b0.log 2>
 nvcc $args -DMMQR_TURN_AT=3 -DWGRS_LEVER=1 bench/mmq_trace.cu -o /tmp/trace_l1 > /tmp/b1.log 2>&1 &
 nvcc $args -DMMQR_TURN_AT=2 bench/mmq_trace.cu -o /tmp/trace_t2 > /tmp/b2.log 2>&1 &
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/read_probe bench/read_probe.cu > /tmp/b3.log 2>&1 &
-nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu || exit 1
-timeout 120 /tmp/wgmma_probe int8
+nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu > /tmp/b4.log 2>&1 &
 wait
-for l in 0 1; do
-    for k in "mmqr q4_K" "mmq6w q6_K"; do
-        echo "== WGRS_LEVER=$l $k"
-        timeout 30 /tmp/trace_l$l $k 14336 4096 512 2>&1 | head -16 | cut -c1-120
-    done
-done
-for r in 1 2; do # interleaved: the turn after group 3 (the engine's) and after group 2
-    for t in l0 t2; do
-        echo "== round $r trace_$t mmqr"
-        timeout 30 /tmp/trace_$t mmqr q4_K 14336 4096 512 2>&1 | head -1
-    done
-done
+# (4) first: the shortest and session 51's own question
 echo "== read_probe (plain reads, MB)"
 timeout 60 /tmp/read_probe 33.03 40 44 48.17 64 128 || cat /tmp/b3.log
 for a in "4096 11760 32 1680 3" "4096 11760 32 1680 4" "4096 11760 16 3360 3" "4096 11760 32 3360 2" \
@@ -51,5 +39,18 @@ done
 for r in 1 2; do
     for k in "mmvt q6_K" "mmvt q4_K"; do
         timeout 30 /tmp/trace_l0 $k 14336 4096 1 2>&1 | head -1
+    done
+done
+timeout 120 /tmp/wgmma_probe int8 || cat /tmp/b4.log
+for l in 0 1; do
+    for k in "mmqr q4_K" "mmq6w q6_K"; do
+        echo "== WGRS_LEVER=$l $k"
+        timeout 30 /tmp/trace_l$l $k 14336 4096 512 2>&1 | head -16 | cut -c1-120
+    done
+done
+for r in 1 2; do # interleaved: the turn after group 3 (the engine's) and after group 2
+    for t in l0 t2; do
+        echo "== round $r trace_$t mmqr"
+        timeout 30 /tmp/trace_$t mmqr q4_K 14336 4096 512 2>&1 | head -1
     done
 done
