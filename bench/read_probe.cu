@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_b
     unsigned acc = 0;
     for (int s = 0; s < ns; s++) {
         cuda_mbar_wait(&full[s % d], (uint32_t)(s / d) & 1);
-        acc ^= sm[(size_t)(s % d) * rb * rs + lane * rs];
+        if (lane < rb)
+            acc ^= sm[(size_t)(s % d) * rb * rs + lane * rs];
         __syncwarp();
         if (s + d < ns)
             issue(s + d);
