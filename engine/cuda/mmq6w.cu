@@ -52,6 +52,18 @@
 #include "engine/cuda/trace.cuh"
 #include "engine/cuda/wgrs.cuh"
 
+/* MMQ6W_LEVER: a lever sweep's probe builds of bench/mmq_trace only (the
+ * seeds' method, as MMQR_LEVER in cuda/mmqr.cu; wrong results, timing
+ * only): 1 no chain, 2 no first drain (the planes run as one series into
+ * the accumulators: no wait and no shift between them), 3 no plane
+ * expansion (the raw words as the planes). Session 51's probe found int8
+ * m64n128k32 with A from registers at the int8 rate (72 cycles a step
+ * alone, 64 with two warpgroups) and mmq6w at ~120: the sweep says which
+ * of its parts holds the rest. 0 everywhere else. */
+#ifndef MMQ6W_LEVER
+#define MMQ6W_LEVER 0
+#endif
+
 #define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
 #define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
@@ -142,10 +154,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
              * loaded: a whole 16-byte scale load held through the
              * expansion spilled */
             const uint32_t sa = wa[64 + j / 2], sbw = wb[64 + j / 2];
-            mmq6w_planes(wa[8 * j + t4], mmq6w_scale_w(sa, 2 * j), u[0], v[0]);
-            mmq6w_planes(wb[8 * j + t4], mmq6w_scale_w(sbw, 2 * j), u[1], v[1]);
-            mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale_w(sa, 2 * j + 1), u[2], v[2]);
-            mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale_w(sbw, 2 * j + 1), u[3], v[3]);
+            if (MMQ6W_LEVER == 3) {
+                u[0] = v[0] = wa[8 * j + t4], u[1] = v[1] = wb[8 * j + t4];
+                u[2] = v[2] = wa[8 * j + 4 + t4] ^ sa, u[3] = v[3] = wb[8 * j + 4 + t4] ^ sbw;
+            } else {
+                mmq6w_planes(wa[8 * j + t4], mmq6w_scale_w(sa, 2 * j), u[0], v[0]);
+                mmq6w_planes(wb[8 * j + t4], mmq6w_scale_w(sbw, 2 * j), u[1], v[1]);
+                mmq6w_planes(wa[8 * j + 4 + t4], mmq6w_scale_w(sa, 2 * j + 1), u[2], v[2]);
+                mmq6w_planes(wb[8 * j + 4 + t4], mmq6w_scale_w(sbw, 2 * j + 1), u[3], v[3]);
+            }
             asm volatile("" ::"r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]), "r"(v[0]), "r"(v[1]), "r"(v[2]),
                          "r"(v[3])
                          : "memory");
@@ -184,20 +201,22 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         plane(L, s, 0, true, 0, 4);
         expand(L, s, 4, 8);
         plane(L, s, 0, false, 4, 8);
-        wgmma_wait<0>();
-        wgmma_pin_i(&dd[0][0]);
-        wgmma_keep(FX);
-        wgmma_keep(FY);
-        /* the first plane's sums times 32 less 4095 S, before the
-         * second's: D = v1 at the end (one IMAD an output here instead of
-         * a shift here and a subtraction in the chain; int32 sums, so the
-         * same integer) */
+        if (MMQ6W_LEVER != 2) {
+            wgmma_wait<0>();
+            wgmma_pin_i(&dd[0][0]);
+            wgmma_keep(FX);
+            wgmma_keep(FY);
+            /* the first plane's sums times 32 less 4095 S, before the
+             * second's: D = v1 at the end (one IMAD an output here instead
+             * of a shift here and a subtraction in the chain; int32 sums,
+             * so the same integer) */
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
+            for (int j = 0; j < 16; j++) {
+                const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
+                for (int k = 0; k < 4; k++)
+                    dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
+            }
         }
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
@@ -217,7 +236,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */
         const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
             const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
