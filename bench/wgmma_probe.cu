@@ -336,6 +336,24 @@ static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uin
 }
 #endif
 
+#if WGMMA_DEVICE
+/* m64n64k32 u8 x s8 with A from registers: the 32 accumulators of half a
+ * m64n128 set (thread's groups j 0-7 of 16) */
+static __device__ __forceinline__ void wgmma_u8s8_n64(int *d, const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, 1;\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
+                   "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
+                   "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
+                   "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#endif
+
 /* INT8 forms: 0 A from registers, 1 from shared memory, 2 A from registers
  * in commit groups of 4 steps, the next group's fragments made by
  * mmq6w_planes (two words a step: mmq6w's expansion per step, which makes
@@ -375,6 +393,19 @@ __global__ void __launch_bounds__(256, 1) probe_i8(float *out, long long *cyc, i
     __syncwarp();
     const long long t0 = clock64();
     for (int it = 0; it < iters; it++) {
+        if (FORM == 3) { /* session 51: each k32 step as two m64n64k32 (the halves of n128, A reused) */
+            wgmma_fence();
+#pragma unroll
+            for (int st = 0; st < 16; st++) {
+                const uint64_t db = wgmma_desc(sb + (st >> 2) * TILE + 32 * (st & 3), 16, 1024, 1);
+                wgmma_u8s8_n64(d, a, db);
+                wgmma_u8s8_n64(d + 32, a, db + ((8 * 1024) >> 4)); /* rows 64-127 of the tile */
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_pin_i(d);
+            continue;
+        }
         if (FORM == 2) { /* as the f16 form 2: group G's fragments into set G & 1 once G - 2 is done */
 #pragma unroll
             for (int G = 0; G < 4; G++) {
@@ -442,6 +473,58 @@ static float timed(L launch, long long *cyc, long long c[8])
     return ms;
 }
 
+/* mmq6w's chain alone (session 51: mmq_trace's MMQ6W_LEVER=1, no chain,
+ * took mmq6w 126 -> 76 us): 256 threads (two warps a scheduler, as the
+ * consumers), each 64 outputs a pass: CVT 1 acc = fma(p1, (float) int,
+ * acc) with p1 = d x xd (mmq6w's), CVT 0 the same from a float (no
+ * conversion). Cycles a pass a warp. */
+template <int CVT> __global__ void __launch_bounds__(256, 1) probe_chain(float *out, long long *cyc, int iters)
+{
+    int dd[64];
+    float acc[64], fd[64], fx[32];
+    for (int i = 0; i < 64; i++) {
+        dd[i] = (int)(threadIdx.x * 977u + i * 131u);
+        fd[i] = (float)dd[i];
+        acc[i] = 0.0f;
+    }
+    for (int i = 0; i < 32; i++)
+        fx[i] = 0.5f + i;
+    const float da = 1.0f + threadIdx.x * 1e-3f;
+    const long long t0 = clock64();
+    for (int it = 0; it < iters; it++) {
+#pragma unroll
+        for (int i = 0; i < 64; i++) { /* p1 = d x xd: 64 products of 2 x 32 values, as mmq6w's */
+            const float p1 = __fmul_rn(da, fx[i & 31]);
+            acc[i] = __fmaf_rn(p1, CVT ? (float)dd[i] : fd[i], acc[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < 64; i++) { /* new values each pass, as a super-block's */
+            if (CVT)
+                asm volatile("" : "+r"(dd[i]));
+            else
+                asm volatile("" : "+f"(fd[i]));
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            asm volatile("" : "+f"(fx[i]));
+    }
+    const long long t1 = clock64();
+    float s = 0;
+    for (int i = 0; i < 64; i++)
+        s += acc[i];
+    if (s == 12345.0f)
+        out[0] = s;
+    if (threadIdx.x == 0)
+        cyc[blockIdx.x * 4] = t1 - t0;
+}
+
+template <int CVT> static void run_chain(const char *name, int sms, float *out, long long *cyc)
+{
+    long long c[8];
+    const float ms = timed([&](int it) { probe_chain<CVT><<<sms, 256>>>(out, cyc, it); }, cyc, c);
+    printf("%-36s %6.1f cycles a 64-output pass a warp (%.3f ms)\n", name, c[0] / (double)PROBE_ITERS, ms);
+}
+
 template <int FORM, int NWG>
 static void run_i8(const char *name, int sms, float *out, long long *cyc)
 {
@@ -481,6 +564,7 @@ int main(int argc, char **argv)
 {
     const bool sched = argc > 1 && !strcmp(argv[1], "sched");
     const bool int8 = argc > 1 && !strcmp(argv[1], "int8");
+    const bool chain6 = argc > 1 && !strcmp(argv[1], "chain6");
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("wgmma_probe: %s, %d SMs; m64n128k16 f16 -> f32, 64 tensor cycles a step at the dense F16 rate\n", p.name,
@@ -490,6 +574,15 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&out, 4));
     CK(cudaMalloc(&cyc, 8 * 4 * p.multiProcessorCount));
     const int sms = p.multiProcessorCount;
+    if (chain6) { /* session 51: mmq6w's chain, and its products as n64 halves */
+        run_i8<0, 1>("int8 RS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<3, 1>("int8 RS 16 k32 steps as 2 x n64", sms, out, cyc);
+        run_i8<0, 2>("int8 RS 16 k32 steps, commit, wait 0", sms, out, cyc);
+        run_i8<3, 2>("int8 RS 16 k32 steps as 2 x n64", sms, out, cyc);
+        run_chain<1>("chain: fma(p1, (float) int, acc) x 64", sms, out, cyc);
+        run_chain<0>("chain: fma(p1, float, acc) x 64", sms, out, cyc);
+        return 0;
+    }
     if (int8) { /* session 50: int8 RS against SS, beside f16's forms 0 and 1 */
         run<0, 1>("f16 RS 16 steps, commit, wait 0", sms, out, cyc);
         run<1, 1>("f16 SS 16 steps, commit, wait 0", sms, out, cyc);
