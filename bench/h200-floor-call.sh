@@ -13,13 +13,6 @@ nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/read_probe bench/read_probe.cu &
 nvcc -std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -DINFERD_CUDA_TRACE \
     bench/mmq_trace.cu -o /tmp/tr &
 wait
-timeout 60 /tmp/read_probe 33.03 40 44 48.17 64 128
-for a in "4096 11760 32 1680 3" "4096 11760 32 3360 2" "4096 8064 32 2016 3"; do
-    timeout 30 /tmp/read_probe bulk $a | tail -3
-done
-for r in 1 2; do
-    for k in "mmvt q6_K" "mmvt q4_K"; do
-        timeout 30 /tmp/tr $k 14336 4096 1 2>&1 | head -1
-    done
-done
+. bench/read-floor.sh
+read_floor /tmp/tr "4096 11760 32 1680 3" "4096 11760 32 3360 2" "4096 8064 32 2016 3"
 timeout 30 /tmp/tr mmvt q6_K 14336 4096 1 2>&1 | sed -n 2,12p | cut -c1-150

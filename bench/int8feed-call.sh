@@ -29,18 +29,10 @@ nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/read_probe bench/read_probe.cu > /t
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu > /tmp/b4.log 2>&1 &
 wait
 # (4) first: the shortest and session 51's own question
-echo "== read_probe (plain reads, MB)"
-timeout 60 /tmp/read_probe 33.03 40 44 48.17 64 128 || cat /tmp/b3.log
-for a in "4096 11760 32 1680 3" "4096 11760 32 1680 4" "4096 11760 16 3360 3" "4096 11760 32 3360 2" \
-    "4096 11760 16 1680 3" "4096 11760 8 1680 4" "4096 11760 8 3360 3" \
-    "4096 8064 32 2016 3"; do
-    timeout 30 /tmp/read_probe bulk $a
-done
-for r in 1 2; do
-    for k in "mmvt q6_K" "mmvt q4_K"; do
-        timeout 30 /tmp/trace_l0 $k 14336 4096 1 2>&1 | head -1
-    done
-done
+. bench/read-floor.sh
+read_floor /tmp/trace_l0 "4096 11760 32 1680 3" "4096 11760 32 1680 4" "4096 11760 16 3360 3" \
+    "4096 11760 32 3360 2" "4096 11760 16 1680 3" "4096 11760 8 1680 4" "4096 11760 8 3360 3" \
+    "4096 8064 32 2016 3"
 timeout 120 /tmp/wgmma_probe int8 || cat /tmp/b4.log
 for l in 0 1; do
     for k in "mmqr q4_K" "mmq6w q6_K"; do
