@@ -10,7 +10,10 @@
  *   cold  a ring of buffers, >= 400 MB together, one a launch (what a
  *         model's decode step does: every product reads other bytes)
  * Sizes in MB on the command line (default: the #11 shapes' weights).
- * Build: nvcc -O3 -std=c++17 -arch=sm_90 bench/read_probe.cu -o read_probe
+ * `read_probe bulk ROWS ROW_BYTES RB RUN D` (session 51): mmvt's bulk-copy
+ * stream without its arithmetic beside the plain read (bulk below).
+ * Build (from the repository root): nvcc -O3 -std=c++17 -arch=sm_90 -I.
+ * bench/read_probe.cu -o read_probe
  */
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +51,13 @@ __global__ void __launch_bounds__(512) rd(const uint4 *p, size_t n, unsigned *ou
  * of a one-row product gets from the memory system with nothing else in
  * the way: if it reads slower than rd, the pattern costs; if mmvt reads
  * slower than it, the arithmetic does. */
+/* a row's stride in bulk's ring: its run and 16 bytes, rounded to an odd
+ * number of 16-byte granules, as mmvt's RS */
+static __host__ __device__ __forceinline__ int bulk_rs(int run)
+{
+    return (run + 16 + 15) / 16 * 16 | 16;
+}
+
 __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_bytes, int rb, int run, int d,
                                            unsigned *out)
 {
@@ -55,7 +65,7 @@ __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_b
     __shared__ uint64_t full[8];
     const int lane = threadIdx.x, row = blockIdx.x * rb + lane;
     const int ns = (row_bytes + run - 1) / run;
-    const int rs = (run + 16 + 15) / 16 * 16 | 16; /* an odd number of granules, as mmvt's RS */
+    const int rs = bulk_rs(run);
     if (lane == 0)
         for (int i = 0; i < d; i++)
             cuda_mbar_init(&full[i], 1);
@@ -90,7 +100,7 @@ __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_b
 
 /* `bulk ROWS ROW_BYTES RB RUN D`: the bulk pattern on one buffer back to
  * back and over a 400 MB ring, beside rd on the same bytes */
-static int bulk_main(int argc, char **argv, unsigned *dout)
+static int bulk_main(char **argv, int rd_blocks, unsigned *dout)
 {
     const int rows = atoi(argv[2]), row_bytes = atoi(argv[3]), rb = atoi(argv[4]), run = atoi(argv[5]),
               d = atoi(argv[6]);
@@ -99,8 +109,7 @@ static int bulk_main(int argc, char **argv, unsigned *dout)
         return 2;
     }
     const size_t bytes = (size_t)rows * row_bytes;
-    const int rs = (run + 16 + 15) / 16 * 16 | 16;
-    const size_t smem = (size_t)d * rb * rs;
+    const size_t smem = (size_t)d * rb * bulk_rs(run);
     CK(cudaFuncSetAttribute(bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int nb = (int)(400e6 / bytes) + 2, reps = 40, grid = (rows + rb - 1) / rb;
     std::vector<uint8_t *> b(nb);
@@ -118,7 +127,7 @@ static int bulk_main(int argc, char **argv, unsigned *dout)
                 if (k)
                     bulk<<<grid, 32, smem>>>(p, rows, row_bytes, rb, run, d, dout);
                 else
-                    rd<<<132 * 4, 512>>>((const uint4 *)p, bytes / 16, dout);
+                    rd<<<rd_blocks, 512>>>((const uint4 *)p, bytes / 16, dout);
             };
             for (int i = 0; i < 3; i++)
                 go(b[0]);
@@ -156,12 +165,17 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, L2 %d MB\n", pr.name, pr.multiProcessorCount, pr.l2CacheSize >> 20);
     unsigned *dout;
     CK(cudaMalloc(&dout, 64));
-    if (argc == 7 && !strcmp(argv[1], "bulk"))
-        return bulk_main(argc, argv, dout);
+    const int blocks = pr.multiProcessorCount * 4, reps = 40;
+    if (argc > 1 && !strcmp(argv[1], "bulk")) {
+        if (argc != 7) {
+            fprintf(stderr, "usage: read_probe bulk ROWS ROW_BYTES RB RUN D\n");
+            return 2;
+        }
+        return bulk_main(argv, blocks, dout);
+    }
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    const int blocks = pr.multiProcessorCount * 4, reps = 40;
     printf("%10s %12s %10s %12s %10s\n", "MB", "same us", "GB/s", "cold us", "GB/s");
     for (double m : mb) {
         const size_t bytes = ((size_t)(m * 1e6) + 15) / 16 * 16;
