@@ -336,23 +336,7 @@ static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uin
 }
 #endif
 
-#if WGMMA_DEVICE
-/* m64n64k32 u8 x s8 with A from registers: the 32 accumulators of half a
- * m64n128 set (thread's groups j 0-7 of 16) */
-static __device__ __forceinline__ void wgmma_u8s8_n64(int *d, const uint32_t a[4], uint64_t db)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                 "{%32, %33, %34, %35}, %36, 1;\n"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
-                   "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]),
-                   "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]),
-                   "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-#endif
+/* (m64n64k32 u8 x s8, wgmma_u8s8_n64: engine/cuda/wgmma.cuh, mmq6w's halves form) */
 
 /* INT8 forms: 0 A from registers, 1 from shared memory, 2 A from registers
  * in commit groups of 4 steps, the next group's fragments made by

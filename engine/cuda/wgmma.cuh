@@ -2,8 +2,9 @@
  * as the exact K-quant kernels use it (cuda/mmqw.cu: both operands from
  * shared memory; cuda/mmqr.cu and cuda/mmq6w.cu: the weights from
  * registers): the m64n128k16 f16 x f16 -> f32 and m64n128k32 u8 x s8 ->
- * s32 forms, their fence / commit / wait, setmaxnreg, and the shared-
- * memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
+ * s32 forms (and m64n64k32, half of the latter, for mmq6w's halves
+ * form), their fence / commit / wait, setmaxnreg, and the shared-memory
+ * matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
  * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
  * kernels' bodies are empty. */
 #ifndef INFERD_CUDA_WGMMA_CUH
@@ -102,6 +103,36 @@ static __device__ __forceinline__ void wgmma_u8s8_z(int d[64], const uint32_t a[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+/* m64n64k32 u8 x s8 with A from registers: the 32 accumulators of half an
+ * m64n128 set (a thread's groups j 0-7 of 16, d = &set[0][0] or
+ * &set[8][0]), B the tile's rows 0-63 or, 8 x 1,024 bytes on (the
+ * swizzle's phase kept), 64-127. Two of them with the same A cost the
+ * tensor time of one m64n128k32 (bench/wgmma_probe chain6); mmq6w's
+ * halves form runs one half's shift and chain under the other's
+ * products. */
+#define WGMMA_D32 \
+    "{" \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WGMMA_DOPS32(c) \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), \
+    c(d[8]), c(d[9]), c(d[10]), c(d[11]), c(d[12]), c(d[13]), c(d[14]), c(d[15]), \
+    c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]), c(d[22]), c(d[23]), \
+    c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31])
+static __device__ __forceinline__ void wgmma_u8s8_n64(int *d, const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 " WGMMA_D32 ", {%32, %33, %34, %35}, %36, 1;\n"
+                 : WGMMA_DOPS32(WGMMA_IRW)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+static __device__ __forceinline__ void wgmma_u8s8_n64_z(int *d, const uint32_t a[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 " WGMMA_D32 ", {%32, %33, %34, %35}, %36, p;\n}\n"
+                 : WGMMA_DOPS32(WGMMA_IWO)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
 /* before a warpgroup's first wgmma after its registers (accumulators, A
  * fragments) or the shared memory it reads were written */
 static __device__ __forceinline__ void wgmma_fence(void)
@@ -160,6 +191,14 @@ static __device__ __forceinline__ void wgmma_pin_i(int d[64])
 {
 #pragma unroll
     for (int i = 0; i < 64; i++)
+        asm volatile("" : "+r"(d[i])::"memory");
+}
+
+/* the same for half a set (32: one n64 half's, d as wgmma_u8s8_n64's) */
+static __device__ __forceinline__ void wgmma_pin_i32(int *d)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
         asm volatile("" : "+r"(d[i])::"memory");
 }
 
