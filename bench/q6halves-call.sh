@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# bench/q6halves-call.sh — session 52's one device call: mmq6w's halves
-# form (MMQ6W_HALVES in cuda/mmq6w.cu) against the plain form.
+# bench/q6halves-call.sh — session 52's one device call: the halves forms
+# of mmq6w (MMQ6W_HALVES, q6_K) and mmqr (MMQR_HALVES, q4_K) against the
+# plain forms.
 #  1. mmq_trace (built here, no carry needed), 4096 x 14336 x 512 and the
-#     7B's ffn-down, HALVES 0 vs 1 interleaved, two rounds, with marks;
-#  2. with carry devcarry.tgz (bin = the engine built with HALVES 1, prev
-#     = the same tree with HALVES 0, devcarry/sass = both mmq6w objects and
-#     mmqr's): the bits (cuda-ops with INFERD_MMQ6W=16, q7 GPU vs CPU, the
-#     three sanitizers on q6_K 512 rows) and the A/B (bench --op q6_K
-#     512 / 2048, pp512) through bench/ab-call.sh;
+#     7B's ffn-down / ffn-up, halves 0 vs 1 (both switches) interleaved,
+#     two rounds, with marks;
+#  2. with carry devcarry.tgz (bin = the engine built with both halves
+#     forms, prev = main before them, devcarry/sass = main's mmq6w and
+#     mmqr objects and the halves mmq6w's): the bits (cuda-ops with
+#     INFERD_MMQH=16 INFERD_MMQ6W=16, q7 GPU vs CPU, the three sanitizers on q6_K and
+#     q4_K 512 rows) and the A/B (bench --op q4_K and q6_K 512 / 2048,
+#     pp512; the two forms touch disjoint rows) through bench/ab-call.sh;
 #  3. bench/chain6-call.sh (the chain alone, int8 RS as n64 halves, the
 #     SASS census of the three objects);
 #  4. on an H200 only: bench/h200-floor-call.sh.
@@ -17,26 +20,37 @@ out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 args="-std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -DINFERD_CUDA_TRACE"
 for h in 0 1; do
-    nvcc $args -DMMQ6W_HALVES=$h bench/mmq_trace.cu -o /tmp/trh_$h > /tmp/bh_$h.log 2>&1 &
+    nvcc $args -DMMQ6W_HALVES=$h -DMMQR_HALVES=$h bench/mmq_trace.cu -o /tmp/trh_$h > /tmp/bh_$h.log 2>&1 &
 done
 wait
 for r in 1 2; do
     for h in 0 1; do
         for shp in "14336 4096 512" "18944 3584 512" "3584 18944 512"; do
-            echo "== round $r MMQ6W_HALVES=$h q6_K $shp"
+            echo "== round $r HALVES=$h q6_K $shp"
             timeout 30 /tmp/trh_$h mmq6w q6_K $shp 2>&1 | head -1 || tail -5 /tmp/bh_$h.log
+            echo "== round $r HALVES=$h q4_K $shp"
+            timeout 30 /tmp/trh_$h mmqr q4_K $shp 2>&1 | head -1
         done
     done
 done 2>&1 | tee $out/trace.txt
 for h in 0 1; do
-    echo "== marks MMQ6W_HALVES=$h"
-    timeout 30 /tmp/trh_$h mmq6w q6_K 14336 4096 512 2>&1 | sed -n 2,16p | cut -c1-150
+    for k in "mmq6w q6_K" "mmqr q4_K"; do
+        echo "== marks HALVES=$h $k"
+        timeout 30 /tmp/trh_$h $k 14336 4096 512 2>&1 | sed -n 2,12p | cut -c1-150
+    done
 done 2>&1 | tee -a $out/trace.txt
 if [ -f devcarry.tgz ]; then
-    AB_BITS_ENV="INFERD_MMQ6W=16" SAN="q6_K llama3-ffn-down,qwen7b-ffn-down 512" \
-        AB_TYPES=q6_K AB_N=512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down \
+    AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16" SAN="q6_K llama3-ffn-down,qwen7b-ffn-down 512" \
+        AB_TYPES=q4_K,q6_K AB_N=512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down \
         AB_PP=512 AB_TG=32 AB_SECONDS=240 timeout 480 bash bench/ab-call.sh > $out/ab-call.log 2>&1
-    echo "======== ab (prev = HALVES 0; bin = HALVES 1)"
+    d=$PWD/devcarry
+    for tool in memcheck racecheck synccheck; do # mmqr's halves (ab-call's SAN took q6_K)
+        LD_LIBRARY_PATH=$d/lib timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench \
+            --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down,qwen7b-attn-kv --reps 2 \
+            > $out/san4-$tool.log 2>&1
+        echo "$tool (q4_K 512) rc=$?" >> $out/summary.txt
+    done
+    echo "======== ab (prev = main; bin = both halves forms)"
     cat $out/summary.txt
 fi
 timeout 90 bash bench/chain6-call.sh > $out/chain6.txt 2>&1

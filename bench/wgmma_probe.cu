@@ -65,7 +65,6 @@
 #define D_LO32 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define D_N64 "{" D_LO32 "}"
 #define D_N256 "{" D_LO32 ", " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
@@ -93,13 +92,8 @@
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-/* D(64 x N) += A B, A from registers (forms 6, 7) or shared memory (8) */
-static __device__ __forceinline__ void wgmma_rs_n64(float d[32], const uint32_t a[4], uint64_t db)
-{
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " D_N64 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
-                 : OPS_N64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
+/* D(64 x N) += A B, A from registers (forms 6, 7) or shared memory (8); the
+ * n64 RS form is the engine's wgmma_rs_n64 (cuda/wgmma.cuh) */
 static __device__ __forceinline__ void wgmma_rs_n256(float d[128], const uint32_t a[4], uint64_t db)
 {
     asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " D_N256

@@ -2,8 +2,8 @@
  * as the exact K-quant kernels use it (cuda/mmqw.cu: both operands from
  * shared memory; cuda/mmqr.cu and cuda/mmq6w.cu: the weights from
  * registers): the m64n128k16 f16 x f16 -> f32 and m64n128k32 u8 x s8 ->
- * s32 forms (and m64n64k32, half of the latter, for mmq6w's halves
- * form), their fence / commit / wait, setmaxnreg, and the shared-memory
+ * s32 forms (and their n64 halves, m64n64k16 and m64n64k32, for the
+ * halves forms of mmqr and mmq6w), their fence / commit / wait, setmaxnreg, and the shared-memory
  * matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
  * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
  * kernels' bodies are empty. */
@@ -133,6 +133,25 @@ static __device__ __forceinline__ void wgmma_u8s8_n64_z(int *d, const uint32_t a
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+/* m64n64k16 f16 with A from registers: half of wgmma_rs's (d its 32
+ * accumulators, B rows 0-63 or 64-127 as wgmma_u8s8_n64's); mmqr's halves
+ * form */
+static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t a[4], uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
+                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+                 : WGMMA_DOPS32(WGMMA_RW)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+static __device__ __forceinline__ void wgmma_rs_n64_z(float *d, const uint32_t a[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : WGMMA_DOPS32(WGMMA_WO)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
 /* before a warpgroup's first wgmma after its registers (accumulators, A
  * fragments) or the shared memory it reads were written */
 static __device__ __forceinline__ void wgmma_fence(void)
@@ -200,6 +219,14 @@ static __device__ __forceinline__ void wgmma_pin_i32(int *d)
 #pragma unroll
     for (int i = 0; i < 32; i++)
         asm volatile("" : "+r"(d[i])::"memory");
+}
+
+/* the float form (mmqr's halves) */
+static __device__ __forceinline__ void wgmma_pin32(float *d)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* A use of n A-fragment registers at this point: placed after the wait
