@@ -72,7 +72,7 @@
  * after the second plane's drain. The integer sums and the chain's order
  * are the plain form's: the same bits. */
 #ifndef MMQ6W_HALVES
-#define MMQ6W_HALVES 1
+#define MMQ6W_HALVES 0
 #endif
 
 #define MMQ6W_ASL 4                          /* activation stages: half super-blocks */

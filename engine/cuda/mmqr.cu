@@ -99,7 +99,7 @@
  * lever sweep of session 44: no chain 0.65-0.70x. Sums and chain order
  * are the plain form's: the same bits. */
 #ifndef MMQR_HALVES
-#define MMQR_HALVES 1
+#define MMQR_HALVES 0
 #endif
 
 #define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
