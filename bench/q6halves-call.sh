@@ -3,8 +3,9 @@
 # of mmq6w (MMQ6W_HALVES, q6_K) and mmqr (MMQR_HALVES, q4_K) against the
 # plain forms.
 #  1. mmq_trace (built here, no carry needed), 4096 x 14336 x 512 and the
-#     7B's ffn-down / ffn-up, halves 0 vs 1 (both switches) interleaved,
-#     two rounds, with marks;
+#     7B's ffn-down / ffn-up, halves 0 vs 1 vs 2 (both switches; 2 also
+#     defers the chains' last parts across the loop's turn as floats)
+#     interleaved, two rounds, with marks;
 #  2. with carry devcarry.tgz (bin = the engine built with both halves
 #     forms, prev = main before them, devcarry/sass = main's mmq6w and
 #     mmqr objects and the halves mmq6w's): the bits (cuda-ops with
@@ -19,12 +20,12 @@ cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 args="-std=c++17 -O2 -I. -gencode arch=compute_90a,code=sm_90a -DINFERD_MMQW=1 -DINFERD_CUDA_TRACE"
-for h in 0 1; do
+for h in 0 1 2; do
     nvcc $args -DMMQ6W_HALVES=$h -DMMQR_HALVES=$h bench/mmq_trace.cu -o /tmp/trh_$h > /tmp/bh_$h.log 2>&1 &
 done
 wait
 for r in 1 2; do
-    for h in 0 1; do
+    for h in 0 1 2; do
         for shp in "14336 4096 512" "18944 3584 512" "3584 18944 512"; do
             echo "== round $r HALVES=$h q6_K $shp"
             timeout 30 /tmp/trh_$h mmq6w q6_K $shp 2>&1 | head -1 || tail -5 /tmp/bh_$h.log
@@ -33,7 +34,7 @@ for r in 1 2; do
         done
     done
 done 2>&1 | tee $out/trace.txt
-for h in 0 1; do
+for h in 0 1 2; do
     for k in "mmq6w q6_K" "mmqr q4_K"; do
         echo "== marks HALVES=$h $k"
         timeout 30 /tmp/trh_$h $k 14336 4096 512 2>&1 | sed -n 2,12p | cut -c1-150

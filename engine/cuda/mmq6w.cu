@@ -216,7 +216,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     };
     /* the chain of groups j0..j1 - 1: D = v1, then mmqk's Q6_K chain (no
      * min term) */
-    auto chain = [&](const mmq6w_sslot &Ls, int j0, int j1) {
+    auto chain = [&](const mmq6w_sslot &Ls, int j0, int j1, const float (*fv)[4] = nullptr) {
         const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
 #pragma unroll
         for (int j = j0; j < (MMQ6W_LEVER == 1 ? j0 : j1); j++) {
@@ -224,10 +224,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[0][j][k]);
+                acc[0][j][k] = __fmaf_rn(p1, fv ? fv[j - j0][k] : (float)dd[j][k], acc[0][j][k]);
             }
         }
     };
+    /* MMQ6W_HALVES 2: the turn's last H1 sums as floats (their chain's
+     * conversions, after the turn's full wait), the rest of that chain
+     * under the next turn's first products: registers a conversion wrote
+     * may be read there, a wgmma's from an earlier turn may not (C7514) */
+    float fh[8][4];
     auto land = [&](int32_t s) {
         cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
         if (w4 == 0)
@@ -287,12 +292,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
      * partial wait and its sums are then read (session 51's minimal
      * kernels), so the loop's turn of two super-blocks drains at its end:
      * one H1 chain in two is not overlapped. */
-    auto steph = [&](auto L, int32_t s, bool more, bool pend, bool drain) {
+    auto steph = [&](auto L, int32_t s, bool more, int pend, int drain) {
         const mmq6w_sslot &Ls = S.ss[s % MMQ6W_RSL];
         cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
         cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
         plane(L, s, 0, true, 0, 4, 0);
-        if (pend) { /* s - 1's H1 p1 done: its chain under H0 p0 0-3 */
+        if (pend == 2) { /* s - 1's H1 chain from its floats, under H0 p0 0-3 */
+            chain(S.ss[(s - 1) % MMQ6W_RSL], 8, 16, fh);
+            wgrs_slot_done(S.bar, (s - 1) % MMQ6W_RSL, s - 1, wg, w4);
+        } else if (pend) { /* s - 1's H1 p1 done: its chain under H0 p0 0-3 */
             wgmma_wait<1>();
             wgmma_pin_i32(&dd[8][0]);
             wgmma_keep(FX);
@@ -334,8 +342,16 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             wgmma_keep(FX);
             wgmma_keep(FY);
             retire(s);
-            chain(Ls, 8, 16);
-            wgrs_slot_done(S.bar, s % MMQ6W_RSL, s, wg, w4);
+            if (drain == 2) { /* the chain's conversions now, the rest in the next turn */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        fh[j][k] = (float)dd[8 + j][k];
+            } else {
+                chain(Ls, 8, 16);
+                wgrs_slot_done(S.bar, s % MMQ6W_RSL, s, wg, w4);
+            }
         }
     };
 
@@ -346,8 +362,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     int32_t s = 0;
     for (; s + 1 < nbr; s += 2) {
         if (MMQ6W_HALVES) {
-            steph(std::false_type{}, s, true, false, false);
-            steph(std::true_type{}, s + 1, s + 2 < nbr, true, true);
+            steph(std::false_type{}, s, true, MMQ6W_HALVES == 2 && s > 0 ? 2 : 0, 0);
+            steph(std::true_type{}, s + 1, s + 2 < nbr, 1, MMQ6W_HALVES == 2 && s + 2 < nbr ? 2 : 1);
         } else {
             step(std::false_type{}, s, true);
             step(std::true_type{}, s + 1, s + 2 < nbr);
@@ -355,7 +371,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     }
     if (s < nbr) {
         if (MMQ6W_HALVES)
-            steph(std::false_type{}, s, false, false, true);
+            steph(std::false_type{}, s, false, MMQ6W_HALVES == 2 && s > 0 ? 2 : 0, 1);
         else
             step(std::false_type{}, s, false);
     }

@@ -215,6 +215,34 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const flo
         }
     }
 }
+/* v1 in two parts (MMQR_HALVES 2): the sums plus 480 S into fv (groups
+ * J0..J1 - 1), after the turn's full wait; the rest of mmqr_chain_v1 from
+ * fv in the next turn, under its products (registers an FADD wrote may be
+ * read there, a wgmma's from an earlier turn may not: C7514) */
+template <int J0, int J1>
+static __device__ __forceinline__ void mmqr_v1_sums(float fv[J1 - J0][4], const float dd[16][4], const mmqr_sslot &L,
+                                                    int t4)
+{
+#pragma unroll
+    for (int j = J0; j < J1; j++) {
+        const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            fv[j - J0][k] = __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x);
+    }
+}
+template <int J0, int J1>
+static __device__ __forceinline__ void mmqr_v1_rest(float acc[16][4], const float fv[J1 - J0][4], const mmqr_sslot &L,
+                                                    const mmqk_head hd[2], int t4)
+{
+#pragma unroll
+    for (int j = J0; j < J1; j++) {
+        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            acc[j][k] = __fmaf_rn(__fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x), fv[j - J0][k], acc[j][k]);
+    }
+}
 template <int J0 = 0, int J1 = 16>
 static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
@@ -353,6 +381,12 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         mmqr_chain_v2<8, 16>(acc[0], dd, S.ss[s % MMQR_RSL], hp, t4);
     };
     hp[0].d = hp[0].dmin = hp[1].d = hp[1].dmin = 0.0f;
+    float fv[8][4]; /* MMQR_HALVES 2: H1's v1 sums of s - 1 (zero at s = 0: the dummy adds +0) */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            fv[j][k] = 0.0f;
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQR_RSL;
         const mmqr_sslot &L = S.ss[rs];
@@ -378,6 +412,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         const int32_t sp = s > 0 ? s - 1 : 0;
         issueh(s, 0, fa, 0);
         h1_min(sp);
+        if (MMQR_HALVES == 2)
+            mmqr_v1_rest<8, 16>(acc[0], fv, S.ss[sp % MMQR_RSL], hp, t4);
         expand(1, fb);
         issueh(s, 1, fb, 0);
         wgmma_wait<1>(); /* H0 G0 and the H1 min term */
@@ -431,11 +467,16 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         wgmma_keep(fm);
         release(4 * s + 3);
         mmqr_chain_v2<0, 8>(acc[0], dd, L, hd, t4);
-        mmqr_chain_v1<8, 16>(acc[0], dd, L, hd, t4);
+        if (MMQR_HALVES == 2)
+            mmqr_v1_sums<8, 16>(fv, dd, L, t4);
+        else
+            mmqr_chain_v1<8, 16>(acc[0], dd, L, hd, t4);
         hp[0].d = hd[0].d, hp[0].dmin = hd[0].dmin, hp[1].d = hd[1].d, hp[1].dmin = hd[1].dmin;
     }
     if (nbr > 0) { /* the last super-block's H1 min term and v2 */
         h1_min(nbr - 1);
+        if (MMQR_HALVES == 2)
+            mmqr_v1_rest<8, 16>(acc[0], fv, S.ss[(nbr - 1) % MMQR_RSL], hp, t4);
         wgmma_wait<0>();
         h1_v2(nbr - 1);
         wgrs_slot_done(S.bar, (nbr - 1) % MMQR_RSL, nbr - 1, wg, w4);
