@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/wgmma_probe bench/wgmma_probe.cu || exit 1
 timeout 60 /tmp/wgmma_probe chain6
 ks="mmq6w mmqr"
-[ -f devcarry/sass/mmq6w_halves.cu.o ] && ks="$ks mmq6w_halves"
+for h in mmq6w_halves mmqr_halves; do [ -f devcarry/sass/$h.cu.o ] && ks="$ks $h"; done
 for k in $ks; do
     echo "== SASS census, $k"
     cuobjdump -sass devcarry/sass/$k.cu.o | awk -v k=${k%_halves} '/Function :/ {f = index($0, k "_kernel") > 0} f' > /tmp/$k.sass
