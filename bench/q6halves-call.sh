@@ -3,14 +3,14 @@
 # of mmq6w (MMQ6W_HALVES, q6_K) and mmqr (MMQR_HALVES, q4_K) against the
 # plain forms.
 #  1. mmq_trace (built here, no carry needed), 4096 x 14336 x 512 and the
-#     7B's ffn-down / ffn-up, halves 0 vs 1 vs 2 (both switches; 2 also
+#     7B's ffn-down, halves 0 vs 1 vs 2 (both switches; 2 also
 #     defers the chains' last parts across the loop's turn as floats)
 #     interleaved, two rounds, with marks;
 #  2. with carry devcarry.tgz (bin = the engine built with both halves
 #     forms, prev = main before them, devcarry/sass = main's mmq6w and
 #     mmqr objects and the halves mmq6w's): the bits (cuda-ops with
 #     INFERD_MMQH=16 INFERD_MMQ6W=16, q7 GPU vs CPU, the three sanitizers on q6_K and
-#     q4_K 512 rows) and the A/B (bench --op q4_K and q6_K 512 / 2048,
+#     q4_K 512 rows) and the A/B (bench --op q4_K and q6_K 512,
 #     pp512; the two forms touch disjoint rows) through bench/ab-call.sh;
 #  3. bench/chain6-call.sh (the chain alone, int8 RS as n64 halves, the
 #     SASS census of the three objects);
@@ -26,7 +26,7 @@ done
 wait
 for r in 1 2; do
     for h in 0 1 2; do
-        for shp in "14336 4096 512" "18944 3584 512" "3584 18944 512"; do
+        for shp in "14336 4096 512" "18944 3584 512"; do
             echo "== round $r HALVES=$h q6_K $shp"
             timeout 30 /tmp/trh_$h mmq6w q6_K $shp 2>&1 | head -1 || tail -5 /tmp/bh_$h.log
             echo "== round $r HALVES=$h q4_K $shp"
@@ -34,7 +34,7 @@ for r in 1 2; do
         done
     done
 done 2>&1 | tee $out/trace.txt
-for h in 0 1 2; do
+for h in 0 1; do
     for k in "mmq6w q6_K" "mmqr q4_K"; do
         echo "== marks HALVES=$h $k"
         timeout 30 /tmp/trh_$h $k 14336 4096 512 2>&1 | sed -n 2,12p | cut -c1-150
@@ -42,8 +42,8 @@ for h in 0 1 2; do
 done 2>&1 | tee -a $out/trace.txt
 if [ -f devcarry.tgz ]; then
     AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16" SAN="q6_K llama3-ffn-down,qwen7b-ffn-down 512" \
-        AB_TYPES=q4_K,q6_K AB_N=512,2048 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down \
-        AB_PP=512 AB_TG=32 AB_SECONDS=240 timeout 480 bash bench/ab-call.sh > $out/ab-call.log 2>&1
+        AB_TYPES=q4_K,q6_K AB_N=512 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-down \
+        AB_PP=512 AB_TG=16 AB_SECONDS=150 timeout 360 bash bench/ab-call.sh > $out/ab-call.log 2>&1
     d=$PWD/devcarry
     for tool in memcheck racecheck synccheck; do # mmqr's halves (ab-call's SAN took q6_K)
         LD_LIBRARY_PATH=$d/lib timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench \
@@ -54,7 +54,7 @@ if [ -f devcarry.tgz ]; then
     echo "======== ab (prev = main; bin = both halves forms)"
     cat $out/summary.txt
 fi
-timeout 90 bash bench/chain6-call.sh > $out/chain6.txt 2>&1
+timeout 60 bash bench/chain6-call.sh > $out/chain6.txt 2>&1
 cat $out/chain6.txt | grep -v "^ *[0-9]* [A-Z]" | head -60
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in
 *H200*) timeout 60 bash bench/h200-floor-call.sh 2>&1 | tee $out/floor.txt ;;
