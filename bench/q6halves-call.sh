@@ -16,6 +16,11 @@
 #     SASS census of the three objects);
 #  4. on an H200 only: bench/h200-floor-call.sh.
 # device tool: `bash bench/q6halves-call.sh`, carry ["devcarry.tgz"].
+# Run once (session 52, call 1, bench/RESULTS.md) on the tree at 4c837ee,
+# the carry from its bench/halves-prep.sh (now bench/ab-prep.sh with
+# ARGS="-DMMQ6W_HALVES=1 -DMMQR_HALVES=1"); the forms were withdrawn after
+# it, so on later trees the switches it passes do nothing: the record of
+# the call as run.
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

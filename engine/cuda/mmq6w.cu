@@ -64,17 +64,6 @@
 #define MMQ6W_LEVER 0
 #endif
 
-/* MMQ6W_HALVES (session 52): 1 runs each warpgroup's 64 x 128 as two
- * m64n64k32 halves (H0: activation rows 0-63, H1: 64-127; the same A
- * fragments), so that one half's shift and chain run under the other
- * half's products (mmq6w_kernel's steph). Session 51's lever sweep: the
- * chain holds 40% of the plain form's time (no chain: 0.60x), serial
- * after the second plane's drain. The integer sums and the chain's order
- * are the plain form's: the same bits. */
-#ifndef MMQ6W_HALVES
-#define MMQ6W_HALVES 0
-#endif
-
 #define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
 #define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
@@ -182,69 +171,23 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     /* plane p's steps j0..j1 - 1 as one commit group: step j reads half j /
      * 4 of the super-block's activations, 32 bytes a step into its
      * swizzled rows (SBO 1,024 B) */
-    auto plane = [&](auto L, int32_t s, int p, bool first, int j0, int j1, int h = -1) {
+    auto plane = [&](auto L, int32_t s, int p, bool first, int j0, int j1) {
         wgmma_fence();
 #pragma unroll
         for (int j = j0; j < j1; j++) {
             const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
             const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-            if (h >= 0) { /* half h: its 32 sums; B's rows 64 h.. (8 x 1,024 bytes a half) */
-                const uint64_t dh = db + (uint64_t)((h * 8 * 1024) >> 4);
-                if (first && j == 0)
-                    wgmma_u8s8_n64_z(&dd[8 * h][0], set(L, p, j), dh);
-                else
-                    wgmma_u8s8_n64(&dd[8 * h][0], set(L, p, j), dh);
-            } else if (first && j == 0)
+            if (first && j == 0)
                 wgmma_u8s8_z(&dd[0][0], set(L, p, j), db);
             else
                 wgmma_u8s8(&dd[0][0], set(L, p, j), db);
         }
         wgmma_commit();
     };
-    /* the first plane's sums of groups j0..j1 - 1 times 32 less 4095 S,
-     * before the second's: D = v1 at the end (one IMAD an output here
-     * instead of a shift here and a subtraction in the chain; int32 sums,
-     * so the same integer) */
-    auto shift = [&](const mmq6w_sslot &Ls, int j0, int j1) {
-#pragma unroll
-        for (int j = j0; j < j1; j++) {
-            const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
-        }
-    };
-    /* the chain of groups j0..j1 - 1: D = v1, then mmqk's Q6_K chain (no
-     * min term) */
-    auto chain = [&](const mmq6w_sslot &Ls, int j0, int j1, const float (*fv)[4] = nullptr) {
-        const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
-#pragma unroll
-        for (int j = j0; j < (MMQ6W_LEVER == 1 ? j0 : j1); j++) {
-            const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p1, fv ? fv[j - j0][k] : (float)dd[j][k], acc[0][j][k]);
-            }
-        }
-    };
-    /* MMQ6W_HALVES 2: the turn's last H1 sums as floats (their chain's
-     * conversions, after the turn's full wait), the rest of that chain
-     * under the next turn's first products: registers a conversion wrote
-     * may be read there, a wgmma's from an earlier turn may not (C7514) */
-    float fh[8][4];
     auto land = [&](int32_t s) {
         cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-    };
-    /* super-block s's second plane done (both halves): its activations
-     * are free (its slot, after the chain) */
-    auto retire = [&](int32_t s) {
-        cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
-        cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
     };
     /* super-block s under layout L (its steps 0-3 expanded): the first
      * plane's steps 0-3, steps 4-7 expanded under them, the rest of the
@@ -263,7 +206,17 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             wgmma_pin_i(&dd[0][0]);
             wgmma_keep(FX);
             wgmma_keep(FY);
-            shift(Ls, 0, 16);
+            /* the first plane's sums times 32 less 4095 S, before the
+             * second's: D = v1 at the end (one IMAD an output here instead
+             * of a shift here and a subtraction in the chain; int32 sums,
+             * so the same integer) */
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
+            }
         }
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
@@ -276,83 +229,22 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(FX);
         wgmma_keep(FY);
-        retire(s);
-        chain(Ls, 0, 16);
-        wgrs_slot_done(S.bar, rs, s, wg, w4);
-    };
-
-    /* The halves form (MMQ6W_HALVES): super-block s under layout L as
-     * commit groups H0 p0 0-3 | H1 p0 0-3 | (steps 4-7 expanded) H0 p0
-     * 4-7 | H1 p0 4-7 | H0's shift | H0 p1 | H1's shift | H1 p1 | (s + 1's
-     * steps 0-3 expanded) | H0's chain, each shift and chain under the
-     * other half's products. pend: s - 1's H1 p1 is in flight at entry
-     * (its chain runs under H0 p0 0-3 of s); drain: s's H1 p1 is waited
-     * for here and its chain run. ptxas serializes every wgmma (C7514)
-     * when a group in flight across the loop's back edge is retired by a
-     * partial wait and its sums are then read (session 51's minimal
-     * kernels), so the loop's turn of two super-blocks drains at its end:
-     * one H1 chain in two is not overlapped. */
-    auto steph = [&](auto L, int32_t s, bool more, int pend, int drain) {
-        const mmq6w_sslot &Ls = S.ss[s % MMQ6W_RSL];
-        cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-        cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-        plane(L, s, 0, true, 0, 4, 0);
-        if (pend == 2) { /* s - 1's H1 chain from its floats, under H0 p0 0-3 */
-            chain(S.ss[(s - 1) % MMQ6W_RSL], 8, 16, fh);
-            wgrs_slot_done(S.bar, (s - 1) % MMQ6W_RSL, s - 1, wg, w4);
-        } else if (pend) { /* s - 1's H1 p1 done: its chain under H0 p0 0-3 */
-            wgmma_wait<1>();
-            wgmma_pin_i32(&dd[8][0]);
-            wgmma_keep(FX);
-            wgmma_keep(FY);
-            retire(s - 1);
-            chain(S.ss[(s - 1) % MMQ6W_RSL], 8, 16);
-            wgrs_slot_done(S.bar, (s - 1) % MMQ6W_RSL, s - 1, wg, w4);
-        }
-        plane(L, s, 0, true, 0, 4, 1);
-        expand(L, s, 4, 8);
-        plane(L, s, 0, false, 4, 8, 0);
-        plane(L, s, 0, false, 4, 8, 1);
-        wgmma_wait<1>(); /* H0 p0 */
-        wgmma_pin_i32(&dd[0][0]);
-        wgmma_keep(FX);
-        wgmma_keep(FY);
-        shift(Ls, 0, 8);
-        if (s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.bar.lag);
-        plane(L, s, 1, false, 0, 8, 0);
-        wgmma_wait<1>(); /* H1 p0 */
-        wgmma_pin_i32(&dd[8][0]);
-        wgmma_keep(FX);
-        wgmma_keep(FY);
-        shift(Ls, 8, 16);
-        plane(L, s, 1, false, 0, 8, 1);
-        if (more) {
-            land(s + 1);
-            expand(std::integral_constant<bool, !decltype(L)::value>{}, s + 1, 0, 4);
-        }
-        wgmma_wait<1>(); /* H0 p1 */
-        wgmma_pin_i32(&dd[0][0]);
-        wgmma_keep(FX);
-        wgmma_keep(FY);
-        chain(Ls, 0, 8);
-        if (drain) {
-            wgmma_wait<0>();
-            wgmma_pin_i32(&dd[8][0]);
-            wgmma_keep(FX);
-            wgmma_keep(FY);
-            retire(s);
-            if (drain == 2) { /* the chain's conversions now, the rest in the next turn */
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
+        cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
+        /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */
+        const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
 #pragma unroll
-                for (int j = 0; j < 8; j++)
+        for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
+            const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
 #pragma unroll
-                    for (int k = 0; k < 4; k++)
-                        fh[j][k] = (float)dd[8 + j][k];
-            } else {
-                chain(Ls, 8, 16);
-                wgrs_slot_done(S.bar, s % MMQ6W_RSL, s, wg, w4);
+            for (int k = 0; k < 4; k++) {
+                const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
+                acc[0][j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[0][j][k]);
             }
         }
+        wgrs_slot_done(S.bar, rs, s, wg, w4);
     };
 
     if (wg == 1)
@@ -361,20 +253,11 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     expand(std::false_type{}, 0, 0, 4);
     int32_t s = 0;
     for (; s + 1 < nbr; s += 2) {
-        if (MMQ6W_HALVES) {
-            steph(std::false_type{}, s, true, MMQ6W_HALVES == 2 && s > 0 ? 2 : 0, 0);
-            steph(std::true_type{}, s + 1, s + 2 < nbr, 1, MMQ6W_HALVES == 2 && s + 2 < nbr ? 2 : 1);
-        } else {
-            step(std::false_type{}, s, true);
-            step(std::true_type{}, s + 1, s + 2 < nbr);
-        }
+        step(std::false_type{}, s, true);
+        step(std::true_type{}, s + 1, s + 2 < nbr);
     }
-    if (s < nbr) {
-        if (MMQ6W_HALVES)
-            steph(std::false_type{}, s, false, MMQ6W_HALVES == 2 && s > 0 ? 2 : 0, 1);
-        else
-            step(std::false_type{}, s, false);
-    }
+    if (s < nbr)
+        step(std::false_type{}, s, false);
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }

@@ -92,20 +92,8 @@
 #define MMQR_TURN_AT 3
 #endif
 
-/* MMQR_HALVES (session 52, A/B builds): 1 runs each warpgroup's 64 x 128
- * as two m64n64k16 halves (H0: activation rows 0-63, H1: 64-127; the same
- * fragments), H0's chain under H1's last group and H1's chain deferred to
- * the next super-block, under H0's first groups (mmqr_kernel's loop). The
- * lever sweep of session 44: no chain 0.65-0.70x. Sums and chain order
- * are the plain form's: the same bits. */
-#ifndef MMQR_HALVES
-#define MMQR_HALVES 0
-#endif
-
 #define MMQR_ASL 8                       /* activation stages (quarter super-blocks) */
-/* super-block slots (4 in the halves form: a slot is held until H1's
- * chain, under the next super-block's products; 225 KB in all) */
-#define MMQR_RSL (MMQR_HALVES ? 4 : 3)
+#define MMQR_RSL 3                       /* super-block slots */
 #define MMQR_ATILE (MMQH_BN * 128)       /* an activation stage: 128 rows x 64 halves */
 #define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
 
@@ -198,14 +186,12 @@ static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t
 /* The chain's two halves (mmqk's chain in the CPU's order, split around
  * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
  * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
- * t4 (+ 1), rows A (hd[0]) and B (hd[1]); groups J0..J1 - 1 (the halves
- * form: 0-7 or 8-15) */
-template <int J0 = 0, int J1 = 16>
+ * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
 static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = J0; j < J1; j++) {
+    for (int j = 0; j < 16; j++) {
         const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
         const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
 #pragma unroll
@@ -215,40 +201,11 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const flo
         }
     }
 }
-/* v1 in two parts (MMQR_HALVES 2): the sums plus 480 S into fv (groups
- * J0..J1 - 1), after the turn's full wait; the rest of mmqr_chain_v1 from
- * fv in the next turn, under its products (registers an FADD wrote may be
- * read there, a wgmma's from an earlier turn may not: C7514) */
-template <int J0, int J1>
-static __device__ __forceinline__ void mmqr_v1_sums(float fv[J1 - J0][4], const float dd[16][4], const mmqr_sslot &L,
-                                                    int t4)
-{
-#pragma unroll
-    for (int j = J0; j < J1; j++) {
-        const float2 sf = *(const float2 *)&L.sf[8 * j + 2 * t4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            fv[j - J0][k] = __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x);
-    }
-}
-template <int J0, int J1>
-static __device__ __forceinline__ void mmqr_v1_rest(float acc[16][4], const float fv[J1 - J0][4], const mmqr_sslot &L,
-                                                    const mmqk_head hd[2], int t4)
-{
-#pragma unroll
-    for (int j = J0; j < J1; j++) {
-        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            acc[j][k] = __fmaf_rn(__fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x), fv[j - J0][k], acc[j][k]);
-    }
-}
-template <int J0 = 0, int J1 = 16>
 static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
 {
 #pragma unroll
-    for (int j = J0; j < J1; j++) {
+    for (int j = 0; j < 16; j++) {
         const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -337,151 +294,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
 
     if (!TURNS && wg == 1)
         cuda_mbar_wait(&S.bar.lag, 0);
-#if MMQR_HALVES
-    /* group G of super-block s for half h (its 32 sums; B's rows 64 h..,
-     * 8 x 1,024 bytes a half, the swizzle's phase kept) */
-    auto issueh = [&](int32_t s, int G, const uint32_t (&f)[4][4], int h) {
-        const int32_t i = 4 * s + G;
-        if (h == 0)
-            cuda_mbar_wait(&S.bar.afull[i % MMQR_ASL], (uint32_t)(i / MMQR_ASL) & 1);
-        wgmma_fence();
-        const uint32_t ao = sb + (uint32_t)(i % MMQR_ASL) * MMQR_ATILE + (uint32_t)(h * 8 * 1024);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint64_t db = wgmma_desc(ao + 32 * kk, 16, 1024, 1);
-            if (G == 0 && kk == 0)
-                wgmma_rs_n64_z(&dd[8 * h][0], f[kk], db);
-            else
-                wgmma_rs_n64(&dd[8 * h][0], f[kk], db);
-        }
-        wgmma_commit();
-    };
-    /* half h's min term of slot L (fm its fragment: kept until a wait
-     * covers it): B's rows 64 h.. are 1,024 bytes on (16 a row) */
-    auto minh = [&](const mmqr_sslot &L, const uint32_t (&fm)[1][4], int h) {
-        wgmma_fence();
-        wgmma_rs_n64_z(&dd[8 * h][0], fm[0], wgmma_desc(cuda_saddr(L.mb) + 1024 * h, MMQR_MBG, 128, 0));
-        wgmma_commit();
-    };
-    /* H1's min term of super-block s (its v1 already in the chain; its
-     * heads hp), issued under H0's first groups of s + 1; its v2 after
-     * the caller's wait (h1_v2). Its v1 is not deferred: ptxas serializes
-     * every wgmma (C7514) when an accumulator a wgmma wrote in an earlier
-     * turn of the loop is read while another wgmma is in flight. */
-    mmqk_head hp[2];
-    uint32_t fmp[1][4];
-    auto h1_min = [&](int32_t s) {
-        const mmqr_sslot &Lp = S.ss[s % MMQR_RSL];
-        mmqr_min_frag(mmqr_min_pair(Lp.rows[ra], t4), mmqr_min_pair(Lp.rows[rb], t4), fmp[0]);
-        minh(Lp, fmp, 1);
-    };
-    auto h1_v2 = [&](int32_t s) {
-        wgmma_pin32(&dd[8][0]);
-        wgmma_keep(fmp);
-        mmqr_chain_v2<8, 16>(acc[0], dd, S.ss[s % MMQR_RSL], hp, t4);
-    };
-    hp[0].d = hp[0].dmin = hp[1].d = hp[1].dmin = 0.0f;
-    float fv[8][4]; /* MMQR_HALVES 2: H1's v1 sums of s - 1 (zero at s = 0: the dummy adds +0) */
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            fv[j][k] = 0.0f;
-    for (int32_t s = 0; s < nbr; s++) {
-        const int rs = s % MMQR_RSL;
-        const mmqr_sslot &L = S.ss[rs];
-        cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQR_RSL) & 1);
-        const uint32_t *wa = L.rows[ra], *wb = L.rows[rb];
-        qa[0] = *(const uint4 *)&wa[4 + 8 * t4];
-        qa[1] = *(const uint4 *)&wa[8 + 8 * t4];
-        qb[0] = *(const uint4 *)&wb[4 + 8 * t4];
-        qb[1] = *(const uint4 *)&wb[8 + 8 * t4];
-        mmqh_quarter_scales(wa, t4, ma[0], ca[0], ma[1], ca[1]);
-        mmqh_quarter_scales(wb, t4, mb[0], cb[0], mb[1], cb[1]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-        expand(0, fa);
-        if (TURNS && (wg == 1 || s > 0))
-            cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-        /* s - 1's H1 min term and v2 under H0's first groups; at s = 0 a
-         * dummy on slot 0 (landed: finite) with hp's zero heads, which
-         * adds -0 x finite to the zero sums, leaving them +0. Not a
-         * branch: ptxas serializes every wgmma (C7514) where the min
-         * term's issue and the read of its sums sit under a runtime
-         * test (session 52's ptxas variants) */
-        const int32_t sp = s > 0 ? s - 1 : 0;
-        issueh(s, 0, fa, 0);
-        h1_min(sp);
-        if (MMQR_HALVES == 2)
-            mmqr_v1_rest<8, 16>(acc[0], fv, S.ss[sp % MMQR_RSL], hp, t4);
-        expand(1, fb);
-        issueh(s, 1, fb, 0);
-        wgmma_wait<1>(); /* H0 G0 and the H1 min term */
-        wgmma_keep(fa);
-        h1_v2(sp);
-        if (s > 0)
-            wgrs_slot_done(S.bar, sp % MMQR_RSL, sp, wg, w4);
-        issueh(s, 0, fa, 1);
-        issueh(s, 1, fb, 1);
-        wgmma_wait<1>(); /* both halves' group 0 read: its stage and fragments are free */
-        wgmma_keep(fa);
-        wgmma_keep(fb);
-        release(4 * s);
-        expand(2, fa);
-        issueh(s, 2, fa, 0);
-        issueh(s, 2, fa, 1);
-        if (TURNS && MMQR_TURN_AT == 2)
-            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-        wgmma_wait<2>(); /* group 1 */
-        wgmma_keep(fa);
-        wgmma_keep(fb);
-        release(4 * s + 1);
-        if (!TURNS && s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.bar.lag);
-        expand(3, fb);
-        issueh(s, 3, fb, 0);
-        issueh(s, 3, fb, 1);
-        if (TURNS && MMQR_TURN_AT == 3)
-            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-        wgmma_wait<1>(); /* all but H1's group 3: H0's sums */
-        wgmma_pin32(&dd[0][0]);
-        wgmma_keep(fa);
-        wgmma_keep(fb);
-        release(4 * s + 2);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        mmqk_head hd[2];
-        mmqk_k45_head(wa, hd[0]);
-        mmqk_k45_head(wb, hd[1]);
-        mmqr_chain_v1<0, 8>(acc[0], dd, L, hd, t4); /* under H1's group 3 */
-        uint32_t fm[1][4];
-        mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
-        minh(L, fm, 0);
-        /* a full wait: nothing in flight across the loop's back edge (a
-         * group that is, retired by a partial wait and read, makes ptxas
-         * serialize every wgmma: C7514, session 51) */
-        wgmma_wait<0>();
-        wgmma_pin32(&dd[0][0]);
-        wgmma_pin32(&dd[8][0]);
-        wgmma_keep(fb);
-        wgmma_keep(fm);
-        release(4 * s + 3);
-        mmqr_chain_v2<0, 8>(acc[0], dd, L, hd, t4);
-        if (MMQR_HALVES == 2)
-            mmqr_v1_sums<8, 16>(fv, dd, L, t4);
-        else
-            mmqr_chain_v1<8, 16>(acc[0], dd, L, hd, t4);
-        hp[0].d = hd[0].d, hp[0].dmin = hd[0].dmin, hp[1].d = hd[1].d, hp[1].dmin = hd[1].dmin;
-    }
-    if (nbr > 0) { /* the last super-block's H1 min term and v2 */
-        h1_min(nbr - 1);
-        if (MMQR_HALVES == 2)
-            mmqr_v1_rest<8, 16>(acc[0], fv, S.ss[(nbr - 1) % MMQR_RSL], hp, t4);
-        wgmma_wait<0>();
-        h1_v2(nbr - 1);
-        wgrs_slot_done(S.bar, (nbr - 1) % MMQR_RSL, nbr - 1, wg, w4);
-    }
-#else
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQR_RSL;
         const mmqr_sslot &L = S.ss[rs];
@@ -546,7 +358,6 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
-#endif
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }

@@ -2,9 +2,9 @@
  * as the exact K-quant kernels use it (cuda/mmqw.cu: both operands from
  * shared memory; cuda/mmqr.cu and cuda/mmq6w.cu: the weights from
  * registers): the m64n128k16 f16 x f16 -> f32 and m64n128k32 u8 x s8 ->
- * s32 forms (and their n64 halves, m64n64k16 and m64n64k32, for the
- * halves forms of mmqr and mmq6w), their fence / commit / wait, setmaxnreg, and the shared-memory
- * matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
+ * s32 forms (and their n64 halves, m64n64k16 and m64n64k32, which
+ * bench/wgmma_probe times), their fence / commit / wait, setmaxnreg, and
+ * the shared-memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
  * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
  * kernels' bodies are empty. */
 #ifndef INFERD_CUDA_WGMMA_CUH
@@ -106,10 +106,12 @@ static __device__ __forceinline__ void wgmma_u8s8_z(int d[64], const uint32_t a[
 /* m64n64k32 u8 x s8 with A from registers: the 32 accumulators of half an
  * m64n128 set (a thread's groups j 0-7 of 16, d = &set[0][0] or
  * &set[8][0]), B the tile's rows 0-63 or, 8 x 1,024 bytes on (the
- * swizzle's phase kept), 64-127. Two of them with the same A cost the
- * tensor time of one m64n128k32 (bench/wgmma_probe chain6); mmq6w's
- * halves form runs one half's shift and chain under the other's
- * products. */
+ * swizzle's phase kept), 64-127. Two of them with the same A run at the
+ * rate of one m64n128k32 (bench/wgmma_probe chain6, session 52: 71.0
+ * against 72.1 cycles a k32 step). Session 52's halves forms of mmq6w and
+ * mmqr (each warpgroup's part as two n64 halves, one half's chain under
+ * the other's products) were exact and 1.10-1.15x slower: withdrawn
+ * (bench/RESULTS.md; their code at 4c837ee). */
 #define WGMMA_D32 \
     "{" \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -125,30 +127,14 @@ static __device__ __forceinline__ void wgmma_u8s8_n64(int *d, const uint32_t a[4
                  : WGMMA_DOPS32(WGMMA_IRW)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
-static __device__ __forceinline__ void wgmma_u8s8_n64_z(int *d, const uint32_t a[4], uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 " WGMMA_D32 ", {%32, %33, %34, %35}, %36, p;\n}\n"
-                 : WGMMA_DOPS32(WGMMA_IWO)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
 
 /* m64n64k16 f16 with A from registers: half of wgmma_rs's (d its 32
- * accumulators, B rows 0-63 or 64-127 as wgmma_u8s8_n64's); mmqr's halves
- * form */
+ * accumulators, B rows 0-63 or 64-127 as wgmma_u8s8_n64's) */
 static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t a[4], uint64_t db)
 {
     asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
                  ", {%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
                  : WGMMA_DOPS32(WGMMA_RW)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-static __device__ __forceinline__ void wgmma_rs_n64_z(float *d, const uint32_t a[4], uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D32
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : WGMMA_DOPS32(WGMMA_WO)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
@@ -211,22 +197,6 @@ static __device__ __forceinline__ void wgmma_pin_i(int d[64])
 #pragma unroll
     for (int i = 0; i < 64; i++)
         asm volatile("" : "+r"(d[i])::"memory");
-}
-
-/* the same for half a set (32: one n64 half's, d as wgmma_u8s8_n64's) */
-static __device__ __forceinline__ void wgmma_pin_i32(int *d)
-{
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        asm volatile("" : "+r"(d[i])::"memory");
-}
-
-/* the float form (mmqr's halves) */
-static __device__ __forceinline__ void wgmma_pin32(float *d)
-{
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* A use of n A-fragment registers at this point: placed after the wait
