@@ -12,6 +12,8 @@
  * Sizes in MB on the command line (default: the #11 shapes' weights).
  * `read_probe bulk ROWS ROW_BYTES RB RUN D` (session 51): mmvt's bulk-copy
  * stream without its arithmetic beside the plain read (bulk below).
+ * `read_probe tiles NBM NBN STEPS WB AB D` (session 52): a blocked
+ * product's tile reads with nothing else (tiles below): the L2's rate.
  * Build (from the repository root): nvcc -O3 -std=c++17 -arch=sm_90 -I.
  * bench/read_probe.cu -o read_probe
  */
@@ -98,6 +100,98 @@ __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_b
         out[0] = acc;
 }
 
+/* The L2's side of a blocked product (session 52's question for weights
+ * pre-expanded at load): block b of NBM x NBN (one an SM, one wave) reads
+ * row block b % NBM's weight tiles and column block b / NBM's activation
+ * tiles, STEPS steps of WB + AB bytes by bulk copies of up to 16 KB (a
+ * lane a copy) into a ring of D slots, and does nothing with them: what a
+ * kernel that only fed its tensor cores could get. Each weight tile is
+ * read by NBN blocks and each activation tile by NBM, so most of the
+ * bytes the SMs take come from the L2. */
+__global__ void __launch_bounds__(32) tiles(const uint8_t *w, const uint8_t *x, int nbm, int steps, int wb, int ab,
+                                            int d, unsigned *out)
+{
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ uint64_t full[8];
+    const int lane = threadIdx.x, m = blockIdx.x % nbm, n = blockIdx.x / nbm;
+    const uint8_t *ws = w + (size_t)m * steps * wb, *xs = x + (size_t)n * steps * ab;
+    const int slot = wb + ab, nw = (wb + 16383) / 16384, nx = (ab + 16383) / 16384;
+    if (lane == 0)
+        for (int i = 0; i < d; i++)
+            cuda_mbar_init(&full[i], 1);
+    cuda_mbar_init_fence();
+    __syncwarp();
+    auto issue = [&](int s) {
+        if (lane == 0)
+            cuda_mbar_expect(&full[s % d], (uint32_t)slot);
+        __syncwarp();
+        uint8_t *dst = sm + (size_t)(s % d) * slot;
+        if (lane < nw) {
+            const int o = 16384 * lane, sz = wb - o < 16384 ? wb - o : 16384;
+            cuda_bulk_copy(dst + o, ws + (size_t)s * wb + o, (uint32_t)sz, &full[s % d]);
+        } else if (lane < nw + nx) {
+            const int o = 16384 * (lane - nw), sz = ab - o < 16384 ? ab - o : 16384;
+            cuda_bulk_copy(dst + wb + o, xs + (size_t)s * ab + o, (uint32_t)sz, &full[s % d]);
+        }
+    };
+    for (int s = 0; s < d && s < steps; s++)
+        issue(s);
+    unsigned acc = 0;
+    for (int s = 0; s < steps; s++) {
+        cuda_mbar_wait(&full[s % d], (uint32_t)(s / d) & 1);
+        acc ^= sm[(size_t)(s % d) * slot + 16 * lane];
+        __syncwarp();
+        if (s + d < steps)
+            issue(s + d);
+    }
+    if (acc == 0x12345678u)
+        out[0] = acc;
+}
+
+/* `tiles NBM NBN STEPS WB AB D`: the blocked read (tiles above), back to
+ * back on the same bytes; the SMs' bytes and the distinct bytes a launch,
+ * each as a rate */
+static int tiles_main(char **argv, unsigned *dout)
+{
+    const int nbm = atoi(argv[2]), nbn = atoi(argv[3]), steps = atoi(argv[4]), wb = atoi(argv[5]),
+              ab = atoi(argv[6]), d = atoi(argv[7]);
+    const size_t smem = (size_t)d * (wb + ab);
+    if (nbm < 1 || nbn < 1 || steps < 1 || wb < 16 || ab < 16 || wb % 16 || ab % 16 || d < 1 || d > 8 ||
+        (wb + 16383) / 16384 + (ab + 16383) / 16384 > 32 || smem > 227 * 1024) {
+        fprintf(stderr, "tiles: WB, AB multiples of 16 (32 copies of 16 KB at most), D 1..8, D (WB + AB) <= 227 KB\n");
+        return 2;
+    }
+    CK(cudaFuncSetAttribute(tiles, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const size_t wbytes = (size_t)nbm * steps * wb, xbytes = (size_t)nbn * steps * ab;
+    uint8_t *w, *x;
+    CK(cudaMalloc(&w, wbytes));
+    CK(cudaMalloc(&x, xbytes));
+    CK(cudaMemset(w, 1, wbytes));
+    CK(cudaMemset(x, 2, xbytes));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const int reps = 40;
+    for (int i = 0; i < 3; i++)
+        tiles<<<nbm * nbn, 32, smem>>>(w, x, nbm, steps, wb, ab, d, dout);
+    CK(cudaDeviceSynchronize());
+    cudaEventRecord(e0);
+    for (int r = 0; r < reps; r++)
+        tiles<<<nbm * nbn, 32, smem>>>(w, x, nbm, steps, wb, ab, d, dout);
+    cudaEventRecord(e1);
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    const double us = ms * 1e3 / reps, sm_bytes = (double)nbm * nbn * steps * (wb + ab);
+    printf("tiles %d x %d blocks, %d steps of %d + %d B, %d slots: %.2f us; to the SMs %.1f MB %.0f GB/s; "
+           "distinct %.1f MB %.0f GB/s\n",
+           nbm, nbn, steps, wb, ab, d, us, sm_bytes / 1e6, sm_bytes / us / 1e3, (wbytes + xbytes) / 1e6,
+           (wbytes + xbytes) / us / 1e3);
+    CK(cudaFree(w));
+    CK(cudaFree(x));
+    return 0;
+}
+
 /* `bulk ROWS ROW_BYTES RB RUN D`: the bulk pattern on one buffer back to
  * back and over a 400 MB ring, beside rd on the same bytes */
 static int bulk_main(char **argv, int rd_blocks, unsigned *dout)
@@ -155,7 +249,7 @@ static int bulk_main(char **argv, int rd_blocks, unsigned *dout)
 int main(int argc, char **argv)
 {
     std::vector<double> mb = {8, 16, 24, 33.03, 40, 48.17, 56, 64, 128};
-    if (argc > 1 && strcmp(argv[1], "bulk")) {
+    if (argc > 1 && strcmp(argv[1], "bulk") && strcmp(argv[1], "tiles")) {
         mb.clear();
         for (int i = 1; i < argc; i++)
             mb.push_back(atof(argv[i]));
@@ -172,6 +266,13 @@ int main(int argc, char **argv)
             return 2;
         }
         return bulk_main(argv, blocks, dout);
+    }
+    if (argc > 1 && !strcmp(argv[1], "tiles")) {
+        if (argc != 8) {
+            fprintf(stderr, "usage: read_probe tiles NBM NBN STEPS WB AB D\n");
+            return 2;
+        }
+        return tiles_main(argv, dout);
     }
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
