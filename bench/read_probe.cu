@@ -60,6 +60,17 @@ static __host__ __device__ __forceinline__ int bulk_rs(int run)
     return (run + 16 + 15) / 16 * 16 | 16;
 }
 
+/* bulk's and tiles' one warp: its ring of d slot barriers, one arrival
+ * each (the lane that expects the slot's bytes) */
+static __device__ __forceinline__ void ring_init(uint64_t *full, int d, int lane)
+{
+    if (lane == 0)
+        for (int i = 0; i < d; i++)
+            cuda_mbar_init(&full[i], 1);
+    cuda_mbar_init_fence();
+    __syncwarp();
+}
+
 __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_bytes, int rb, int run, int d,
                                            unsigned *out)
 {
@@ -68,11 +79,7 @@ __global__ void __launch_bounds__(32) bulk(const uint8_t *w, int rows, int row_b
     const int lane = threadIdx.x, row = blockIdx.x * rb + lane;
     const int ns = (row_bytes + run - 1) / run;
     const int rs = bulk_rs(run);
-    if (lane == 0)
-        for (int i = 0; i < d; i++)
-            cuda_mbar_init(&full[i], 1);
-    cuda_mbar_init_fence();
-    __syncwarp();
+    ring_init(full, d, lane);
     auto issue = [&](int s) {
         const int off = s * run, n = row_bytes - off < run ? row_bytes - off : run;
         const uintptr_t src = (uintptr_t)(w + (size_t)row * row_bytes + off);
@@ -116,11 +123,7 @@ __global__ void __launch_bounds__(32) tiles(const uint8_t *w, const uint8_t *x, 
     const int lane = threadIdx.x, m = blockIdx.x % nbm, n = blockIdx.x / nbm;
     const uint8_t *ws = w + (size_t)m * steps * wb, *xs = x + (size_t)n * steps * ab;
     const int slot = wb + ab, nw = (wb + 16383) / 16384, nx = (ab + 16383) / 16384;
-    if (lane == 0)
-        for (int i = 0; i < d; i++)
-            cuda_mbar_init(&full[i], 1);
-    cuda_mbar_init_fence();
-    __syncwarp();
+    ring_init(full, d, lane);
     auto issue = [&](int s) {
         if (lane == 0)
             cuda_mbar_expect(&full[s % d], (uint32_t)slot);
