@@ -10,7 +10,7 @@
 #   tar czf devcarry.tgz devcarry
 # device tool: carry ["devcarry.tgz"], command `bash bench/ab-call.sh`.
 # Environment: SAN="TYPES SHAPES N" for the sanitizers' bench --op (default
-# the q6_K one-row products), AB_BITS_ENV (variables for the bits phase
+# the q6_K one-row products; several specs separated by ';'), AB_BITS_ENV (variables for the bits phase
 # only: cuda-ops, q7, the sanitizers) and the ab phase's AB_* variables.
 # Leaves in $OUT: summary.txt, ab.md, the logs.
 set -uo pipefail
@@ -29,11 +29,14 @@ q7_make $out/mk.log
 env ${AB_BITS_ENV:-} timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
 echo "q7 rc=$?" | tee -a $S
 tail -1 $out/q7.log | tee -a $S
-read -r st ss sn <<< "${SAN:-q6_K llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 1}"
-for tool in memcheck racecheck synccheck; do
-    env ${AB_BITS_ENV:-} timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-        --types $st --n $sn --shapes $ss --reps 2 > $out/san-$tool.log 2>&1
-    echo "$tool ($st $ss n=$sn) rc=$?" | tee -a $S
+IFS=';' read -ra sans <<< "${SAN:-q6_K llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 1}"
+for i in "${!sans[@]}"; do
+    read -r st ss sn <<< "${sans[$i]}"
+    for tool in memcheck racecheck synccheck; do # logs: san-TOOL.log for the first spec, sanI-TOOL.log after
+        env ${AB_BITS_ENV:-} timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op \
+            --backend cuda --types $st --n $sn --shapes $ss --reps 2 > $out/san${i#0}-$tool.log 2>&1
+        echo "$tool ($st $ss n=$sn) rc=$?" | tee -a $S
+    done
 done
 # its own folder: run-on-gpu.sh starts its summary.txt afresh
 OUT=$out/abrun timeout ${AB_SECONDS:-300} tests/cuda/run-on-gpu.sh ab > $out/ab-run.log 2>&1

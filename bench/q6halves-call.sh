@@ -20,7 +20,8 @@
 # the carry from its bench/halves-prep.sh (now bench/ab-prep.sh with
 # ARGS="-DMMQ6W_HALVES=1 -DMMQR_HALVES=1"); the forms were withdrawn after
 # it, so on later trees the switches it passes do nothing: the record of
-# the call as run.
+# the call (which ran the q4_K sanitizers in a loop of its own after the
+# A/B; ab-call's SAN now takes both specs, the same checks).
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
@@ -46,16 +47,10 @@ for h in 0 1; do
     done
 done 2>&1 | tee -a $out/trace.txt
 if [ -f devcarry.tgz ]; then
-    AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16" SAN="q6_K llama3-ffn-down,qwen7b-ffn-down 512" \
+    AB_BITS_ENV="INFERD_MMQH=16 INFERD_MMQ6W=16" \
+        SAN="q6_K llama3-ffn-down,qwen7b-ffn-down 512;q4_K llama3-ffn-down,qwen7b-attn-kv 512" \
         AB_TYPES=q4_K,q6_K AB_N=512 AB_SHAPES=llama3-ffn-down,qwen7b-ffn-down \
         AB_PP=512 AB_TG=16 AB_SECONDS=150 timeout 360 bash bench/ab-call.sh > $out/ab-call.log 2>&1
-    d=$PWD/devcarry
-    for tool in memcheck racecheck synccheck; do # mmqr's halves (ab-call's SAN took q6_K)
-        LD_LIBRARY_PATH=$d/lib timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench \
-            --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down,qwen7b-attn-kv --reps 2 \
-            > $out/san4-$tool.log 2>&1
-        echo "$tool (q4_K 512) rc=$?" >> $out/summary.txt
-    done
     echo "======== ab (prev = main; bin = both halves forms)"
     cat $out/summary.txt
 fi
