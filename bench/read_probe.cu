@@ -151,6 +151,28 @@ __global__ void __launch_bounds__(32) tiles(const uint8_t *w, const uint8_t *x, 
         out[0] = acc;
 }
 
+/* The mean time of `reps` back-to-back launches, us: launch(r) issues
+ * launch r (three of launch(0) first, unmeasured) */
+template <class F> static double mean_us(F launch, int reps)
+{
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = 0; i < 3; i++)
+        launch(0);
+    CK(cudaDeviceSynchronize());
+    cudaEventRecord(e0);
+    for (int r = 0; r < reps; r++)
+        launch(r);
+    cudaEventRecord(e1);
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms * 1e3 / reps;
+}
+
 /* `tiles NBM NBN STEPS WB AB D`: the blocked read (tiles above), back to
  * back on the same bytes; the SMs' bytes and the distinct bytes a launch,
  * each as a rate */
@@ -171,21 +193,8 @@ static int tiles_main(char **argv, unsigned *dout)
     CK(cudaMalloc(&x, xbytes));
     CK(cudaMemset(w, 1, wbytes));
     CK(cudaMemset(x, 2, xbytes));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    const int reps = 40;
-    for (int i = 0; i < 3; i++)
-        tiles<<<nbm * nbn, 32, smem>>>(w, x, nbm, steps, wb, ab, d, dout);
-    CK(cudaDeviceSynchronize());
-    cudaEventRecord(e0);
-    for (int r = 0; r < reps; r++)
-        tiles<<<nbm * nbn, 32, smem>>>(w, x, nbm, steps, wb, ab, d, dout);
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double us = ms * 1e3 / reps, sm_bytes = (double)nbm * nbn * steps * (wb + ab);
+    const double us = mean_us([&](int) { tiles<<<nbm * nbn, 32, smem>>>(w, x, nbm, steps, wb, ab, d, dout); }, 40);
+    const double sm_bytes = (double)nbm * nbn * steps * (wb + ab);
     printf("tiles %d x %d blocks, %d steps of %d + %d B, %d slots: %.2f us; to the SMs %.1f MB %.0f GB/s; "
            "distinct %.1f MB %.0f GB/s\n",
            nbm, nbn, steps, wb, ab, d, us, sm_bytes / 1e6, sm_bytes / us / 1e3, (wbytes + xbytes) / 1e6,
@@ -214,30 +223,18 @@ static int bulk_main(char **argv, int rd_blocks, unsigned *dout)
         CK(cudaMalloc(&x, bytes + 64));
         CK(cudaMemset(x, 1, bytes + 64));
     }
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
     double t[2][2];
     for (int k = 0; k < 2; k++) /* k 0: rd, 1: bulk */
-        for (int mode = 0; mode < 2; mode++) {
-            auto go = [&](const uint8_t *p) {
-                if (k)
-                    bulk<<<grid, 32, smem>>>(p, rows, row_bytes, rb, run, d, dout);
-                else
-                    rd<<<rd_blocks, 512>>>((const uint4 *)p, bytes / 16, dout);
-            };
-            for (int i = 0; i < 3; i++)
-                go(b[0]);
-            CK(cudaDeviceSynchronize());
-            cudaEventRecord(e0);
-            for (int r = 0; r < reps; r++)
-                go(b[mode ? r % nb : 0]);
-            cudaEventRecord(e1);
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            t[k][mode] = ms * 1e3 / reps;
-        }
+        for (int mode = 0; mode < 2; mode++)
+            t[k][mode] = mean_us(
+                [&](int r) {
+                    const uint8_t *p = b[mode ? r % nb : 0];
+                    if (k)
+                        bulk<<<grid, 32, smem>>>(p, rows, row_bytes, rb, run, d, dout);
+                    else
+                        rd<<<rd_blocks, 512>>>((const uint4 *)p, bytes / 16, dout);
+                },
+                reps);
     printf("%.2f MB (%d rows x %d B), bulk: %d blocks of %d rows, runs of %d B, %d slots (%zu B smem)\n",
            bytes / 1e6, rows, row_bytes, grid, rb, run, d, smem);
     printf("  rd   same %7.2f us %6.0f GB/s   cold %7.2f us %6.0f GB/s\n", t[0][0], bytes / t[0][0] / 1e3, t[0][1],
@@ -277,9 +274,6 @@ int main(int argc, char **argv)
         }
         return tiles_main(argv, dout);
     }
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
     printf("%10s %12s %10s %12s %10s\n", "MB", "same us", "GB/s", "cold us", "GB/s");
     for (double m : mb) {
         const size_t bytes = ((size_t)(m * 1e6) + 15) / 16 * 16;
@@ -290,19 +284,8 @@ int main(int argc, char **argv)
             CK(cudaMemset(x, 1, bytes));
         }
         double t[2];
-        for (int mode = 0; mode < 2; mode++) {
-            for (int w = 0; w < 3; w++)
-                rd<<<blocks, 512>>>(b[0], bytes / 16, dout);
-            CK(cudaDeviceSynchronize());
-            cudaEventRecord(e0);
-            for (int r = 0; r < reps; r++)
-                rd<<<blocks, 512>>>(b[mode ? r % nb : 0], bytes / 16, dout);
-            cudaEventRecord(e1);
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            t[mode] = ms * 1e3 / reps;
-        }
+        for (int mode = 0; mode < 2; mode++)
+            t[mode] = mean_us([&](int r) { rd<<<blocks, 512>>>(b[mode ? r % nb : 0], bytes / 16, dout); }, reps);
         printf("%10.2f %12.2f %10.0f %12.2f %10.0f\n", m, t[0], bytes / t[0] / 1e3, t[1], bytes / t[1] / 1e3);
         for (auto &x : b)
             CK(cudaFree(x));

@@ -60,8 +60,8 @@
 #define ATILE 8192 /* A (form 1, 5): 64 rows x 64 halves */
 
 #if WGMMA_DEVICE
-/* the accumulator operands of the n64 and n256 forms (n256's first 32
- * are n64's) */
+/* the accumulator operands of the n256 forms (the first 32: the engine's
+ * n64 list, WGMMA_DOPS32 in cuda/wgmma.cuh) */
 #define D_LO32 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -73,12 +73,7 @@
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
     "}"
-#define OPS_N64 \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define OPS_N256 OPS_N64, \
+#define OPS_N256 WGMMA_DOPS32(WGMMA_RW), \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
     "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
@@ -330,7 +325,7 @@ static __device__ __forceinline__ void wgmma_ss_u8s8(int d[64], uint64_t da, uin
 }
 #endif
 
-/* (m64n64k32 u8 x s8, wgmma_u8s8_n64: engine/cuda/wgmma.cuh, mmq6w's halves form) */
+/* (m64n64k32 u8 x s8, form 3's: wgmma_u8s8_n64 in engine/cuda/wgmma.cuh) */
 
 /* INT8 forms: 0 A from registers, 1 from shared memory, 2 A from registers
  * in commit groups of 4 steps, the next group's fragments made by

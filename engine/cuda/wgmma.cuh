@@ -4,9 +4,9 @@
  * registers): the m64n128k16 f16 x f16 -> f32 and m64n128k32 u8 x s8 ->
  * s32 forms (and their n64 halves, m64n64k16 and m64n64k32, which
  * bench/wgmma_probe times), their fence / commit / wait, setmaxnreg, and
- * the shared-memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a pass only
- * (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is compiled and the
- * kernels' bodies are empty. */
+ * the shared-memory matrix descriptor. WGMMA_DEVICE is 1 in the sm_90a
+ * pass only (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere none of this is
+ * compiled and the kernels' bodies are empty. */
 #ifndef INFERD_CUDA_WGMMA_CUH
 #define INFERD_CUDA_WGMMA_CUH
 
