@@ -75,7 +75,7 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
         return rc == INF_EUNSUPPORTED ? vt(NULL, xq) : rc;
     }
     if (!strcmp(kern, "mmq6w"))
-        return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n) : INF_EUNSUPPORTED;
+        return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n, 0) : INF_EUNSUPPORTED;
     if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
         /* xq: the quantizer's planes (the forms convert them to f16 into
          * c->x16 first, as the engine's products do) */

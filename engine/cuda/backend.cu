@@ -300,6 +300,13 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
             return rc;
         else
             c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
+        /* and mmq6w's planes where the budget allows (cuda/q6planes.cu):
+         * without them its batches expand in the kernel, same bits */
+        if (!rc && c->q6p_budget) {
+            const int prc = cuda_q6p_add(c, w, 0);
+            if (prc < 0)
+                return prc;
+        }
     }
     return 0;
 }
@@ -320,6 +327,7 @@ static void cuda_be_weight_release(struct backend *be, struct backend_weight *w)
         cudaStreamSynchronize(c->stream); /* nothing queued may still read it */
         cuda_mmc_weight_drop(c, w);
         cuda_mmd_weight_drop(c, w);
+        cuda_q6p_drop(c, w);
     }
     if (w->data)
         c->weight_bytes -= w->row_bytes * (size_t)w->ne1;
@@ -421,6 +429,7 @@ static int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, in
     off = aoff = 0;
     for (int i = 0; i < n; i++) {
         struct backend_weight *a = w[i];
+        cuda_q6p_drop(c, a); /* mmq6w's planes: a product over the group is a view, which has none */
         cuda_mmd_rekey(c, a->data, (char *)g->data + off); /* its resident F16 copy, if any */
         cudaFree(a->data);
         a->data = (char *)g->data + off;
@@ -570,6 +579,7 @@ static void cuda_be_destroy(struct backend *be)
     cudaFree(c->x16);
     cudaFree(c->mmd_w);
     cuda_mmd_free(c);
+    cuda_q6p_free(c);
     cudaFree(c->att_sc);
     for (int i = 0; i < c->att_sc_nold; i++)
         cudaFree(c->att_sc_old[i]);
@@ -726,7 +736,8 @@ extern "C" size_t cuda_backend_f16_bytes(const struct backend *be)
 
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)
 {
-    return ((const struct cuda_ctx *)be->ctx)->aux_bytes;
+    const struct cuda_ctx *c = (const struct cuda_ctx *)be->ctx;
+    return c->aux_bytes + c->q6p_bytes;
 }
 
 extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b,

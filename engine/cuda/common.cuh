@@ -141,6 +141,11 @@ struct cuda_ctx {
     size_t f16w_budget, f16w_bytes;
     struct cuda_f16w *f16w;
     int f16w_n, f16w_cap, f16w_full;
+    /* mmq6w's planes made at load (cuda/q6planes.cu; env INFERD_Q6P_MB: q6p_budget bytes; q6p_n in
+     * q6p, q6p_bytes; q6p_full once the device refused one) */
+    size_t q6p_budget, q6p_bytes;
+    struct cuda_q6p *q6p;
+    int q6p_n, q6p_cap, q6p_full;
     int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */
     int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */
     void *mmd_w;

@@ -51,8 +51,9 @@ void cuda_backend_set_attention_tc(struct backend *be, int on);
  * bits: what a test may then expect. */
 int cuda_backend_attention_tc(const struct backend *be);
 
-/* Bytes of the weights' second layouts (Q6_K expanded for MMQ), beside the
- * uploaded bytes cuda_backend_mem counts. */
+/* Bytes of the weights' second layouts (Q6_K expanded for MMQ, and
+ * mmq6w's planes under INFERD_Q6P_MB), beside the uploaded bytes
+ * cuda_backend_mem counts. */
 size_t cuda_backend_aux_bytes(const struct backend *be);
 
 /* The dispatcher's table of matrix-product kernels (cuda/mul_mat.cu): how

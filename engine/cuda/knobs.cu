@@ -166,6 +166,11 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *mq6 = getenv("INFERD_MMQ6W");
     c->mmq6w_fill = !(mq6 && atoi(mq6) >= 0);
     c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
+    /* mmq6w's weight planes made at load for Q6_K weights (cuda/
+     * q6planes.cu), up to this many MiB: the kernel then has no
+     * expansion (the same bits); 0 (default) none */
+    const char *q6p = getenv("INFERD_Q6P_MB");
+    c->q6p_budget = q6p && atoll(q6p) > 0 ? (size_t)atoll(q6p) << 20 : 0;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

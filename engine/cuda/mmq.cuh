@@ -49,8 +49,13 @@ int cuda_mmqw_built(void);
  * INF_EUNSUPPORTED (no expanded copy, not compute capability 9.0, a build
  * without gpu_arch 90, a shape its maps cannot take) or -1 (no room); the
  * caller takes mmqk. From c->mmq6w rows (by default CUDA_MMQW_MIN on
- * shapes cuda_mmqh_fills passes; INFERD_MMQ6W=N). xq: the cuda_q8k planes of n_rows rows. */
-int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows);
+ * shapes cuda_mmqh_fills passes; INFERD_MMQ6W=N). xq: the cuda_q8k planes of n_rows rows.
+ * exp: -1 the planes made at load where w has them (cuda_q6p_find; the
+ * design card's EXP = true: no expansion in the kernel), else the
+ * expanded copy; 0 the expanded copy; 1 the planes only (INF_EUNSUPPORTED
+ * without them). Both forms give the same bits. */
+int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
+               int exp);
 
 /* Whether c->x16 has room for n_rows activation rows of ne0 as f16 (mmqh's
  * forms; the quantizer writing mmqr's: cuda/mul_mat.cu mm_x16p_wanted) */
@@ -95,6 +100,32 @@ static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, 
 /* Q4_0/Q8_0: rewrite w->data in place into the packed layout when
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
 template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);
+
+/* mmq6w's weight planes made at load (cuda/q6planes.cu; env
+ * INFERD_Q6P_MB: a budget in MiB, 0 by default): for a Q6_K weight with
+ * its expanded copy, both u8 planes of every weight (mmq6w_planes' bytes)
+ * in k order, a row = plane 1's ne0 bytes then plane 2's, 2 bytes a
+ * weight. add: 1 made, 0 not (no budget, no expanded copy, more than 512
+ * MiB: the output head, or no device memory), or a negative INF_E* code;
+ * force: past the budget (prewarm's scratch weight). find: w's planes or
+ * NULL (keyed by w->data, ne0 and ne1: a fused view never matches). drop:
+ * w's, if any (weight_release; weight_fuse drops its members': a product
+ * over the group's rows is a view). free: all (destroy). */
+struct cuda_q6p {
+    const void *src; /* the weight's rows on the device (backend_weight.data) */
+    int64_t ne0, ne1;
+    void *planes;    /* [ne1][2 ne0] */
+};
+int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
+static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
+{
+    for (int i = 0; i < c->q6p_n; i++) /* tens of entries, asked once a large product */
+        if (c->q6p[i].src == w->data && c->q6p[i].ne0 == w->ne0 && c->q6p[i].ne1 == w->ne1)
+            return c->q6p[i].planes;
+    return NULL;
+}
+void cuda_q6p_drop(struct cuda_ctx *c, const struct backend_weight *w);
+void cuda_q6p_free(struct cuda_ctx *c);
 
 /* Q6_K: make w->aux, the expanded copy mmqk_kernel<Q6_K, KDR, true> reads
  * (288 bytes per super-block: 256 int8 values q - 32, 16 int8 scales, the

@@ -46,6 +46,8 @@
  * the H100's large shapes, bench/RESULTS.md session 43). Where it declines
  * (no expanded copy, not compute capability 9.0, a build without gpu_arch
  * 90), mmqk serves. */
+#include <type_traits>
+
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/mmq6w_planes.cuh"
@@ -81,8 +83,140 @@ struct mmq6w_smem {
 };
 static_assert(MMQH_BM == WGRS_BM && MMQH_BN == WGRS_BN, "the block wgrs.cuh feeds");
 static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies land 128-byte aligned");
+
+/* EXP: the planes made at load (cuda/q6planes.cu). A plane slot holds one
+ * plane of a super-block for the block's 128 rows as two tensor copies of
+ * 128 rows x 128 bytes (k 0-127, 128-255), 128-byte swizzled as the
+ * activations' halves are, so A comes by descriptor like B; four slots
+ * (two super-blocks) are a plane ahead of what the expanded copy's four
+ * super-block slots are, in 128 KB. The side slot: the activations' d and
+ * 4095 S and the weight rows' d (the chain's), from the row warp. */
+#define MMQ6P_PSL 4
+struct mmq6p_side {
+    float xd[MMQH_BN];
+    int s4095[MMQH_BN];
+    float wd[MMQH_BM];
+};
+struct mmq6p_smem {
+    uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
+    uint8_t pl[MMQ6P_PSL][2][MMQ6W_ATILE];
+    mmq6p_side ss[MMQ6W_RSL];
+    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
+    uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
+};
+static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
+static constexpr size_t mmq6p_smem_bytes = sizeof(mmq6p_smem) + 1024;
+#endif
+
+#if WGMMA_DEVICE
+/* the plane slots' barriers (thread 0, before wgrs_start's init and sync):
+ * full with the copy warp's arrival and bytes, empty with every consumer's */
+static __device__ __forceinline__ void mmq6p_init(mmq6p_smem &S)
+{
+    if (threadIdx.x == 0)
+        for (int i = 0; i < MMQ6P_PSL; i++) {
+            cuda_mbar_init(&S.pfull[i], 1);
+            cuda_mbar_init(&S.pempty[i], WGRS_CONS);
+        }
+}
+
+/* EXP's feed. fw 0, the copy warp: for each super-block s its first plane
+ * (once both warpgroups are done with the plane four slots back), its two
+ * activation halves (wgrs_feed_act), its second plane. fw 1, the row warp:
+ * the activation rows' d and 4095 S and the weight rows' d (the expanded
+ * copy's float at byte 272 of each super-block; 0 past the weight) into the
+ * side slot, loaded before the slot's wait, then its 32 arrivals and lane
+ * 0's one more (the count wgrs_init gives sfull: the copy warp's arrival in
+ * the expanded copy's form). */
+static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lane, const CUtensorMap *pmap,
+                                                  const CUtensorMap *xmap, const cuda_q8k &X, const uint8_t *aux,
+                                                  int32_t nbr, int32_t n_w, int32_t n_rows, int32_t m0, int32_t n0)
+{
+    constexpr int NR = WGRS_BN / CUDA_WARP;
+    for (int32_t s = 0; s < nbr; s++) {
+        const int rs = s % MMQ6W_RSL;
+        if (fw == 0) {
+#pragma unroll 1
+            for (int p = 0; p < 2; p++) {
+                const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
+                if (u >= MMQ6P_PSL)
+                    cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
+                if (lane == 0) {
+                    /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
+                    const int32_t x = p * nbr * 128 + 128 * s;
+                    cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
+                    cuda_tma_rows(S.pl[ps][0], pmap, x, m0, &S.pfull[ps]);
+                    cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, &S.pfull[ps]);
+                }
+                if (p == 0)
+#pragma unroll 1
+                    for (int h = 0; h < 2; h++)
+                        wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], sizeof(S.act[0]), xmap, 2 * s + h,
+                                      128 * s + 64 * h, n0);
+            }
+            continue;
+        }
+        float xd[NR], wd[NR];
+        uint4 hl[NR];
+        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
+            xd[r / CUDA_WARP] = d;
+            hl[r / CUDA_WARP] = h;
+        });
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const int32_t r = m0 + lane + CUDA_WARP * i;
+            wd[i] = r < n_w ? __ldg((const float *)(aux + ((size_t)r * (size_t)nbr + (size_t)s) * MMQ_Q6X_BYTES + 272))
+                            : 0.0f;
+        }
+        if (s >= MMQ6W_RSL)
+            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+        mmq6p_side &L = S.ss[rs];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const int r = lane + CUDA_WARP * i;
+            L.xd[r] = xd[i];
+            L.s4095[r] = 4095 * mmqh_ssum(hl[i]);
+            L.wd[r] = wd[i];
+        }
+        cuda_mbar_arrive(&S.bar.sfull[rs]);
+        if (lane == 0) {
+            cuda_mbar_arrive(&S.bar.sfull[rs]);
+            cuda_tr(s, CUDA_TR_FEED);
+        }
+    }
+}
+
+/* the first plane's sums times 32 less 4095 S, before the second's: D =
+ * v1 at the end (one IMAD an output here instead of a shift here and a
+ * subtraction in the chain; int32 sums, so the same integer) */
+static __device__ __forceinline__ void mmq6w_shift(int (&dd)[16][4], const int *s4095, int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int2 sv = *(const int2 *)&s4095[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
+    }
+}
+
+/* the chain: D = v1, then mmqk's Q6_K chain (no min term): p1 = d x xd,
+ * acc = fma(p1, (float) v1, acc); da, db the weight rows A and B's d */
+static __device__ __forceinline__ void mmq6w_chain(float (&acc)[16][4], const int (&dd)[16][4], float da, float db,
+                                                   const float *xds, int t4)
+{
+#pragma unroll
+    for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
+        const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
+            acc[j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[j][k]);
+        }
+    }
+}
 #endif
 
 /* scale k (0..15) of the 16 int8 scales, sign-extended, from their word
@@ -99,23 +233,36 @@ static __host__ __device__ __forceinline__ int mmq6w_scale(const uint4 &s, int k
 }
 
 
+/* EXP (the weights' planes made at load, cuda/q6planes.cu): wmap maps
+ * the planes (cuda_q6p_find's rows: plane 1 then plane 2, seen as halves)
+ * and aux is the expanded copy, whose float d the row warp reads; else
+ * wmap maps the expanded copy and aux is unused. */
+template <bool EXP>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
-             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E)
+             int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E,
+             const uint8_t *__restrict__ aux)
 {
 #if WGMMA_DEVICE
+    typedef typename std::conditional<EXP, mmq6p_smem, mmq6w_smem>::type SM;
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
-    mmq6w_smem &S = wgmma_smem<mmq6w_smem>(mmq6w_smem_raw);
+    SM &S = wgmma_smem<SM>(mmq6w_smem_raw);
     const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
+    if constexpr (EXP)
+        mmq6p_init(S);
     wgrs_start(S.bar);
-    /* the feed: the expanded rows, two half stages of int8 activations
-     * (seen as halves by cuda_tmap_f16_sw128's map: 64 = 128 bytes) */
+    /* the feed: the expanded rows (EXP: the planes), two half stages of
+     * int8 activations (seen as halves by cuda_tmap_f16_sw128's map: 64 =
+     * 128 bytes) */
     if (!wgrs_roles([&](int fw) {
-            wgrs_feed<2, false>(S, fw, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows, m0, n0,
-                                E.glu, [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
-                                    L.xd[r] = xd;
-                                    L.s4095[r] = 4095 * mmqh_ssum(hl);
-                                });
+            if constexpr (EXP)
+                mmq6p_feed(S, fw, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, aux, nbr, n_w, n_rows, m0, n0);
+            else
+                wgrs_feed<2, false>(S, fw, MMQ_Q6X_BYTES, threadIdx.x % CUDA_WARP, &wmap, &xmap, X, nbr, n_rows,
+                                    m0, n0, E.glu, [](mmq6w_sslot &L, int r, float xd, uint4 hl) {
+                                        L.xd[r] = xd;
+                                        L.s4095[r] = 4095 * mmqh_ssum(hl);
+                                    });
         }))
         return;
     const wgrs_lane P = wgrs_lane_of(E.glu); /* this thread's rows and lanes */
@@ -125,6 +272,56 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     float acc[1][16][4];
     int dd[16][4];
     wgmma_zero(&acc[0][0][0]);
+    if constexpr (EXP) {
+        /* super-block s: each plane's 8 steps by descriptors, A from the
+         * plane slot (this warpgroup's 64 rows), B the activations; the
+         * shift between them, the chain after. No expansion: the
+         * products are the warpgroup's only tensor work, and its shift and
+         * chain run under the other warpgroup's products (the lag). */
+        auto plane = [&](int32_t s, int p, auto first) {
+            const int32_t u = 2 * s + p;
+            cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
+            const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
+                const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
+                const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
+                if (decltype(first)::value && j == 0)
+                    wgmma_u8s8_ss_z(&dd[0][0], da, db);
+                else
+                    wgmma_u8s8_ss(&dd[0][0], da, db);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_pin_i(&dd[0][0]);
+            cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
+        };
+        if (wg == 1)
+            cuda_mbar_wait(&S.bar.lag, 0);
+#pragma unroll 1
+        for (int32_t s = 0; s < nbr; s++) {
+            const int rs = s % MMQ6W_RSL;
+            const mmq6p_side &Ls = S.ss[rs];
+            cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
+            if (w4 == 0)
+                cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
+            cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
+            cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+            plane(s, 0, std::true_type{});
+            mmq6w_shift(dd, Ls.s4095, t4);
+            if (s == 0 && wg == 0)
+                cuda_mbar_arrive(&S.bar.lag);
+            plane(s, 1, std::false_type{});
+            cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
+            cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
+            if (w4 == 0)
+                cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
+            mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
+            wgrs_slot_done(S.bar, rs, s, wg, w4);
+        }
+    } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
      * FY[j]; layout 1: steps 0-3 in FX (first plane FX[j], second FX[4 + j]),
@@ -210,13 +407,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
              * second's: D = v1 at the end (one IMAD an output here instead
              * of a shift here and a subtraction in the chain; int32 sums,
              * so the same integer) */
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int2 sv = *(const int2 *)&Ls.s4095[8 * j + 2 * t4];
-#pragma unroll
-                for (int k = 0; k < 4; k++)
-                    dd[j][k] = dd[j][k] * 32 - (k & 1 ? sv.y : sv.x);
-            }
+            mmq6w_shift(dd, Ls.s4095, t4);
         }
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
@@ -234,16 +425,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
         /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */
-        const float da = __uint_as_float(Ls.rows[ra][68]), db = __uint_as_float(Ls.rows[rb][68]);
-#pragma unroll
-        for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
-            const float2 xd = *(const float2 *)&Ls.xd[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[0][j][k]);
-            }
-        }
+        mmq6w_chain(acc[0], dd, __uint_as_float(Ls.rows[ra][68]), __uint_as_float(Ls.rows[rb][68]), Ls.xd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     };
 
@@ -258,6 +440,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     }
     if (s < nbr)
         step(std::false_type{}, s, false);
+    }
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }
@@ -322,30 +505,48 @@ extern "C" int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
     return k.bad;
 }
 
-int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows)
+int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows, int exp)
 {
 #if defined(INFERD_MMQW)
     const int64_t nbr = w->ne0 / QK_K;
     if (c->sm != 90 || w->type != QT_Q6_K || !w->aux || w->ne0 % QK_K || nbr > INT32_MAX / 2)
         return INF_EUNSUPPORTED;
+    /* the planes made at load, where w has them and the product is not
+     * under the SwiGLU epilogue (its gate and up rows interleave in the
+     * tile: the expanded form's row map, which one tensor copy of plane
+     * rows does not make) */
+    const void *pl = exp != 0 && !c->epi.glu ? cuda_q6p_find(c, w) : NULL;
+    if (exp == 1 && !pl)
+        return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
     /* the maps: the expanded rows (288-byte boxes of 128 rows, or of 64
-     * under the SwiGLU epilogue) and the int8 activations seen as halves
-     * (boxes of 64 halves = 128 bytes x 128 rows, swizzled) */
+     * under the SwiGLU epilogue) or the planes (rows of 2 ne0 bytes seen as
+     * ne0 halves, boxes of 128 bytes x 128 rows, swizzled), and the int8
+     * activations seen as halves (boxes of 64 halves = 128 bytes x 128
+     * rows, swizzled) */
     CUtensorMap wm, xm;
     memset(&wm, 0, sizeof(wm));
     memset(&xm, 0, sizeof(xm));
-    if (cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES, c->epi.glu ? 64 : MMQH_BM) ||
+    if ((pl ? cuda_tmap_f16_sw128(&wm, pl, w->ne0, w->ne1, MMQH_BM)
+            : cuda_tmap_rows(&wm, w->aux, (size_t)nbr * MMQ_Q6X_BYTES, w->ne1, MMQ_Q6X_BYTES,
+                             c->epi.glu ? 64 : MMQH_BM)) ||
         cuda_tmap_f16_sw128(&xm, X.qs, w->ne0 / 2, n_rows, MMQH_BN))
         return INF_EUNSUPPORTED;
-    if (mmq_occupancy_once<mmq6w_kernel>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
-        return -1;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
-    cuda_launch(c, mmq6w_kernel, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
-                (int32_t)w->ne1, y, n_rows, c->epi);
+    if (pl) {
+        if (mmq_occupancy_once<mmq6w_kernel<true>>(mmq6p_smem_bytes, WGRS_THREADS) == 0)
+            return -1;
+        cuda_launch(c, mmq6w_kernel<true>, grid, WGRS_THREADS, mmq6p_smem_bytes, wm, xm, X, (int32_t)nbr,
+                    (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)w->aux);
+        return 0;
+    }
+    if (mmq_occupancy_once<mmq6w_kernel<false>>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
+        return -1;
+    cuda_launch(c, mmq6w_kernel<false>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
+                (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)NULL);
     return 0;
 #else
-    (void)c, (void)w, (void)xq, (void)y, (void)n_rows;
+    (void)c, (void)w, (void)xq, (void)y, (void)n_rows, (void)exp;
     return INF_EUNSUPPORTED;
 #endif
 }

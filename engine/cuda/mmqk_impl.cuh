@@ -632,7 +632,7 @@ static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, co
     /* Q6_K: int8 wgmma where it runs (cuda/mmq6w.cu; the same bits) */
     if constexpr (T == QT_Q6_K) {
         if (cuda_mmqh_takes(c, c->mmq6w, c->mmq6w_fill, T, w->ne0, w->ne1, n_rows) &&
-            cuda_mmq6w(c, w, xq, y, n_rows) == 0)
+            cuda_mmq6w(c, w, xq, y, n_rows, -1) == 0)
             return;
     }
     const int exp = T == QT_Q6_K && w->aux != NULL;

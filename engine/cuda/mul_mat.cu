@@ -548,6 +548,7 @@ static const struct mm_variant mm_variants[] = {
     MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
     {QT_Q4_K, MMV_MMQH, 0, 0, 0}, /* the exact F16 MMQ (sm_80+ with 203 KB of shared memory) */
     {QT_Q6_K, MMV_MMQ6W, 0, 0, 0}, /* Q6_K on int8 wgmma (cuda/mmq6w.cu; compute capability 9.0) */
+    {QT_Q6_K, MMV_MMQ6W, 0, 1, 0}, /* the same from the planes made at load (b = EXP) */
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
     {QT_Q4_K, MMV_MMQT, 8, 1, 0}, {QT_Q4_K, MMV_MMQT, 8, 2, 0}, {QT_Q4_K, MMV_MMQT, 5, 2, 1},
     {QT_Q5_K, MMV_MMQT, 8, 1, 0}, {QT_Q5_K, MMV_MMQT, 8, 2, 0}, {QT_Q5_K, MMV_MMQT, 3, 1, 1},
@@ -590,7 +591,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     case MMV_DEQ: snprintf(buf, n, "mul_mat<%s> f16 cublas", t); break;
     case MMV_MMQH: snprintf(buf, n, "mul_mat<%s> mmqh<f16 exact>", t); break;
-    case MMV_MMQ6W: snprintf(buf, n, "mul_mat<%s> mmq6w<int8 wgmma>", t); break;
+    case MMV_MMQ6W: snprintf(buf, n, "mul_mat<%s> mmq6w<int8 wgmma>%s", t, v->b ? " planes" : ""); break;
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
                  v->a == 16 ? " nt=2" : v->a > 16 ? " nt=2 x3" : "");
@@ -681,8 +682,12 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
          * run here (no expanded copy): as a device that cannot hold it */
         if (!c->mmq6w)
             return 1;
+        /* b: the planes made at load; w without them (no budget: config
+         * off) as a device that cannot hold it */
+        if (v->b && !cuda_q6p_find(c, w))
+            return 1;
         cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
-        const int rc = cuda_mmq6w(c, w, c->xq, y, n_rows);
+        const int rc = cuda_mmq6w(c, w, c->xq, y, n_rows, v->b);
         return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmq6w kernel");
     }
     if (v->kind == MMV_MMVQ && !v->b) { /* Q4_0/Q8_0: the dispatcher at v->a rows */

@@ -79,6 +79,14 @@ extern "C" int cuda_be_prewarm(struct backend *be,
             PW_RUN(name, cuda_op_get_rows(be, &w, ints, 1, y));
             if (t == QT_Q6_K && (rc = cuda_mmq_expand_q6_K(c, &w)) != 0)
                 goto out;
+            /* mmq6w's planes (cuda/q6planes.cu) for the scratch weight
+             * whatever the budget, so its planes form loads wherever
+             * mmq6w can run */
+            if (t == QT_Q6_K && c->mmq6w && (rc = cuda_q6p_add(c, &w, 1)) < 0) {
+                cudaFree(w.aux);
+                goto out;
+            }
+            rc = 0;
             for (int v = 0; v < cuda_mm_variant_count(); v++) {
                 if (cuda_mm_variant_type(v) != t)
                     continue;
@@ -94,6 +102,7 @@ extern "C" int cuda_be_prewarm(struct backend *be,
                     continue;
                 }
                 if (rc || (rc = be->ops->sync(be)) != 0) {
+                    cuda_q6p_drop(c, &w);
                     cudaFree(w.aux);
                     goto out;
                 }
@@ -117,12 +126,14 @@ extern "C" int cuda_be_prewarm(struct backend *be,
                         const double t0 = pw_now();
                         if ((rc = cuda_mmvt_prewarm(c, t, &w, NULL, c->xq, y, rb, cws[k])) != 0 ||
                             (rc = be->ops->sync(be)) != 0) {
+                            cuda_q6p_drop(c, &w);
                             cudaFree(w.aux);
                             goto out;
                         }
                         report(ud, name, pw_now() - t0);
                     }
             }
+            cuda_q6p_drop(c, &w);
             cudaFree(w.aux);
             w.aux = NULL;
         }

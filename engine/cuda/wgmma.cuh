@@ -110,6 +110,24 @@ static __device__ __forceinline__ void wgmma_u8s8_z(int d[64], const uint32_t a[
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+/* D(64 x 128 s32) += A(64 x 32 u8) B(32 x 128 s8), both K-major from
+ * shared memory (descriptors): mmq6w's form with the weight planes made
+ * at load (cuda/mmq6w.cu EXP); exact integer sums */
+static __device__ __forceinline__ void wgmma_u8s8_ss(int d[64], uint64_t da, uint64_t db)
+{
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " WGMMA_D64 ", %64, %65, 1;\n"
+                 : WGMMA_DOPS(WGMMA_IRW)
+                 : "l"(da), "l"(db));
+}
+/* the same with D = A B */
+static __device__ __forceinline__ void wgmma_u8s8_ss_z(int d[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 " WGMMA_D64 ", %64, %65, p;\n}\n"
+                 : WGMMA_DOPS(WGMMA_IWO)
+                 : "l"(da), "l"(db));
+}
+
 /* m64n64k32 u8 x s8 with A from registers: the 32 accumulators of half an
  * m64n128 set (a thread's groups j 0-7 of 16, d = &set[0][0] or
  * &set[8][0]), B the tile's rows 0-63 or, 8 x 1,024 bytes on (the

@@ -495,6 +495,12 @@ int main(void)
      * the environment win (-1: the default rule; 0: never). */
     setenv("INFERD_MMQH", "128", 0);
     setenv("INFERD_MMQ6W", "128", 0);
+    /* mmq6w's planes made at load (cuda/q6planes.cu) for the Q6_K weights
+     * registered here, so the dispatcher's Q6_K batches take that form and
+     * its variant row without planes checks the expanded form against it
+     * (INFERD_Q6P_MB=0 in the environment: none, the planes row is then
+     * "not on this device") */
+    setenv("INFERD_Q6P_MB", "256", 0);
     gpu = cuda_backend_new(0, &err);
     if (!gpu) {
         printf("cuda-ops: no CUDA backend (%s): skip\n", err.msg);

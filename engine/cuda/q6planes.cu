@@ -1,0 +1,115 @@
+/* cuda/q6planes — mmq6w's weight planes made once at load (the design
+ * card's EXP = true for the Q6_K int8 product; cuda/mmq6w.cu).
+ *
+ * Why: mmq6w's consumers turn each fragment word of the expanded copy
+ * into its two u8 planes (mmq6w_planes: ~12 instructions a word, 64 words
+ * a thread a super-block) on the same schedulers that issue its wgmma and
+ * run its chain. Session 50's lever sweep (bench/RESULTS.md: the kernel
+ * with the raw words as the planes, wrong results, timing only) put that
+ * expansion at 0.82x of mmq6w's time. Made at load, the planes come by
+ * tensor copy and descriptor like the activations (wgmma's SS form, at the
+ * pipe's rate with two warpgroups: session 51's probe), and the kernel has
+ * no expansion. The price: 2 bytes a weight beside the expanded copy's
+ * 1.125 and the raw 0.82, so it is a budget (env INFERD_Q6P_MB, MiB; 0
+ * by default), not the default. Same planes, same wgmma sums, same chain:
+ * the same bits as the expanded form (tests: cuda-ops' mm-variant rows).
+ *
+ * Layout: row r of a weight = plane 1's ne0 bytes (P1 + 128 of each weight,
+ * k order) then plane 2's ne0 bytes (P2 - 1): a tensor map over rows of
+ * 2 ne0 bytes picks any plane's 128-byte k range for 128 rows in one
+ * copy, swizzled as wgmma reads it.
+ *
+ * Entries are keyed by the weight's device rows, ne0 and ne1 (as the
+ * resident F16 copies: cuda/mm_deq.cu), so a fused group's view (its
+ * first member's rows, more of them) never finds a member's planes. */
+#include "engine/cuda/common.cuh"
+#include "engine/cuda/mmq.cuh"
+#include "engine/cuda/mmq6w_planes.cuh"
+#include "engine/cuda/mmqk_impl.cuh" /* MMQ_Q6X_BYTES: the expanded copy's super-block */
+
+extern "C" {
+#include "engine/log.h"
+}
+
+static size_t q6p_bytes(const struct backend_weight *w)
+{
+    return (size_t)w->ne1 * 2 * (size_t)w->ne0;
+}
+
+/* one thread a fragment word (4 weights of one 16-element scale): the
+ * expanded copy's word and scale through mmq6w_planes, the kernel's own
+ * instructions, into both planes */
+static __global__ void q6p_make_kernel(const uint8_t *__restrict__ aux, uint8_t *__restrict__ planes, int64_t ne0,
+                                       int64_t n_words)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_words)
+        return;
+    const int64_t wpr = ne0 / 4, r = i / wpr, k = 4 * (i % wpr), nbr = ne0 / QK_K;
+    const uint8_t *sb = aux + ((size_t)r * (size_t)nbr + (size_t)(k / QK_K)) * MMQ_Q6X_BYTES;
+    const int kk = (int)(k % QK_K);
+    uint32_t p1, p2;
+    mmq6w_planes(*(const uint32_t *)(sb + kk), (int)(int8_t)sb[QK_K + kk / 16], p1, p2);
+    uint8_t *row = planes + (size_t)r * 2 * (size_t)ne0;
+    *(uint32_t *)(row + k) = p1;
+    *(uint32_t *)(row + ne0 + k) = p2;
+}
+
+int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
+{
+    if (w->type != QT_Q6_K || !w->aux || !w->data || w->ne0 % QK_K)
+        return 0;
+    const size_t bytes = q6p_bytes(w);
+    if (!force && (bytes > ((size_t)512 << 20) || c->q6p_budget < bytes || c->q6p_bytes > c->q6p_budget - bytes))
+        return 0;
+    if (c->q6p_n == c->q6p_cap) {
+        const int cap = c->q6p_cap ? 2 * c->q6p_cap : 64;
+        struct cuda_q6p *t = (struct cuda_q6p *)realloc(c->q6p, sizeof(*t) * (size_t)cap);
+        if (!t)
+            return 0;
+        c->q6p = t;
+        c->q6p_cap = cap;
+    }
+    void *p = NULL;
+    if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        if (!c->q6p_full)
+            log_warn("cuda: INFERD_Q6P_MB: no device memory for the planes of '%s' (%zu MiB): its batches "
+                     "expand in the kernel (further refusals not logged)",
+                     w->name, bytes >> 20);
+        c->q6p_full = 1;
+        return 0;
+    }
+    const int64_t n_words = w->ne1 * (w->ne0 / 4);
+    q6p_make_kernel<<<(unsigned)((n_words + 255) / 256), 256, 0, c->stream>>>((const uint8_t *)w->aux, (uint8_t *)p,
+                                                                              w->ne0, n_words);
+    if (CUDA_CHECK_LAUNCH(c, "q6p_make kernel") || CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream))) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(p);
+        return c->err ? c->err : INF_EDEVICE;
+    }
+    c->q6p[c->q6p_n++] = cuda_q6p{w->data, w->ne0, w->ne1, p};
+    c->q6p_bytes += bytes;
+    return 1;
+}
+
+void cuda_q6p_drop(struct cuda_ctx *c, const struct backend_weight *w)
+{
+    for (int i = 0; i < c->q6p_n; i++)
+        if (c->q6p[i].src == w->data && c->q6p[i].ne0 == w->ne0 && c->q6p[i].ne1 == w->ne1) {
+            cudaFree(c->q6p[i].planes);
+            c->q6p_bytes -= q6p_bytes(w);
+            c->q6p[i] = c->q6p[--c->q6p_n];
+            return;
+        }
+}
+
+void cuda_q6p_free(struct cuda_ctx *c)
+{
+    for (int i = 0; i < c->q6p_n; i++)
+        cudaFree(c->q6p[i].planes);
+    free(c->q6p);
+    c->q6p = NULL;
+    c->q6p_n = c->q6p_cap = 0;
+    c->q6p_bytes = 0;
+}
