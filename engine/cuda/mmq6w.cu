@@ -92,6 +92,11 @@ static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies la
  * super-block slots are, in 128 KB. The side slot: the activations' d and
  * 4095 S and the weight rows' d (the chain's), from the row warp. */
 #define MMQ6P_PSL 4
+/* MMQ6P_PAIR: the EXP consumer two super-blocks a turn (an A/B build's
+ * switch, bench/ab-prep.sh; 0 the default) */
+#ifndef MMQ6P_PAIR
+#define MMQ6P_PAIR 0
+#endif
 struct mmq6p_side {
     float xd[MMQH_BN];
     int s4095[MMQH_BN];
@@ -278,7 +283,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * shift between them, the chain after. No expansion: the
          * products are the warpgroup's only tensor work, and its shift and
          * chain run under the other warpgroup's products (the lag). */
-        auto plane = [&](int32_t s, int p, auto first) {
+        auto issue = [&](int (&D)[16][4], int32_t s, int p, auto first) {
             const int32_t u = 2 * s + p;
             cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
             const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
@@ -289,38 +294,83 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
                 const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
                 if (decltype(first)::value && j == 0)
-                    wgmma_u8s8_ss_z(&dd[0][0], da, db);
+                    wgmma_u8s8_ss_z(&D[0][0], da, db);
                 else
-                    wgmma_u8s8_ss(&dd[0][0], da, db);
+                    wgmma_u8s8_ss(&D[0][0], da, db);
             }
             wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_pin_i(&dd[0][0]);
+        };
+        /* plane use u's sums in D (a wait covered them): its slot free */
+        auto done = [&](int (&D)[16][4], int32_t u) {
+            wgmma_pin_i(&D[0][0]);
             cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
         };
-        if (wg == 1)
-            cuda_mbar_wait(&S.bar.lag, 0);
-#pragma unroll 1
-        for (int32_t s = 0; s < nbr; s++) {
-            const int rs = s % MMQ6W_RSL;
-            const mmq6p_side &Ls = S.ss[rs];
-            cuda_mbar_wait(&S.bar.sfull[rs], (uint32_t)(s / MMQ6W_RSL) & 1);
+        auto land = [&](int32_t s) {
+            cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
             if (w4 == 0)
                 cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
             cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
             cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-            plane(s, 0, std::true_type{});
-            mmq6w_shift(dd, Ls.s4095, t4);
-            if (s == 0 && wg == 0)
-                cuda_mbar_arrive(&S.bar.lag);
-            plane(s, 1, std::false_type{});
+        };
+        /* s's activation halves released, its chain, its side slot free */
+        auto finish = [&](int (&D)[16][4], int32_t s) {
+            const int rs = s % MMQ6W_RSL;
+            const mmq6p_side &Ls = S.ss[rs];
             cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
             cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
             if (w4 == 0)
                 cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-            mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
+            mmq6w_chain(acc[0], D, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
             wgrs_slot_done(S.bar, rs, s, wg, w4);
+        };
+        if (wg == 1)
+            cuda_mbar_wait(&S.bar.lag, 0);
+#if MMQ6P_PAIR
+        /* two super-blocks a turn in two accumulator sets, each one's
+         * shift and chain under the other's products, every wgmma issued
+         * and read within its turn (ptxas serializes a read of sums from
+         * an earlier turn while another wgmma is in flight: session 52);
+         * the launcher takes this form on an even count only */
+        int de[16][4];
+#pragma unroll 1
+        for (int32_t s = 0; s < nbr; s += 2) {
+            land(s);
+            land(s + 1);
+            issue(dd, s, 0, std::true_type{});
+            issue(de, s + 1, 0, std::true_type{});
+            wgmma_wait<1>();
+            done(dd, 2 * s);
+            mmq6w_shift(dd, S.ss[s % MMQ6W_RSL].s4095, t4);
+            if (s == 0 && wg == 0)
+                cuda_mbar_arrive(&S.bar.lag);
+            issue(dd, s, 1, std::false_type{});
+            wgmma_wait<1>();
+            done(de, 2 * s + 2);
+            mmq6w_shift(de, S.ss[(s + 1) % MMQ6W_RSL].s4095, t4);
+            issue(de, s + 1, 1, std::false_type{});
+            wgmma_wait<1>();
+            done(dd, 2 * s + 1);
+            finish(dd, s);
+            wgmma_wait<0>();
+            done(de, 2 * s + 3);
+            finish(de, s + 1);
         }
+#else
+#pragma unroll 1
+        for (int32_t s = 0; s < nbr; s++) {
+            land(s);
+            issue(dd, s, 0, std::true_type{});
+            wgmma_wait<0>();
+            done(dd, 2 * s);
+            mmq6w_shift(dd, S.ss[s % MMQ6W_RSL].s4095, t4);
+            if (s == 0 && wg == 0)
+                cuda_mbar_arrive(&S.bar.lag);
+            issue(dd, s, 1, std::false_type{});
+            wgmma_wait<0>();
+            done(dd, 2 * s + 1);
+            finish(dd, s);
+        }
+#endif
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
@@ -515,7 +565,7 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
      * under the SwiGLU epilogue (its gate and up rows interleave in the
      * tile: the expanded form's row map, which one tensor copy of plane
      * rows does not make) */
-    const void *pl = exp != 0 && !c->epi.glu ? cuda_q6p_find(c, w) : NULL;
+    const void *pl = exp != 0 && !c->epi.glu && (!MMQ6P_PAIR || nbr % 2 == 0) ? cuda_q6p_find(c, w) : NULL;
     if (exp == 1 && !pl)
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
