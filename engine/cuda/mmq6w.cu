@@ -92,11 +92,6 @@ static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies la
  * super-block slots are, in 128 KB. The side slot: the activations' d and
  * 4095 S and the weight rows' d (the chain's), from the row warp. */
 #define MMQ6P_PSL 4
-/* MMQ6P_PAIR: the EXP consumer two super-blocks a turn (an A/B build's
- * switch, bench/ab-prep.sh; 0 the default) */
-#ifndef MMQ6P_PAIR
-#define MMQ6P_PAIR 0
-#endif
 struct mmq6p_side {
     float xd[MMQH_BN];
     int s4095[MMQH_BN];
@@ -252,7 +247,12 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     typedef typename std::conditional<EXP, mmq6p_smem, mmq6w_smem>::type SM;
     extern __shared__ __align__(1024) uint8_t mmq6w_smem_raw[];
     SM &S = wgmma_smem<SM>(mmq6w_smem_raw);
-    const int32_t m0 = blockIdx.x * MMQH_BM, n0 = blockIdx.y * MMQH_BN;
+    /* EXP: the grid's x the activation blocks, so the blocks that share
+     * a weight tile run together and read it once from DRAM (its planes
+     * are 2 bytes a weight: on the 7B's ffn-up, 4.5 waves of row blocks,
+     * each wave's tiles read again for every activation block measured
+     * 1.41x the expanded form; session 53) */
+    const int32_t m0 = (EXP ? blockIdx.y : blockIdx.x) * MMQH_BM, n0 = (EXP ? blockIdx.x : blockIdx.y) * MMQH_BN;
     if constexpr (EXP)
         mmq6p_init(S);
     wgrs_start(S.bar);
@@ -325,37 +325,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         };
         if (wg == 1)
             cuda_mbar_wait(&S.bar.lag, 0);
-#if MMQ6P_PAIR
-        /* two super-blocks a turn in two accumulator sets, each one's
-         * shift and chain under the other's products, every wgmma issued
-         * and read within its turn (ptxas serializes a read of sums from
-         * an earlier turn while another wgmma is in flight: session 52);
-         * the launcher takes this form on an even count only */
-        int de[16][4];
-#pragma unroll 1
-        for (int32_t s = 0; s < nbr; s += 2) {
-            land(s);
-            land(s + 1);
-            issue(dd, s, 0, std::true_type{});
-            issue(de, s + 1, 0, std::true_type{});
-            wgmma_wait<1>();
-            done(dd, 2 * s);
-            mmq6w_shift(dd, S.ss[s % MMQ6W_RSL].s4095, t4);
-            if (s == 0 && wg == 0)
-                cuda_mbar_arrive(&S.bar.lag);
-            issue(dd, s, 1, std::false_type{});
-            wgmma_wait<1>();
-            done(de, 2 * s + 2);
-            mmq6w_shift(de, S.ss[(s + 1) % MMQ6W_RSL].s4095, t4);
-            issue(de, s + 1, 1, std::false_type{});
-            wgmma_wait<1>();
-            done(dd, 2 * s + 1);
-            finish(dd, s);
-            wgmma_wait<0>();
-            done(de, 2 * s + 3);
-            finish(de, s + 1);
-        }
-#else
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
             land(s);
@@ -370,7 +339,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             done(dd, 2 * s + 1);
             finish(dd, s);
         }
-#endif
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
@@ -565,7 +533,7 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
      * under the SwiGLU epilogue (its gate and up rows interleave in the
      * tile: the expanded form's row map, which one tensor copy of plane
      * rows does not make) */
-    const void *pl = exp != 0 && !c->epi.glu && (!MMQ6P_PAIR || nbr % 2 == 0) ? cuda_q6p_find(c, w) : NULL;
+    const void *pl = exp != 0 && !c->epi.glu ? cuda_q6p_find(c, w) : NULL;
     if (exp == 1 && !pl)
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
@@ -584,9 +552,10 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
         return INF_EUNSUPPORTED;
     const dim3 grid(cuda_blocks(w->ne1, MMQH_BM), cuda_blocks(n_rows, MMQH_BN));
     if (pl) {
+        const dim3 gx(grid.y, grid.x); /* the kernel's EXP raster: activation blocks along x */
         if (mmq_occupancy_once<mmq6w_kernel<true>>(mmq6p_smem_bytes, WGRS_THREADS) == 0)
             return -1;
-        cuda_launch(c, mmq6w_kernel<true>, grid, WGRS_THREADS, mmq6p_smem_bytes, wm, xm, X, (int32_t)nbr,
+        cuda_launch(c, mmq6w_kernel<true>, gx, WGRS_THREADS, mmq6p_smem_bytes, wm, xm, X, (int32_t)nbr,
                     (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)w->aux);
         return 0;
     }
