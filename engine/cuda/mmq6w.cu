@@ -143,7 +143,9 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
                 const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
                 if (u >= MMQ6P_PSL)
                     cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
-                if (lane == 0) {
+                if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
+                    cuda_mbar_expect(&S.pfull[ps], 0); /* the lever: stale planes, no copy */
+                } else if (lane == 0) {
                     /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
                     const int32_t x = p * nbr * 128 + 128 * s;
                     cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
