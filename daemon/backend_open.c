@@ -117,6 +117,7 @@ int backend_open(const struct backend_open_params *p, struct backend **out, stru
             else
                 cuda_backend_set_f16_weights(be, (size_t)p->f16_weights_mb << 20);
         }
+        cuda_backend_set_q6_planes(be, p->q6_planes_percent);
         if (p->attention_tc) {
             cuda_backend_set_attention_tc(be, 1);
             log_info("cuda: attention_scores = tensor: attention scores by tensor cores "

@@ -55,7 +55,12 @@ struct backend_open_params {
     /* config f16_weights_mb (with no_batch_invariance): MiB of resident F16
      * copies of K-quant matrices (0: none) */
     int f16_weights_mb;
+    /* config q6_planes_percent: mmq6w's Q6_K planes made at load, up to
+     * this percentage of the GPU's memory (cuda_backend_set_q6_planes;
+     * the tools pass Q6_PLANES_PERCENT, the config key's default) */
+    int q6_planes_percent;
 };
+#define Q6_PLANES_PERCENT 5
 
 /* 0 and *out, or a negative INF_E* code with err filled. */
 int backend_open(const struct backend_open_params *p, struct backend **out, struct inf_error *err);

@@ -195,7 +195,8 @@ static void serve_load_work(uv_work_t *w)
     struct backend_open_params bp = {0, S->cfg.gpu_device, S->cfg.threads,
                                      S->cfg.llamacpp_numerics ? CPU_NUMERICS_LLAMACPP
                                                               : CPU_NUMERICS_INVARIANT,
-                                     !S->cfg.batch_invariant, 0, S->cfg.f16_weights_mb};
+                                     !S->cfg.batch_invariant, 0, S->cfg.f16_weights_mb,
+                                     S->cfg.q6_planes_percent};
     backend_kind_parse(S->cfg.backend, &bp.kind); /* cfg_validate checked both */
     attention_scores_parse(S->cfg.attention_scores, &bp.attention_tc);
     if (getenv("INFERD_BACKEND")) /* test runs pin the backend for a whole suite */

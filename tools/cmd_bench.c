@@ -221,7 +221,8 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
-    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc, f16_mb};
+    const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc, f16_mb,
+                                            Q6_PLANES_PERCENT};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

@@ -448,7 +448,8 @@ int cmd_bench_serve(int argc, char **argv)
         fprintf(stderr, "inferd bench-serve: out of memory\n");
         return CMD_FAIL;
     }
-    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb};
+    const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb,
+                                            Q6_PLANES_PERCENT};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         jsonc_free(json);

@@ -126,7 +126,7 @@ static int gen_engine_open_model(struct gen_engine *e, const char *cmd, const ch
     memset(e, 0, sizeof(*e));
     /* llama.cpp's numbers need its batch-dependent kernels and its graph
      * order together (cpu.h, graph.h) */
-    const struct backend_open_params bp = {kind, 0, threads, numerics, 0, 0, 0};
+    const struct backend_open_params bp = {kind, 0, threads, numerics, 0, 0, 0, Q6_PLANES_PERCENT};
     int rc = backend_open(&bp, &e->be, &err);
     if (rc) {
         fprintf(stderr, "inferd %s: %s\n", cmd, err.msg[0] ? err.msg : inf_strerror(rc));

@@ -145,7 +145,8 @@ struct cuda_ctx {
      * q6p, q6p_bytes; q6p_full once the device refused one) */
     size_t q6p_budget, q6p_bytes;
     struct cuda_q6p *q6p;
-    int q6p_n, q6p_cap, q6p_full;
+    int q6p_n, q6p_cap, q6p_full, q6p_env;
+    size_t mem_total;  /* the device's memory (cudaDeviceProp.totalGlobalMem) */
     int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */
     int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */
     void *mmd_w;

@@ -97,6 +97,13 @@ int cuda_backend_mmq6w_min(struct backend *be);
  * fewer rows (INFERD_MMD_RES_MIN). Call before model_load: 0, or
  * INF_EINVAL once weights are registered. */
 int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
+
+/* Before the weights: mmq6w's planes made at load (cuda/q6planes.cu) for
+ * Q6_K matrices up to percent of the device's memory (config
+ * q6_planes_percent; 0: none; INFERD_Q6P_MB in the environment wins).
+ * Where mmq6w does not run (not compute capability 9.0) none are made.
+ * 0 or INF_EINVAL (weights registered, percent outside 0..100). */
+int cuda_backend_set_q6_planes(struct backend *be, int percent);
 /* Bytes of those copies held; 1 when the registered weight w has one. */
 size_t cuda_backend_f16_bytes(const struct backend *be);
 int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w);

@@ -121,6 +121,12 @@ int cuda_backend_set_f16_weights(struct backend *be, size_t bytes)
     return 0;
 }
 
+int cuda_backend_set_q6_planes(struct backend *be, int percent)
+{
+    (void)be, (void)percent;
+    return 0;
+}
+
 size_t cuda_backend_f16_bytes(const struct backend *be)
 {
     (void)be;

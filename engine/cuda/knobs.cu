@@ -167,9 +167,10 @@ void cuda_knobs_read(struct cuda_ctx *c)
     c->mmq6w_fill = !(mq6 && atoi(mq6) >= 0);
     c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
     /* mmq6w's weight planes made at load for Q6_K weights (cuda/
-     * q6planes.cu), up to this many MiB: the kernel then has no
-     * expansion (the same bits); 0 (default) none */
+     * q6planes.cu): INFERD_Q6P_MB=N up to N MiB (0: none), over the
+     * default (cuda_q6p_default) and the config key q6_planes_percent */
     const char *q6p = getenv("INFERD_Q6P_MB");
+    c->q6p_env = q6p != NULL;
     c->q6p_budget = q6p && atoll(q6p) > 0 ? (size_t)atoll(q6p) << 20 : 0;
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past

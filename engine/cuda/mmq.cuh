@@ -101,8 +101,8 @@ static inline bool cuda_mmqh_takes(const struct cuda_ctx *c, int min, int fill, 
  * cuda_q0_packed(type, ne0) (cuda/qtypes.cuh); 0 or the CUDA error. */
 template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w);
 
-/* mmq6w's weight planes made at load (cuda/q6planes.cu; env
- * INFERD_Q6P_MB: a budget in MiB, 0 by default): for a Q6_K weight with
+/* mmq6w's weight planes made at load (cuda/q6planes.cu; a budget: config
+ * q6_planes_percent, env INFERD_Q6P_MB in MiB): for a Q6_K weight with
  * its expanded copy, both u8 planes of every weight (mmq6w_planes' bytes)
  * in k order, a row = plane 1's ne0 bytes then plane 2's, 2 bytes a
  * weight. add: 1 made, 0 not (no budget, no expanded copy, more than 512
@@ -117,6 +117,12 @@ struct cuda_q6p {
     void *planes;    /* [ne1][2 ne0] */
 };
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
+/* The budget at percent of the device's memory where mmq6w runs (compute
+ * capability 9.0, a build with it, c->mmq6w on), else 0: the planes serve
+ * nothing elsewhere. CUDA_Q6P_PERCENT: the default (config key
+ * q6_planes_percent) */
+#define CUDA_Q6P_PERCENT 5
+size_t cuda_q6p_default(const struct cuda_ctx *c, int percent);
 static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
 {
     for (int i = 0; i < c->q6p_n; i++) /* tens of entries, asked once a large product */

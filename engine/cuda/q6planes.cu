@@ -9,10 +9,15 @@
  * expansion at 0.82x of mmq6w's time. Made at load, the planes come by
  * tensor copy and descriptor like the activations (wgmma's SS form, at the
  * pipe's rate with two warpgroups: session 51's probe), and the kernel has
- * no expansion. The price: 2 bytes a weight beside the expanded copy's
- * 1.125 and the raw 0.82, so it is a budget (env INFERD_Q6P_MB, MiB; 0
- * by default), not the default. Same planes, same wgmma sums, same chain:
- * the same bits as the expanded form (tests: cuda-ops' mm-variant rows).
+ * no expansion. Measured (bench/RESULTS.md session 53, H100): q6_K 4096 x
+ * 14336 x 512 141.7 -> 130.0 us (0.917x), the 7B's ffn-up / ffn-down at
+ * 512 rows 0.869x / 0.897x, at 2048 0.84-0.93x. The price: 2 bytes a
+ * weight beside the expanded copy's 1.125 and the raw 0.82 (a 7B Q4_K_M's
+ * Q6_K matrices but the output head: ~1.9 GB), so it is a budget: config
+ * q6_planes_percent of the device's memory (default CUDA_Q6P_PERCENT, 5;
+ * only where mmq6w runs), or env INFERD_Q6P_MB in MiB (A/B runs).
+ * Same planes, same wgmma sums, same chain: the same bits as the
+ * expanded form (tests: cuda-ops' mm-variant rows, q7 GPU vs CPU).
  *
  * Layout: row r of a weight = plane 1's ne0 bytes (P1 + 128 of each weight,
  * k order) then plane 2's ne0 bytes (P2 - 1): a tensor map over rows of
@@ -55,6 +60,13 @@ static __global__ void q6p_make_kernel(const uint8_t *__restrict__ aux, uint8_t 
     *(uint32_t *)(row + ne0 + k) = p2;
 }
 
+size_t cuda_q6p_default(const struct cuda_ctx *c, int percent)
+{
+    if (c->sm != 90 || !cuda_mmqw_built() || !c->mmq6w || percent <= 0)
+        return 0;
+    return c->mem_total / 100 * (size_t)percent;
+}
+
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
 {
     if (w->type != QT_Q6_K || !w->aux || !w->data || w->ne0 % QK_K)
@@ -74,7 +86,7 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
     if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
         cudaGetLastError();
         if (!c->q6p_full)
-            log_warn("cuda: INFERD_Q6P_MB: no device memory for the planes of '%s' (%zu MiB): its batches "
+            log_warn("cuda: q6_planes: no device memory for the planes of '%s' (%zu MiB): its batches "
                      "expand in the kernel (further refusals not logged)",
                      w->name, bytes >> 20);
         c->q6p_full = 1;
