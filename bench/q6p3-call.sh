@@ -4,7 +4,8 @@
 # #11's table): the bits (cuda-ops), #11's q4_K / q6_K rows (bench --op
 # llama3-ffn-down, n = 1 / 8 / 512 / 2048) with the default and with the
 # planes off (INFERD_Q6P_MB=0), q6_K at 128 / 256 rows on the three shapes
-# (the small batches the default now sends to the planes), the 7B-shaped
+# with the planes from 128 rows (INFERD_Q6P_MIN=128) against off (the
+# default reads them from 512 rows: below, unmeasured), the 7B-shaped
 # model's pp512 / pp2048, and load + prewarm to ready (serve_gpu.py).
 #   BUILD=build-d90 MODELS=stories260K tests/cuda/device-prep.sh
 # device tool: carry ["devcarry.tgz"], command `bash bench/q6p3-call.sh`.
@@ -20,15 +21,15 @@ echo "cuda-ops rc=$?"; grep -E "FAIL" $out/ops.log | head -5
 . tests/cuda/q7.sh
 q7_make $out/mk.log
 for r in 1 2; do
-    for v in "default INFERD_NOTHING=1" "off INFERD_Q6P_MB=0"; do
+    for v in "default INFERD_NOTHING=1" "off INFERD_Q6P_MB=0" "min128 INFERD_Q6P_MIN=128"; do
         read -r name var <<< "$v"
         echo "== $name round $r"
-        env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K --n 1,8,512,2048 \
-            --shapes llama3-ffn-down 2>&1 | grep -E "q[46]_K" | cut -c1-100
-        env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q6_K --n 128,256 \
+        [ $name != min128 ] && env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K \
+            --n 1,8,512,2048 --shapes llama3-ffn-down 2>&1 | grep -E "q[46]_K" | cut -c1-100
+        [ $name != default ] && env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q6_K --n 128,256 \
             --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 2>&1 | grep -E "q6_K" | cut -c1-72
-        env $var timeout 60 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512,2048 --tg 16 --reps 2 2>&1 |
-            grep -E "pp512|pp2048|tg16" | head -3
+        [ $name != min128 ] && env $var timeout 60 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf \
+            --pp 512,2048 --tg 16 --reps 2 2>&1 | grep -E "pp512|pp2048|tg16" | head -3
     done
 done
 date -u +%T

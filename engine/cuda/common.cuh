@@ -146,6 +146,7 @@ struct cuda_ctx {
     size_t q6p_budget, q6p_bytes;
     struct cuda_q6p *q6p;
     int q6p_n, q6p_cap, q6p_full, q6p_env;
+    int32_t q6p_min;   /* rows from which mmq6w reads them (CUDA_Q6P_MIN; INFERD_Q6P_MIN=N, A/B) */
     size_t mem_total;  /* the device's memory (cudaDeviceProp.totalGlobalMem) */
     int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */
     int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */

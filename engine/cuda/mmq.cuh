@@ -122,6 +122,7 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
  * nothing elsewhere. CUDA_Q6P_PERCENT: the default (config key
  * q6_planes_percent) */
 #define CUDA_Q6P_PERCENT 5
+#define CUDA_Q6P_MIN 512 /* rows from which mmq6w reads them (session 53: measured at 512 and 2048) */
 size_t cuda_q6p_default(const struct cuda_ctx *c, int percent);
 static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
 {

@@ -531,11 +531,15 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     const int64_t nbr = w->ne0 / QK_K;
     if (c->sm != 90 || w->type != QT_Q6_K || !w->aux || w->ne0 % QK_K || nbr > INT32_MAX / 2)
         return INF_EUNSUPPORTED;
-    /* the planes made at load, where w has them and the product is not
+    /* the planes made at load, where w has them, from c->q6p_min rows
+     * (measured from 512: below it the planes' 2 bytes a weight from DRAM
+     * may cost more than the expansion saves), and the product is not
      * under the SwiGLU epilogue (its gate and up rows interleave in the
      * tile: the expanded form's row map, which one tensor copy of plane
      * rows does not make) */
-    const void *pl = exp != 0 && !c->epi.glu ? cuda_q6p_find(c, w) : NULL;
+    const void *pl = exp == 1 || (exp == -1 && n_rows >= c->q6p_min)
+                         ? (!c->epi.glu ? cuda_q6p_find(c, w) : NULL)
+                         : NULL;
     if (exp == 1 && !pl)
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);
