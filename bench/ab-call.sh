@@ -15,10 +15,8 @@
 # Leaves in $OUT: summary.txt, ab.md, the logs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-tar xzf devcarry.tgz
-d=$PWD/devcarry
-export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
-out=${OUT:-/tmp/out}; mkdir -p "$out"
+. bench/call-lib.sh
+call_start
 S=$out/summary.txt
 { date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader; } | tee $S
 env ${AB_BITS_ENV:-} timeout 200 $d/bin/test_cuda_ops > $out/ops.log 2>&1

@@ -14,10 +14,8 @@
 # device tool: carry ["devcarry.tgz"], command `bash bench/q6p-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-tar xzf devcarry.tgz
-d=$PWD/devcarry
-export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
-out=${OUT:-/tmp/out}; mkdir -p "$out"
+. bench/call-lib.sh
+call_start
 date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout 150 $d/prev/test_cuda_ops > $out/ops-prev.log 2>&1
 echo "cuda-ops prev, planes (single form) rc=$?"; grep -E "FAIL" $out/ops-prev.log | head -5
@@ -29,10 +27,8 @@ for r in 1 2; do
     for v in "exp0 prev INFERD_Q6P_MB=0" "exp1 prev INFERD_Q6P_MB=8192" "pair bin INFERD_Q6P_MB=8192"; do
         read -r name dir var <<< "$v"
         echo "== $name round $r"
-        env $var timeout 60 $d/$dir/inferd bench --op --backend cuda --types q6_K --n 512,2048 \
-            --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 2>&1 | grep -E "q6_K" | cut -c1-72
-        env $var timeout 60 $d/$dir/inferd bench --backend cuda --model /tmp/q7.gguf --pp 512 --tg 16 --reps 2 2>&1 |
-            grep -E "pp512|tg16" | head -2
+        call_op $dir "$var" q6_K 512,2048 llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down
+        call_q7 $dir "$var" 512 16
     done
 done
 date -u +%T

@@ -11,10 +11,8 @@
 # device tool: carry ["devcarry.tgz"], command `bash bench/q6p3-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-tar xzf devcarry.tgz
-d=$PWD/devcarry
-export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
-out=${OUT:-/tmp/out}; mkdir -p "$out"
+. bench/call-lib.sh
+call_start
 date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout 150 $d/bin/test_cuda_ops > $out/ops.log 2>&1
 echo "cuda-ops rc=$?"; grep -E "FAIL" $out/ops.log | head -5
@@ -24,12 +22,9 @@ for r in 1 2; do
     for v in "default INFERD_NOTHING=1" "off INFERD_Q6P_MB=0" "min128 INFERD_Q6P_MIN=128"; do
         read -r name var <<< "$v"
         echo "== $name round $r"
-        [ $name != min128 ] && env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q4_K,q6_K \
-            --n 1,8,512,2048 --shapes llama3-ffn-down 2>&1 | grep -E "q[46]_K" | cut -c1-100
-        [ $name != default ] && env $var timeout 60 $d/bin/inferd bench --op --backend cuda --types q6_K --n 128,256 \
-            --shapes llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down 2>&1 | grep -E "q6_K" | cut -c1-72
-        [ $name != min128 ] && env $var timeout 60 $d/bin/inferd bench --backend cuda --model /tmp/q7.gguf \
-            --pp 512,2048 --tg 16 --reps 2 2>&1 | grep -E "pp512|pp2048|tg16" | head -3
+        [ $name = min128 ] || call_op bin "$var" q4_K,q6_K 1,8,512,2048 llama3-ffn-down
+        [ $name = default ] || call_op bin "$var" q6_K 128,256 llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down
+        [ $name = min128 ] || call_q7 bin "$var" 512,2048 16
     done
 done
 date -u +%T
