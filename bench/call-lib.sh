@@ -14,7 +14,7 @@ call_start() {
 }
 call_op() {
     env $2 timeout 60 "$d/$1/inferd" bench --op --backend cuda --types "$3" --n "$4" --shapes "$5" 2>&1 |
-        grep -E '^\| q[0-9]' | cut -c1-100
+        grep -E '^\| q[0-9]_' | cut -c1-100
 }
 call_q7() {
     env $2 timeout 60 "$d/$1/inferd" bench --backend cuda --model /tmp/q7.gguf --pp "$3" --tg "$4" --reps 2 2>&1 |
