@@ -131,6 +131,14 @@ static void test_config(const char *src)
           strstr(e.msg, "batch_invariant"));
     argv7[4] = (char *)"-1";
     CHECK(cfg_build(&c, 7, argv7, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "f16_weights_mb"));
+    /* q6_planes_percent: 5 by default (the Q6_K planes on H100/H200),
+     * 0..50 */
+    char *argv8[] = {(char *)"serve", (char *)"--model", (char *)"/m.gguf", (char *)"--q6-planes-percent",
+                     (char *)"0", NULL};
+    CHECK(cfg_build(&c, 3, argv8, &cp, &help, &e) == 0 && c.q6_planes_percent == 5);
+    CHECK(cfg_build(&c, 5, argv8, &cp, &help, &e) == 0 && c.q6_planes_percent == 0);
+    argv8[4] = (char *)"51";
+    CHECK(cfg_build(&c, 5, argv8, &cp, &help, &e) == INF_EINVAL && strstr(e.msg, "q6_planes_percent"));
 
     /* a bad line names the file and the line */
     fd = open(path, O_WRONLY | O_TRUNC);
