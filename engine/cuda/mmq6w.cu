@@ -45,7 +45,15 @@
  * slot, 0.955-0.974x the time of expanding a whole super-block first on
  * the H100's large shapes, bench/RESULTS.md session 43). Where it declines
  * (no expanded copy, not compute capability 9.0, a build without gpu_arch
- * 90), mmqk serves. */
+ * 90), mmqk serves.
+ *
+ * mmq6w_kernel<EXP>: <false> the above; <true> (the design card's EXP:
+ * the weights expanded at load) reads both planes of each weight made
+ * once at registration (cuda/q6planes.cu) by tensor copy and descriptor,
+ * so it has no expansion, with the activation blocks along the grid's x
+ * so that the blocks sharing a weight tile run together (session 53, H100:
+ * 0.87-0.92x of <false> at 512 rows, the same bits; the launcher takes it
+ * from c->q6p_min rows where the weight has planes). */
 #include <type_traits>
 
 #include "engine/cuda/mmqk_impl.cuh"
