@@ -109,7 +109,7 @@ struct mmq6p_smem {
     uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
     uint8_t pl[MMQ6P_PSL][2][MMQ6W_ATILE];
     mmq6p_side ss[MMQ6W_RSL];
-    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
+    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar; /* mmq6w_bars */
     uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
 };
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
@@ -196,6 +196,33 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
             cuda_tr(s, CUDA_TR_FEED);
         }
     }
+}
+
+typedef wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> mmq6w_bars; /* both forms' */
+
+/* super-block s's slot landed (the row warp's and copy warp's arrivals) */
+static __device__ __forceinline__ void mmq6w_land(mmq6w_bars &B, int32_t s, int wg, int w4)
+{
+    cuda_mbar_wait(&B.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
+    if (w4 == 0)
+        cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
+}
+
+/* both activation halves of super-block s landed */
+static __device__ __forceinline__ void mmq6w_acts(mmq6w_bars &B, int32_t s)
+{
+    cuda_mbar_wait(&B.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
+    cuda_mbar_wait(&B.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+}
+
+/* super-block s's second plane done: its activation halves free (its
+ * slot after the chain, wgrs_slot_done) */
+static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, int wg, int w4)
+{
+    cuda_mbar_arrive(&B.aempty[(2 * s) % MMQ6W_ASL]);
+    cuda_mbar_arrive(&B.aempty[(2 * s + 1) % MMQ6W_ASL]);
+    if (w4 == 0)
+        cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
 }
 
 /* the first plane's sums times 32 less 4095 S, before the second's: D =
@@ -315,39 +342,26 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             wgmma_pin_i(&D[0][0]);
             cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
         };
-        auto land = [&](int32_t s) {
-            cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
-            if (w4 == 0)
-                cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-            cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-            cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-        };
-        /* s's activation halves released, its chain, its side slot free */
-        auto finish = [&](int (&D)[16][4], int32_t s) {
-            const int rs = s % MMQ6W_RSL;
-            const mmq6p_side &Ls = S.ss[rs];
-            cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
-            cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
-            if (w4 == 0)
-                cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-            mmq6w_chain(acc[0], D, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
-            wgrs_slot_done(S.bar, rs, s, wg, w4);
-        };
         if (wg == 1)
             cuda_mbar_wait(&S.bar.lag, 0);
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
-            land(s);
+            const int rs = s % MMQ6W_RSL;
+            const mmq6p_side &Ls = S.ss[rs];
+            mmq6w_land(S.bar, s, wg, w4);
+            mmq6w_acts(S.bar, s);
             issue(dd, s, 0, std::true_type{});
             wgmma_wait<0>();
             done(dd, 2 * s);
-            mmq6w_shift(dd, S.ss[s % MMQ6W_RSL].s4095, t4);
+            mmq6w_shift(dd, Ls.s4095, t4);
             if (s == 0 && wg == 0)
                 cuda_mbar_arrive(&S.bar.lag);
             issue(dd, s, 1, std::false_type{});
             wgmma_wait<0>();
             done(dd, 2 * s + 1);
-            finish(dd, s);
+            mmq6w_retire(S.bar, s, wg, w4);
+            mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
+            wgrs_slot_done(S.bar, rs, s, wg, w4);
         }
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
@@ -409,11 +423,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         }
         wgmma_commit();
     };
-    auto land = [&](int32_t s) {
-        cuda_mbar_wait(&S.bar.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-    };
     /* super-block s under layout L (its steps 0-3 expanded): the first
      * plane's steps 0-3, steps 4-7 expanded under them, the rest of the
      * plane; the shift; the second plane, with s + 1's steps 0-3 expanded
@@ -421,8 +430,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     auto step = [&](auto L, int32_t s, bool more) {
         const int rs = s % MMQ6W_RSL;
         const mmq6w_sslot &Ls = S.ss[rs];
-        cuda_mbar_wait(&S.bar.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-        cuda_mbar_wait(&S.bar.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+        mmq6w_acts(S.bar, s);
         plane(L, s, 0, true, 0, 4);
         expand(L, s, 4, 8);
         plane(L, s, 0, false, 4, 8);
@@ -431,35 +439,27 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             wgmma_pin_i(&dd[0][0]);
             wgmma_keep(FX);
             wgmma_keep(FY);
-            /* the first plane's sums times 32 less 4095 S, before the
-             * second's: D = v1 at the end (one IMAD an output here instead
-             * of a shift here and a subtraction in the chain; int32 sums,
-             * so the same integer) */
             mmq6w_shift(dd, Ls.s4095, t4);
         }
         if (s == 0 && wg == 0)
             cuda_mbar_arrive(&S.bar.lag);
         plane(L, s, 1, false, 0, 8);
         if (more) {
-            land(s + 1);
+            mmq6w_land(S.bar, s + 1, wg, w4);
             expand(std::integral_constant<bool, !decltype(L)::value>{}, s + 1, 0, 4);
         }
         wgmma_wait<0>();
         wgmma_pin_i(&dd[0][0]);
         wgmma_keep(FX);
         wgmma_keep(FY);
-        cuda_mbar_arrive(&S.bar.aempty[(2 * s) % MMQ6W_ASL]);
-        cuda_mbar_arrive(&S.bar.aempty[(2 * s + 1) % MMQ6W_ASL]);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        /* the chain: D = v1, then mmqk's Q6_K chain (no min term) */
+        mmq6w_retire(S.bar, s, wg, w4);
         mmq6w_chain(acc[0], dd, __uint_as_float(Ls.rows[ra][68]), __uint_as_float(Ls.rows[rb][68]), Ls.xd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     };
 
     if (wg == 1)
         cuda_mbar_wait(&S.bar.lag, 0);
-    land(0);
+    mmq6w_land(S.bar, 0, wg, w4);
     expand(std::false_type{}, 0, 0, 4);
     int32_t s = 0;
     for (; s + 1 < nbr; s += 2) {
