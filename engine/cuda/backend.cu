@@ -302,7 +302,7 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
             c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
         /* and mmq6w's planes where the budget allows (cuda/q6planes.cu):
          * without them its batches expand in the kernel, same bits */
-        if (!rc && c->q6p_budget) {
+        if (!rc && c->q6p.budget) {
             const int prc = cuda_q6p_add(c, w, 0);
             if (prc < 0)
                 return prc;
@@ -675,7 +675,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     c->mem_total = p.totalGlobalMem;
     cuda_knobs_read(c); /* the A/B switches (cuda/knobs.cu), after c->sm */
     if (!c->q6p_env)
-        c->q6p_budget = cuda_q6p_default(c, CUDA_Q6P_PERCENT);
+        c->q6p.budget = cuda_q6p_default(c, CUDA_Q6P_PERCENT);
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,
@@ -728,7 +728,7 @@ extern "C" int cuda_backend_set_f16_weights(struct backend *be, size_t bytes)
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (c->weight_bytes)
         return INF_EINVAL; /* weights already registered without copies */
-    c->f16w_budget = bytes;
+    c->f16w.budget = bytes;
     return 0;
 }
 
@@ -738,19 +738,19 @@ extern "C" int cuda_backend_set_q6_planes(struct backend *be, int percent)
     if (c->weight_bytes || percent < 0 || percent > 100)
         return INF_EINVAL; /* weights already registered */
     if (!c->q6p_env) /* INFERD_Q6P_MB (A/B runs) wins */
-        c->q6p_budget = cuda_q6p_default(c, percent);
+        c->q6p.budget = cuda_q6p_default(c, percent);
     return 0;
 }
 
 extern "C" size_t cuda_backend_f16_bytes(const struct backend *be)
 {
-    return ((const struct cuda_ctx *)be->ctx)->f16w_bytes;
+    return ((const struct cuda_ctx *)be->ctx)->f16w.bytes;
 }
 
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)
 {
     const struct cuda_ctx *c = (const struct cuda_ctx *)be->ctx;
-    return c->aux_bytes + c->q6p_bytes;
+    return c->aux_bytes + c->q6p.bytes;
 }
 
 extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b,
@@ -761,4 +761,54 @@ extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_
     *free_b = *total = 0;
     cudaSetDevice(c->device);
     return cuda_mem_info(c, free_b, total) == cudaSuccess ? 0 : INF_EDEVICE;
+}
+
+/* cuda/wcopies.cuh's table on the host (tests/cuda/test_cuda_host.c),
+ * entries without device memory (cudaFree(NULL) does nothing): the budget
+ * (and force past it), the key (rows, ne0, ne1: a view with more rows
+ * finds nothing), re-keying, dropping, growth past the first 64 slots,
+ * freeing. Returns the checks that failed (the first into msg). */
+extern "C" int64_t cuda_wcopies_host_check(char *msg, size_t cap)
+{
+    int64_t bad = 0;
+    auto expect = [&](bool ok, const char *what) {
+        if (!ok && bad++ == 0 && msg && cap)
+            snprintf(msg, cap, "%s", what);
+    };
+    static char rows[300];
+    struct cuda_wcopies t;
+    memset(&t, 0, sizeof(t));
+    t.budget = 100;
+    expect(cuda_wcopy_room(&t, 60, 0) == 1, "room for 60 of 100");
+    cuda_wcopy_put(&t, rows, 4, 2, NULL, 60);
+    expect(cuda_wcopy_room(&t, 50, 0) == 0, "no room for 50 more");
+    expect(cuda_wcopy_room(&t, 50, 1) == 1, "forced room for 50 more");
+    expect(cuda_wcopy_room(&t, 40, 0) == 1, "room for 40 more");
+    cuda_wcopy_put(&t, rows + 1, 4, 2, NULL, 40);
+    expect(t.n == 2 && t.bytes == 100, "two entries, 100 bytes");
+    expect(cuda_wcopy_find(&t, rows, 4, 2) != NULL, "found by its key");
+    expect(cuda_wcopy_find(&t, rows, 4, 3) == NULL, "a view of more rows finds none");
+    expect(cuda_wcopy_find(&t, rows, 8, 2) == NULL, "another ne0 finds none");
+    cuda_wcopy_rekey(&t, rows, rows + 2);
+    expect(cuda_wcopy_find(&t, rows, 4, 2) == NULL && cuda_wcopy_find(&t, rows + 2, 4, 2) != NULL,
+           "re-keyed to its new rows");
+    cuda_wcopy_drop(&t, rows + 2, 4, 2);
+    expect(t.n == 1 && t.bytes == 40 && cuda_wcopy_find(&t, rows + 2, 4, 2) == NULL &&
+               cuda_wcopy_find(&t, rows + 1, 4, 2) != NULL,
+           "dropped one, kept the other");
+    cuda_wcopy_drop(&t, rows + 2, 4, 2); /* twice: nothing */
+    expect(t.n == 1 && t.bytes == 40, "a second drop does nothing");
+    for (int i = 3; i < 203; i++) {
+        expect(cuda_wcopy_room(&t, 1, 1) == 1, "forced room while growing");
+        cuda_wcopy_put(&t, rows + i, 4, 2, NULL, 1);
+    }
+    expect(t.n == 201 && t.cap >= 201 && t.bytes == 240, "201 entries after growing");
+    int found = 0;
+    for (int i = 3; i < 203; i++)
+        found += cuda_wcopy_find(&t, rows + i, 4, 2) != NULL;
+    expect(found == 200, "every grown entry found");
+    cuda_wcopy_free(&t);
+    expect(t.n == 0 && t.cap == 0 && t.bytes == 0 && t.e == NULL && t.budget == 100, "freed, budget kept");
+    cudaGetLastError(); /* cudaFree(NULL) without a device may leave an error */
+    return bad;
 }

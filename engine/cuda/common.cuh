@@ -23,6 +23,7 @@ extern "C" {
 #include "engine/backend.h"
 #include "engine/err.h"
 #include "engine/quant_blocks.h"
+#include "engine/cuda/wcopies.cuh"
 }
 
 #define CUDA_WARP 32
@@ -136,16 +137,13 @@ struct cuda_ctx {
      * (cuda/mm_deq.cu); mmd_w: the dequantized weight, mmd_need the largest one registered */
     int32_t mmd_min;
     /* the same where every member of the product has a resident F16 copy (config f16_weights_mb:
-     * f16w_budget bytes; f16w_n copies in f16w, f16w_bytes; f16w_full once the device refused one) */
+     * f16w, cuda/wcopies.cuh) */
     int32_t mmd_min_res;
-    size_t f16w_budget, f16w_bytes;
-    struct cuda_f16w *f16w;
-    int f16w_n, f16w_cap, f16w_full;
-    /* mmq6w's planes made at load (cuda/q6planes.cu; env INFERD_Q6P_MB: q6p_budget bytes; q6p_n in
-     * q6p, q6p_bytes; q6p_full once the device refused one) */
-    size_t q6p_budget, q6p_bytes;
-    struct cuda_q6p *q6p;
-    int q6p_n, q6p_cap, q6p_full, q6p_env;
+    struct cuda_wcopies f16w;
+    /* mmq6w's planes made at load (cuda/q6planes.cu; config q6_planes_percent, env INFERD_Q6P_MB:
+     * q6p_env) */
+    struct cuda_wcopies q6p;
+    int q6p_env;
     int32_t q6p_min;   /* rows from which mmq6w reads them (CUDA_Q6P_MIN; INFERD_Q6P_MIN=N, A/B) */
     size_t mem_total;  /* the device's memory (cudaDeviceProp.totalGlobalMem) */
     int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */

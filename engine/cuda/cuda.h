@@ -121,6 +121,9 @@ int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows
  * differs). The first difference into msg; -1 in a build without CUDA. */
 int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap);
 int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap);
+/* cuda/wcopies.cuh's table (resident F16 copies, mmq6w's Q6_K planes),
+ * on the host: failed checks, the first into msg */
+int64_t cuda_wcopies_host_check(char *msg, size_t cap);
 /* The wgmma products' default shape rule on a device of n_sm SMs: 1 where
  * a Q4_K (q6 0) or Q6_K (q6 1) product of n_rows rows by an n_w x ne0
  * weight goes to mmqr / mmq6w (cuda/knobs.cu); 0 in a build without CUDA */

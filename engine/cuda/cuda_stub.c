@@ -159,6 +159,11 @@ int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
     return stub_no_check(msg, cap);
 }
 
+int64_t cuda_wcopies_host_check(char *msg, size_t cap)
+{
+    return stub_no_check(msg, cap);
+}
+
 int cuda_mmqh_rule(int n_sm, int q6, int64_t ne0, int64_t n_w, int32_t n_rows)
 {
     (void)n_sm, (void)q6, (void)ne0, (void)n_w, (void)n_rows;

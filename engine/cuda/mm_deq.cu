@@ -262,22 +262,14 @@ static int mmd_eligible(const struct cuda_ctx *c, const struct backend_weight *w
  * matrices are ~13 GB as F16; an H200 has 141 GB) the copy can be made once,
  * at registration, and kept: the product is then cuBLASLt's GEMM alone.
  * Same kernel, same GEMM algorithm (the shape's), so the same bits as the
- * per-product copy. Up to c->f16w_budget bytes, in registration order; a
+ * per-product copy. Up to c->f16w.budget bytes, in registration order; a
  * weight that does not fit (budget or device memory) keeps the per-product
  * copy. Entries are keyed by the weight's device rows (what a fused view's
- * segment points at), re-keyed when weight_fuse moves them. */
-struct cuda_f16w {
-    const void *src; /* the weight's rows on the device (backend_weight.data) */
-    int64_t ne0, ne1;
-    void *f16;       /* [ne1][ne0] F16 */
-};
-
-static const struct cuda_f16w *mmd_resident(const struct cuda_ctx *c, const void *src, int64_t ne0, int64_t ne1)
+ * segment points at), re-keyed when weight_fuse moves them
+ * (cuda/wcopies.cuh). */
+static const struct cuda_wcopy *mmd_resident(const struct cuda_ctx *c, const void *src, int64_t ne0, int64_t ne1)
 {
-    for (int i = 0; i < c->f16w_n; i++) /* a few hundred entries, asked once a large product */
-        if (c->f16w[i].src == src && c->f16w[i].ne0 == ne0 && c->f16w[i].ne1 == ne1)
-            return &c->f16w[i];
-    return NULL;
+    return cuda_wcopy_find(&c->f16w, src, ne0, ne1);
 }
 
 static void mmd_dequant_to(struct cuda_ctx *c, const struct backend_weight *w, int64_t j0, int64_t ne1,
@@ -288,24 +280,16 @@ static void mmd_dequant_to(struct cuda_ctx *c, const struct backend_weight *w, i
 static int mmd_resident_add(struct cuda_ctx *c, const struct backend_weight *w)
 {
     const size_t bytes = mmd_bytes(w->ne0, w->ne1);
-    if (c->f16w_budget < bytes || c->f16w_bytes > c->f16w_budget - bytes)
+    if (!cuda_wcopy_room(&c->f16w, bytes, 0))
         return 0;
-    if (c->f16w_n == c->f16w_cap) {
-        const int cap = c->f16w_cap ? 2 * c->f16w_cap : 64;
-        struct cuda_f16w *t = (struct cuda_f16w *)realloc(c->f16w, sizeof(*t) * (size_t)cap);
-        if (!t)
-            return 0;
-        c->f16w = t;
-        c->f16w_cap = cap;
-    }
     void *p = NULL;
     if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
         cudaGetLastError();
-        if (!c->f16w_full)
+        if (!c->f16w.full)
             log_warn("cuda: f16_weights_mb: no device memory for the F16 copy of '%s' (%zu MiB): its large "
                      "products dequantize a product (further refusals not logged)",
                      w->name, bytes >> 20);
-        c->f16w_full = 1;
+        c->f16w.full = 1;
         return 0;
     }
     mmd_dequant_to(c, w, 0, w->ne1, (__half *)p);
@@ -314,26 +298,18 @@ static int mmd_resident_add(struct cuda_ctx *c, const struct backend_weight *w)
         cudaFree(p);
         return c->err ? c->err : INF_EDEVICE;
     }
-    c->f16w[c->f16w_n++] = cuda_f16w{w->data, w->ne0, w->ne1, p};
-    c->f16w_bytes += bytes;
+    cuda_wcopy_put(&c->f16w, w->data, w->ne0, w->ne1, p, bytes);
     return 1;
 }
 
 void cuda_mmd_rekey(struct cuda_ctx *c, const void *from, const void *to)
 {
-    for (int i = 0; i < c->f16w_n; i++)
-        if (c->f16w[i].src == from)
-            c->f16w[i].src = to;
+    cuda_wcopy_rekey(&c->f16w, from, to);
 }
 
 void cuda_mmd_free(struct cuda_ctx *c)
 {
-    for (int i = 0; i < c->f16w_n; i++)
-        cudaFree(c->f16w[i].f16);
-    free(c->f16w);
-    c->f16w = NULL;
-    c->f16w_n = c->f16w_cap = 0;
-    c->f16w_bytes = 0;
+    cuda_wcopy_free(&c->f16w);
 }
 
 int cuda_mmd_resident(const struct cuda_ctx *c, const struct backend_weight *w)
@@ -367,12 +343,8 @@ void cuda_mmd_weight_drop(struct cuda_ctx *c, const struct backend_weight *w)
     if (!mmd_eligible(c, w))
         return;
     cuda_mmc_f16_drop(c, w->ne0, w->ne1);
-    const struct cuda_f16w *r = w->data ? mmd_resident(c, w->data, w->ne0, w->ne1) : NULL;
-    if (r) {
-        cudaFree(r->f16); /* the caller synchronized the stream */
-        c->f16w_bytes -= mmd_bytes(w->ne0, w->ne1);
-        c->f16w[r - c->f16w] = c->f16w[--c->f16w_n];
-    }
+    if (w->data)
+        cuda_wcopy_drop(&c->f16w, w->data, w->ne0, w->ne1); /* the caller synchronized the stream */
 }
 
 int cuda_mmd_reserve(struct cuda_ctx *c)
@@ -384,7 +356,7 @@ int cuda_mmd_reserve(struct cuda_ctx *c)
  * segment, or w whole): its first row and rows, and its resident copy or
  * NULL. E is passed, not read from c: cuda_mmd_try sets each member's own
  * epilogue into c->epi before its GEMM. */
-static const struct cuda_f16w *mmd_member(const struct cuda_ctx *c, const struct cuda_epi &E,
+static const struct cuda_wcopy *mmd_member(const struct cuda_ctx *c, const struct cuda_epi &E,
                                           const struct backend_weight *w, int s, int64_t *j0, int64_t *ne1)
 {
     *j0 = E.n_seg ? E.seg[s].j0 : 0;
@@ -407,7 +379,7 @@ int cuda_mmd_min_rows(const struct cuda_ctx *c, const struct backend_weight *w)
     int all_res = 1;
     for (int s = 0; s < (E.n_seg ? E.n_seg : 1); s++) {
         int64_t j0, ne1;
-        const struct cuda_f16w *r = mmd_member(c, E, w, s, &j0, &ne1);
+        const struct cuda_wcopy *r = mmd_member(c, E, w, s, &j0, &ne1);
         if (!cuda_mmc_has_f16(c, w->ne0, ne1))
             return 0;
         if (r)
@@ -465,8 +437,8 @@ int cuda_mmd_try(struct cuda_ctx *c, const struct backend_weight *w, const float
     const int ns = E.n_seg ? E.n_seg : 1;
     for (int s = 0; s < ns && !c->err; s++) {
         int64_t j0, ne1;
-        const struct cuda_f16w *r = mmd_member(c, E, w, s, &j0, &ne1);
-        const void *w16 = r ? r->f16 : c->mmd_w;
+        const struct cuda_wcopy *r = mmd_member(c, E, w, s, &j0, &ne1);
+        const void *w16 = r ? r->p : c->mmd_w;
         if (!r)
             mmd_dequant_to(c, w, j0, ne1, (__half *)c->mmd_w);
         if (c->err)

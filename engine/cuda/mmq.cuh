@@ -111,11 +111,6 @@ template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w
  * NULL (keyed by w->data, ne0 and ne1: a fused view never matches). drop:
  * w's, if any (weight_release; weight_fuse drops its members': a product
  * over the group's rows is a view). free: all (destroy). */
-struct cuda_q6p {
-    const void *src; /* the weight's rows on the device (backend_weight.data) */
-    int64_t ne0, ne1;
-    void *planes;    /* [ne1][2 ne0] */
-};
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
 /* The budget at percent of the device's memory where mmq6w runs (compute
  * capability 9.0, a build with it, c->mmq6w on), else 0: the planes serve
@@ -126,10 +121,8 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
 size_t cuda_q6p_default(const struct cuda_ctx *c, int percent);
 static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
 {
-    for (int i = 0; i < c->q6p_n; i++) /* tens of entries, asked once a large product */
-        if (c->q6p[i].src == w->data && c->q6p[i].ne0 == w->ne0 && c->q6p[i].ne1 == w->ne1)
-            return c->q6p[i].planes;
-    return NULL;
+    const struct cuda_wcopy *r = cuda_wcopy_find(&c->q6p, w->data, w->ne0, w->ne1);
+    return r ? r->p : NULL; /* [ne1][2 ne0] */
 }
 void cuda_q6p_drop(struct cuda_ctx *c, const struct backend_weight *w);
 void cuda_q6p_free(struct cuda_ctx *c);

@@ -24,9 +24,7 @@
  * 2 ne0 bytes picks any plane's 128-byte k range for 128 rows in one
  * copy, swizzled as wgmma reads it.
  *
- * Entries are keyed by the weight's device rows, ne0 and ne1 (as the
- * resident F16 copies: cuda/mm_deq.cu), so a fused group's view (its
- * first member's rows, more of them) never finds a member's planes. */
+ * The table: cuda/wcopies.cuh (c->q6p), as the resident F16 copies'. */
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/mmq.cuh"
 #include "engine/cuda/mmq6w_planes.cuh"
@@ -72,24 +70,16 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
     if (w->type != QT_Q6_K || !w->aux || !w->data || w->ne0 % QK_K)
         return 0;
     const size_t bytes = q6p_bytes(w);
-    if (!force && (bytes > ((size_t)512 << 20) || c->q6p_budget < bytes || c->q6p_bytes > c->q6p_budget - bytes))
+    if ((!force && bytes > ((size_t)512 << 20)) || !cuda_wcopy_room(&c->q6p, bytes, force))
         return 0;
-    if (c->q6p_n == c->q6p_cap) {
-        const int cap = c->q6p_cap ? 2 * c->q6p_cap : 64;
-        struct cuda_q6p *t = (struct cuda_q6p *)realloc(c->q6p, sizeof(*t) * (size_t)cap);
-        if (!t)
-            return 0;
-        c->q6p = t;
-        c->q6p_cap = cap;
-    }
     void *p = NULL;
     if (cuda_malloc(c, &p, bytes) != cudaSuccess) {
         cudaGetLastError();
-        if (!c->q6p_full)
+        if (!c->q6p.full)
             log_warn("cuda: q6_planes: no device memory for the planes of '%s' (%zu MiB): its batches "
                      "expand in the kernel (further refusals not logged)",
                      w->name, bytes >> 20);
-        c->q6p_full = 1;
+        c->q6p.full = 1;
         return 0;
     }
     const int64_t n_words = w->ne1 * (w->ne0 / 4);
@@ -100,28 +90,16 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
         cudaFree(p);
         return c->err ? c->err : INF_EDEVICE;
     }
-    c->q6p[c->q6p_n++] = cuda_q6p{w->data, w->ne0, w->ne1, p};
-    c->q6p_bytes += bytes;
+    cuda_wcopy_put(&c->q6p, w->data, w->ne0, w->ne1, p, bytes);
     return 1;
 }
 
 void cuda_q6p_drop(struct cuda_ctx *c, const struct backend_weight *w)
 {
-    for (int i = 0; i < c->q6p_n; i++)
-        if (c->q6p[i].src == w->data && c->q6p[i].ne0 == w->ne0 && c->q6p[i].ne1 == w->ne1) {
-            cudaFree(c->q6p[i].planes);
-            c->q6p_bytes -= q6p_bytes(w);
-            c->q6p[i] = c->q6p[--c->q6p_n];
-            return;
-        }
+    cuda_wcopy_drop(&c->q6p, w->data, w->ne0, w->ne1);
 }
 
 void cuda_q6p_free(struct cuda_ctx *c)
 {
-    for (int i = 0; i < c->q6p_n; i++)
-        cudaFree(c->q6p[i].planes);
-    free(c->q6p);
-    c->q6p = NULL;
-    c->q6p_n = c->q6p_cap = 0;
-    c->q6p_bytes = 0;
+    cuda_wcopy_free(&c->q6p);
 }

@@ -11,8 +11,9 @@
  * and rows of random bytes (every 6-bit scale/min pattern, both halves of
  * the Q4_K/Q5_K scale packing) with sane F16 d/dmin. And the register-A
  * wgmma kernels' weight arithmetic (cuda/mmqr.cu's fragments in its k
- * order, cuda/mmq6w.cu's two u8 planes) against exact integer sums. Exit
- * 77 without a CUDA build.
+ * order, cuda/mmq6w.cu's two u8 planes) against exact integer sums; the
+ * table of resident copies (cuda/wcopies.cuh). Exit 77 without a CUDA
+ * build.
  */
 #include <math.h>
 #include <stdint.h>
@@ -146,6 +147,10 @@ int main(void)
     CHECK(bad == 0);
     bad = cuda_mmq6w_host_check(2000, msg, sizeof(msg));
     printf("mmq6w-host %lld of 65536 words + 2000 super-blocks differ%s%s\n", (long long)bad, bad ? ": " : "", msg);
+    CHECK(bad == 0);
+    /* the resident copies' table (F16 copies, mmq6w's Q6_K planes) */
+    bad = cuda_wcopies_host_check(msg, sizeof(msg));
+    printf("wcopies-host %lld checks failed%s%s\n", (long long)bad, bad ? ": " : "", msg);
     CHECK(bad == 0);
     check_rule();
     printf("%s\n", fails ? "FAIL" : "ok");
