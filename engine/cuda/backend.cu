@@ -750,7 +750,12 @@ extern "C" size_t cuda_backend_f16_bytes(const struct backend *be)
 extern "C" size_t cuda_backend_aux_bytes(const struct backend *be)
 {
     const struct cuda_ctx *c = (const struct cuda_ctx *)be->ctx;
-    return c->aux_bytes + c->q6p.bytes;
+    return c->aux_bytes;
+}
+
+extern "C" size_t cuda_backend_q6p_bytes(const struct backend *be)
+{
+    return ((const struct cuda_ctx *)be->ctx)->q6p.bytes;
 }
 
 extern "C" int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b,

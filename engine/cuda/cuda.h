@@ -51,10 +51,11 @@ void cuda_backend_set_attention_tc(struct backend *be, int on);
  * bits: what a test may then expect. */
 int cuda_backend_attention_tc(const struct backend *be);
 
-/* Bytes of the weights' second layouts (Q6_K expanded for MMQ, and
- * mmq6w's planes under INFERD_Q6P_MB), beside the uploaded bytes
- * cuda_backend_mem counts. */
+/* Bytes of the weights' second layouts beside the uploaded bytes
+ * cuda_backend_mem counts: aux, Q6_K expanded for MMQ; q6p, mmq6w's
+ * weight planes (config q6_planes_percent, INFERD_Q6P_MB). */
 size_t cuda_backend_aux_bytes(const struct backend *be);
+size_t cuda_backend_q6p_bytes(const struct backend *be);
 
 /* The dispatcher's table of matrix-product kernels (cuda/mul_mat.cu): how
  * many, the weight type of entry i and its name as prewarm reports it

@@ -61,6 +61,12 @@ size_t cuda_backend_aux_bytes(const struct backend *be)
     return 0;
 }
 
+size_t cuda_backend_q6p_bytes(const struct backend *be)
+{
+    (void)be;
+    return 0;
+}
+
 int cuda_backend_mem(const struct backend *be, size_t *weights, size_t *free_b, size_t *total)
 {
     (void)be;

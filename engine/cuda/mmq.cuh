@@ -117,7 +117,12 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
  * nothing elsewhere. CUDA_Q6P_PERCENT: the default (config key
  * q6_planes_percent) */
 #define CUDA_Q6P_PERCENT 5
-#define CUDA_Q6P_MIN 512 /* rows from which mmq6w reads them (session 53: measured at 512 and 2048) */
+/* rows from which mmq6w reads them: session 54 (H100) measured the planes
+ * 0.89-0.95x the expanded form at 256 rows on the 4096 x 14336 and the 7B's
+ * ffn shapes, 0.91-0.93x at 512 and 2048, but 1.19x at 128 on the 7B's
+ * ffn-up (one activation block: each weight tile's 2 bytes a weight read
+ * for one block only); 129-255 not measured */
+#define CUDA_Q6P_MIN 256
 size_t cuda_q6p_default(const struct cuda_ctx *c, int percent);
 static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
 {

@@ -52,8 +52,9 @@
  * once at registration (cuda/q6planes.cu) by tensor copy and descriptor,
  * so it has no expansion, with the activation blocks along the grid's x
  * so that the blocks sharing a weight tile run together (session 53, H100:
- * 0.87-0.92x of <false> at 512 rows, the same bits; the launcher takes it
- * from c->q6p_min rows where the weight has planes). */
+ * 0.87-0.92x of <false> at 512 rows, the same bits; session 54: 0.89-0.95x
+ * at 256; the launcher takes it from c->q6p_min rows where the weight has
+ * planes). */
 #include <type_traits>
 
 #include "engine/cuda/mmqk_impl.cuh"
@@ -540,8 +541,9 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     if (c->sm != 90 || w->type != QT_Q6_K || !w->aux || w->ne0 % QK_K || nbr > INT32_MAX / 2)
         return INF_EUNSUPPORTED;
     /* the planes made at load, where w has them, from c->q6p_min rows
-     * (measured from 512: below it the planes' 2 bytes a weight from DRAM
-     * may cost more than the expansion saves), and the product is not
+     * (CUDA_Q6P_MIN: at 128 rows, one activation block, the planes' 2
+     * bytes a weight from DRAM cost more than the expansion saves), and
+     * the product is not
      * under the SwiGLU epilogue (its gate and up rows interleave in the
      * tile: the expanded form's row map, which one tensor copy of plane
      * rows does not make) */
