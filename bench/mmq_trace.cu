@@ -10,6 +10,7 @@
  *   /tmp/mmq_trace mmqw q4_K 14336 4096 512   (sm_90a: -arch=sm_90a -DINFERD_MMQW=1)
  *   /tmp/mmq_trace mmqr q4_K 14336 4096 512
  *   /tmp/mmq_trace mmq6w q6_K 14336 4096 512  (its expanded copy: random bytes here)
+ *   /tmp/mmq_trace mmq6p q6_K 14336 4096 512  (mmq6w<true>: planes of random bytes)
  *
  * mmqw's and mmqr's marks are per super-block (their stages are quarters):
  * feed = mmqw's producers' last quarter expanded (mmqr: the feed warp's
@@ -74,8 +75,8 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
         const int rc = vt((const float *)xq, NULL);
         return rc == INF_EUNSUPPORTED ? vt(NULL, xq) : rc;
     }
-    if (!strcmp(kern, "mmq6w"))
-        return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n, 0) : INF_EUNSUPPORTED;
+    if (!strcmp(kern, "mmq6w") || !strcmp(kern, "mmq6p"))
+        return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n, kern[4] == 'p') : INF_EUNSUPPORTED;
     if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
         /* xq: the quantizer's planes (the forms convert them to f16 into
          * c->x16 first, as the engine's products do) */
@@ -160,11 +161,20 @@ int main(int argc, char **argv)
     w.ne1 = ne1;
     w.row_bytes = rb;
     w.data = dw;
-    if (!strcmp(kern, "mmq6w")) { /* the expanded copy mmq6w reads (cuda/mmq_q6_k.cu's size) */
+    if (!strncmp(kern, "mmq6", 4)) { /* the expanded copy mmq6w reads (cuda/mmq_q6_k.cu's size) */
         const size_t ab = (size_t)nbr * MMQ_Q6X_BYTES * (size_t)ne1;
         const std::vector<uint8_t> ha = random_bytes(ab, st);
         CK(cudaMalloc(&w.aux, ab));
         CK(cudaMemcpy(w.aux, ha.data(), ab, cudaMemcpyHostToDevice));
+    }
+    if (!strcmp(kern, "mmq6p")) { /* and its planes (cuda/q6planes.cu's layout), random too */
+        const size_t pb = 2 * (size_t)ne0 * (size_t)ne1;
+        const std::vector<uint8_t> hp = random_bytes(pb, st);
+        void *dp;
+        CK(cudaMalloc(&dp, pb));
+        CK(cudaMemcpy(dp, hp.data(), pb, cudaMemcpyHostToDevice));
+        cuda_wcopy_room(&c.q6p, pb, 1);
+        cuda_wcopy_put(&c.q6p, w.data, ne0, ne1, dp, pb);
     }
 
     if (launch(&c, kern, type, &w, dx, dy, n, tl)) {

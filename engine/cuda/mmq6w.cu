@@ -66,8 +66,9 @@
 /* MMQ6W_LEVER: a lever sweep's probe builds of bench/mmq_trace only (the
  * seeds' method, as MMQR_LEVER in cuda/mmqr.cu; wrong results, timing
  * only): 1 no chain, 2 no first drain (the planes run as one series into
- * the accumulators: no wait and no shift between them), 3 no plane
- * expansion (the raw words as the planes). Session 51's probe found int8
+ * the accumulators: no wait and no shift between them; the EXP form too),
+ * 3 no plane expansion (the raw words as the planes), 4 (the EXP form
+ * only) neither chain nor first drain: its products and one wait. Session 51's probe found int8
  * m64n128k32 with A from registers at the int8 rate (72 cycles a step
  * alone, 64 with two warpgroups) and mmq6w at ~120: the sweep says which
  * of its parts holds the rest. 0 everywhere else. */
@@ -246,7 +247,7 @@ static __device__ __forceinline__ void mmq6w_chain(float (&acc)[16][4], const in
                                                    const float *xds, int t4)
 {
 #pragma unroll
-    for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
+    for (int j = 0; j < (MMQ6W_LEVER == 1 || MMQ6W_LEVER == 4 ? 0 : 16); j++) {
         const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -352,13 +353,17 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmq6w_land(S.bar, s, wg, w4);
             mmq6w_acts(S.bar, s);
             issue(dd, s, 0, std::true_type{});
-            wgmma_wait<0>();
-            done(dd, 2 * s);
-            mmq6w_shift(dd, Ls.s4095, t4);
+            if (MMQ6W_LEVER != 2 && MMQ6W_LEVER != 4) {
+                wgmma_wait<0>();
+                done(dd, 2 * s);
+                mmq6w_shift(dd, Ls.s4095, t4);
+            }
             if (s == 0 && wg == 0)
                 cuda_mbar_arrive(&S.bar.lag);
             issue(dd, s, 1, std::false_type{});
             wgmma_wait<0>();
+            if (MMQ6W_LEVER == 2 || MMQ6W_LEVER == 4)
+                done(dd, 2 * s);
             done(dd, 2 * s + 1);
             mmq6w_retire(S.bar, s, wg, w4);
             mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
