@@ -20,9 +20,11 @@ for r in 1 2; do
     echo "mmqr L0: $(timeout 30 $L/tr0 mmqr q4_K 14336 4096 512 2>&1 | head -1)"
 done
 echo "== L0 mmq6p marks"
-timeout 30 $L/tr0 mmq6p q6_K 14336 4096 512 2>&1 | sed -n 2,70p | cut -c1-160
+timeout 30 $L/tr0 mmq6p q6_K 14336 4096 512 > ${OUT:-/tmp}/marks0.txt 2>&1
+sed -n 2,30p ${OUT:-/tmp}/marks0.txt | cut -c1-150
 echo "== L1 mmq6p marks"
-timeout 30 $L/tr1 mmq6p q6_K 14336 4096 512 2>&1 | sed -n 2,14p | cut -c1-160
+timeout 30 $L/tr1 mmq6p q6_K 14336 4096 512 > ${OUT:-/tmp}/marks1.txt 2>&1
+sed -n 2,12p ${OUT:-/tmp}/marks1.txt | cut -c1-150
 date -u +%T
 bash bench/h200-floor-call.sh
 date -u +%T
