@@ -102,6 +102,15 @@ static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies la
  * super-block slots are, in 128 KB. The side slot: the activations' d and
  * 4095 S and the weight rows' d (the chain's), from the row warp. */
 #define MMQ6P_PSL 4
+/* MMQ6P_LATE (an A/B build's switch, bench/ab-prep.sh; 0 the default):
+ * the EXP consumer's two planes into two accumulator sets, issued at once
+ * with one wait, and v1 = 32 D1 - 4095 S + D2 after it (the same int32
+ * integer), instead of one set with the drain and shift between the
+ * planes (session 54: the lever without them ran 0.86x, the split form
+ * that shifted under the second plane's products 1.00x) */
+#ifndef MMQ6P_LATE
+#define MMQ6P_LATE 0
+#endif
 struct mmq6p_side {
     float xd[MMQH_BN];
     int s4095[MMQH_BN];
@@ -346,6 +355,32 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         };
         if (wg == 1)
             cuda_mbar_wait(&S.bar.lag, 0);
+#if MMQ6P_LATE
+        int de[16][4];
+#pragma unroll 1
+        for (int32_t s = 0; s < nbr; s++) {
+            const int rs = s % MMQ6W_RSL;
+            const mmq6p_side &Ls = S.ss[rs];
+            mmq6w_land(S.bar, s, wg, w4);
+            mmq6w_acts(S.bar, s);
+            issue(dd, s, 0, std::true_type{});
+            if (s == 0 && wg == 0)
+                cuda_mbar_arrive(&S.bar.lag);
+            issue(de, s, 1, std::true_type{});
+            wgmma_wait<0>();
+            done(dd, 2 * s);
+            done(de, 2 * s + 1);
+            mmq6w_retire(S.bar, s, wg, w4);
+            mmq6w_shift(dd, Ls.s4095, t4);
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    dd[j][k] += de[j][k];
+            mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
+            wgrs_slot_done(S.bar, rs, s, wg, w4);
+        }
+#else
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
             const int rs = s % MMQ6W_RSL;
@@ -369,6 +404,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
             wgrs_slot_done(S.bar, rs, s, wg, w4);
         }
+#endif
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
