@@ -29,3 +29,44 @@ diag_ncu_mem() {
     done
     grep -E "^## |Duration|Throughput|lts__|dram__bytes|Hit Rate|Busy" "$out/ncu.txt" >> "$sum"
 }
+
+# diag_metrics: the ncu counters that say where a wgmma product's stage
+# goes (issue, tensor pipe, shared-memory wavefronts and bank conflicts,
+# the pipes, stall reasons a issued instruction), for --metrics
+diag_metrics() {
+    local m=gpu__time_duration.sum,sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+    m=$m,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
+    m=$m,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed
+    m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
+    m=$m,"regex:sm__pipe_tensor_[a-z_]*cycles_active\.avg\.pct_of_peak_sustained_active"
+    m=$m,"regex:sm__inst_executed_pipe_[a-z_]*\.avg\.pct_of_peak_sustained_active"
+    m=$m,"regex:smsp__average_warps_issue_stalled_[a-z_]*_per_issue_active\.ratio"
+    echo "$m"
+}
+
+# diag_stalls REPORT N: the N SASS instructions with the most warp stall
+# samples in an ncu report of the SourceCounters section (percent of all)
+diag_stalls() {
+    local csv=${1%.ncu-rep}.csv
+    ncu -i "$1" --page source --csv --print-source sass > "$csv" 2> "$csv.err" ||
+        ncu -i "$1" --page source --csv > "$csv" 2>> "$csv.err"
+    head -c 400 "$csv.err"
+    python3 - "$csv" "$2" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+hdr = next((i for i, r in enumerate(rows) if any("Sampl" in c for c in r)), None)
+if hdr is None:
+    print("no sampling columns:", rows[:2]); sys.exit(0)
+h = rows[hdr]
+ci = next(i for i, c in enumerate(h) if "Warp Stall Sampling (All" in c or c.startswith("Warp Stall Sampling"))
+src = next((i for i, c in enumerate(h) if c in ("Source", "SASS")), 1)
+body = [r for r in rows[hdr + 1:] if len(r) > ci]
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[ci]) for r in body) or 1.0
+print("instructions:", len(body), "samples:", tot)
+for r in sorted(body, key=lambda r: -num(r[ci]))[:int(sys.argv[2])]:
+    print("%6.2f%%  %s" % (100 * num(r[ci]) / tot, r[src][:100]))
+PY
+}

@@ -13,17 +13,7 @@ cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_start
 date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-timeout 150 $d/bin/test_cuda_ops > $out/ops.log 2>&1
-echo "cuda-ops (bin) rc=$? $(tail -1 $out/ops.log)"; grep -E "FAIL" $out/ops.log | head -5
-. tests/cuda/q7.sh
-q7_make $out/mk.log
-timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
-echo "q7 (bin) rc=$?"; tail -1 $out/q7.log | cut -c1-200
-for tool in racecheck synccheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-        --types q6_K --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-$tool.log 2>&1
-    echo "$tool (bin q6_K 512) rc=$?"
-done
+call_bits q6_K 512 llama3-ffn-down
 date -u +%T
 for r in 1 2; do
     for b in prev bin; do
