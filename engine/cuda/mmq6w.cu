@@ -53,8 +53,9 @@
  * so it has no expansion, with the activation blocks along the grid's x
  * so that the blocks sharing a weight tile run together (session 53, H100:
  * 0.87-0.92x of <false> at 512 rows, the same bits; session 54: 0.89-0.95x
- * at 256; the launcher takes it from c->q6p_min rows where the weight has
- * planes). */
+ * at 256, and each plane into its own accumulator set with one wait a
+ * super-block, 0.96-0.98x again; the launcher takes it from c->q6p_min
+ * rows where the weight has planes). */
 #include <type_traits>
 
 #include "engine/cuda/mmqk_impl.cuh"
@@ -65,10 +66,11 @@
 
 /* MMQ6W_LEVER: a lever sweep's probe builds of bench/mmq_trace only (the
  * seeds' method, as MMQR_LEVER in cuda/mmqr.cu; wrong results, timing
- * only): 1 no chain, 2 no first drain (the planes run as one series into
- * the accumulators: no wait and no shift between them; the EXP form too),
- * 3 no plane expansion (the raw words as the planes), 4 (the EXP form
- * only) neither chain nor first drain: its products and one wait. Session 51's probe found int8
+ * only): 1 no chain (ptxas then drops the wgmma whose sums nothing reads:
+ * session 54's marks, so it times the feed, not the products), 2 no first
+ * drain (the planes run as one series into the accumulators: no wait and
+ * no shift between them), 3 no plane expansion (the raw words as the
+ * planes); 2 and 3 are the expanded form's. Session 51's probe found int8
  * m64n128k32 with A from registers at the int8 rate (72 cycles a step
  * alone, 64 with two warpgroups) and mmq6w at ~120: the sweep says which
  * of its parts holds the rest. 0 everywhere else. */
@@ -102,15 +104,6 @@ static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies la
  * super-block slots are, in 128 KB. The side slot: the activations' d and
  * 4095 S and the weight rows' d (the chain's), from the row warp. */
 #define MMQ6P_PSL 4
-/* MMQ6P_LATE (an A/B build's switch, bench/ab-prep.sh; 0 the default):
- * the EXP consumer's two planes into two accumulator sets, issued at once
- * with one wait, and v1 = 32 D1 - 4095 S + D2 after it (the same int32
- * integer), instead of one set with the drain and shift between the
- * planes (session 54: the lever without them ran 0.86x, the split form
- * that shifted under the second plane's products 1.00x) */
-#ifndef MMQ6P_LATE
-#define MMQ6P_LATE 0
-#endif
 struct mmq6p_side {
     float xd[MMQH_BN];
     int s4095[MMQH_BN];
@@ -236,8 +229,9 @@ static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, in
         cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
 }
 
-/* the first plane's sums times 32 less 4095 S, before the second's: D =
- * v1 at the end (one IMAD an output here instead of a shift here and a
+/* the first plane's sums times 32 less 4095 S: before the second plane's
+ * products into the same set (<false>), or before adding its set (<true>);
+ * D = v1 at the end (one IMAD an output instead of a shift and a
  * subtraction in the chain; int32 sums, so the same integer) */
 static __device__ __forceinline__ void mmq6w_shift(int (&dd)[16][4], const int *s4095, int t4)
 {
@@ -256,7 +250,7 @@ static __device__ __forceinline__ void mmq6w_chain(float (&acc)[16][4], const in
                                                    const float *xds, int t4)
 {
 #pragma unroll
-    for (int j = 0; j < (MMQ6W_LEVER == 1 || MMQ6W_LEVER == 4 ? 0 : 16); j++) {
+    for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
         const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -327,10 +321,16 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     wgmma_zero(&acc[0][0][0]);
     if constexpr (EXP) {
         /* super-block s: each plane's 8 steps by descriptors, A from the
-         * plane slot (this warpgroup's 64 rows), B the activations; the
-         * shift between them, the chain after. No expansion: the
-         * products are the warpgroup's only tensor work, and its shift and
-         * chain run under the other warpgroup's products (the lag). */
+         * plane slot (this warpgroup's 64 rows), B the activations, plane
+         * 1 into dd and plane 2 into de (the 64 registers the expansion
+         * freed), both issued at once with one wait; then v1 = 32 D1 -
+         * 4095 S + D2 (mmq6w_shift and an add: the same int32 integer) and
+         * the chain. No expansion: the products are the warpgroup's only
+         * tensor work, and its integer work and chain run under the other
+         * warpgroup's products (the lag). Session 54 (H100): 0.96-0.98x
+         * the one set with the drain and shift between the planes (the
+         * lever without them: 0.86x; shifting the first set while the
+         * second plane ran: 1.00x). */
         auto issue = [&](int (&D)[16][4], int32_t s, int p, auto first) {
             const int32_t u = 2 * s + p;
             cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
@@ -355,7 +355,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         };
         if (wg == 1)
             cuda_mbar_wait(&S.bar.lag, 0);
-#if MMQ6P_LATE
         int de[16][4];
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
@@ -380,31 +379,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
             wgrs_slot_done(S.bar, rs, s, wg, w4);
         }
-#else
-#pragma unroll 1
-        for (int32_t s = 0; s < nbr; s++) {
-            const int rs = s % MMQ6W_RSL;
-            const mmq6p_side &Ls = S.ss[rs];
-            mmq6w_land(S.bar, s, wg, w4);
-            mmq6w_acts(S.bar, s);
-            issue(dd, s, 0, std::true_type{});
-            if (MMQ6W_LEVER != 2 && MMQ6W_LEVER != 4) {
-                wgmma_wait<0>();
-                done(dd, 2 * s);
-                mmq6w_shift(dd, Ls.s4095, t4);
-            }
-            if (s == 0 && wg == 0)
-                cuda_mbar_arrive(&S.bar.lag);
-            issue(dd, s, 1, std::false_type{});
-            wgmma_wait<0>();
-            if (MMQ6W_LEVER == 2 || MMQ6W_LEVER == 4)
-                done(dd, 2 * s);
-            done(dd, 2 * s + 1);
-            mmq6w_retire(S.bar, s, wg, w4);
-            mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
-            wgrs_slot_done(S.bar, rs, s, wg, w4);
-        }
-#endif
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in
