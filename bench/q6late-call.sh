@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/q6late-call.sh — session 54: mmq6w<true>'s late form (MMQ6P_LATE=1:
-# both planes into two accumulator sets, one wait, v1 = 32 D1 - 4095 S + D2
-# after it) against the default. bin = the late build, prev = the default
+# bench/q6late-call.sh — session 54: mmq6w<true>'s late form (MMQ6P_LATE=1
+# at ef6738e, the default since 8ae7834 and the switch gone: both planes
+# into two accumulator sets, one wait, v1 = 32 D1 - 4095 S + D2 after it)
+# against the form before it. bin = the late build, prev = the default
 # (ARGS="-DMMQ6P_LATE=1" KERNELS=mmq6w bench/ab-prep.sh), devcarry/lev =
 # mmq_trace builds tr0 (default) and trlate. In order: bin's bits; the A/B
 # (q6_K 256 / 512 / 2048 on the three shapes, two rounds); mmq_trace

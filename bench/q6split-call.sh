@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/q6split-call.sh — session 54's A/B of mmq6w<true>'s split form
-# (MMQ6P_SPLIT=1: the two planes into two accumulator sets, the shift under
+# (MMQ6P_SPLIT=1 at fbd47a4, withdrawn: the two planes into two accumulator sets, the shift under
 # the second plane's products) against the default, with the counters that
 # say what holds the planes form. bin = the split build, prev = the default
 # (ARGS="-DMMQ6P_SPLIT=1" KERNELS=mmq6w bench/ab-prep.sh). In order: bin's
