@@ -2,6 +2,7 @@
 # bench/q6p*-call.sh), from the repository root on the device:
 #   call_start                       unpack devcarry.tgz; set d (devcarry), out ($OUT or
 #                                    /tmp/out) and the libraries' path
+#   call_head                        call_start, then the time and the GPU's name and clock
 #   call_op DIR VARS TYPES N SHAPES  one `bench --op` table of devcarry/DIR's inferd under
 #                                    VARS ("A=1 B=2"; "" none), its rows, cut to 100 columns
 #   call_q7 DIR VARS PP TG           the 7B-shaped model's bench (/tmp/q7.gguf: q7_make)
@@ -14,6 +15,11 @@ call_start() {
     export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
     out=${OUT:-/tmp/out}
     mkdir -p "$out"
+}
+call_head() {
+    call_start
+    date -u +%T
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 }
 call_op() {
     env $2 timeout 60 "$d/$1/inferd" bench --op --backend cuda --types "$3" --n "$4" --shapes "$5" 2>&1 |

@@ -12,8 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
-call_start
-date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+call_head
 call_bits q6_K 512 llama3-ffn-down
 date -u +%T
 for r in 1 2; do

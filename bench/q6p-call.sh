@@ -15,8 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
-call_start
-date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+call_head
 timeout 150 $d/prev/test_cuda_ops > $out/ops-prev.log 2>&1
 echo "cuda-ops prev, planes (single form) rc=$?"; grep -E "FAIL" $out/ops-prev.log | head -5
 grep -cE "mm-variant.*q6_K.*mmq6w<int8 wgmma> planes" $out/ops-prev.log

@@ -14,8 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
-call_start
-date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+call_head
 timeout 150 $d/prev/test_cuda_ops > $out/ops.log 2>&1
 echo "cuda-ops, planes rc=$?"; grep -E "FAIL" $out/ops.log | head -5
 grep -cE "mm-variant.*q6_K.*mmq6w<int8 wgmma> exp" $out/ops.log

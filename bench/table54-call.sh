@@ -9,8 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
-call_start
-date -u +%T; nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+call_head
 timeout 150 $d/bin/test_cuda_ops > $out/ops.log 2>&1
 echo "cuda-ops rc=$? $(tail -1 $out/ops.log)"
 . tests/cuda/q7.sh
