@@ -57,10 +57,10 @@ struct backend_open_params {
     int f16_weights_mb;
     /* config q6_planes_percent: mmq6w's Q6_K planes made at load, up to
      * this percentage of the GPU's memory (cuda_backend_set_q6_planes;
-     * the tools pass Q6_PLANES_PERCENT, the config key's default) */
+     * the tools pass CUDA_Q6P_PERCENT, engine/cuda/cuda.h: the config
+     * key's default) */
     int q6_planes_percent;
 };
-#define Q6_PLANES_PERCENT 5
 
 /* 0 and *out, or a negative INF_E* code with err filled. */
 int backend_open(const struct backend_open_params *p, struct backend **out, struct inf_error *err);

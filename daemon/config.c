@@ -80,7 +80,7 @@ static const struct cfg_key cfg_keys[] = {
      "weight (about 2 bytes an element: ~13 GiB for a 7B model; the F16 path then serves from 64 "
      "rows instead of 256, with the numbers it gives anyway; the memory comes out of what the KV "
      "cache would get). 0: off"},
-    {"q6_planes_percent", CFG_INT, CFG_OFF(q6_planes_percent), 0, 50, "5" /* Q6_PLANES_PERCENT */, 0,
+    {"q6_planes_percent", CFG_INT, CFG_OFF(q6_planes_percent), 0, 50, "5" /* CUDA_Q6P_PERCENT */, 0,
      "GPU (cuda backend, compute capability 9.0: H100/H200): keep the Q6_K matrices' int8 planes "
      "the prefill kernel reads (2 bytes an element), up to this percentage of the GPU's memory, "
      "so large Q6_K batches skip expanding them (0.84-0.92x the time; the same numbers; a 7B "

@@ -20,6 +20,7 @@
 #include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/graph.h"
 #include "engine/model.h"
 #include "tools/cmds.h"
@@ -222,7 +223,7 @@ int cmd_bench(int argc, char **argv)
     struct graph *g = NULL;
     int status = CMD_FAIL, rc = 0;
     const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, att_tc, f16_mb,
-                                            Q6_PLANES_PERCENT};
+                                            CUDA_Q6P_PERCENT};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench: %s\n", err.msg);
         goto out;

@@ -284,7 +284,7 @@ int cmd_bench_op(int argc, char **argv)
     struct inf_error err = {0, ""};
     struct backend *be = NULL;
     const struct backend_open_params bp = {kind, 0, (int)threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb,
-                                            Q6_PLANES_PERCENT};
+                                            CUDA_Q6P_PERCENT};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench --op: %s\n", err.msg);
         return CMD_FAIL;

@@ -40,6 +40,7 @@
 #include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/graph.h"
 #include "engine/jsonc.h"
 #include "engine/log.h"
@@ -449,7 +450,7 @@ int cmd_bench_serve(int argc, char **argv)
         return CMD_FAIL;
     }
     const struct backend_open_params bp = {kind, 0, threads, CPU_NUMERICS_INVARIANT, no_inv, 0, f16_mb,
-                                            Q6_PLANES_PERCENT};
+                                            CUDA_Q6P_PERCENT};
     if (backend_open(&bp, &be, &err)) {
         fprintf(stderr, "inferd bench-serve: %s\n", err.msg);
         jsonc_free(json);

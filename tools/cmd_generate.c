@@ -28,6 +28,7 @@
 #include "daemon/backend_open.h"
 #include "engine/backend.h"
 #include "engine/cpu.h"
+#include "engine/cuda/cuda.h"
 #include "engine/err.h"
 #include "engine/graph.h"
 #include "engine/model.h"
@@ -126,7 +127,7 @@ static int gen_engine_open_model(struct gen_engine *e, const char *cmd, const ch
     memset(e, 0, sizeof(*e));
     /* llama.cpp's numbers need its batch-dependent kernels and its graph
      * order together (cpu.h, graph.h) */
-    const struct backend_open_params bp = {kind, 0, threads, numerics, 0, 0, 0, Q6_PLANES_PERCENT};
+    const struct backend_open_params bp = {kind, 0, threads, numerics, 0, 0, 0, CUDA_Q6P_PERCENT};
     int rc = backend_open(&bp, &e->be, &err);
     if (rc) {
         fprintf(stderr, "inferd %s: %s\n", cmd, err.msg[0] ? err.msg : inf_strerror(rc));

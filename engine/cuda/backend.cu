@@ -674,8 +674,7 @@ extern "C" struct backend *cuda_backend_new(int device, struct inf_error *err)
     c->n_sm = p.multiProcessorCount;
     c->mem_total = p.totalGlobalMem;
     cuda_knobs_read(c); /* the A/B switches (cuda/knobs.cu), after c->sm */
-    if (!c->q6p_env)
-        c->q6p.budget = cuda_q6p_default(c, CUDA_Q6P_PERCENT);
+    cuda_q6p_budget(c, CUDA_Q6P_PERCENT);
     be->ops = &cuda_backend_ops;
     be->ctx = c;
     log_info("cuda: device %d: %s, sm_%d, %d SMs, %zu MiB%s", device, p.name, c->sm, c->n_sm,
@@ -737,8 +736,7 @@ extern "C" int cuda_backend_set_q6_planes(struct backend *be, int percent)
     struct cuda_ctx *c = cuda_ctx_of(be);
     if (c->weight_bytes || percent < 0 || percent > 100)
         return INF_EINVAL; /* weights already registered */
-    if (!c->q6p_env) /* INFERD_Q6P_MB (A/B runs) wins */
-        c->q6p.budget = cuda_q6p_default(c, percent);
+    cuda_q6p_budget(c, percent);
     return 0;
 }
 

@@ -103,8 +103,11 @@ int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
  * Q6_K matrices up to percent of the device's memory (config
  * q6_planes_percent; 0: none; INFERD_Q6P_MB in the environment wins).
  * Where mmq6w does not run (not compute capability 9.0) none are made.
- * 0 or INF_EINVAL (weights registered, percent outside 0..100). */
+ * 0 or INF_EINVAL (weights registered, percent outside 0..100).
+ * CUDA_Q6P_PERCENT: the default (cuda_backend_new's; the config key's
+ * "5" and the tools' backend_open_params). */
 int cuda_backend_set_q6_planes(struct backend *be, int percent);
+#define CUDA_Q6P_PERCENT 5
 /* Bytes of those copies held; 1 when the registered weight w has one. */
 size_t cuda_backend_f16_bytes(const struct backend *be);
 int cuda_backend_mm_deq_resident(struct backend *be, const struct backend_weight *w);

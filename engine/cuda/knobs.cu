@@ -168,7 +168,7 @@ void cuda_knobs_read(struct cuda_ctx *c)
     c->mmq6w = !c->mmq6w_fill ? atoi(mq6) : c->sm == 90 && cuda_mmqw_built() ? CUDA_MMQW_MIN : 0;
     /* mmq6w's weight planes made at load for Q6_K weights (cuda/
      * q6planes.cu): INFERD_Q6P_MB=N up to N MiB (0: none), over the
-     * default (cuda_q6p_default) and the config key q6_planes_percent */
+     * default (cuda_q6p_budget) and the config key q6_planes_percent */
     const char *q6p = getenv("INFERD_Q6P_MB");
     c->q6p_env = q6p != NULL;
     const char *q6m = getenv("INFERD_Q6P_MIN");

@@ -112,18 +112,17 @@ template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w
  * w's, if any (weight_release; weight_fuse drops its members': a product
  * over the group's rows is a view). free: all (destroy). */
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
-/* The budget at percent of the device's memory where mmq6w runs (compute
- * capability 9.0, a build with it, c->mmq6w on), else 0: the planes serve
- * nothing elsewhere. CUDA_Q6P_PERCENT: the default (config key
- * q6_planes_percent) */
-#define CUDA_Q6P_PERCENT 5
+/* budget: c->q6p's budget at percent of the device's memory where mmq6w
+ * runs (compute capability 9.0, a build with it, c->mmq6w on), else 0 (the
+ * planes serve nothing elsewhere); INFERD_Q6P_MB, read by cuda/knobs.cu,
+ * wins over it (c->q6p_env). */
 /* rows from which mmq6w reads them: session 54 (H100) measured the planes
  * 0.89-0.95x the expanded form at 256 rows on the 4096 x 14336 and the 7B's
  * ffn shapes, 0.91-0.93x at 512 and 2048, but 1.19x at 128 on the 7B's
  * ffn-up (one activation block: each weight tile's 2 bytes a weight read
  * for one block only); 129-255 not measured */
 #define CUDA_Q6P_MIN 256
-size_t cuda_q6p_default(const struct cuda_ctx *c, int percent);
+void cuda_q6p_budget(struct cuda_ctx *c, int percent);
 static inline const void *cuda_q6p_find(const struct cuda_ctx *c, const struct backend_weight *w)
 {
     const struct cuda_wcopy *r = cuda_wcopy_find(&c->q6p, w->data, w->ne0, w->ne1);

@@ -558,13 +558,11 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
     /* the planes made at load, where w has them, from c->q6p_min rows
      * (CUDA_Q6P_MIN: at 128 rows, one activation block, the planes' 2
      * bytes a weight from DRAM cost more than the expansion saves), and
-     * the product is not
-     * under the SwiGLU epilogue (its gate and up rows interleave in the
-     * tile: the expanded form's row map, which one tensor copy of plane
-     * rows does not make) */
-    const void *pl = exp == 1 || (exp == -1 && n_rows >= c->q6p_min)
-                         ? (!c->epi.glu ? cuda_q6p_find(c, w) : NULL)
-                         : NULL;
+     * the product is not under the SwiGLU epilogue (its gate and up rows
+     * interleave in the tile: the expanded form's row map, which one
+     * tensor copy of plane rows does not make) */
+    const bool want = exp == 1 || (exp == -1 && n_rows >= c->q6p_min);
+    const void *pl = want && !c->epi.glu ? cuda_q6p_find(c, w) : NULL;
     if (exp == 1 && !pl)
         return INF_EUNSUPPORTED;
     const cuda_q8k X = cuda_q8k_planes(xq, (int64_t)n_rows * nbr);

@@ -58,11 +58,13 @@ static __global__ void q6p_make_kernel(const uint8_t *__restrict__ aux, uint8_t 
     *(uint32_t *)(row + ne0 + k) = p2;
 }
 
-size_t cuda_q6p_default(const struct cuda_ctx *c, int percent)
+void cuda_q6p_budget(struct cuda_ctx *c, int percent)
 {
-    if (c->sm != 90 || !cuda_mmqw_built() || !c->mmq6w || percent <= 0)
-        return 0;
-    return c->mem_total / 100 * (size_t)percent;
+    if (c->q6p_env) /* INFERD_Q6P_MB (A/B runs) */
+        return;
+    c->q6p.budget = c->sm != 90 || !cuda_mmqw_built() || !c->mmq6w || percent <= 0
+                        ? 0
+                        : c->mem_total / 100 * (size_t)percent;
 }
 
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
