@@ -137,6 +137,7 @@ int main(int argc, char **argv)
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
+    c.q6p_turns = getenv("INFERD_Q6P_TURNS") ? atoi(getenv("INFERD_Q6P_TURNS")) != 0 : 1; /* the engine's default */
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
     uint64_t st = 0x9e3779b97f4a7c15ull;

@@ -174,6 +174,10 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *q6m = getenv("INFERD_Q6P_MIN");
     c->q6p_min = q6m && atoi(q6m) > 0 ? atoi(q6m) : CUDA_Q6P_MIN;
     c->q6p.budget = q6p && atoll(q6p) > 0 ? (size_t)atoll(q6p) << 20 : 0;
+    /* mmq6w<true>'s warpgroups in turns (cuda/mmq6w.cu); INFERD_Q6P_TURNS=0
+     * without (A/B runs; results do not change) */
+    const char *q6t = getenv("INFERD_Q6P_TURNS");
+    c->q6p_turns = !(q6t && !strcmp(q6t, "0"));
     /* K-quant products of 9..mmqs_max rows through mmqs too (two n8 tiles
      * a block) where cuda/mul_mat.cu's shape rule (mm_mmqs_mid) says, past
      * it MMQ; INFERD_MMQS_MAX=8..64 for A/B runs (8: MMQ from 9 rows, the

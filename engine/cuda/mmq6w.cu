@@ -283,7 +283,7 @@ template <bool EXP>
 static __global__ void __launch_bounds__(WGRS_THREADS, 1)
 mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, cuda_q8k X,
              int32_t nbr, int32_t n_w, float *__restrict__ y, int32_t n_rows, struct cuda_epi E,
-             const uint8_t *__restrict__ aux)
+             const uint8_t *__restrict__ aux, int32_t turns)
 {
 #if WGMMA_DEVICE
     typedef typename std::conditional<EXP, mmq6p_smem, mmq6w_smem>::type SM;
@@ -353,7 +353,17 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             wgmma_pin_i(&D[0][0]);
             cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
         };
-        if (wg == 1)
+        /* turns (c->q6p_turns, the default; INFERD_Q6P_TURNS=0 without):
+         * warpgroup 1 issues super-block s only after warpgroup 0 has
+         * issued it, and 0 issues s + 1 after 1 has issued s, so each
+         * warpgroup's 16 products sit in the pipe ahead of the other's and
+         * end first, and its chain runs under the other's products (as
+         * mmqr's turns). Session 55 (H100, bench --op): 0.95-0.97x without
+         * turns on 4096 x 14336 and the 7B's ffn-down at 512 and 2048 rows,
+         * 1.00 on the 7B's ffn-up; the turn passed once the first plane's
+         * products were done measured the same, once both were done 1.00-
+         * 1.05x (the pipe idle while the other warpgroup issues). */
+        if (wg == 1 && !turns)
             cuda_mbar_wait(&S.bar.lag, 0);
         int de[16][4];
 #pragma unroll 1
@@ -362,10 +372,14 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             const mmq6p_side &Ls = S.ss[rs];
             mmq6w_land(S.bar, s, wg, w4);
             mmq6w_acts(S.bar, s);
+            if (turns && (wg == 1 || s > 0))
+                cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
             issue(dd, s, 0, std::true_type{});
-            if (s == 0 && wg == 0)
+            if (!turns && s == 0 && wg == 0)
                 cuda_mbar_arrive(&S.bar.lag);
             issue(de, s, 1, std::true_type{});
+            if (turns)
+                cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
             wgmma_wait<0>();
             done(dd, 2 * s);
             done(de, 2 * s + 1);
@@ -585,13 +599,13 @@ int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *x
         if (mmq_occupancy_once<mmq6w_kernel<true>>(mmq6p_smem_bytes, WGRS_THREADS) == 0)
             return -1;
         cuda_launch(c, mmq6w_kernel<true>, gx, WGRS_THREADS, mmq6p_smem_bytes, wm, xm, X, (int32_t)nbr,
-                    (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)w->aux);
+                    (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)w->aux, (int32_t)c->q6p_turns);
         return 0;
     }
     if (mmq_occupancy_once<mmq6w_kernel<false>>(mmq6w_smem_bytes, WGRS_THREADS) == 0)
         return -1;
     cuda_launch(c, mmq6w_kernel<false>, grid, WGRS_THREADS, mmq6w_smem_bytes, wm, xm, X, (int32_t)nbr,
-                (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)NULL);
+                (int32_t)w->ne1, y, n_rows, c->epi, (const uint8_t *)NULL, (int32_t)0);
     return 0;
 #else
     (void)c, (void)w, (void)xq, (void)y, (void)n_rows, (void)exp;
