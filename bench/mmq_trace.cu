@@ -11,6 +11,7 @@
  *   /tmp/mmq_trace mmqr q4_K 14336 4096 512
  *   /tmp/mmq_trace mmq6w q6_K 14336 4096 512  (its expanded copy: random bytes here)
  *   /tmp/mmq_trace mmq6p q6_K 14336 4096 512  (mmq6w<true>: planes of random bytes)
+ *   /tmp/mmq_trace mmq4p q4_K 14336 4096 512  (mmq4p: Q4_K from planes of random bytes)
  *
  * mmqw's and mmqr's marks are per super-block (their stages are quarters):
  * feed = mmqw's producers' last quarter expanded (mmqr: the feed warp's
@@ -29,6 +30,7 @@
 #include "engine/cuda/mmqw.cu" /* with cuda/mmqk_impl.cuh and cuda/mmqh_impl.cuh */
 #include "engine/cuda/mmqr.cu"
 #include "engine/cuda/mmq6w.cu"
+#include "engine/cuda/mmq4p.cu"
 #include "engine/cuda/mmqs_impl.cuh"
 #include "engine/cuda/mmqt_impl.cuh"
 
@@ -77,6 +79,8 @@ static int launch(struct cuda_ctx *c, const char *kern, int type, const struct b
     }
     if (!strcmp(kern, "mmq6w") || !strcmp(kern, "mmq6p"))
         return type == QT_Q6_K ? cuda_mmq6w(c, w, xq, y, n, kern[4] == 'p') : INF_EUNSUPPORTED;
+    if (!strcmp(kern, "mmq4p"))
+        return type == QT_Q4_K ? cuda_mmq4p(c, w, xq, y, n, 1) : INF_EUNSUPPORTED;
     if (!strcmp(kern, "mmqw") || !strcmp(kern, "mmqr")) {
         /* xq: the quantizer's planes (the forms convert them to f16 into
          * c->x16 first, as the engine's products do) */
@@ -168,7 +172,7 @@ int main(int argc, char **argv)
         CK(cudaMalloc(&w.aux, ab));
         CK(cudaMemcpy(w.aux, ha.data(), ab, cudaMemcpyHostToDevice));
     }
-    if (!strcmp(kern, "mmq6p")) { /* and its planes (cuda/q6planes.cu's layout), random too */
+    if (!strcmp(kern, "mmq6p") || !strcmp(kern, "mmq4p")) { /* the planes (cuda/q6planes.cu's layout), random too */
         const size_t pb = 2 * (size_t)ne0 * (size_t)ne1;
         const std::vector<uint8_t> hp = random_bytes(pb, st);
         void *dp;

@@ -137,7 +137,7 @@ void backend_log_resident(const struct backend *be, double load_seconds)
     size_t w = 0, fr = 0, tot = 0;
     if (!strcmp(be->ops->name, "cuda") && cuda_backend_mem(be, &w, &fr, &tot) == 0)
         log_info("weights resident on the GPU: %.1f MiB uploaded in %.2f s (+%.1f MiB of "
-                 "Q6_K expanded for MMQ, +%.1f MiB of Q6_K planes, +%.1f MiB of F16 copies); "
+                 "Q6_K expanded for MMQ, +%.1f MiB of Q6_K/Q4_K planes, +%.1f MiB of F16 copies); "
                  "%zu MiB of %zu MiB free",
                  (double)w / 1048576.0, load_seconds,
                  (double)cuda_backend_aux_bytes(be) / 1048576.0,

@@ -55,7 +55,7 @@ struct backend_open_params {
     /* config f16_weights_mb (with no_batch_invariance): MiB of resident F16
      * copies of K-quant matrices (0: none) */
     int f16_weights_mb;
-    /* config q6_planes_percent: mmq6w's Q6_K planes made at load, up to
+    /* config q6_planes_percent: the Q6_K and Q4_K planes made at load, up to
      * this percentage of the GPU's memory (cuda_backend_set_q6_planes;
      * the tools pass CUDA_Q6P_PERCENT, engine/cuda/cuda.h: the config
      * key's default) */

@@ -81,10 +81,11 @@ static const struct cfg_key cfg_keys[] = {
      "rows instead of 256, with the numbers it gives anyway; the memory comes out of what the KV "
      "cache would get). 0: off"},
     {"q6_planes_percent", CFG_INT, CFG_OFF(q6_planes_percent), 0, 50, "5" /* CUDA_Q6P_PERCENT */, 0,
-     "GPU (cuda backend, compute capability 9.0: H100/H200): keep the Q6_K matrices' int8 planes "
-     "the prefill kernel reads (2 bytes an element), up to this percentage of the GPU's memory, "
-     "so large Q6_K batches skip expanding them (0.84-0.92x the time; the same numbers; a 7B "
-     "Q4_K_M's Q6_K matrices take ~1.9 GB; the memory comes out of what the KV cache would get). 0: off"},
+     "GPU (cuda backend, compute capability 9.0: H100/H200): keep the Q6_K and Q4_K matrices' int8 "
+     "planes the prefill kernels read (2 bytes an element), in load order, up to this percentage of "
+     "the GPU's memory, so batches of 256 rows and more skip expanding them (Q6_K 0.84-0.92x the "
+     "time, Q4_K 0.89-0.95x; the same numbers; the memory comes out of what the KV cache would "
+     "get; the name is from when only Q6_K had them). 0: off"},
     {"attention_scores", CFG_STR, CFG_OFF(attention_scores), 0, 0, "exact", 0,
      "GPU (cuda backend): attention scores \"exact\" (the CPU backend's order and expf: the "
      "GPU's logits equal the CPU's) or \"tensor\" (tensor-core sums, ulps from the CPU's; "

@@ -49,7 +49,7 @@ struct cfg {
     int llamacpp_numerics;
     int batch_invariant;
     int f16_weights_mb; /* batch_invariant = false: resident F16 copies of K-quant matrices, MiB */
-    int q6_planes_percent; /* mmq6w's Q6_K planes made at load, % of the GPU's memory (0: none) */
+    int q6_planes_percent; /* the Q6_K / Q4_K planes made at load, % of the GPU's memory (0: none) */
     char attention_scores[16]; /* "exact" | "tensor" */
     int prewarm;
     /* reloadable on SIGHUP */

@@ -308,6 +308,13 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
                 return prc;
         }
     }
+    /* Q4_K: mmq4p's planes under the same budget (c->q4p; cuda/mmq4p.cu),
+     * not the embedding table's (only get_rows reads it) */
+    if (w->type == QT_Q4_K && c->q4p && c->q6p.budget && strncmp(w->name, "token_embd", 10) != 0) {
+        const int prc = cuda_q6p_add(c, w, 0);
+        if (prc < 0)
+            return prc;
+    }
     return 0;
 }
 

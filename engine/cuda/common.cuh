@@ -145,6 +145,7 @@ struct cuda_ctx {
     struct cuda_wcopies q6p;
     int q6p_env;
     int32_t q6p_min;   /* rows from which mmq6w reads them (CUDA_Q6P_MIN; INFERD_Q6P_MIN=N, A/B) */
+    int q4p;           /* Q4_K weights get planes too (cuda/q6planes.cu, cuda/mmq4p.cu; INFERD_Q4P=0: not, A/B) */
     int32_t q6p_turns; /* mmq6w<true>'s warpgroups in turns (1, the default; INFERD_Q6P_TURNS=0 none, A/B; the
                         * bits do not depend on it) */
     size_t mem_total;  /* the device's memory (cudaDeviceProp.totalGlobalMem) */

@@ -52,8 +52,8 @@ void cuda_backend_set_attention_tc(struct backend *be, int on);
 int cuda_backend_attention_tc(const struct backend *be);
 
 /* Bytes of the weights' second layouts beside the uploaded bytes
- * cuda_backend_mem counts: aux, Q6_K expanded for MMQ; q6p, mmq6w's
- * weight planes (config q6_planes_percent, INFERD_Q6P_MB). */
+ * cuda_backend_mem counts: aux, Q6_K expanded for MMQ; q6p, mmq6w's and
+ * mmq4p's weight planes (config q6_planes_percent, INFERD_Q6P_MB). */
 size_t cuda_backend_aux_bytes(const struct backend *be);
 size_t cuda_backend_q6p_bytes(const struct backend *be);
 
@@ -99,8 +99,9 @@ int cuda_backend_mmq6w_min(struct backend *be);
  * INF_EINVAL once weights are registered. */
 int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
 
-/* Before the weights: mmq6w's planes made at load (cuda/q6planes.cu) for
- * Q6_K matrices up to percent of the device's memory (config
+/* Before the weights: the planes made at load (cuda/q6planes.cu) for
+ * Q6_K matrices (mmq6w) and Q4_K ones (mmq4p) up to percent of the
+ * device's memory (config
  * q6_planes_percent; 0: none; INFERD_Q6P_MB in the environment wins).
  * Where mmq6w does not run (not compute capability 9.0) none are made.
  * 0 or INF_EINVAL (weights registered, percent outside 0..100).
@@ -125,6 +126,9 @@ int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows
  * differs). The first difference into msg; -1 in a build without CUDA. */
 int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap);
 int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap);
+/* cuda/mmq4p.cu's Q4_K planes (every value and scale, then n_blocks random
+ * super-blocks against engine/quant.c's dequantization) */
+int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap);
 /* cuda/wcopies.cuh's table (resident F16 copies, mmq6w's Q6_K planes),
  * on the host: failed checks, the first into msg */
 int64_t cuda_wcopies_host_check(char *msg, size_t cap);

@@ -165,6 +165,12 @@ int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap)
     return stub_no_check(msg, cap);
 }
 
+int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap)
+{
+    (void)n_blocks;
+    return stub_no_check(msg, cap);
+}
+
 int64_t cuda_wcopies_host_check(char *msg, size_t cap)
 {
     return stub_no_check(msg, cap);

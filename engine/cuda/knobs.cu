@@ -174,6 +174,11 @@ void cuda_knobs_read(struct cuda_ctx *c)
     const char *q6m = getenv("INFERD_Q6P_MIN");
     c->q6p_min = q6m && atoi(q6m) > 0 ? atoi(q6m) : CUDA_Q6P_MIN;
     c->q6p.budget = q6p && atoll(q6p) > 0 ? (size_t)atoll(q6p) << 20 : 0;
+    /* Q4_K weights get planes under the same budget too, and their batches
+     * from c->q6p_min rows run on mmq4p (cuda/mmq4p.cu; the same bits as
+     * mmqr); INFERD_Q4P=0: Q6_K's only (A/B runs) */
+    const char *q4p = getenv("INFERD_Q4P");
+    c->q4p = !(q4p && !strcmp(q4p, "0"));
     /* mmq6w<true>'s warpgroups in turns (cuda/mmq6w.cu); INFERD_Q6P_TURNS=0
      * without (A/B runs; results do not change) */
     const char *q6t = getenv("INFERD_Q6P_TURNS");

@@ -57,6 +57,18 @@ int cuda_mmqw_built(void);
 int cuda_mmq6w(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
                int exp);
 
+/* Q4_K batches on int8 wgmma from the weight's two u8 planes made at load
+ * (cuda/mmq4p.cu; the same bits as mmqr / mmqk): 0, INF_EUNSUPPORTED (no
+ * planes for w, fewer than c->q6p_min rows unless force, the SwiGLU
+ * epilogue, not compute capability 9.0, the int8 plane not written) or -1
+ * (no room); the caller takes mmqr. xq: the cuda_q8k planes of n_rows
+ * rows. takes: whether it would run at n_rows as launched now (without
+ * looking at the activations: the quantizer then writes the int8 plane,
+ * cuda/mul_mat.cu mm_x16p_wanted). */
+int cuda_mmq4p(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y, int32_t n_rows,
+               int force);
+int cuda_mmq4p_takes(const struct cuda_ctx *c, const struct backend_weight *w, int32_t n_rows);
+
 /* Whether c->x16 has room for n_rows activation rows of ne0 as f16 (mmqh's
  * forms; the quantizer writing mmqr's: cuda/mul_mat.cu mm_x16p_wanted) */
 static inline bool cuda_x16_room(const struct cuda_ctx *c, int32_t n_rows, int64_t ne0)

@@ -61,6 +61,7 @@
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/mmq6w_planes.cuh"
+#include "engine/cuda/mmqp.cuh"
 #include "engine/cuda/trace.cuh"
 #include "engine/cuda/wgrs.cuh"
 
@@ -78,9 +79,6 @@
 #define MMQ6W_LEVER 0
 #endif
 
-#define MMQ6W_ASL 4                          /* activation stages: half super-blocks */
-#define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
-#define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
 
 struct mmq6w_sslot {
@@ -103,7 +101,6 @@ static_assert(sizeof(mmq6w_sslot) % 128 == 0, "mmq6w: the rows' tensor copies la
  * (two super-blocks) are a plane ahead of what the expanded copy's four
  * super-block slots are, in 128 KB. The side slot: the activations' d and
  * 4095 S and the weight rows' d (the chain's), from the row warp. */
-#define MMQ6P_PSL 4
 struct mmq6p_side {
     float xd[MMQH_BN];
     int s4095[MMQH_BN];
@@ -116,23 +113,12 @@ struct mmq6p_smem {
     wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar; /* mmq6w_bars */
     uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
 };
-static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
 static constexpr size_t mmq6p_smem_bytes = sizeof(mmq6p_smem) + 1024;
 #endif
 
 #if WGMMA_DEVICE
-/* the plane slots' barriers (thread 0, before wgrs_start's init and sync):
- * full with the copy warp's arrival and bytes, empty with every consumer's */
-static __device__ __forceinline__ void mmq6p_init(mmq6p_smem &S)
-{
-    if (threadIdx.x == 0)
-        for (int i = 0; i < MMQ6P_PSL; i++) {
-            cuda_mbar_init(&S.pfull[i], 1);
-            cuda_mbar_init(&S.pempty[i], WGRS_CONS);
-        }
-}
 
 /* EXP's feed. fw 0, the copy warp: for each super-block s its first plane
  * (once both warpgroups are done with the plane four slots back), its two
@@ -150,26 +136,7 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         if (fw == 0) {
-#pragma unroll 1
-            for (int p = 0; p < 2; p++) {
-                const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
-                if (u >= MMQ6P_PSL)
-                    cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
-                if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
-                    cuda_mbar_expect(&S.pfull[ps], 0); /* the lever: stale planes, no copy */
-                } else if (lane == 0) {
-                    /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
-                    const int32_t x = p * nbr * 128 + 128 * s;
-                    cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
-                    cuda_tma_rows(S.pl[ps][0], pmap, x, m0, &S.pfull[ps]);
-                    cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, &S.pfull[ps]);
-                }
-                if (p == 0)
-#pragma unroll 1
-                    for (int h = 0; h < 2; h++)
-                        wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], sizeof(S.act[0]), xmap, 2 * s + h,
-                                      128 * s + 64 * h, n0);
-            }
+            mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
         float xd[NR], wd[NR];
@@ -202,32 +169,6 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
     }
 }
 
-typedef wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> mmq6w_bars; /* both forms' */
-
-/* super-block s's slot landed (the row warp's and copy warp's arrivals) */
-static __device__ __forceinline__ void mmq6w_land(mmq6w_bars &B, int32_t s, int wg, int w4)
-{
-    cuda_mbar_wait(&B.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
-    if (w4 == 0)
-        cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
-}
-
-/* both activation halves of super-block s landed */
-static __device__ __forceinline__ void mmq6w_acts(mmq6w_bars &B, int32_t s)
-{
-    cuda_mbar_wait(&B.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-    cuda_mbar_wait(&B.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
-}
-
-/* super-block s's second plane done: its activation halves free (its
- * slot after the chain, wgrs_slot_done) */
-static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, int wg, int w4)
-{
-    cuda_mbar_arrive(&B.aempty[(2 * s) % MMQ6W_ASL]);
-    cuda_mbar_arrive(&B.aempty[(2 * s + 1) % MMQ6W_ASL]);
-    if (w4 == 0)
-        cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-}
 
 /* the first plane's sums times 32 less 4095 S: before the second plane's
  * products into the same set (<false>), or before adding its set (<true>);
@@ -296,7 +237,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
      * 1.41x the expanded form; session 53) */
     const int32_t m0 = (EXP ? blockIdx.y : blockIdx.x) * MMQH_BM, n0 = (EXP ? blockIdx.x : blockIdx.y) * MMQH_BN;
     if constexpr (EXP)
-        mmq6p_init(S);
+        mmqp_init(S);
     wgrs_start(S.bar);
     /* the feed: the expanded rows (EXP: the planes), two half stages of
      * int8 activations (seen as halves by cuda_tmap_f16_sw128's map: 64 =
@@ -331,28 +272,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * the one set with the drain and shift between the planes (the
          * lever without them: 0.86x; shifting the first set while the
          * second plane ran: 1.00x). */
-        auto issue = [&](int (&D)[16][4], int32_t s, int p, auto first) {
-            const int32_t u = 2 * s + p;
-            cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
-            const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
-            wgmma_fence();
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
-                const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
-                const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-                if (decltype(first)::value && j == 0)
-                    wgmma_u8s8_ss_z(&D[0][0], da, db);
-                else
-                    wgmma_u8s8_ss(&D[0][0], da, db);
-            }
-            wgmma_commit();
-        };
-        /* plane use u's sums in D (a wait covered them): its slot free */
-        auto done = [&](int (&D)[16][4], int32_t u) {
-            wgmma_pin_i(&D[0][0]);
-            cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
-        };
         /* turns (c->q6p_turns, the default; INFERD_Q6P_TURNS=0 without):
          * warpgroup 1 issues super-block s only after warpgroup 0 has
          * issued it, and 0 issues s + 1 after 1 has issued s, so each
@@ -374,15 +293,15 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmq6w_acts(S.bar, s);
             if (turns && (wg == 1 || s > 0))
                 cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-            issue(dd, s, 0, std::true_type{});
+            mmqp_issue(S, dd, s, 0, wg, sb);
             if (!turns && s == 0 && wg == 0)
                 cuda_mbar_arrive(&S.bar.lag);
-            issue(de, s, 1, std::true_type{});
+            mmqp_issue(S, de, s, 1, wg, sb);
             if (turns)
                 cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
             wgmma_wait<0>();
-            done(dd, 2 * s);
-            done(de, 2 * s + 1);
+            mmqp_done(S, dd, 2 * s);
+            mmqp_done(S, de, 2 * s + 1);
             mmq6w_retire(S.bar, s, wg, w4);
             mmq6w_shift(dd, Ls.s4095, t4);
 #pragma unroll

@@ -613,11 +613,12 @@ template <int T>
 static void mmqk_dispatch(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
                           int32_t n_rows)
 {
-    /* Q4_K: the exact F16 product where it runs (cuda/mmqh_impl.cuh; the
-     * same bits), else below */
+    /* Q4_K: the planes' int8 product where the weight has planes (cuda/
+     * mmq4p.cu), else the exact F16 product where it runs (cuda/
+     * mmqh_impl.cuh); the same bits; else below */
     if constexpr (T == QT_Q4_K) {
         if (cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, T, w->ne0, w->ne1, n_rows) &&
-            cuda_mmqh<T>(c, w, xq, y, n_rows) == 0)
+            ((c->mmqw >= 2 && cuda_mmq4p(c, w, xq, y, n_rows, 0) == 0) || cuda_mmqh<T>(c, w, xq, y, n_rows) == 0))
             return;
         /* every form below reads the int8 plane, which the quantizer left
          * out only where cuda_mmqr_takes said mmqr would run (cuda/

@@ -202,7 +202,8 @@ static bool mm_x16p_wanted(const struct cuda_ctx *c, const struct backend_weight
 {
     return w->type == QT_Q4_K && c->mmqw >= 2 && w->ne0 % QK_K == 0 && cuda_x16_room(c, n_rows, w->ne0) &&
            mm_takes_mmq(c, w, n_rows) &&
-           cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, QT_Q4_K, w->ne0, w->ne1, n_rows);
+           cuda_mmqh_takes(c, c->mmqh, c->mmqh_fill, QT_Q4_K, w->ne0, w->ne1, n_rows) &&
+           !cuda_mmq4p_takes(c, w, n_rows); /* the planes' product reads the int8 plane */
 }
 
 /* One row of a K-quant through mmvt (rb, max_blocks, cw as cuda_mmvt
@@ -547,6 +548,7 @@ static const struct mm_variant mm_variants[] = {
     {QT_Q6_K, MMV_MMQS, 16, 1, 0}, {QT_Q6_K, MMV_MMQS, 40, 1, 0},
     MMV_T12(QT_Q4_K),           {QT_Q4_K, MMV_MMVT, 32, 0, 14}, {QT_Q4_K, MMV_MMVT, 16, 1, 14},
     {QT_Q4_K, MMV_MMQH, 0, 0, 0}, /* the exact F16 MMQ (sm_80+ with 203 KB of shared memory) */
+    {QT_Q4_K, MMV_MMQH, 0, 1, 0}, /* Q4_K on int8 wgmma from its planes made at load (cuda/mmq4p.cu; b) */
     {QT_Q6_K, MMV_MMQ6W, 0, 0, 0}, /* Q6_K on int8 wgmma (cuda/mmq6w.cu; compute capability 9.0) */
     {QT_Q6_K, MMV_MMQ6W, 0, 1, 0}, /* the same from the planes made at load (b = EXP) */
     MMV_T12(QT_Q5_K),           MMV_T(QT_Q6_K),
@@ -590,7 +592,7 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     case MMV_DEQ: snprintf(buf, n, "mul_mat<%s> f16 cublas", t); break;
-    case MMV_MMQH: snprintf(buf, n, "mul_mat<%s> mmqh<f16 exact>", t); break;
+    case MMV_MMQH: snprintf(buf, n, v->b ? "mul_mat<%s> mmq4p<int8 planes>" : "mul_mat<%s> mmqh<f16 exact>", t); break;
     case MMV_MMQ6W: snprintf(buf, n, "mul_mat<%s> mmq6w<int8 wgmma>%s", t, v->b ? " exp" : ""); break;
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
@@ -667,6 +669,15 @@ int cuda_mm_variant_run(struct cuda_ctx *c, int i, const struct backend_weight *
          * rows and more), prewarm runs 64. */
         if (!c->mmqh)
             return 1;
+        /* b: the planes' form (cuda/mmq4p.cu); w without planes (INFERD_Q4P
+         * off, no budget) as a device that cannot hold it */
+        if (v->b) {
+            if (c->mmqw < 2 || !cuda_mmq4p_takes(c, w, c->q6p_min))
+                return 1;
+            cuda_quantize_act(c, QT_Q8_K, x, c->xq, n_rows, w->ne0, 0);
+            const int rc = cuda_mmq4p(c, w, c->xq, y, n_rows, 1);
+            return mm_variant_status(c, rc == INF_EUNSUPPORTED ? -1 : rc, "mmq4p kernel");
+        }
         const int grc = cuda_scratch_grow(c, &c->x16, &c->x16_bytes, (size_t)n_rows * (size_t)w->ne0 * 2);
         if (grc)
             return grc;

@@ -86,6 +86,10 @@ extern "C" int cuda_be_prewarm(struct backend *be,
                 cudaFree(w.aux);
                 goto out;
             }
+            /* and mmq4p's for the Q4_K one where Q4_K weights get planes
+             * (c->q4p) */
+            if (t == QT_Q4_K && c->q4p && c->mmqh && (rc = cuda_q6p_add(c, &w, 1)) < 0)
+                goto out;
             rc = 0;
             for (int v = 0; v < cuda_mm_variant_count(); v++) {
                 if (cuda_mm_variant_type(v) != t)

@@ -58,6 +58,23 @@ static __global__ void q6p_make_kernel(const uint8_t *__restrict__ aux, uint8_t 
     *(uint32_t *)(row + ne0 + k) = p2;
 }
 
+/* Q4_K's (cuda/mmq4p.cu): one thread a word of four weights of one
+ * sub-block, from the raw rows (mmq4p_word, the host check's), into both
+ * planes in the same layout */
+static __global__ void q4p_make_kernel(const uint8_t *__restrict__ wq, size_t row_bytes, uint8_t *__restrict__ planes,
+                                       int64_t ne0, int64_t n_words)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_words)
+        return;
+    const int64_t wpr = ne0 / 4, r = i / wpr, k = 4 * (i % wpr);
+    uint32_t p1, p2;
+    mmq4p_word(wq + (size_t)r * row_bytes + (size_t)(k / QK_K) * 144, (int)(k % QK_K), p1, p2);
+    uint8_t *row = planes + (size_t)r * 2 * (size_t)ne0;
+    *(uint32_t *)(row + k) = p1;
+    *(uint32_t *)(row + ne0 + k) = p2;
+}
+
 void cuda_q6p_budget(struct cuda_ctx *c, int percent)
 {
     if (c->q6p_env) /* INFERD_Q6P_MB (A/B runs) */
@@ -69,7 +86,10 @@ void cuda_q6p_budget(struct cuda_ctx *c, int percent)
 
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
 {
-    if (w->type != QT_Q6_K || !w->aux || !w->data || w->ne0 % QK_K)
+    /* Q6_K from its expanded copy; Q4_K (c->q4p) from its raw rows */
+    const bool q6 = w->type == QT_Q6_K;
+    if (!(q6 ? w->aux != NULL : w->type == QT_Q4_K && c->q4p && w->row_bytes % 16 == 0) || !w->data ||
+        w->ne0 % QK_K)
         return 0;
     const size_t bytes = q6p_bytes(w);
     if ((!force && bytes > ((size_t)512 << 20)) || !cuda_wcopy_room(&c->q6p, bytes, force))
@@ -85,8 +105,12 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
         return 0;
     }
     const int64_t n_words = w->ne1 * (w->ne0 / 4);
-    q6p_make_kernel<<<(unsigned)((n_words + 255) / 256), 256, 0, c->stream>>>((const uint8_t *)w->aux, (uint8_t *)p,
-                                                                              w->ne0, n_words);
+    if (q6)
+        q6p_make_kernel<<<(unsigned)((n_words + 255) / 256), 256, 0, c->stream>>>((const uint8_t *)w->aux,
+                                                                                  (uint8_t *)p, w->ne0, n_words);
+    else
+        q4p_make_kernel<<<(unsigned)((n_words + 255) / 256), 256, 0, c->stream>>>(
+            (const uint8_t *)w->data, w->row_bytes, (uint8_t *)p, w->ne0, n_words);
     if (CUDA_CHECK_LAUNCH(c, "q6p_make kernel") || CUDA_CHECK_CTX(c, cudaStreamSynchronize(c->stream))) {
         cudaStreamSynchronize(c->stream);
         cudaFree(p);

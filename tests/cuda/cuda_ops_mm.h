@@ -147,7 +147,8 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
          * 128 activation rows (the dispatcher's own choice at 512 is): the
          * last block column's rows past the batch are neither loaded nor
          * stored, and the rows before them keep their bits */
-        if (done == MM_NMAX && (strstr(vn, " mmq<") || strstr(vn, " mmqh<") || strstr(vn, " mmq6w<"))) {
+        if (done == MM_NMAX && (strstr(vn, " mmq<") || strstr(vn, " mmqh<") || strstr(vn, " mmq6w<") ||
+                                 strstr(vn, " mmq4p<"))) {
             CHECK(cuda_backend_mm_variant(gpu, v, &wg, xg, ybg, MM_NTAIL, &done) == 0);
             CHECK(done == MM_NTAIL && gpu->ops->sync(gpu) == 0);
             dget(yb, ybg, sizeof(float) * (size_t)done * (size_t)ne1);

@@ -1,0 +1,54 @@
+/* cuda/mmqmin — the Q4_K min term's f16 wgmma operands (one m64n128k16
+ * step a super-block: v2 = sum_j m_j S_j), shared by mmqr (cuda/mmqr.cu)
+ * and the Q4_K planes form (cuda/mmq4p.cu): the weight rows' A fragment
+ * from their mins, the activation rows' B rows from their 32-sums (the
+ * quantizer's hl bytes). Host and device (the host checks run them). */
+#ifndef INFERD_CUDA_MMQMIN_CUH
+#define INFERD_CUDA_MMQMIN_CUH
+
+#include "engine/cuda/mmqh_impl.cuh"
+
+#define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
+
+/* mins 2 t4 and 2 t4 + 1 of a Q4_K row (its block rw) in bytes 0, 1
+ * (mmqk_k45_head's sc[2], sc[3]) */
+static __host__ __device__ __forceinline__ uint32_t mmqr_min_pair(const uint32_t *rw, int t4)
+{
+    const uint32_t s1 = rw[2], s2 = rw[3];
+    const uint32_t mw = t4 < 2 ? s1 & 0x3f3f3f3fu : ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+    return mw >> (16 * (t4 & 1));
+}
+
+/* an f16 pair of small integers (exact) */
+static __host__ __device__ __forceinline__ uint32_t mmqr_h2(int lo, int hi)
+{
+    return (uint32_t)__half_raw(__int2half_rn(lo)).x | ((uint32_t)__half_raw(__int2half_rn(hi)).x << 16);
+}
+
+/* The min term's A fragment of rows A and B (mins pairs pa, pb): k 2 t4,
+ * 2 t4 + 1 hold 128 m (f[0] row A, f[1] row B), k 2 t4 + 8, + 9 hold m
+ * (f[2], f[3]) */
+static __host__ __device__ __forceinline__ void mmqr_min_frag(uint32_t pa, uint32_t pb, uint32_t f[4])
+{
+    const int a0 = (int)(pa & 0xff), a1 = (int)((pa >> 8) & 0xff);
+    const int b0 = (int)(pb & 0xff), b1 = (int)((pb >> 8) & 0xff);
+    f[0] = mmqr_h2(128 * a0, 128 * a1);
+    f[1] = mmqr_h2(128 * b0, 128 * b1);
+    f[2] = mmqr_h2(a0, a1);
+    f[3] = mmqr_h2(b0, b1);
+}
+
+/* The min term's B row of an activation row (its hl: hi_0..7, lo_0..7) as
+ * 16 f16 in hl's order: b[0..3] k 0-7 (granule 0), b[4..7] k 8-15. The
+ * feed stores granule c of row r at byte MMQR_MBG c + 16 r of the slot's
+ * mb (core matrices without swizzle: LBO 2,048, SBO 128, as mmqw's A) */
+static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t b[8])
+{
+    const uint32_t w[4] = {hl.x ^ 0x80808080u, hl.y ^ 0x80808080u, hl.z ^ 0x80808080u, hl.w ^ 0x80808080u};
+    for (int i = 0; i < 4; i++) {
+        b[2 * i] = mmqh_i8x2(w[i], 0x4140u);
+        b[2 * i + 1] = mmqh_i8x2(w[i], 0x4342u);
+    }
+}
+
+#endif
