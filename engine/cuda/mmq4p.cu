@@ -83,7 +83,6 @@ static __device__ __forceinline__ void mmq4p_feed(mmq4p_smem &S, int fw, int lan
                                                   const cuda_q8k &X, int32_t nbr, int32_t n_rows, int32_t m0,
                                                   int32_t n0)
 {
-    constexpr int NR = WGRS_BN / CUDA_WARP;
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         mmq4p_side &L = S.ss[rs];
@@ -97,27 +96,10 @@ static __device__ __forceinline__ void mmq4p_feed(mmq4p_smem &S, int fw, int lan
             mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
-        float xd[NR];
-        uint4 hl[NR];
-        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
-            xd[r / CUDA_WARP] = d;
-            hl[r / CUDA_WARP] = h;
+        wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, [](mmq4p_side &L, int r, float xd, uint4 hl) {
+            L.xd[r] = xd;
+            mmqr_min_store(L.mb, r, hl);
         });
-        if (s >= MMQ6W_RSL)
-            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
-#pragma unroll
-        for (int i = 0; i < NR; i++) {
-            const int r = lane + CUDA_WARP * i;
-            L.xd[r] = xd[i];
-            uint32_t b[8];
-            mmqr_min_brow(hl[i], b);
-            *(uint4 *)&L.mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
-            *(uint4 *)&L.mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
-        }
-        cuda_fence_async_smem();
-        cuda_mbar_arrive(&S.bar.sfull[rs]);
-        if (lane == 0)
-            cuda_tr(s, CUDA_TR_FEED);
     }
 }
 #endif
@@ -150,26 +132,12 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     float acc[1][16][4];
     int dd[16][4], de[16][4];
     wgmma_zero(&acc[0][0][0]);
-    if (wg == 1 && !turns)
-        cuda_mbar_wait(&S.bar.lag, 0);
+    mmqp_lag(S, wg, turns);
 #pragma unroll 1
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         const mmq4p_side &L = S.ss[rs];
-        mmq6w_land(S.bar, s, wg, w4);
-        mmq6w_acts(S.bar, s);
-        if (turns && (wg == 1 || s > 0))
-            cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-        mmqp_issue(S, dd, s, 0, wg, sb);
-        if (!turns && s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.bar.lag);
-        mmqp_issue(S, de, s, 1, wg, sb);
-        if (turns)
-            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-        wgmma_wait<0>();
-        mmqp_done(S, dd, 2 * s);
-        mmqp_done(S, de, 2 * s + 1);
-        mmq6w_retire(S.bar, s, wg, w4);
+        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
         /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -199,15 +167,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         wgmma_wait<0>();
         wgmma_pin(&dm[0][0]);
         wgmma_keep(fm);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p2, dm[j][k], acc[0][j][k]);
-            }
-        }
+        mmqr_chain_v2(acc[0], dm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);

@@ -272,37 +272,19 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * the one set with the drain and shift between the planes (the
          * lever without them: 0.86x; shifting the first set while the
          * second plane ran: 1.00x). */
-        /* turns (c->q6p_turns, the default; INFERD_Q6P_TURNS=0 without):
-         * warpgroup 1 issues super-block s only after warpgroup 0 has
-         * issued it, and 0 issues s + 1 after 1 has issued s, so each
-         * warpgroup's 16 products sit in the pipe ahead of the other's and
-         * end first, and its chain runs under the other's products (as
-         * mmqr's turns). Session 55 (H100, bench --op): 0.95-0.97x without
+        /* turns (c->q6p_turns, the default; INFERD_Q6P_TURNS=0 without;
+         * mmqp_planes): session 55 (H100, bench --op): 0.95-0.97x without
          * turns on 4096 x 14336 and the 7B's ffn-down at 512 and 2048 rows,
          * 1.00 on the 7B's ffn-up; the turn passed once the first plane's
          * products were done measured the same, once both were done 1.00-
          * 1.05x (the pipe idle while the other warpgroup issues). */
-        if (wg == 1 && !turns)
-            cuda_mbar_wait(&S.bar.lag, 0);
+        mmqp_lag(S, wg, turns);
         int de[16][4];
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
             const int rs = s % MMQ6W_RSL;
             const mmq6p_side &Ls = S.ss[rs];
-            mmq6w_land(S.bar, s, wg, w4);
-            mmq6w_acts(S.bar, s);
-            if (turns && (wg == 1 || s > 0))
-                cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-            mmqp_issue(S, dd, s, 0, wg, sb);
-            if (!turns && s == 0 && wg == 0)
-                cuda_mbar_arrive(&S.bar.lag);
-            mmqp_issue(S, de, s, 1, wg, sb);
-            if (turns)
-                cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-            wgmma_wait<0>();
-            mmqp_done(S, dd, 2 * s);
-            mmqp_done(S, de, 2 * s + 1);
-            mmq6w_retire(S.bar, s, wg, w4);
+            mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
             mmq6w_shift(dd, Ls.s4095, t4);
 #pragma unroll
             for (int j = 0; j < 16; j++)

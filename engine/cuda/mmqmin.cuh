@@ -7,6 +7,7 @@
 #define INFERD_CUDA_MMQMIN_CUH
 
 #include "engine/cuda/mmqh_impl.cuh"
+#include "engine/cuda/mmqk_impl.cuh" /* mmqk_head */
 
 #define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
 
@@ -48,6 +49,34 @@ static __host__ __device__ __forceinline__ void mmqr_min_brow(uint4 hl, uint32_t
     for (int i = 0; i < 4; i++) {
         b[2 * i] = mmqh_i8x2(w[i], 0x4140u);
         b[2 * i + 1] = mmqh_i8x2(w[i], 0x4342u);
+    }
+}
+
+/* the feed's store of activation row r's B row into a slot's mb (both
+ * granules) */
+static __device__ __forceinline__ void mmqr_min_store(uint8_t *mb, int r, uint4 hl)
+{
+    uint32_t b[8];
+    mmqr_min_brow(hl, b);
+    *(uint4 *)&mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
+    *(uint4 *)&mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
+}
+
+/* The chain's second half (mmqk's Q4_K chain in the CPU's order, after
+ * the v1 term): acc = fma(-(dmin x), v2, acc) with dd = v2 (the min term's
+ * wgmma sums), columns 8 j + 2 t4 (+ 1) of the activations' d xds, rows A
+ * (hd[0]) and B (hd[1]) */
+static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const float *xds,
+                                                     const mmqk_head hd[2], int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
+            acc[j][k] = __fmaf_rn(p2, dd[j][k], acc[j][k]);
+        }
     }
 }
 

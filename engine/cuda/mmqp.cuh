@@ -119,6 +119,41 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
     wgmma_pin_i(&D[0][0]);
     cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
 }
+
+/* A consumer warpgroup's products of super-block s: its side slot and
+ * activations landed, plane 1 into dd and plane 2 into de (each its own
+ * accumulator set), both issued at once, one wait; both plane slots and
+ * the activation halves then free (the side slot after the chain).
+ * turns (c->q6p_turns): warpgroup 1 issues super-block s only after
+ * warpgroup 0 has issued it, 0 issues s + 1 after 1 has issued s, so each
+ * warpgroup's products sit in the pipe ahead of the other's and its chain
+ * runs under the other's products; without, warpgroup 1 starts behind 0
+ * by the lag barrier (mmqp_lag) and the two run in step. */
+template <class SM>
+static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
+                                                   int w4, uint32_t sb, int32_t turns)
+{
+    mmq6w_land(S.bar, s, wg, w4);
+    mmq6w_acts(S.bar, s);
+    if (turns && (wg == 1 || s > 0))
+        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+    mmqp_issue(S, dd, s, 0, wg, sb);
+    if (!turns && s == 0 && wg == 0)
+        cuda_mbar_arrive(&S.bar.lag);
+    mmqp_issue(S, de, s, 1, wg, sb);
+    if (turns)
+        cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
+    wgmma_wait<0>();
+    mmqp_done(S, dd, 2 * s);
+    mmqp_done(S, de, 2 * s + 1);
+    mmq6w_retire(S.bar, s, wg, w4);
+}
+/* before the loop: without turns warpgroup 1 waits for 0's first issue */
+template <class SM> static __device__ __forceinline__ void mmqp_lag(SM &S, int wg, int32_t turns)
+{
+    if (wg == 1 && !turns)
+        cuda_mbar_wait(&S.bar.lag, 0);
+}
 #endif
 
 #endif

@@ -142,10 +142,10 @@ static __host__ __device__ __forceinline__ void mmqr_frag(uint32_t f[4], uint32_
  * holds it (bench/RESULTS.md session 43). */
 
 #if WGMMA_DEVICE
-/* The chain's two halves (mmqk's chain in the CPU's order, split around
+/* The chain's first half (mmqk's chain in the CPU's order, split around
  * the min term's wgmma): acc = fma(d x, dd + 480 S, acc) with dd the main
- * sums, then acc = fma(-(dmin x), dd, acc) with dd = v2; columns 8 j + 2
- * t4 (+ 1), rows A (hd[0]) and B (hd[1]) */
+ * sums; columns 8 j + 2 t4 (+ 1), rows A (hd[0]) and B (hd[1]); the second
+ * half, with v2, is cuda/mmqmin.cuh's mmqr_chain_v2 */
 static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
                                                      const mmqk_head hd[2], int t4)
 {
@@ -157,19 +157,6 @@ static __device__ __forceinline__ void mmqr_chain_v1(float acc[16][4], const flo
         for (int k = 0; k < 4; k++) {
             const float p1 = __fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x);
             acc[j][k] = __fmaf_rn(p1, __fadd_rn(dd[j][k], k & 1 ? sf.y : sf.x), acc[j][k]);
-        }
-    }
-}
-static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const float dd[16][4], const mmqr_sslot &L,
-                                                     const mmqk_head hd[2], int t4)
-{
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float p2 = -__fmul_rn(hd[k >> 1].dmin, k & 1 ? xd.y : xd.x);
-            acc[j][k] = __fmaf_rn(p2, dd[j][k], acc[j][k]);
         }
     }
 }
@@ -199,10 +186,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
                                [](mmqr_sslot &L, int r, float xd, uint4 hl) {
                                    L.xd[r] = xd;
                                    L.sf[r] = mmqh_sf(hl);
-                                   uint32_t b[8];
-                                   mmqr_min_brow(hl, b);
-                                   *(uint4 *)&L.mb[16 * r] = make_uint4(b[0], b[1], b[2], b[3]);
-                                   *(uint4 *)&L.mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
+                                   mmqr_min_store(L.mb, r, hl);
                                });
         }))
         return;
@@ -313,7 +297,7 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
             wgmma_wait<0>();
             wgmma_pin(&dd[0][0]);
             wgmma_keep(fm);
-            mmqr_chain_v2(acc[0], dd, L, hd, t4);
+            mmqr_chain_v2(acc[0], dd, L.xd, hd, t4);
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }

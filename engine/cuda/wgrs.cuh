@@ -234,6 +234,36 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
     }
 }
 
+/* The row warp's super-block s (wgrs_feed's fw 1; mmq4p's): what the
+ * chain needs of the block's activation rows by store(slot, r, xd, hl),
+ * loaded before the slot's wait (their global latency under it), then its
+ * 32 arrivals. AFENCE: store() writes what a wgmma reads, so each lane
+ * fences its stores for the async proxy before it arrives. */
+template <bool AFENCE, class SM, class F>
+static __device__ __forceinline__ void wgrs_feed_row(SM &S, int32_t s, int lane, const cuda_q8k &X, int32_t nbr,
+                                                     int32_t n_rows, int32_t n0, F store)
+{
+    constexpr int RSL = sizeof(S.ss) / sizeof(S.ss[0]);
+    constexpr int NR = WGRS_BN / CUDA_WARP;
+    const int rs = s % RSL;
+    float xd[NR];
+    uint4 hl[NR];
+    wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
+        xd[r / CUDA_WARP] = d;
+        hl[r / CUDA_WARP] = h;
+    });
+    if (s >= RSL)
+        cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
+#pragma unroll
+    for (int i = 0; i < NR; i++)
+        store(S.ss[rs], lane + CUDA_WARP * i, xd[i], hl[i]);
+    if (AFENCE)
+        cuda_fence_async_smem();
+    cuda_mbar_arrive(&S.bar.sfull[rs]);
+    if (lane == 0)
+        cuda_tr(s, CUDA_TR_FEED);
+}
+
 /* The feed (mmqr's and mmq6w's), two warps. fw 0, the copy warp: for
  * each super-block s, once both warpgroups' chains are past s - RSL, the
  * block's weight rows (rb bytes of each a super-block) into slot s % RSL's
@@ -255,7 +285,6 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int
                                                  int32_t n_rows, int32_t m0, int32_t n0, int32_t glu, F store)
 {
     constexpr int RSL = sizeof(S.ss) / sizeof(S.ss[0]), ASL = sizeof(S.act) / sizeof(S.act[0]);
-    constexpr int NR = WGRS_BN / CUDA_WARP;
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % RSL;
         auto &L = S.ss[rs];
@@ -276,22 +305,7 @@ static __device__ __forceinline__ void wgrs_feed(SM &S, int fw, uint32_t rb, int
         }
         /* the rows' d and 32-sums are loaded before the slot's wait,
          * their global latency (~1 us) under it */
-        float xd[NR];
-        uint4 hl[NR];
-        wgrs_feed_xrows(X, nbr, n_rows, n0, s, lane, [&](int r, float d, uint4 h) {
-            xd[r / CUDA_WARP] = d;
-            hl[r / CUDA_WARP] = h;
-        });
-        if (s >= RSL)
-            cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
-#pragma unroll
-        for (int i = 0; i < NR; i++)
-            store(L, lane + CUDA_WARP * i, xd[i], hl[i]);
-        if (AFENCE)
-            cuda_fence_async_smem();
-        cuda_mbar_arrive(&S.bar.sfull[rs]);
-        if (lane == 0)
-            cuda_tr(s, CUDA_TR_FEED);
+        wgrs_feed_row<AFENCE>(S, s, lane, X, nbr, n_rows, n0, store);
     }
 }
 
