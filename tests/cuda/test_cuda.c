@@ -94,9 +94,10 @@ int main(void)
          * the exact F16 Q4_K product: launched wherever the dispatcher can
          * pick it (by default where its wgmma form runs: sm_90 builds on
          * compute capability 9.0), listed as not picked elsewhere; Q6_K
-         * on int8 wgmma likewise */
+         * on int8 wgmma likewise; Q4_K's from its planes (mmq4p) where
+         * Q4_K weights get planes (the same devices, unless INFERD_Q4P=0) */
         if ((strstr(p, "f16 cublas") || (strstr(p, "mmqh<") && cuda_backend_mmqh_min(be) == 0) ||
-             (strstr(p, "mmq6w<") && cuda_backend_mmq6w_min(be) == 0)) &&
+             (strstr(p, "mmq6w<") && cuda_backend_mmq6w_min(be) == 0) || strstr(p, "mmq4p<")) &&
             !has_name(p)) {
             char q[96];
             snprintf(q, sizeof(q), "%s (not picked here)", p);
