@@ -146,8 +146,8 @@ struct cuda_ctx {
     int q6p_env;
     int32_t q6p_min;   /* rows from which mmq6w reads them (CUDA_Q6P_MIN; INFERD_Q6P_MIN=N, A/B) */
     int q4p;           /* Q4_K weights get planes too (cuda/q6planes.cu, cuda/mmq4p.cu; INFERD_Q4P=0: not, A/B) */
-    int32_t q6p_turns; /* mmq6w<true>'s warpgroups in turns (1, the default; INFERD_Q6P_TURNS=0 none, A/B; the
-                        * bits do not depend on it) */
+    int32_t q6p_turns; /* the planes kernels' (mmq6w<true>, mmq4p) warpgroups in turns (1, the default;
+                        * INFERD_Q6P_TURNS=0 none, A/B; the bits do not depend on it) */
     size_t mem_total;  /* the device's memory (cudaDeviceProp.totalGlobalMem) */
     int mmc_cvt8;      /* activations to F16/BF16 eight a thread where aligned (INFERD_MMC_CVT8=0: one, A/B) */
     int mmc_tune;      /* INFERD_MMC_TUNE=1: batch-variant buckets' algorithms timed at load (A/B) */
