@@ -103,7 +103,8 @@ int cuda_backend_set_f16_weights(struct backend *be, size_t bytes);
  * Q6_K matrices (mmq6w) and Q4_K ones (mmq4p) up to percent of the
  * device's memory (config
  * q6_planes_percent; 0: none; INFERD_Q6P_MB in the environment wins).
- * Where mmq6w does not run (not compute capability 9.0) none are made.
+ * Where neither mmq6w nor mmq4p runs (not compute capability 9.0) none
+ * are made.
  * 0 or INF_EINVAL (weights registered, percent outside 0..100).
  * CUDA_Q6P_PERCENT: the default (cuda_backend_new's; the config key's
  * "5" and the tools' backend_open_params). */

@@ -125,9 +125,11 @@ template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w
  * over the group's rows is a view). free: all (destroy). */
 int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force);
 /* budget: c->q6p's budget at percent of the device's memory where mmq6w
- * runs (compute capability 9.0, a build with it, c->mmq6w on), else 0 (the
- * planes serve nothing elsewhere); INFERD_Q6P_MB, read by cuda/knobs.cu,
- * wins over it (c->q6p_env). */
+ * or mmq4p runs (compute capability 9.0, a build with them, c->mmq6w, or
+ * c->q4p with mmqh's wgmma form, on), else 0 (the planes serve nothing
+ * elsewhere); INFERD_Q6P_MB, read by cuda/knobs.cu, wins over it
+ * (c->q6p_env). Q4_K weights get planes too where c->q4p (from their raw
+ * rows: mmq4p_word). */
 /* rows from which mmq6w reads them: session 54 (H100) measured the planes
  * 0.89-0.95x the expanded form at 256 rows on the 4096 x 14336 and the 7B's
  * ffn shapes, 0.91-0.93x at 512 and 2048, but 1.19x at 128 on the 7B's

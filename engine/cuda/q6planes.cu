@@ -1,5 +1,7 @@
 /* cuda/q6planes — mmq6w's weight planes made once at load (the design
- * card's EXP = true for the Q6_K int8 product; cuda/mmq6w.cu).
+ * card's EXP = true for the Q6_K int8 product; cuda/mmq6w.cu), and since
+ * session 55 mmq4p's for Q4_K (cuda/mmq4p.cu: u = sc q = 32 P1 + P2, made
+ * from the raw rows by mmq4p_word) in the same layout, table and budget.
  *
  * Why: mmq6w's consumers turn each fragment word of the expanded copy
  * into its two u8 planes (mmq6w_planes: ~12 instructions a word, 64 words
@@ -79,7 +81,10 @@ void cuda_q6p_budget(struct cuda_ctx *c, int percent)
 {
     if (c->q6p_env) /* INFERD_Q6P_MB (A/B runs) */
         return;
-    c->q6p.budget = c->sm != 90 || !cuda_mmqw_built() || !c->mmq6w || percent <= 0
+    /* where a kernel reads them: mmq6w (Q6_K) or mmq4p (Q4_K, mmqh's wgmma
+     * form on) */
+    const bool reader = c->mmq6w || (c->q4p && c->mmqh && c->mmqw >= 2);
+    c->q6p.budget = c->sm != 90 || !cuda_mmqw_built() || !reader || percent <= 0
                         ? 0
                         : c->mem_total / 100 * (size_t)percent;
 }
