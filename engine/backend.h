@@ -77,6 +77,12 @@ struct backend_weight {
      * a fused allocation (ops->weight_fuse) that the backend owns and frees
      * at the weight_release of its last member; zero before weight_register. */
     struct backend_wgroup *group;
+    /* Set by the model before weight_register where it will offer this
+     * weight to ops->weight_fuse with its layer's neighbours (Q/K/V,
+     * gate/up) once the layer is registered: a backend may leave out the
+     * second layouts a fused group drops (CUDA: the Q4_K planes). 0 where
+     * nothing will be fused. A hint only: nothing may depend on it. */
+    int fuse_next;
 };
 
 /* Rotary position embedding of one call. Angle of pair i (0 <= i < n_dims/2)

@@ -41,6 +41,7 @@ struct model {
     struct model_layer *layers;
     struct model_weights weights;
     float *rope_factors; /* backend memory, or NULL */
+    int fuse;            /* model_fuse_enabled: the layers' Q/K/V and gate/up go to ops->weight_fuse */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -286,6 +287,13 @@ static int model_tensor(struct model *m, const char *name, int64_t ne0, int64_t 
     w->ne1 = t->ne[1];
     w->row_bytes = quant_row_bytes(w->type, w->ne0);
     w->host = t->data;
+    /* the members model_fuse_layer offers to weight_fuse */
+    static const char *const fused[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".ffn_gate.weight",
+                                        ".ffn_up.weight"};
+    for (size_t i = 0; m->fuse && i < sizeof(fused) / sizeof(fused[0]); i++) {
+        const size_t nl = strlen(name), fl = strlen(fused[i]);
+        w->fuse_next |= nl > fl && !strcmp(name + nl - fl, fused[i]);
+    }
     int rc = m->be->ops->weight_register(m->be, w);
     if (rc != 0)
         return inf_error_set(err, rc, "model: backend %s cannot take tensor '%s': %s",
@@ -426,6 +434,7 @@ static int model_load_tensors(struct model *m, struct inf_error *err)
     const int need_bias = hp->arch == MODEL_ARCH_QWEN2;
     const int need_qk_norm = hp->arch == MODEL_ARCH_QWEN3;
     const int fuse = model_fuse_enabled(m->be);
+    m->fuse = fuse;
     struct model_fuse_stats fst = {0, 0, 0};
     for (int il = 0; il < hp->n_layer; il++) {
         struct model_layer *L = &m->layers[il];

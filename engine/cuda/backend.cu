@@ -309,8 +309,11 @@ static int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
         }
     }
     /* Q4_K: mmq4p's planes under the same budget (c->q4p; cuda/mmq4p.cu),
-     * not the embedding table's (only get_rows reads it) */
-    if (w->type == QT_Q4_K && c->q4p && c->q6p.budget && strncmp(w->name, "token_embd", 10) != 0) {
+     * not the embedding table's (only get_rows reads it), nor those of a
+     * weight the model will fuse (fuse_next: weight_fuse would drop them,
+     * and a fused group's product reads none; made and dropped they cost
+     * the 7B-shaped load ~0.4-0.8 s, session 55) */
+    if (w->type == QT_Q4_K && c->q4p && c->q6p.budget && !w->fuse_next && strncmp(w->name, "token_embd", 10) != 0) {
         const int prc = cuda_q6p_add(c, w, 0);
         if (prc < 0)
             return prc;
