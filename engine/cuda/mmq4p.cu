@@ -28,10 +28,12 @@
  * Measured (session 55, H100, bench --op against mmqr in one binary):
  * 0.90-0.92x at 4096 x 14336 x 512 (141.5 -> 127-130 us), 0.90 at 256,
  * 0.93-0.95 at 2048; the 7B's ffn-up / ffn-down 0.89-0.92x at 512 and
- * 2048, attn-q 0.97 / 0.92; the 7B-shaped pp512 +1.5% (the default 5%
- * budget: a part of its Q4_K matrices). The price: 2 bytes a weight of
- * planes (cuda/q6planes.cu's table and budget, shared with Q6_K's, config
- * q6_planes_percent; INFERD_Q4P=0 leaves Q4_K out). */
+ * 2048, attn-q 0.97 / 0.92; the 7B-shaped pp512 +0-1.5% (the default 5%
+ * budget covers a part of its Q4_K matrices, and its fused Q/K and
+ * gate/up products read none: such weights get no planes, fuse_next).
+ * The price: 2 bytes a weight of planes (cuda/q6planes.cu's table and
+ * budget, shared with Q6_K's, config q6_planes_percent; INFERD_Q4P=0
+ * leaves Q4_K out). */
 #include "engine/cuda/mmqk_impl.cuh"
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/mmqmin.cuh"
