@@ -132,6 +132,22 @@ static int adjacent(const struct backend_weight *a, const struct backend_weight 
            (const char *)b->data == (const char *)a->data + (size_t)a->ne1 * a->row_bytes;
 }
 
+/* backend_weight.fuse_next, the model's hint at registration: set on each
+ * layer's Q/K/V and gate/up where the backend fuses (want 1; whether or not
+ * a fusion then succeeds), on nothing else, and on nothing at all where
+ * nothing is offered (want 0) */
+static void check_hints(const struct model *m, int want)
+{
+    const struct model_weights *W = model_weights(m);
+    for (int32_t il = 0; il < W->n_layer; il++) {
+        const struct model_layer *L = &W->layers[il];
+        CHECK(L->wq->fuse_next == want && L->wk->fuse_next == want && L->wv->fuse_next == want &&
+              L->ffn_gate->fuse_next == want && L->ffn_up->fuse_next == want);
+        CHECK(!L->wo->fuse_next && !L->ffn_down->fuse_next && !L->attn_norm->fuse_next && !L->ffn_norm->fuse_next);
+    }
+    CHECK(!W->tok_embd->fuse_next && !W->output->fuse_next);
+}
+
 /* Expected fusion of every layer (the rule in model.c) holds; returns the
  * number of groups seen. */
 static int check_layers(const struct model *m, int want_fused)
@@ -214,6 +230,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK(check_layers(m, 0) == 0);
+    check_hints(m, 0);
     const int32_t V = model_hparams(m)->n_vocab;
     float *want = prompt_logits(m);
     model_free(m);
@@ -228,6 +245,7 @@ int main(int argc, char **argv)
     CHECK(model_load(path, fb, &m, &err) == 0);
     if (m) {
         const int groups = check_layers(m, 1);
+        check_hints(m, 1);
         printf("fused: %d groups over %d layers (%d fuse calls)\n", groups,
                model_weights(m)->n_layer, n_fused);
         CHECK(groups == n_fused); /* 0 for tiny-llama-mixed: no two neighbours share a type */
@@ -247,6 +265,7 @@ int main(int argc, char **argv)
     CHECK(model_load(path, fb, &m, &err) == 0);
     if (m) {
         CHECK(check_layers(m, 0) == 0 && n_fused == 0);
+        check_hints(m, 0);
         model_free(m);
     }
     unsetenv("INFERD_NO_FUSE");
