@@ -55,13 +55,7 @@ struct mmq4p_side {
     uint8_t mb[2 * MMQR_MBG];
     float xd[MMQH_BN];
 };
-struct mmq4p_smem {
-    uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
-    uint8_t pl[MMQ6P_PSL][2][MMQ6W_ATILE];
-    mmq4p_side ss[MMQ6W_RSL];
-    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar; /* mmq6w_bars */
-    uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
-};
+typedef mmqp_smem<mmq4p_side> mmq4p_smem;
 static_assert(offsetof(mmq4p_side, mb) % 16 == 0 && sizeof(mmq4p_side) % 128 == 0,
               "mmq4p: the heads' tensor copies land 128-byte aligned, wgmma's core matrices 16");
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
@@ -152,24 +146,10 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         mmqk_k45_head(L.hd[ra], hd[0]);
         mmqk_k45_head(L.hd[rb], hd[1]);
         uint32_t fm[1][4];
-        mmqr_min_frag(mmqr_min_pair(L.hd[ra], t4), mmqr_min_pair(L.hd[rb], t4), fm[0]);
         float dm[16][4];
-        wgmma_fence();
-        wgmma_rs_z(&dm[0][0], fm[0], wgmma_desc(cuda_saddr(L.mb), MMQR_MBG, 128, 0));
-        wgmma_commit();
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float2 xd = *(const float2 *)&L.xd[8 * j + 2 * t4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float p1 = __fmul_rn(hd[k >> 1].d, k & 1 ? xd.y : xd.x);
-                acc[0][j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[0][j][k]);
-            }
-        }
-        wgmma_wait<0>();
-        wgmma_pin(&dm[0][0]);
-        wgmma_keep(fm);
-        mmqr_chain_v2(acc[0], dm, L.xd, hd, t4);
+        mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
+        mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
+        mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);

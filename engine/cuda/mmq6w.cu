@@ -106,13 +106,7 @@ struct mmq6p_side {
     int s4095[MMQH_BN];
     float wd[MMQH_BM];
 };
-struct mmq6p_smem {
-    uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
-    uint8_t pl[MMQ6P_PSL][2][MMQ6W_ATILE];
-    mmq6p_side ss[MMQ6W_RSL];
-    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar; /* mmq6w_bars */
-    uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
-};
+typedef mmqp_smem<mmq6p_side> mmq6p_smem;
 #if defined(INFERD_MMQW) /* the launcher's (builds with gpu_arch 90) */
 static constexpr size_t mmq6w_smem_bytes = sizeof(mmq6w_smem) + 1024;
 static constexpr size_t mmq6p_smem_bytes = sizeof(mmq6p_smem) + 1024;
@@ -185,20 +179,13 @@ static __device__ __forceinline__ void mmq6w_shift(int (&dd)[16][4], const int *
     }
 }
 
-/* the chain: D = v1, then mmqk's Q6_K chain (no min term): p1 = d x xd,
- * acc = fma(p1, (float) v1, acc); da, db the weight rows A and B's d */
+/* the chain: D = v1, then mmqk's Q6_K chain (no min term: mmqp_chain_v1);
+ * da, db the weight rows A and B's d; none in the lever's no-chain build */
 static __device__ __forceinline__ void mmq6w_chain(float (&acc)[16][4], const int (&dd)[16][4], float da, float db,
                                                    const float *xds, int t4)
 {
-#pragma unroll
-    for (int j = 0; j < (MMQ6W_LEVER == 1 ? 0 : 16); j++) {
-        const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-            acc[j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[j][k]);
-        }
-    }
+    if (MMQ6W_LEVER != 1)
+        mmqp_chain_v1(acc, dd, da, db, xds, t4);
 }
 #endif
 

@@ -8,6 +8,7 @@
 
 #include "engine/cuda/mmqh_impl.cuh"
 #include "engine/cuda/mmqk_impl.cuh" /* mmqk_head */
+#include "engine/cuda/wgmma.cuh"
 
 #define MMQR_MBG (MMQH_BN * 16)          /* the min term's B: bytes of a granule (k 8 c..) of its 128 rows */
 
@@ -62,6 +63,19 @@ static __device__ __forceinline__ void mmqr_min_store(uint8_t *mb, int r, uint4 
     *(uint4 *)&mb[MMQR_MBG + 16 * r] = make_uint4(b[4], b[5], b[6], b[7]);
 }
 
+#if WGMMA_DEVICE
+/* The min term of rows A and B (their first 16 raw bytes wa, wb) by one
+ * f16 wgmma into d (exact: mmqr_min_frag against the slot's B rows mb),
+ * issued and committed; fm holds its A fragment until mmqr_min_finish */
+static __device__ __forceinline__ void mmqr_min_issue(float (&d)[16][4], uint32_t (&fm)[1][4], const uint32_t *wa,
+                                                      const uint32_t *wb, const uint8_t *mb, int t4)
+{
+    mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
+    wgmma_fence();
+    wgmma_rs_z(&d[0][0], fm[0], wgmma_desc(cuda_saddr(mb), MMQR_MBG, 128, 0));
+    wgmma_commit();
+}
+
 /* The chain's second half (mmqk's Q4_K chain in the CPU's order, after
  * the v1 term): acc = fma(-(dmin x), v2, acc) with dd = v2 (the min term's
  * wgmma sums), columns 8 j + 2 t4 (+ 1) of the activations' d xds, rows A
@@ -79,5 +93,17 @@ static __device__ __forceinline__ void mmqr_chain_v2(float acc[16][4], const flo
         }
     }
 }
+
+/* mmqr_min_issue's sums waited for (every wgmma of this warpgroup), its
+ * fragment released, then the chain's second half with them */
+static __device__ __forceinline__ void mmqr_min_finish(float acc[16][4], float (&d)[16][4], const uint32_t (&fm)[1][4],
+                                                       const float *xds, const mmqk_head hd[2], int t4)
+{
+    wgmma_wait<0>();
+    wgmma_pin(&d[0][0]);
+    wgmma_keep(fm);
+    mmqr_chain_v2(acc, d, xds, hd, t4);
+}
+#endif
 
 #endif

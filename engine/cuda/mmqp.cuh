@@ -20,6 +20,17 @@
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 
+/* A planes kernel's shared memory: the activation ring, the plane ring,
+ * the side slots (SIDE: what each kernel's row warp stores for its chain),
+ * the barriers (mmq6w_bars) and the plane slots' full / empty */
+template <class SIDE> struct mmqp_smem {
+    uint8_t act[MMQ6W_ASL][MMQ6W_ATILE]; /* first: 1,024-byte aligned tiles */
+    uint8_t pl[MMQ6P_PSL][2][MMQ6W_ATILE];
+    SIDE ss[MMQ6W_RSL];
+    wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
+    uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
+};
+
 #if WGMMA_DEVICE
 /* the plane slots' barriers (thread 0, before wgrs_start's init and sync):
  * full with the copy warp's arrival and bytes, empty with every consumer's */
@@ -148,6 +159,24 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     mmqp_done(S, de, 2 * s + 1);
     mmq6w_retire(S.bar, s, wg, w4);
 }
+/* The chain's v1 term from an exact int32 v1 (mmqk's chain in the CPU's
+ * order: p1 = d x xd, acc = fma(p1, (float) v1, acc)); da, db the weight
+ * rows A and B's d, xds the activations' d (columns 8 j + 2 t4 (+ 1)).
+ * Q6_K's whole chain (mmq6w), Q4_K's first half (mmq4p). */
+static __device__ __forceinline__ void mmqp_chain_v1(float (&acc)[16][4], const int (&dd)[16][4], float da, float db,
+                                                     const float *xds, int t4)
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 xd = *(const float2 *)&xds[8 * j + 2 * t4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
+            acc[j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[j][k]);
+        }
+    }
+}
+
 /* before the loop: without turns warpgroup 1 waits for 0's first issue */
 template <class SM> static __device__ __forceinline__ void mmqp_lag(SM &S, int wg, int32_t turns)
 {

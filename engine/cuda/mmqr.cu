@@ -290,14 +290,8 @@ mmqr_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CU
             mmqr_chain_v1(acc[0], dd, L, hd, t4);
         if (MMQR_LEVER == 0 || MMQR_LEVER == 3) {
             uint32_t fm[1][4];
-            mmqr_min_frag(mmqr_min_pair(wa, t4), mmqr_min_pair(wb, t4), fm[0]);
-            wgmma_fence();
-            wgmma_rs_z(&dd[0][0], fm[0], wgmma_desc(cuda_saddr(L.mb), MMQR_MBG, 128, 0));
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_pin(&dd[0][0]);
-            wgmma_keep(fm);
-            mmqr_chain_v2(acc[0], dd, L.xd, hd, t4);
+            mmqr_min_issue(dd, fm, wa, wb, L.mb, t4);
+            mmqr_min_finish(acc[0], dd, fm, L.xd, hd, t4);
         }
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }

@@ -592,7 +592,9 @@ extern "C" void cuda_mm_variant_name(int i, char *buf, size_t n)
         break;
     case MMV_CUBLAS: snprintf(buf, n, "mul_mat<%s> cublas", t); break;
     case MMV_DEQ: snprintf(buf, n, "mul_mat<%s> f16 cublas", t); break;
-    case MMV_MMQH: snprintf(buf, n, v->b ? "mul_mat<%s> mmq4p<int8 wgmma> exp" : "mul_mat<%s> mmqh<f16 exact>", t); break;
+    case MMV_MMQH: /* b: from the planes made at load */
+        snprintf(buf, n, v->b ? "mul_mat<%s> mmq4p<int8 wgmma> exp" : "mul_mat<%s> mmqh<f16 exact>", t);
+        break;
     case MMV_MMQ6W: snprintf(buf, n, "mul_mat<%s> mmq6w<int8 wgmma>%s", t, v->b ? " exp" : ""); break;
     case MMV_MMQS:
         snprintf(buf, n, "mul_mat<%s> mmqs<%s>%s%s", t, v->b ? "true" : "false", v->c ? " k=1" : "",
