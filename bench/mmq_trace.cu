@@ -140,9 +140,14 @@ int main(int argc, char **argv)
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
+    c.mmvt_hv = getenv("INFERD_MMVT_HV") ? atoi(getenv("INFERD_MMVT_HV")) : 0;
+    c.mmvt_xt = getenv("INFERD_MMVT_XT") ? atoi(getenv("INFERD_MMVT_XT")) : 0;
+    c.mmvt_om = getenv("INFERD_MMVT_OM") ? atoi(getenv("INFERD_MMVT_OM")) : 0;
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
     c.q6p_turns = getenv("INFERD_Q6P_TURNS") ? atoi(getenv("INFERD_Q6P_TURNS")) != 0 : 1; /* the engine's default */
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    const int probe = getenv("INFERD_TR_PROBE") ? atoi(getenv("INFERD_TR_PROBE")) : 0; /* cuda/trace.cuh */
+    CK(cudaMemcpyToSymbol(cuda_tr_probe, &probe, sizeof(probe)));
 
     uint64_t st = 0x9e3779b97f4a7c15ull;
     const std::vector<uint8_t> h = random_bytes(wbytes, st);

@@ -95,6 +95,12 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * kernel runs first; A/B runs; results do not change */
     const char *mfq = getenv("INFERD_MMVT_FQ");
     c->mmvt_fq = mfq && atoi(mfq) >= 0 ? atoi(mfq) : -1;
+    const char *mhv = getenv("INFERD_MMVT_HV");
+    c->mmvt_hv = mhv && !strcmp(mhv, "1");
+    const char *mxt = getenv("INFERD_MMVT_XT");
+    c->mmvt_xt = mxt && !strcmp(mxt, "1");
+    const char *mom = getenv("INFERD_MMVT_OM");
+    c->mmvt_om = mom && !strcmp(mom, "1");
     /* mmvt's early trigger (cuda_mmvt_trig): by the op sequence;
      * INFERD_MMVT_TRIG=0 never, =2 before every successor (A/B runs; results
      * do not change) */

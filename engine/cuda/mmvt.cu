@@ -115,10 +115,15 @@ template <int T> struct mmvt_t {
  * dot products' starting values, mmvt_terms_q6) */
 #define MMVT_XS6 (MMVT_XS + 64)
 
-template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
+/* FQ: 0 the quantizer kernel's planes; 1 the stage's columns quantized by
+ * the compute warps at each stage from the float row's global loads; 2
+ * (Q6_K) the same from the stage's floats, copied into shared memory by
+ * the feed warp (mmvt_kernel says when and why) */
+/* HV: compute warps a column (2: Q6_K's halves form, mmvt_kernel) */
+template <int T, int RB, int D, int CW, int FQ = 0, int HV = 1> struct mmvt_geom {
     enum {
         KL = 32 / RB,           /* lanes of a warp along k */
-        C = CW * KL,            /* super-block columns a stage */
+        C = CW / HV * KL,       /* super-block columns a stage */
         CB = C * mmvt_t<T>::BS, /* bytes of a row's run */
         /* PAD: the bytes a row's slot holds past its run, 16 or 32, so that
          * the row stride RS is an odd number of 16-byte granules: the
@@ -135,8 +140,13 @@ template <int T, int RB, int D, int CW, bool FQ = false> struct mmvt_geom {
         SLOT = RB * RS,
         PARK = C * RB * 16,
         XW = T == QT_Q6_K ? MMVT_XS6 : MMVT_XS, /* a column's activations in xs */
-        XS = FQ ? XW * C : 0,                  /* FQ: the stage's activations, quantized by the compute warps */
-        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
+        /* the activations the compute warps quantize: a stage's (Q6_K two
+         * stages': om) */
+        XS = FQ ? XW * C * (T == QT_Q6_K ? 2 : 1) : 0,
+        XF = FQ == 2 ? C * QK_K * 4 : 0, /* FQ 2: a stage's floats, D of them */
+        /* the ring, its park, full[D], done[D], the activations; FQ 2 the
+         * floats' slots and their barriers xfull[D] */
+        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS + (FQ == 2 ? D * (XF + 8) : 0),
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
 };
@@ -231,23 +241,26 @@ static __device__ __forceinline__ float4 mmvt_terms(const uint8_t *b, const mmvt
  * values as they are (0..63): sum_i (q_i - 32) a_i = sum_i q_i a_i - 32
  * S_j, the same integer, two operations a word fewer; else q - 32 per
  * byte */
-template <bool NS>
-[[maybe_unused]] static __device__ __forceinline__ float4 mmvt_terms_q6(const uint8_t *b, const uint4 xq[16], float xd,
-                                                                        const int *ns)
+/* NH: the halves h0 .. h0 + NH - 1 only (xq, ns: theirs; the halves form:
+ * mmvt_kernel's HV); returns v1, its integer, with p1 */
+template <bool NS, int NH = 2>
+[[maybe_unused]] static __device__ __forceinline__ int mmvt_terms_q6(const uint8_t *b, const uint4 *xq, float xd,
+                                                                     const int *ns, float *p1, int h0 = 0)
 {
     const uint32_t m = 0x0f0f0f0fu, m2 = 0x30303030u, k60 = 0x60606060u, k80 = 0x80808080u;
     int v1 = 0;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
+    for (int hh = 0; hh < NH; hh++) {
+        const int h = h0 + hh;
         uint32_t ql[16], qh[8], sw[2];
         cuda_ld_a2<16>(b + 64 * h, ql);
         cuda_ld_a2<8>(b + 128 + 32 * h, qh);
         cuda_ld_a2<2>(b + 192 + 8 * h, sw);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const uint4 a0 = xq[8 * h + 2 * k], a1 = xq[8 * h + 2 * k + 1];
+            const uint4 a0 = xq[8 * hh + 2 * k], a1 = xq[8 * hh + 2 * k + 1];
             const int a[8] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y, (int)a1.z, (int)a1.w};
-            int d0 = NS ? ns[8 * h + 2 * k] : 0, d1 = NS ? ns[8 * h + 2 * k + 1] : 0;
+            int d0 = NS ? ns[8 * hh + 2 * k] : 0, d1 = NS ? ns[8 * hh + 2 * k + 1] : 0;
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const uint32_t l = ql[8 * (k & 1) + i];
@@ -263,22 +276,24 @@ template <bool NS>
             v1 += s0 * d0 + s1 * d1;
         }
     }
-    const float p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
-    return make_float4(p1, (float)v1, 0.0f, 0.0f);
+    *p1 = __fmul_rn(cuda_h2f(*(const quant_f16 *)(b + 208)), xd);
+    return v1;
 }
 
-template <int T, int RB, int D, int CW, bool FQ>
+template <int T, int RB, int D, int CW, int FQ, int HV>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig, int32_t om)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    typedef mmvt_geom<T, RB, D, CW, FQ> G;
+    typedef mmvt_geom<T, RB, D, CW, FQ, HV> G;
     extern __shared__ __align__(128) uint8_t mmvt_sm[];
     float4 *park = (float4 *)(mmvt_sm + D * G::SLOT);
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
     uint64_t *done = full + D;
     uint8_t *xs = mmvt_sm + D * (G::SLOT + G::PARK) + 2 * D * 8;
+    float *xfl = (float *)(xs + G::XS);                     /* FQ 2 */
+    uint64_t *xfull = (uint64_t *)(xs + G::XS + D * G::XF); /* FQ 2 */
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t n_grp = (n_w + RB - 1) / RB;
     const int32_t ns = (nbr + G::C - 1) / G::C; /* stages a row group */
@@ -287,6 +302,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         for (int i = 0; i < D; i++) {
             cuda_mbar_init(&full[i], 1);
             cuda_mbar_init(&done[i], CW * CUDA_WARP);
+            if (FQ == 2)
+                cuda_mbar_init(&xfull[i], 1);
         }
         cuda_mbar_init_fence();
     }
@@ -299,15 +316,40 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         cuda_stage fp = cuda_stage_first<G::C>(nbr);
         int32_t f = 0;
         auto feed = [&]() {
-            cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
+            if (CUDA_TR_PROBE == 3) {
+                if (lane == 0)
+                    cuda_mbar_expect(&full[f % D], 0);
+                __syncwarp();
+            } else
+                cuda_feed_rows(mmvt_sm + (f % D) * G::SLOT, G::RS, w, row_bytes, n_w, fp.g * RB, RB,
                            (size_t)fp.st * G::CB, (uint32_t)(fp.cnt * mmvt_t<T>::BS), &full[f % D]);
             cuda_tr(f, CUDA_TR_FEED);
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
         };
+        /* FQ 2: stage fx's floats (a row of one stage: the first only, as
+         * the compute warps quantize it once), by lane 0, after the PDL
+         * wait; slot fx % D is free once stage fx - D's weights are (its
+         * quantization comes before its terms) */
+        cuda_stage xp = fp;
+        int32_t fx = 0;
+        auto feed_x = [&]() {
+            if (lane == 0 && (ns > 1 || fx == 0)) {
+                const uint32_t bytes = (uint32_t)xp.cnt * QK_K * 4;
+                cuda_mbar_expect(&xfull[fx % D], bytes);
+                cuda_bulk_copy(xfl + (size_t)(fx % D) * (G::XF / 4), x + (int64_t)xp.st * G::C * QK_K, bytes,
+                               &xfull[fx % D]);
+            }
+            fx++;
+            cuda_stage_next<G::C>(xp, ns, nbr);
+        };
         while (f < n_st && f < D)
             feed();
         cuda_pdl_wait();
+        if constexpr (FQ == 2) {
+            while (fx < f)
+                feed_x();
+        }
         /* trig (cuda_mmvt_trig): the kernel after this one may launch once
          * every block has queued its last stage; only after the wait, so
          * a chain of grids waiting early ends here (cuda_pdl_trigger) */
@@ -324,7 +366,10 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                 for (int j = 0; j < G::C; j++) {
                     if (j < cp.cnt) {
                         const float4 t = pk[j * RB];
-                        acc = __fmaf_rn(t.x, t.y, acc);
+                        if (HV == 2) /* v1's halves as ints: the same integer, then the float */
+                            acc = __fmaf_rn(t.x, (float)(__float_as_int(t.y) + __float_as_int(t.z)), acc);
+                        else
+                            acc = __fmaf_rn(t.x, t.y, acc);
                         if (T != QT_Q6_K)
                             acc = __fmaf_rn(t.z, t.w, acc);
                     }
@@ -338,6 +383,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             cuda_tr(s, CUDA_TR_CHAIN);
             if (f < n_st) {
                 feed();
+                if constexpr (FQ == 2)
+                    feed_x();
                 if (trig && f == n_st)
                     cuda_pdl_trigger();
             }
@@ -346,7 +393,26 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         return;
     }
     cuda_pdl_wait();
-    const int r = lane % RB, j = warp * G::KL + lane / RB;
+    /* the compute lane's row r and column j of each stage: lane = row (r,
+     * the stage's column warp's), or, om (Q6_K, 32-row groups, FQ 0 or 2: a
+     * warp's columns then come from another warp's quantization in FQ 1),
+     * rows 8 (warp / 2) .. + 7 by lane % 8, columns warp % 2 + 2 (lane / 8).
+     * Why: Q6_K's 4-byte word reads at 32 rows 16 * odd bytes apart fall
+     * in 8 bank groups, 4 lanes on each bank (4 wavefronts a read); columns
+     * two apart start 105 words apart, so the four octets' reads land on
+     * the four words of a bank group: one wavefront where rows are 16-byte
+     * multiples, two where not (every other row's run then starts 4, 8 or
+     * 12 bytes into its slot row; a row a lane: four either way).
+     * bench/RESULTS.md session 56. */
+    /* HV 2 (Q6_K, om): warps w and w + 8 take the same row-super-blocks,
+     * halves 0 and 1 of each (mmvt_terms_q6's h: its sub-blocks 0-7 and
+     * 8-15); the chain adds the two halves' integers before the float
+     * multiply, so the bits are the one-lane form's. Why: a task's ~600
+     * dependent instructions on two warps a scheduler ran ~1 us (latency,
+     * issue ~32%); four warps a scheduler with half the work each. */
+    const int wc = HV == 2 ? warp % (CW / 2) : warp, h0 = HV == 2 ? warp / (CW / 2) : 0;
+    const int r = om ? 8 * (wc >> 1) + (lane & 7) : lane % RB;
+    const int j = om ? (wc & 1) + 2 * (lane >> 3) : wc * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
     /* FQ (a block with one row group, rows of at most c->mmvt_fq
      * super-blocks: cuda_mmvt): each compute warp quantizes its columns of
@@ -372,7 +438,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             }
         }
     };
-    if constexpr (FQ) {
+    if constexpr (FQ == 1) {
         if (n_st > 0)
             xload(cp);
     }
@@ -386,7 +452,27 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
              * row, and a warp's columns are the same in each) is quantized
              * once, at the block's first stage; the groups after it read
              * the same bytes */
+            /* om: the stage's columns in half (s & 1) of xs (Q6_K), written
+             * by their warps, read by others after the compute warps meet
+             * (named barrier 1): a half is written again two stages on, after
+             * every warp has met here past its reads of it */
+            const int xh = T == QT_Q6_K && om && ns > 1 ? (s & 1) * G::C : 0;
             if (ns > 1 || s == 0) {
+                if constexpr (FQ == 2) {
+                    /* the stage's floats, landed (the compute warps' first
+                     * wait of the stage) */
+                    cuda_mbar_wait(&xfull[s % D], (uint32_t)(s / D) & 1);
+#pragma unroll
+                    for (int kk = 0; kk < G::KL; kk++) {
+                        const int jq = warp * G::KL + kk;
+                        if (jq < cp.cnt) {
+                            const float4 *p = (const float4 *)(xfl + (size_t)(s % D) * (G::XF / 4) + jq * QK_K) + 2 * lane;
+                            const float4 a = p[0], b = p[1];
+                            xf[kk][0] = a.x, xf[kk][1] = a.y, xf[kk][2] = a.z, xf[kk][3] = a.w;
+                            xf[kk][4] = b.x, xf[kk][5] = b.y, xf[kk][6] = b.z, xf[kk][7] = b.w;
+                        }
+                    }
+                }
                 __syncwarp(); /* the lanes are done reading the previous stage's */
 #pragma unroll
                 for (int kk = 0; kk < G::KL; kk++) {
@@ -396,16 +482,21 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                         int sum, s16 = 0;
                         float d;
                         cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d, T == QT_Q6_K ? &s16 : nullptr);
-                        int8_t *xb = (int8_t *)(xs + jq * G::XW); /* mmvt_xat's layout */
+                        int8_t *xb = (int8_t *)(xs + (xh + jq) * G::XW); /* mmvt_xat's layout */
                         cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
                         if (T == QT_Q6_K && !(lane & 1)) /* sub-block lane / 2's sum */
                             ((int *)(xb + MMVT_XS))[lane / 2] = -32 * s16;
                     }
                 }
-                __syncwarp();
+                if (T == QT_Q6_K && om)
+                    asm volatile("bar.sync 1, %0;\n" ::"n"(CW * CUDA_WARP) : "memory");
+                else
+                    __syncwarp();
             }
-            xa = mmvt_xat(xs + j * G::XW);
-            if (ns > 1 && s + 1 < n_st) {
+            if (warp == 0)
+                cuda_tr(s, CUDA_TR_X0);
+            xa = mmvt_xat(xs + (xh + j) * G::XW);
+            if (FQ == 1 && ns > 1 && s + 1 < n_st) {
                 cuda_stage nx = cp;
                 cuda_stage_next<G::C>(nx, ns, nbr);
                 xload(nx);
@@ -416,22 +507,25 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
          * task took ~2-2.5 us against Q4_K's ~0.6: bench/mmq_trace,
          * 2026-12-04); Q4_K/Q5_K at 12-14 warps have no 64 registers to
          * spare */
-        uint4 xq[T == QT_Q6_K ? 16 : 1];
-        int4 nsum[T == QT_Q6_K && FQ ? 4 : 1]; /* the 16 values -32 S_j (MMVT_XS6) */
+        enum { NH = HV == 2 ? 1 : 2 }; /* Q6_K halves a lane */
+        uint4 xq[T == QT_Q6_K ? 8 * NH : 1];
+        int4 nsum[T == QT_Q6_K && FQ ? 2 * NH : 1]; /* the values -32 S_j of its halves (MMVT_XS6) */
         float xd = 0.0f;
         if constexpr (T == QT_Q6_K) {
             if (j < cp.cnt) {
 #pragma unroll
-                for (int i = 0; i < 16; i++)
-                    xq[i] = mmvt_ld<FQ>(xa.qs + i);
-                xd = mmvt_ld<FQ>(xa.d);
+                for (int i = 0; i < 8 * NH; i++)
+                    xq[i] = mmvt_ld<FQ != 0>(xa.qs + 8 * h0 + i);
+                xd = mmvt_ld<FQ != 0>(xa.d);
                 if constexpr (FQ) {
 #pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        nsum[i] = ((const int4 *)(xs + j * G::XW + MMVT_XS))[i];
+                    for (int i = 0; i < 2 * NH; i++)
+                        nsum[i] = ((const int4 *)((const uint8_t *)xa.qs + MMVT_XS))[2 * h0 + i];
                 }
             }
         }
+        if (warp == 0)
+            cuda_tr(s, CUDA_TR_X1);
         cuda_mbar_wait(&full[s % D], (uint32_t)(s / D) & 1);
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_LANDL : CUDA_TR_LAND0);
@@ -439,13 +533,23 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             /* the run starts (row * row_bytes) % 16 bytes into the slot's row
              * (the weight 16-byte aligned, G::CB a multiple of 16) */
             const uint8_t *b = mmvt_sm + (s % D) * G::SLOT + r * G::RS +
-                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS;
-            float4 t;
-            if constexpr (T == QT_Q6_K)
-                t = mmvt_terms_q6<FQ>(b, xq, xd, (const int *)nsum);
-            else
-                t = mmvt_terms<T, FQ>(b, xa);
-            park[((size_t)(s % D) * G::C + j) * RB + r] = t;
+                               (((size_t)(cp.g * RB + r) * row_bytes) & 15) + j * mmvt_t<T>::BS +
+                               (T == QT_Q6_K && CUDA_TR_PROBE == 2 ? 4 * ((lane >> 3) & 3) : 0);
+            float4 *pk = park + ((size_t)(s % D) * G::C + j) * RB + r;
+            if (CUDA_TR_PROBE == 1) {
+                *pk = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            } else if constexpr (T == QT_Q6_K) {
+                float p1;
+                const int v1 = mmvt_terms_q6<FQ != 0, NH>(b, xq, xd, (const int *)nsum, &p1, h0);
+                if (HV == 1)
+                    *pk = make_float4(p1, (float)v1, 0.0f, 0.0f);
+                else if (h0 == 0)
+                    *(float2 *)pk = make_float2(p1, __int_as_float(v1));
+                else
+                    ((float *)pk)[2] = __int_as_float(v1);
+            } else {
+                *pk = mmvt_terms<T, FQ != 0>(b, xa);
+            }
         }
         if (warp == 0 || warp == CW - 1)
             cuda_tr(s, warp ? CUDA_TR_DONEL : CUDA_TR_DONE0);
@@ -454,31 +558,47 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
 #endif
 }
 
-template <int T, int RB, int D, int CW, bool FQ>
+template <int T, int RB, int D, int CW, int FQ, int HV = 1>
 static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
                           int max_blocks)
 {
-    typedef mmvt_geom<T, RB, D, CW, FQ> G;
-    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ>>(G::SMEM, (CW + 1) * CUDA_WARP);
+    typedef mmvt_geom<T, RB, D, CW, FQ, HV> G;
+    const int occ = mmq_occupancy_once<mmvt_kernel<T, RB, D, CW, FQ, HV>>(G::SMEM, (CW + 1) * CUDA_WARP);
     if (occ == 0)
         return -1;
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
+    /* om: Q6_K's 32-row groups at 8 column warps (the halves form: always) */
+    const bool om = T == QT_Q6_K && RB == 32 && CW / HV == 8 && (HV == 2 || c->mmvt_om);
+    cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, HV>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
-                (int32_t)cuda_mmvt_trig(c));
+                (int32_t)cuda_mmvt_trig(c), (int32_t)om);
     return 0;
 }
 
-/* x: the float row, quantized by mmvt itself (FQ); else xq: the quantizer
+/* x: the float row, quantized by mmvt itself (FQ), its floats copied a
+ * stage at a time where xt (Q6_K, 32-row groups); else xq: the quantizer
  * kernel's planes */
 template <int T, int RB, int D, int CW>
 static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
-                       int max_blocks)
+                       int max_blocks, bool xt)
 {
-    return x ? mmvt_launch_fq<T, RB, D, CW, true>(c, w, x, NULL, y, max_blocks)
-             : mmvt_launch_fq<T, RB, D, CW, false>(c, w, NULL, xq, y, max_blocks);
+    if constexpr (T == QT_Q6_K && RB == 32 && D == 3 && CW == 8) {
+        /* the halves form (16 compute warps: HV 2) where c->mmvt_hv, with
+         * the floats' copies or the quantizer's planes; -1 (no room) falls
+         * through */
+        if (c->mmvt_hv && (!x || xt)) {
+            const int rc = x ? mmvt_launch_fq<T, RB, D, 16, 2, 2>(c, w, x, NULL, y, max_blocks)
+                             : mmvt_launch_fq<T, RB, D, 16, 0, 2>(c, w, NULL, xq, y, max_blocks);
+            if (rc != -1)
+                return rc;
+        }
+        if (x && xt)
+            return mmvt_launch_fq<T, RB, D, CW, 2>(c, w, x, NULL, y, max_blocks);
+    }
+    return x ? mmvt_launch_fq<T, RB, D, CW, 1>(c, w, x, NULL, y, max_blocks)
+             : mmvt_launch_fq<T, RB, D, CW, 0>(c, w, NULL, xq, y, max_blocks);
 }
 
 /* Compute warps a block by shape (speed only). Where a block has one
@@ -546,10 +666,10 @@ static inline int mmvt_rows(int64_t n_w, int64_t nbr, int n_sm)
 
 template <int T, int D, int CW>
 static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq,
-                          float *y, int rb, int max_blocks)
+                          float *y, int rb, int max_blocks, bool xt = false)
 {
-    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, xq, y, max_blocks)
-                    : mmvt_launch<T, 32, D, CW>(c, w, x, xq, y, max_blocks);
+    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, xq, y, max_blocks, xt)
+                    : mmvt_launch<T, 32, D, CW>(c, w, x, xq, y, max_blocks, xt);
 }
 
 template <int T>
@@ -605,7 +725,9 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
                           : mmvt_launch_rb<T, 4, 8>(c, w, x, xq, y, rb, max_blocks);
         }
     }
-    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, xq, y, rb, max_blocks);
+    /* Q6_K: the floats a stage at a time by the feed warp's copies where
+     * c->mmvt_xt (mmvt_kernel's FQ 2; INFERD_MMVT_XT=1, A/B) */
+    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, xq, y, rb, max_blocks, c->mmvt_xt != 0);
 }
 
 template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,

@@ -30,6 +30,16 @@ enum {
 #define CUDA_TR_STAGES 64
 __device__ long long cuda_tr_buf[CUDA_TR_BLOCKS][CUDA_TR_STAGES][CUDA_TR_MARKS];
 
+/* A kernel's diagnostic mode, set by bench/mmq_trace from INFERD_TR_PROBE
+ * (0 in the product builds): mmvt 1 leaves the compute lanes' terms out
+ * (zeros parked, no weight read), 2 reads Q6_K's words 4 bytes further on
+ * for each lane octet (conflict-free, wrong values), 3 queues no copies
+ * (the stage's barrier completes with no bytes). Why: which of the feed,
+ * the terms' shared-memory reads and the structure paces the one-row
+ * Q6_K product at the H200's stream rate (bench/RESULTS.md session 56). */
+__device__ int cuda_tr_probe;
+#define CUDA_TR_PROBE cuda_tr_probe
+
 static __device__ __forceinline__ long long cuda_tr_gtime(void)
 {
     long long t;
@@ -58,6 +68,7 @@ static __device__ __forceinline__ void cuda_tr_block(int end)
     }
 }
 #else
+#define CUDA_TR_PROBE 0
 #define cuda_tr(s, m) ((void)0)
 #define cuda_tr_block(end) ((void)0)
 #endif
