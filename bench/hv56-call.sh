@@ -7,14 +7,34 @@
 # INFERD_MMVT_OM (8 rows x 4 columns a warp), INFERD_MMVT_XT (the floats
 # by the feed warp's copies), INFERD_MMVT_HV (the halves form, 16 compute
 # warps), INFERD_MMVT_FQ=0 (the quantizer kernel's planes).
+# `bash bench/hv56-call.sh mini`: the cut that ~4 minutes of device time
+# hold (the forms on both shapes once, bench --op twice, cuda-ops and
+# racecheck with the three on).
 #   BUILD=build-d90 MODELS=stories260K tests/cuda/device-prep.sh
-# device tool: carry ["devcarry.tgz"], command `bash bench/hv56-call.sh`.
+# device tool: carry ["devcarry.tgz"], command `bash bench/hv56-call.sh [mini]`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
 base="INFERD_MMVT_HV=0 INFERD_MMVT_XT=0 INFERD_MMVT_OM=0"
 hv="INFERD_MMVT_HV=1 INFERD_MMVT_XT=1 INFERD_MMVT_OM=1"
+if [ "${1:-}" = mini ]; then
+    for v in "$base" "INFERD_MMVT_HV=0 INFERD_MMVT_XT=1 INFERD_MMVT_OM=1" "$hv" "INFERD_MMVT_HV=1 INFERD_MMVT_FQ=0" "$base"; do
+        echo "[$v] $(env $v timeout 20 $d/bin/mmq_trace mmvt q6_K 8192 4096 1 2>&1 | head -1 | cut -d: -f2) |" \
+            "$(env $v timeout 20 $d/bin/mmq_trace mmvt q6_K 14336 4096 1 2>&1 | head -1 | cut -d: -f2)"
+    done
+    for v in "$base" "$hv" "$base" "$hv"; do
+        echo "== [$v]"
+        call_op bin "$v" q6_K 1 llama3-ffn-down,qwen7b-ffn-down,qwen7b-attn-kv | cut -d'|' -f3-5
+    done
+    env $hv timeout 90 $d/bin/test_cuda_ops > $out/ops.log 2>&1
+    echo "cuda-ops rc=$? $(tail -1 $out/ops.log)"; grep -E "FAIL" $out/ops.log | head -5
+    env $hv timeout 50 compute-sanitizer --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types q6_K --n 1 --shapes llama3-ffn-down --reps 2 > $out/san-racecheck.log 2>&1
+    echo "racecheck rc=$?"
+    date -u +%T
+    exit 0
+fi
 vs=("$base" "INFERD_MMVT_HV=0 INFERD_MMVT_XT=0 INFERD_MMVT_OM=1" "INFERD_MMVT_HV=0 INFERD_MMVT_XT=1 INFERD_MMVT_OM=1"
     "$hv" "INFERD_MMVT_HV=0 INFERD_MMVT_FQ=0 INFERD_MMVT_OM=0" "INFERD_MMVT_HV=1 INFERD_MMVT_FQ=0")
 for r in 1 2; do

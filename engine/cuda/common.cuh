@@ -168,10 +168,9 @@ struct cuda_ctx {
     int att_sc_nold;
     size_t att_sc_fail;  /* the largest score buffer cudaMalloc refused (not asked again) */
     int mmvt;          /* one-row K-quant products through mmvt (sm_90+; INFERD_MMVT=0: mmvq, A/B) */
-    int mmvt_hv;       /* mmvt's Q6_K halves form, 16 compute warps (cuda/mmvt.cu HV 2; INFERD_MMVT_HV=1;
-                        * off: 8; A/B, session 56) */
-    int mmvt_xt;       /* mmvt's Q6_K floats a stage at a time by its feed warp's copies (cuda/mmvt.cu
-                        * FQ 2; INFERD_MMVT_XT=1; off: the compute warps' loads; A/B, session 56) */
+    int mmvt_hv;       /* mmvt's Q6_K halves form, 16 compute warps on the quantizer's planes (cuda/mmvt.cu
+                        * HV 2): -1 by shape (cuda_mmvt), 1 wherever it reads planes, 0 never
+                        * (INFERD_MMVT_HV; A/B, session 56) */
     int mmvt_om;       /* mmvt's Q6_K lanes as 8 rows x 4 columns a warp where they may (cuda/mmvt.cu om;
                         * INFERD_MMVT_OM=1; off: a row a lane; A/B, session 56) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */

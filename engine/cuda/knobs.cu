@@ -95,10 +95,10 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * kernel runs first; A/B runs; results do not change */
     const char *mfq = getenv("INFERD_MMVT_FQ");
     c->mmvt_fq = mfq && atoi(mfq) >= 0 ? atoi(mfq) : -1;
+    /* mmvt's Q6_K halves form: -1 by shape (cuda_mmvt's rule), =1 wherever
+     * it reads the quantizer's planes, =0 never (A/B; the same bits) */
     const char *mhv = getenv("INFERD_MMVT_HV");
-    c->mmvt_hv = mhv && !strcmp(mhv, "1");
-    const char *mxt = getenv("INFERD_MMVT_XT");
-    c->mmvt_xt = mxt && !strcmp(mxt, "1");
+    c->mmvt_hv = mhv && (!strcmp(mhv, "0") || !strcmp(mhv, "1")) ? mhv[0] - '0' : -1;
     const char *mom = getenv("INFERD_MMVT_OM");
     c->mmvt_om = mom && !strcmp(mom, "1");
     /* mmvt's early trigger (cuda_mmvt_trig): by the op sequence;

@@ -116,9 +116,7 @@ template <int T> struct mmvt_t {
 #define MMVT_XS6 (MMVT_XS + 64)
 
 /* FQ: 0 the quantizer kernel's planes; 1 the stage's columns quantized by
- * the compute warps at each stage from the float row's global loads; 2
- * (Q6_K) the same from the stage's floats, copied into shared memory by
- * the feed warp (mmvt_kernel says when and why) */
+ * the compute warps (mmvt_kernel says when and why) */
 /* HV: compute warps a column (2: Q6_K's halves form, mmvt_kernel) */
 template <int T, int RB, int D, int CW, int FQ = 0, int HV = 1> struct mmvt_geom {
     enum {
@@ -143,10 +141,7 @@ template <int T, int RB, int D, int CW, int FQ = 0, int HV = 1> struct mmvt_geom
         /* the activations the compute warps quantize: a stage's (Q6_K two
          * stages': om) */
         XS = FQ ? XW * C * (T == QT_Q6_K ? 2 : 1) : 0,
-        XF = FQ == 2 ? C * QK_K * 4 : 0, /* FQ 2: a stage's floats, D of them */
-        /* the ring, its park, full[D], done[D], the activations; FQ 2 the
-         * floats' slots and their barriers xfull[D] */
-        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS + (FQ == 2 ? D * (XF + 8) : 0),
+        SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
 };
@@ -292,8 +287,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     uint64_t *full = (uint64_t *)(mmvt_sm + D * (G::SLOT + G::PARK));
     uint64_t *done = full + D;
     uint8_t *xs = mmvt_sm + D * (G::SLOT + G::PARK) + 2 * D * 8;
-    float *xfl = (float *)(xs + G::XS);                     /* FQ 2 */
-    uint64_t *xfull = (uint64_t *)(xs + G::XS + D * G::XF); /* FQ 2 */
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int32_t n_grp = (n_w + RB - 1) / RB;
     const int32_t ns = (nbr + G::C - 1) / G::C; /* stages a row group */
@@ -302,8 +295,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
         for (int i = 0; i < D; i++) {
             cuda_mbar_init(&full[i], 1);
             cuda_mbar_init(&done[i], CW * CUDA_WARP);
-            if (FQ == 2)
-                cuda_mbar_init(&xfull[i], 1);
         }
         cuda_mbar_init_fence();
     }
@@ -327,29 +318,9 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             f++;
             cuda_stage_next<G::C>(fp, ns, nbr);
         };
-        /* FQ 2: stage fx's floats (a row of one stage: the first only, as
-         * the compute warps quantize it once), by lane 0, after the PDL
-         * wait; slot fx % D is free once stage fx - D's weights are (its
-         * quantization comes before its terms) */
-        cuda_stage xp = fp;
-        int32_t fx = 0;
-        auto feed_x = [&]() {
-            if (lane == 0 && (ns > 1 || fx == 0)) {
-                const uint32_t bytes = (uint32_t)xp.cnt * QK_K * 4;
-                cuda_mbar_expect(&xfull[fx % D], bytes);
-                cuda_bulk_copy(xfl + (size_t)(fx % D) * (G::XF / 4), x + (int64_t)xp.st * G::C * QK_K, bytes,
-                               &xfull[fx % D]);
-            }
-            fx++;
-            cuda_stage_next<G::C>(xp, ns, nbr);
-        };
         while (f < n_st && f < D)
             feed();
         cuda_pdl_wait();
-        if constexpr (FQ == 2) {
-            while (fx < f)
-                feed_x();
-        }
         /* trig (cuda_mmvt_trig): the kernel after this one may launch once
          * every block has queued its last stage; only after the wait, so
          * a chain of grids waiting early ends here (cuda_pdl_trigger) */
@@ -383,8 +354,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             cuda_tr(s, CUDA_TR_CHAIN);
             if (f < n_st) {
                 feed();
-                if constexpr (FQ == 2)
-                    feed_x();
                 if (trig && f == n_st)
                     cuda_pdl_trigger();
             }
@@ -394,9 +363,10 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     cuda_pdl_wait();
     /* the compute lane's row r and column j of each stage: lane = row (r,
-     * the stage's column warp's), or, om (Q6_K, 32-row groups, FQ 0 or 2: a
-     * warp's columns then come from another warp's quantization in FQ 1),
-     * rows 8 (warp / 2) .. + 7 by lane % 8, columns warp % 2 + 2 (lane / 8).
+     * the stage's column warp's), or, om (Q6_K, 32-row groups; under FQ a
+     * warp's columns then come from other warps' quantization, shared
+     * through named barrier 1), rows 8 (warp / 2) .. + 7 by lane % 8,
+     * columns warp % 2 + 2 (lane / 8).
      * Why: Q6_K's 4-byte word reads at 32 rows 16 * odd bytes apart fall
      * in 8 bank groups, 4 lanes on each bank (4 wavefronts a read); columns
      * two apart start 105 words apart, so the four octets' reads land on
@@ -409,7 +379,14 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * 8-15); the chain adds the two halves' integers before the float
      * multiply, so the bits are the one-lane form's. Why: a task's ~600
      * dependent instructions on two warps a scheduler ran ~1 us (latency,
-     * issue ~32%); four warps a scheduler with half the work each. */
+     * issue ~32%); four warps a scheduler with half the work each.
+     * Measured (H100, bench/RESULTS.md session 56): the L2-held 4096 x
+     * 8192 weight 11.0 -> 9.0 us on the planes (mmq_trace), 4096 x 14336
+     * 22.5 -> 21.6-21.9 (bench --op, quantizer included); cuda_mmvt says
+     * where it runs. Not kept: the stage's floats by the feed warp's bulk
+     * copies for the in-kernel quantization (queued behind the ring's
+     * weight copies, they landed late: 11.0 -> 14.6-14.7 us, and 23.9 ->
+     * 26.0 at 4096 x 14336). */
     const int wc = HV == 2 ? warp % (CW / 2) : warp, h0 = HV == 2 ? warp / (CW / 2) : 0;
     const int r = om ? 8 * (wc >> 1) + (lane & 7) : lane % RB;
     const int j = om ? (wc & 1) + 2 * (lane >> 3) : wc * G::KL + lane / RB;
@@ -458,21 +435,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
              * every warp has met here past its reads of it */
             const int xh = T == QT_Q6_K && om && ns > 1 ? (s & 1) * G::C : 0;
             if (ns > 1 || s == 0) {
-                if constexpr (FQ == 2) {
-                    /* the stage's floats, landed (the compute warps' first
-                     * wait of the stage) */
-                    cuda_mbar_wait(&xfull[s % D], (uint32_t)(s / D) & 1);
-#pragma unroll
-                    for (int kk = 0; kk < G::KL; kk++) {
-                        const int jq = warp * G::KL + kk;
-                        if (jq < cp.cnt) {
-                            const float4 *p = (const float4 *)(xfl + (size_t)(s % D) * (G::XF / 4) + jq * QK_K) + 2 * lane;
-                            const float4 a = p[0], b = p[1];
-                            xf[kk][0] = a.x, xf[kk][1] = a.y, xf[kk][2] = a.z, xf[kk][3] = a.w;
-                            xf[kk][4] = b.x, xf[kk][5] = b.y, xf[kk][6] = b.z, xf[kk][7] = b.w;
-                        }
-                    }
-                }
                 __syncwarp(); /* the lanes are done reading the previous stage's */
 #pragma unroll
                 for (int kk = 0; kk < G::KL; kk++) {
@@ -496,7 +458,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
             if (warp == 0)
                 cuda_tr(s, CUDA_TR_X0);
             xa = mmvt_xat(xs + (xh + j) * G::XW);
-            if (FQ == 1 && ns > 1 && s + 1 < n_st) {
+            if (ns > 1 && s + 1 < n_st) {
                 cuda_stage nx = cp;
                 cuda_stage_next<G::C>(nx, ns, nbr);
                 xload(nx);
@@ -577,25 +539,19 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
     return 0;
 }
 
-/* x: the float row, quantized by mmvt itself (FQ), its floats copied a
- * stage at a time where xt (Q6_K, 32-row groups); else xq: the quantizer
- * kernel's planes */
+/* x: the float row, quantized by mmvt itself (FQ); else xq: the
+ * quantizer kernel's planes, read by the halves form where hv (Q6_K,
+ * 32-row groups, sm_90: 16 compute warps, HV 2; -1, no room, falls to 8) */
 template <int T, int RB, int D, int CW>
 static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
-                       int max_blocks, bool xt)
+                       int max_blocks, bool hv)
 {
     if constexpr (T == QT_Q6_K && RB == 32 && D == 3 && CW == 8) {
-        /* the halves form (16 compute warps: HV 2) where c->mmvt_hv, with
-         * the floats' copies or the quantizer's planes; -1 (no room) falls
-         * through */
-        if (c->mmvt_hv && (!x || xt)) {
-            const int rc = x ? mmvt_launch_fq<T, RB, D, 16, 2, 2>(c, w, x, NULL, y, max_blocks)
-                             : mmvt_launch_fq<T, RB, D, 16, 0, 2>(c, w, NULL, xq, y, max_blocks);
+        if (hv && !x) {
+            const int rc = mmvt_launch_fq<T, RB, D, 16, 0, 2>(c, w, NULL, xq, y, max_blocks);
             if (rc != -1)
                 return rc;
         }
-        if (x && xt)
-            return mmvt_launch_fq<T, RB, D, CW, 2>(c, w, x, NULL, y, max_blocks);
     }
     return x ? mmvt_launch_fq<T, RB, D, CW, 1>(c, w, x, NULL, y, max_blocks)
              : mmvt_launch_fq<T, RB, D, CW, 0>(c, w, NULL, xq, y, max_blocks);
@@ -666,10 +622,10 @@ static inline int mmvt_rows(int64_t n_w, int64_t nbr, int n_sm)
 
 template <int T, int D, int CW>
 static int mmvt_launch_rb(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq,
-                          float *y, int rb, int max_blocks, bool xt = false)
+                          float *y, int rb, int max_blocks, bool hv = false)
 {
-    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, xq, y, max_blocks, xt)
-                    : mmvt_launch<T, 32, D, CW>(c, w, x, xq, y, max_blocks, xt);
+    return rb == 16 ? mmvt_launch<T, 16, D, CW>(c, w, x, xq, y, max_blocks, hv)
+                    : mmvt_launch<T, 32, D, CW>(c, w, x, xq, y, max_blocks, hv);
 }
 
 template <int T>
@@ -705,7 +661,21 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
      * (mmvt_kernel), and no quantizer kernel runs either. */
     const int64_t nbr = w->ne0 / QK_K;
     const bool one_grp = (w->ne1 + rb - 1) / rb <= c->n_sm, one_st = nbr <= (int64_t)cw * 32 / rb;
-    const bool fq_on = c->mmvt_fq != 0 && (one_st || (one_grp && nbr <= fq_sb));
+    /* Q6_K where a block's one 32-row group has several stages, of at
+     * least 2048 rows: the quantizer's planes and the halves form rather
+     * than the row quantized here (c->mmvt_hv < 0, the default; 1: the
+     * halves form wherever mmvt reads the planes, 0: never). Measured
+     * (H100, bench/RESULTS.md session 56, us): 4096 x 14336 22.5-22.6 ->
+     * 21.6-21.9 (bench --op, the quantizer kernel included), and on the
+     * L2-held 4096 x 8192 (the H200's stream rate) 11.0 -> 9.0 in
+     * mmq_trace; the planes form at 8 warps is no faster there (22.5-22.6),
+     * and the halves form is not where the row is quantized here cheaply
+     * (the 7B's 512-row attn-kv: the quantizer kernel costs more than it
+     * saves, 4.8 -> 6.8-8.0) nor measured faster on the 7B's ffn-down
+     * (planes already; 26.2-26.3 -> 26.5). */
+    const bool hv_rule = T == QT_Q6_K && rb == 32 && one_grp && !one_st && nbr <= fq_sb && w->ne1 >= 2048;
+    const bool hv = c->sm < 120 && (c->mmvt_hv > 0 || (c->mmvt_hv < 0 && hv_rule));
+    const bool fq_on = c->mmvt_fq != 0 && (one_st || (one_grp && nbr <= fq_sb)) && !(hv && hv_rule);
     if (x && !(fq_on && !((uintptr_t)x & 15)))
         x = NULL;
     if (!x && !xq)
@@ -725,9 +695,7 @@ int cuda_mmvt(struct cuda_ctx *c, const struct backend_weight *w, const float *x
                           : mmvt_launch_rb<T, 4, 8>(c, w, x, xq, y, rb, max_blocks);
         }
     }
-    /* Q6_K: the floats a stage at a time by the feed warp's copies where
-     * c->mmvt_xt (mmvt_kernel's FQ 2; INFERD_MMVT_XT=1, A/B) */
-    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, xq, y, rb, max_blocks, c->mmvt_xt != 0);
+    return rc != -1 ? rc : mmvt_launch_rb<T, 3, 8>(c, w, x, xq, y, rb, max_blocks, hv);
 }
 
 template int cuda_mmvt<QT_Q4_K>(struct cuda_ctx *, const struct backend_weight *, const float *, const void *,
@@ -746,5 +714,14 @@ int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight 
     const int rc = type == QT_Q4_K   ? cuda_mmvt<QT_Q4_K>(c, w, x, xq, y, 1, rb, 0, cw)
                    : type == QT_Q5_K ? cuda_mmvt<QT_Q5_K>(c, w, x, xq, y, 1, rb, 0, cw)
                                      : cuda_mmvt<QT_Q6_K>(c, w, x, xq, y, 1, rb, 0, cw);
-    return rc == -1 || rc == INF_EUNSUPPORTED ? 0 : rc;
+    if (rc != -1 && rc != INF_EUNSUPPORTED && rc != 0)
+        return rc;
+    /* Q6_K's halves form reads the planes where cuda_mmvt's rule (or
+     * INFERD_MMVT_HV=1) takes it, on shapes this scratch is not: launched
+     * beside the 32-row planes form, under its name */
+    if (type == QT_Q6_K && xq && rb == 32 && c->mmvt_hv != 0 && c->sm >= 90 && c->sm < 120) {
+        const int r2 = mmvt_launch_fq<QT_Q6_K, 32, 3, 16, 0, 2>(c, w, NULL, xq, y, 0);
+        return r2 == -1 ? 0 : r2;
+    }
+    return 0;
 }
