@@ -193,6 +193,22 @@ static void test_mul_mat(void)
             dfree(xg);
         }
     }
+    /* Q6_K's one-row halves form (cuda/mmvt.cu HV 2, session 56), which
+     * cuda_mmvt takes by shape: a block's one 32-row group of several
+     * stages (2304 = 9 super-blocks) and at least 2048 rows (64 groups: one
+     * a block where the GPU has 64+ SMs); its rows against n = 512's bits
+     * and the CPU like every shape above */
+    {
+        const int64_t ne0 = 2304, ne1 = 2048;
+        for (int32_t r = 0; r < MM_NMAX; r++)
+            fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
+        float *xg = dup_host(x, sizeof(float) * MM_NMAX * (size_t)ne0);
+        double xn[MM_NMAX + 1] = {0};
+        for (int32_t r = 0; r < MM_NMAX; r++)
+            xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
+        test_mul_mat_shape(QT_Q6_K, ne0, ne1, x, xg, xn);
+        dfree(xg);
+    }
     free(x);
 }
 
