@@ -141,7 +141,6 @@ int main(int argc, char **argv)
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
     c.mmvt_hv = getenv("INFERD_MMVT_HV") ? atoi(getenv("INFERD_MMVT_HV")) : -1; /* the engine's default: by shape */
-    c.mmvt_om = getenv("INFERD_MMVT_OM") ? atoi(getenv("INFERD_MMVT_OM")) : 0;
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
     c.q6p_turns = getenv("INFERD_Q6P_TURNS") ? atoi(getenv("INFERD_Q6P_TURNS")) != 0 : 1; /* the engine's default */
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));

@@ -171,8 +171,6 @@ struct cuda_ctx {
     int mmvt_hv;       /* mmvt's Q6_K halves form, 16 compute warps on the quantizer's planes (cuda/mmvt.cu
                         * HV 2): -1 by shape (cuda_mmvt), 1 wherever it reads planes, 0 never
                         * (INFERD_MMVT_HV; A/B, session 56) */
-    int mmvt_om;       /* mmvt's Q6_K lanes as 8 rows x 4 columns a warp where they may (cuda/mmvt.cu om;
-                        * INFERD_MMVT_OM=1; off: a row a lane; A/B, session 56) */
     int mmvt_cw;       /* mmvt's compute warps a block, forced (0: by shape; INFERD_MMVT_CW=8|12|14, A/B) */
     int mmvt_trig;     /* mmvt's early trigger (cuda_mmvt_trig): 1 where the op says its successor is a small
                         * kernel (default), 0 never, 2 always (INFERD_MMVT_TRIG=0|2, A/B) */

@@ -99,8 +99,6 @@ void cuda_knobs_read(struct cuda_ctx *c)
      * it reads the quantizer's planes, =0 never (A/B; the same bits) */
     const char *mhv = getenv("INFERD_MMVT_HV");
     c->mmvt_hv = mhv && (!strcmp(mhv, "0") || !strcmp(mhv, "1")) ? mhv[0] - '0' : -1;
-    const char *mom = getenv("INFERD_MMVT_OM");
-    c->mmvt_om = mom && !strcmp(mom, "1");
     /* mmvt's early trigger (cuda_mmvt_trig): by the op sequence;
      * INFERD_MMVT_TRIG=0 never, =2 before every successor (A/B runs; results
      * do not change) */

@@ -138,9 +138,7 @@ template <int T, int RB, int D, int CW, int FQ = 0, int HV = 1> struct mmvt_geom
         SLOT = RB * RS,
         PARK = C * RB * 16,
         XW = T == QT_Q6_K ? MMVT_XS6 : MMVT_XS, /* a column's activations in xs */
-        /* the activations the compute warps quantize: a stage's (Q6_K two
-         * stages': om) */
-        XS = FQ ? XW * C * (T == QT_Q6_K ? 2 : 1) : 0,
+        XS = FQ ? XW * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
@@ -278,7 +276,7 @@ template <bool NS, int NH = 2>
 template <int T, int RB, int D, int CW, int FQ, int HV>
 static __global__ void __launch_bounds__((CW + 1) * CUDA_WARP, 1)
 mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q8k X, const float *__restrict__ x,
-            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig, int32_t om)
+            int32_t nbr, float *__restrict__ y, struct cuda_epi E, int32_t trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef mmvt_geom<T, RB, D, CW, FQ, HV> G;
@@ -363,9 +361,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     cuda_pdl_wait();
     /* the compute lane's row r and column j of each stage: lane = row (r,
-     * the stage's column warp's), or, om (Q6_K, 32-row groups; under FQ a
-     * warp's columns then come from other warps' quantization, shared
-     * through named barrier 1), rows 8 (warp / 2) .. + 7 by lane % 8,
+     * the stage's column warp's), or, om (the halves form: Q6_K, 32-row
+     * groups, the quantizer's planes), rows 8 (warp / 2) .. + 7 by lane % 8,
      * columns warp % 2 + 2 (lane / 8).
      * Why: Q6_K's 4-byte word reads at 32 rows 16 * odd bytes apart fall
      * in 8 bank groups, 4 lanes on each bank (4 wavefronts a read); columns
@@ -373,7 +370,9 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * the four words of a bank group: one wavefront where rows are 16-byte
      * multiples, two where not (every other row's run then starts 4, 8 or
      * 12 bytes into its slot row; a row a lane: four either way).
-     * bench/RESULTS.md session 56. */
+     * bench/RESULTS.md session 56 (-1.2 us on the L2-held proxy in a
+     * withdrawn form; here with the halves). */
+    constexpr bool om = HV == 2;
     /* HV 2 (Q6_K, om): warps w and w + 8 take the same row-super-blocks,
      * halves 0 and 1 of each (mmvt_terms_q6's h: its sub-blocks 0-7 and
      * 8-15); the chain adds the two halves' integers before the float
@@ -429,11 +428,6 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
              * row, and a warp's columns are the same in each) is quantized
              * once, at the block's first stage; the groups after it read
              * the same bytes */
-            /* om: the stage's columns in half (s & 1) of xs (Q6_K), written
-             * by their warps, read by others after the compute warps meet
-             * (named barrier 1): a half is written again two stages on, after
-             * every warp has met here past its reads of it */
-            const int xh = T == QT_Q6_K && om && ns > 1 ? (s & 1) * G::C : 0;
             if (ns > 1 || s == 0) {
                 __syncwarp(); /* the lanes are done reading the previous stage's */
 #pragma unroll
@@ -444,20 +438,17 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
                         int sum, s16 = 0;
                         float d;
                         cuda_q8k_warp_v(xf[kk], lane, q, &sum, &d, T == QT_Q6_K ? &s16 : nullptr);
-                        int8_t *xb = (int8_t *)(xs + (xh + jq) * G::XW); /* mmvt_xat's layout */
+                        int8_t *xb = (int8_t *)(xs + jq * G::XW); /* mmvt_xat's layout */
                         cuda_q8k_put(xb, xb + QK_K, (float *)(xb + QK_K + CUDA_Q8K_HL), lane, q, sum, d);
                         if (T == QT_Q6_K && !(lane & 1)) /* sub-block lane / 2's sum */
                             ((int *)(xb + MMVT_XS))[lane / 2] = -32 * s16;
                     }
                 }
-                if (T == QT_Q6_K && om)
-                    asm volatile("bar.sync 1, %0;\n" ::"n"(CW * CUDA_WARP) : "memory");
-                else
-                    __syncwarp();
+                __syncwarp();
             }
             if (warp == 0)
                 cuda_tr(s, CUDA_TR_X0);
-            xa = mmvt_xat(xs + (xh + j) * G::XW);
+            xa = mmvt_xat(xs + j * G::XW);
             if (ns > 1 && s + 1 < n_st) {
                 cuda_stage nx = cp;
                 cuda_stage_next<G::C>(nx, ns, nbr);
@@ -531,11 +522,9 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
     const int64_t nbr = w->ne0 / QK_K;
     const int64_t blocks = cuda_stream_blocks((w->ne1 + RB - 1) / RB, occ, c->n_sm, max_blocks);
     const cuda_q8k planes = xq ? cuda_q8k_planes(xq, nbr) : cuda_q8k{};
-    /* om: Q6_K's 32-row groups at 8 column warps (the halves form: always) */
-    const bool om = T == QT_Q6_K && RB == 32 && CW / HV == 8 && (HV == 2 || c->mmvt_om);
     cuda_launch(c, mmvt_kernel<T, RB, D, CW, FQ, HV>, dim3((unsigned)blocks), (CW + 1) * CUDA_WARP, (size_t)G::SMEM,
                 (const uint8_t *)w->data, w->row_bytes, (int32_t)w->ne1, planes, x, (int32_t)nbr, y, c->epi,
-                (int32_t)cuda_mmvt_trig(c), (int32_t)om);
+                (int32_t)cuda_mmvt_trig(c));
     return 0;
 }
 
