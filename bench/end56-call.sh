@@ -13,19 +13,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
-timeout 170 $d/bin/test_cuda_ops > $out/ops.log 2>&1
-echo "cuda-ops rc=$? $(tail -1 $out/ops.log)"; grep -E "FAIL|2304" $out/ops.log | head -8 | cut -c1-160
 timeout 120 $d/bin/test_cuda > $out/test_cuda.log 2>&1
 echo "test_cuda rc=$?"; grep -E "FAIL|prewarm" $out/test_cuda.log | head -4 | cut -c1-160
-. tests/cuda/q7.sh
-q7_make $out/mk.log
-timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
-echo "q7 rc=$?"; tail -1 $out/q7.log | cut -c1-160
-for tool in memcheck racecheck synccheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-        --types q6_K --n 1 --shapes llama3-ffn-down,qwen7b-ffn-down,qwen7b-attn-kv --reps 2 > $out/san-$tool.log 2>&1
-    echo "$tool rc=$?"
-done
+shapes=llama3-ffn-down,qwen7b-ffn-down,qwen7b-attn-kv
+call_bits q6_K 1 $shapes # cuda-ops, the q7 gate, racecheck, synccheck
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+    --types q6_K --n 1 --shapes $shapes --reps 2 > $out/san-memcheck.log 2>&1
+echo "memcheck rc=$?"
 date -u +%T
 for r in 1 2; do
     for v in "" "INFERD_MMVT_HV=0"; do

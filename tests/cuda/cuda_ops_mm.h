@@ -163,6 +163,19 @@ static void test_mul_mat_shape(int type, int64_t ne0, int64_t ne1, const float *
     HFREE(yc, yh, yb, wf, wq);
 }
 
+/* MM_NMAX activation rows of ne0 into x: uniform, with a per-row scale so
+ * rows differ in magnitude (0.01 .. 10) as hidden states do; xn[r]: the
+ * sum of squares of rows 0..r-1; returns the rows' device copy */
+static float *mm_fill_x(float *x, int64_t ne0, double xn[MM_NMAX + 1])
+{
+    for (int32_t r = 0; r < MM_NMAX; r++)
+        fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
+    xn[0] = 0;
+    for (int32_t r = 0; r < MM_NMAX; r++)
+        xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
+    return dup_host(x, sizeof(float) * MM_NMAX * (size_t)ne0);
+}
+
 static void test_mul_mat(void)
 {
     static const int types[] = {QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q8_0,
@@ -179,14 +192,8 @@ static void test_mul_mat(void)
             const int64_t ne0 = ne0_all[a];
             if (ne0 % quant_block_elems(types[t]) || (ne0 > 1024 && quant_block_elems(types[t]) != 256))
                 continue;
-            /* activations: uniform, with a per-row scale so rows differ in
-             * magnitude (0.01 .. 10) as hidden states do */
-            for (int32_t r = 0; r < MM_NMAX; r++)
-                fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
-            float *xg = dup_host(x, sizeof(float) * MM_NMAX * (size_t)ne0);
-            double xn[MM_NMAX + 1] = {0};
-            for (int32_t r = 0; r < MM_NMAX; r++)
-                xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
+            double xn[MM_NMAX + 1];
+            float *xg = mm_fill_x(x, ne0, xn);
             for (size_t b = 0; b < sizeof(ne1s) / sizeof(ne1s[0]); b++)
                 if (ne0 <= 1024 || ne1s[b] == 37)
                     test_mul_mat_shape(types[t], ne0, ne1s[b], x, xg, xn);
@@ -200,12 +207,8 @@ static void test_mul_mat(void)
      * and the CPU like every shape above */
     {
         const int64_t ne0 = 2304, ne1 = 2048;
-        for (int32_t r = 0; r < MM_NMAX; r++)
-            fill(x + (size_t)r * ne0, (size_t)ne0, powf(10.0f, 2.0f * frand() - 1.0f));
-        float *xg = dup_host(x, sizeof(float) * MM_NMAX * (size_t)ne0);
-        double xn[MM_NMAX + 1] = {0};
-        for (int32_t r = 0; r < MM_NMAX; r++)
-            xn[r + 1] = xn[r] + sumsq(x + (size_t)r * ne0, (size_t)ne0);
+        double xn[MM_NMAX + 1];
+        float *xg = mm_fill_x(x, ne0, xn);
         test_mul_mat_shape(QT_Q6_K, ne0, ne1, x, xg, xn);
         dfree(xg);
     }
