@@ -12,7 +12,7 @@
 # racecheck with the three on).
 #   BUILD=build-d90 MODELS=stories260K tests/cuda/device-prep.sh
 # device tool: carry ["devcarry.tgz"], command `bash bench/hv56-call.sh [mini]`.
-# (The record of session 56's call 15, `mini`, on 5e7aaa4: INFERD_MMVT_XT was
+# (The record of session 56's call 25, `mini`, on 5e7aaa4: INFERD_MMVT_XT was
 # removed after it and INFERD_MMVT_HV's default became a shape rule,
 # bench/RESULTS.md; today INFERD_MMVT_HV=1 INFERD_MMVT_FQ=0 is its last form.)
 set -uo pipefail
