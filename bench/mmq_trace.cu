@@ -140,7 +140,8 @@ int main(int argc, char **argv)
     c.tma_rows = getenv("INFERD_TMA") ? atoi(getenv("INFERD_TMA")) : 32;
     c.mmvt_rb = getenv("INFERD_MMVT_RB") ? atoi(getenv("INFERD_MMVT_RB")) : 0;
     c.mmvt_cw = getenv("INFERD_MMVT_CW") ? atoi(getenv("INFERD_MMVT_CW")) : 0;
-    c.mmvt_hv = getenv("INFERD_MMVT_HV") ? atoi(getenv("INFERD_MMVT_HV")) : -1; /* the engine's default: by shape */
+    const char *mhv = getenv("INFERD_MMVT_HV"); /* as cuda/knobs.cu reads it: 0, 1, else by shape */
+    c.mmvt_hv = mhv && (!strcmp(mhv, "0") || !strcmp(mhv, "1")) ? mhv[0] - '0' : -1;
     c.mmvt_fq = getenv("INFERD_MMVT_FQ") ? atoi(getenv("INFERD_MMVT_FQ")) : -1;
     c.q6p_turns = getenv("INFERD_Q6P_TURNS") ? atoi(getenv("INFERD_Q6P_TURNS")) != 0 : 1; /* the engine's default */
     CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));

@@ -138,7 +138,7 @@ template <int T, int RB, int D, int CW, int FQ = 0, int HV = 1> struct mmvt_geom
         SLOT = RB * RS,
         PARK = C * RB * 16,
         XW = T == QT_Q6_K ? MMVT_XS6 : MMVT_XS, /* a column's activations in xs */
-        XS = FQ ? XW * C : 0, /* FQ: the stage's activations, quantized by the compute warps */
+        XS = FQ ? XW * C : 0,                  /* FQ: the stage's activations, quantized by the compute warps */
         SMEM = D * (SLOT + PARK) + 2 * D * 8 + XS, /* the ring, its park, full[D], done[D], the activations */
     };
     static_assert(CB % 16 == 0, "a row's run must be whole 16-byte granules");
@@ -361,9 +361,9 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
     }
     cuda_pdl_wait();
     /* the compute lane's row r and column j of each stage: lane = row (r,
-     * the stage's column warp's), or, om (the halves form: Q6_K, 32-row
-     * groups, the quantizer's planes), rows 8 (warp / 2) .. + 7 by lane % 8,
-     * columns warp % 2 + 2 (lane / 8).
+     * the stage's column warp's), or, in the halves form (HV 2: Q6_K,
+     * 32-row groups, the quantizer's planes), rows 8 (wc / 2) .. + 7 by
+     * lane % 8, columns wc % 2 + 2 (lane / 8), wc the warp's column warp.
      * Why: Q6_K's 4-byte word reads at 32 rows 16 * odd bytes apart fall
      * in 8 bank groups, 4 lanes on each bank (4 wavefronts a read); columns
      * two apart start 105 words apart, so the four octets' reads land on
@@ -372,8 +372,7 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * 12 bytes into its slot row; a row a lane: four either way).
      * bench/RESULTS.md session 56 (-1.2 us on the L2-held proxy in a
      * withdrawn form; here with the halves). */
-    constexpr bool om = HV == 2;
-    /* HV 2 (Q6_K, om): warps w and w + 8 take the same row-super-blocks,
+    /* HV 2: warps w and w + 8 take the same row-super-blocks,
      * halves 0 and 1 of each (mmvt_terms_q6's h: its sub-blocks 0-7 and
      * 8-15); the chain adds the two halves' integers before the float
      * multiply, so the bits are the one-lane form's. Why: a task's ~600
@@ -387,8 +386,8 @@ mmvt_kernel(const uint8_t *__restrict__ w, size_t row_bytes, int32_t n_w, cuda_q
      * weight copies, they landed late: 11.0 -> 14.6-14.7 us, and 23.9 ->
      * 26.0 at 4096 x 14336). */
     const int wc = HV == 2 ? warp % (CW / 2) : warp, h0 = HV == 2 ? warp / (CW / 2) : 0;
-    const int r = om ? 8 * (wc >> 1) + (lane & 7) : lane % RB;
-    const int j = om ? (wc & 1) + 2 * (lane >> 3) : wc * G::KL + lane / RB;
+    const int r = HV == 2 ? 8 * (wc >> 1) + (lane & 7) : lane % RB;
+    const int j = HV == 2 ? (wc & 1) + 2 * (lane >> 3) : wc * G::KL + lane / RB;
     cuda_stage cp = cuda_stage_first<G::C>(nbr);
     /* FQ (a block with one row group, rows of at most c->mmvt_fq
      * super-blocks: cuda_mmvt): each compute warp quantizes its columns of
@@ -528,16 +527,24 @@ static int mmvt_launch_fq(struct cuda_ctx *c, const struct backend_weight *w, co
     return 0;
 }
 
+/* Q6_K's halves form (HV 2: 16 compute warps, 32-row groups, three
+ * stages, sm_90) on the quantizer's planes xq; -1 where it does not fit */
+static int mmvt_launch_hv(struct cuda_ctx *c, const struct backend_weight *w, const void *xq, float *y,
+                          int max_blocks)
+{
+    return mmvt_launch_fq<QT_Q6_K, 32, 3, 16, 0, 2>(c, w, NULL, xq, y, max_blocks);
+}
+
 /* x: the float row, quantized by mmvt itself (FQ); else xq: the
- * quantizer kernel's planes, read by the halves form where hv (Q6_K,
- * 32-row groups, sm_90: 16 compute warps, HV 2; -1, no room, falls to 8) */
+ * quantizer kernel's planes, read by the halves form where hv (Q6_K at
+ * 32 rows and 8 warps: mmvt_launch_hv; -1, no room, falls to 8) */
 template <int T, int RB, int D, int CW>
 static int mmvt_launch(struct cuda_ctx *c, const struct backend_weight *w, const float *x, const void *xq, float *y,
                        int max_blocks, bool hv)
 {
     if constexpr (T == QT_Q6_K && RB == 32 && D == 3 && CW == 8) {
         if (hv && !x) {
-            const int rc = mmvt_launch_fq<T, RB, D, 16, 0, 2>(c, w, NULL, xq, y, max_blocks);
+            const int rc = mmvt_launch_hv(c, w, xq, y, max_blocks);
             if (rc != -1)
                 return rc;
         }
@@ -709,7 +716,7 @@ int cuda_mmvt_prewarm(struct cuda_ctx *c, int type, const struct backend_weight 
      * INFERD_MMVT_HV=1) takes it, on shapes this scratch is not: launched
      * beside the 32-row planes form, under its name */
     if (type == QT_Q6_K && xq && rb == 32 && c->mmvt_hv != 0 && c->sm >= 90 && c->sm < 120) {
-        const int r2 = mmvt_launch_fq<QT_Q6_K, 32, 3, 16, 0, 2>(c, w, NULL, xq, y, 0);
+        const int r2 = mmvt_launch_hv(c, w, xq, y, 0);
         return r2 == -1 ? 0 : r2;
     }
     return 0;
