@@ -18,6 +18,20 @@
 #define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
+/* MMQP_KH: the rings in k-halves (1) instead of planes (0). 0: plane slot
+ * u = 2 s + p holds plane p's two k-halves, and every slot and activation
+ * stage of super-block s is released after both planes' products. 1: unit
+ * u = 2 s + h holds k-half h of both planes (plane slot u % PSL) beside
+ * activation stage u (ASL = PSL: the same index), the products of half 0
+ * are committed as their own group, and unit 2 s is released once that
+ * group is done, while half 1's products still run: the copy warp can
+ * refill it about half a super-block's products earlier, and a warpgroup
+ * starts on half 0 before half 1 has landed. The same products into the
+ * same sets: the same integers, the same bits. */
+#ifndef MMQP_KH
+#define MMQP_KH 0
+#endif
+static_assert(!MMQP_KH || MMQ6W_ASL == MMQ6P_PSL, "mmqp: a k-half unit is a plane slot and its activation stage");
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 
 /* A planes kernel's shared memory: the activation ring, the plane ring,
@@ -79,6 +93,26 @@ static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUt
                                                       const CUtensorMap *xmap, int32_t nbr, int32_t m0, int32_t n0,
                                                       int32_t s)
 {
+    if (MMQP_KH) {
+        /* unit u = 2 s + h: k-half h of both planes (planes p at p ne0 /
+         * 2 + 128 s + 64 h of the halves map), then activation stage u */
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {
+            const int32_t u = 2 * s + h, us = u % MMQ6P_PSL;
+            if (u >= MMQ6P_PSL)
+                cuda_mbar_wait(&S.pempty[us], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
+            if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
+                cuda_mbar_expect(&S.pfull[us], 0);
+            } else if (lane == 0) {
+                const int32_t x = 128 * s + 64 * h;
+                cuda_mbar_expect(&S.pfull[us], 2 * MMQ6W_ATILE);
+                cuda_tma_rows(S.pl[us][0], pmap, x, m0, &S.pfull[us]);
+                cuda_tma_rows(S.pl[us][1], pmap, nbr * 128 + x, m0, &S.pfull[us]);
+            }
+            wgrs_feed_act(S.bar, S.act[u % MMQ6W_ASL], sizeof(S.act[0]), xmap, u, 128 * s + 64 * h, n0);
+        }
+        return;
+    }
 #pragma unroll 1
     for (int p = 0; p < 2; p++) {
         const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
@@ -131,6 +165,43 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
     cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
 }
 
+/* MMQP_KH's products of unit u = 2 s + h (its plane halves and activation
+ * stage landed): plane 1's 4 k32 steps of the half into dd, plane 2's into
+ * de (fresh at h = 0), one commit group */
+template <class SM>
+static __device__ __forceinline__ void mmqp_issue_kh(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int h,
+                                                     int wg, uint32_t sb)
+{
+    const int32_t u = 2 * s + h;
+    cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
+    cuda_mbar_wait(&S.bar.afull[u % MMQ6W_ASL], (uint32_t)(u / MMQ6W_ASL) & 1);
+    const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
+    const uint32_t ao = sb + (uint32_t)(u % MMQ6W_ASL) * MMQ6W_ATILE;
+    if (h == 0)
+        wgmma_fence();
+#pragma unroll
+    for (int p = 0; p < 2; p++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint64_t da = wgmma_desc(pa + (uint32_t)p * MMQ6W_ATILE + 32 * j, 16, 1024, 1);
+            const uint64_t db = wgmma_desc(ao + 32 * j, 16, 1024, 1);
+            int *d = p ? &de[0][0] : &dd[0][0];
+            if (h == 0 && j == 0)
+                wgmma_u8s8_ss_z(d, da, db);
+            else
+                wgmma_u8s8_ss(d, da, db);
+        }
+    wgmma_commit();
+}
+
+/* MMQP_KH: unit u's plane halves and activation stage read (a wait covered
+ * its group): both free */
+template <class SM> static __device__ __forceinline__ void mmqp_unit_done(SM &S, int32_t u)
+{
+    cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
+    cuda_mbar_arrive(&S.bar.aempty[u % MMQ6W_ASL]);
+}
+
 /* A consumer warpgroup's products of super-block s: its side slot and
  * activations landed, plane 1 into dd and plane 2 into de (each its own
  * accumulator set), both issued at once, one wait; both plane slots and
@@ -145,6 +216,27 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
                                                    int w4, uint32_t sb, int32_t turns)
 {
     mmq6w_land(S.bar, s, wg, w4);
+    if (MMQP_KH) {
+        /* half 0 issued as soon as it landed, half 1 behind it; unit 2 s
+         * released once half 0's group is done */
+        if (turns && (wg == 1 || s > 0))
+            cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+        mmqp_issue_kh(S, dd, de, s, 0, wg, sb);
+        if (!turns && s == 0 && wg == 0)
+            cuda_mbar_arrive(&S.bar.lag);
+        mmqp_issue_kh(S, dd, de, s, 1, wg, sb);
+        if (turns)
+            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
+        wgmma_wait<1>();
+        mmqp_unit_done(S, 2 * s);
+        wgmma_wait<0>();
+        wgmma_pin_i(&dd[0][0]);
+        wgmma_pin_i(&de[0][0]);
+        mmqp_unit_done(S, 2 * s + 1);
+        if (w4 == 0)
+            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
+        return;
+    }
     mmq6w_acts(S.bar, s);
     if (turns && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);

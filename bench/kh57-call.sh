@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/kh57-call.sh — session 57: the planes frame's rings in k-halves
+# (cuda/mmqp.cuh MMQP_KH=1: bin) against the rings in planes (MMQP_KH=0:
+# prev, main's tree at its defaults), for mmq4p (Q4_K) and mmq6w<true>
+# (Q6_K) at 256 / 512 / 2048 rows. In order: bin's bits (cuda-ops, the
+# 7B-shaped GPU-vs-CPU gate, test_cuda's prewarm list, memcheck / racecheck
+# / synccheck of the q4_K and q6_K 512-row products); bench --op A/B two
+# rounds interleaved (and bin without turns); mmq_trace back to back (prev's and bin's own
+# builds) and bin's mmq4p marks; the 7B-shaped pp512; on an H200 #11's
+# table with bin (bench/table57-call.sh's parts).
+#   ARGS="-DMMQP_KH=1" KERNELS="mmq4p mmq6w" bench/ab-prep.sh
+#   cp build-d90/bench/mmq_trace devcarry/prev/ && tar czf devcarry.tgz devcarry
+# device tool: carry ["devcarry.tgz"], command `bash bench/kh57-call.sh`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. bench/call-lib.sh
+call_head
+timeout 170 $d/bin/test_cuda_ops > $out/ops.log 2>&1
+echo "cuda-ops (bin) rc=$? $(tail -1 $out/ops.log)"; grep -E "FAIL" $out/ops.log | head -5
+. tests/cuda/q7.sh
+q7_make $out/mk.log
+timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
+echo "q7 (bin) rc=$?"; tail -1 $out/q7.log | cut -c1-200
+timeout 120 $d/bin/test_cuda > $out/test_cuda.log 2>&1
+echo "test_cuda (bin) rc=$?"; grep -E "FAIL|prewarm: [0-9]+ kernels" $out/test_cuda.log | head -3 | cut -c1-160
+for ty in q4_K q6_K; do
+    for tool in memcheck racecheck synccheck; do
+        timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+            --types $ty --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-$tool-$ty.log 2>&1
+        echo "$tool (bin $ty 512) rc=$?"; grep -m2 -E "Error|Hazard|RACE" $out/san-$tool-$ty.log | cut -c1-160
+    done
+done
+date -u +%T
+# bin without turns too (INFERD_Q6P_TURNS=0): the k-halves change when a
+# warpgroup's products start, which the turns order
+for r in 1 2; do
+    for spec in prev: bin: bin:INFERD_Q6P_TURNS=0; do
+        echo "== $spec round $r"
+        call_op ${spec%%:*} "${spec#*:}" q4_K,q6_K 256,512,2048 llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down |
+            cut -d'|' -f2-5
+    done
+done 2>&1 | tee $out/ab.txt
+for r in 1 2; do
+    for v in prev bin; do
+        for k in mmq4p:q4_K mmq6p:q6_K; do
+            echo "$v ${k%%:*}: $(timeout 30 $d/$v/mmq_trace ${k%%:*} ${k##*:} 14336 4096 512 2>&1 | head -1)"
+        done
+    done
+done | tee $out/trace.txt
+timeout 30 $d/bin/mmq_trace mmq4p q4_K 14336 4096 512 > $out/marks-q4p.txt 2>&1
+sed -n 2,8p $out/marks-q4p.txt | cut -c1-160; sed -n 26,30p $out/marks-q4p.txt | cut -c1-160
+for r in 1 2; do
+    for v in prev bin; do
+        echo "q7 $v: $(call_q7 $v "" 512 32 | tr -s ' ' | tr '\n' ' ')"
+    done
+done
+date -u +%T
+g=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+case "$g" in *H200*)
+    for r in 1 2; do
+        echo "== table (bin) round $r"
+        call_op bin "" q4_K,q6_K,q5_K,q8_0,q4_0 1,8,512,2048 llama3-ffn-down | cut -d'|' -f2,4,5,10 | tr -s ' '
+    done 2>&1 | tee $out/table.txt
+    for r in 1 2; do
+        for v in "" "INFERD_MMVT_HV=0"; do
+            echo "== [$v] round $r: $(call_op bin "$v" q6_K 1 llama3-ffn-down | cut -d'|' -f3-5)"
+            echo "trace 8192: $(env $v timeout 20 $d/bin/mmq_trace mmvt q6_K 8192 4096 1 2>&1 | head -1 | cut -d: -f2)"
+        done
+    done
+    timeout 150 python3 tests/cuda/serve_gpu.py $d/bin/inferd /tmp/q7.gguf > $out/serve.log 2>&1
+    echo "serve_gpu rc=$?"; grep -E "ready after|resident|FAIL" $out/serve.log | head -3 | cut -c1-220
+    bash bench/h200-floor-call.sh 2>&1 | tail -30 ;;
+esac
+date -u +%T
