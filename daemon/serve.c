@@ -34,6 +34,7 @@
 #include "api/api.h"
 #include "daemon/backend_open.h"
 #include "daemon/config.h"
+#include "daemon/crash.h"
 #include "daemon/firstrun.h"
 #include "daemon/fit.h"
 #include "daemon/sdnotify.h"
@@ -504,6 +505,8 @@ int cmd_serve(int argc, char **argv)
     if (isatty(STDERR_FILENO))
         log_set_timestamps(1);
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error code, not a kill */
+    if (crash_install())     /* before any thread: a fatal signal's stack goes to the log */
+        log_warn("no crash report handler (sigaction failed): a fatal signal leaves no stack in the log");
     sdn_init();
 
     /* first-run mistakes: one line each, before anything starts (firstrun.h) */

@@ -14,7 +14,7 @@
 static const char *fault_stall_path;
 static const char *fault_lost_path;
 static int fault_lost;
-static long long fault_step_n, fault_lost_n, fault_steps;
+static long long fault_step_n, fault_lost_n, fault_crash_n, fault_steps;
 static unsigned long long fault_free_bytes;
 static int fault_free_set;
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
@@ -38,6 +38,10 @@ static void fault_init(void)
         log_warn("fault hook: the device is lost from step %lld on", fault_lost_n);
     if (fault_lost_path)
         log_warn("fault hook: the device is lost once \"%s\" exists", fault_lost_path);
+    n = getenv("INFERD_FAULT_CRASH");
+    fault_crash_n = n && *n ? strtoll(n, NULL, 10) : 0;
+    if (fault_crash_n > 0)
+        log_warn("fault hook: step %lld writes through a null pointer", fault_crash_n);
     n = getenv("INFERD_FAULT_DEVICE_FREE");
     if (n && *n) {
         fault_free_set = 1;
@@ -50,6 +54,12 @@ int fault_step_failure(void)
 {
     pthread_once(&fault_once, fault_init);
     ++fault_steps;
+    if (fault_crash_n > 0 && fault_steps == fault_crash_n) {
+        /* a real fault on the engine thread, at a known address: what
+         * daemon/crash.c reports (volatile: the compiler keeps the store) */
+        volatile int *volatile p = (volatile int *)16;
+        *p = 1;
+    }
     if (!fault_lost && ((fault_lost_n > 0 && fault_steps >= fault_lost_n) ||
                         (fault_lost_path && access(fault_lost_path, F_OK) == 0))) {
         fault_lost = 1;

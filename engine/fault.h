@@ -20,6 +20,10 @@
  *   INFERD_FAULT_DEVICE_LOST=/PATH  the same from the first step that ends
  *       after the file PATH exists (a test picks the moment: requests in
  *       flight).
+ *   INFERD_FAULT_CRASH=N  the N-th step writes through a null pointer
+ *       (address 0x10) on the engine thread: a real SIGSEGV, for the crash
+ *       report (daemon/crash.h: the signal, the thread, the address, the
+ *       stack in the log, then the default action).
  *   INFERD_FAULT_DEVICE_FREE=BYTES  the device has BYTES free when the
  *       backend starts: the CUDA backend's allocations fail past it and its
  *       free-memory query says no more (allocations count against it, frees
