@@ -4,10 +4,10 @@
 # prev, main's tree at its defaults), for mmq4p (Q4_K) and mmq6w<true>
 # (Q6_K) at 256 / 512 / 2048 rows. In order: bin's bits (cuda-ops, the
 # 7B-shaped GPU-vs-CPU gate, memcheck / racecheck of the q4_K and q6_K
-# 512-row products); bench --op A/B two
-# rounds interleaved (and bin without turns); mmq_trace back to back (prev's and bin's own
-# builds) and bin's mmq4p marks; the 7B-shaped pp512; on an H200 #11's
-# table with bin (bench/table57-call.sh's parts).
+# 512-row products); bench --op A/B, two rounds interleaved (and bin
+# without turns); mmq_trace back to back (prev's and bin's own builds) and
+# bin's mmq4p marks; the 7B-shaped pp512; on an H200 bench/table57-call.sh
+# with bin.
 #   ARGS="-DMMQP_KH=1" KERNELS="mmq4p mmq6w" bench/ab-prep.sh
 #   cp build-d90/bench/mmq_trace devcarry/prev/ && tar czf devcarry.tgz devcarry
 # device tool: carry ["devcarry.tgz"], command `bash bench/kh57-call.sh`.
@@ -54,19 +54,7 @@ for v in prev bin; do
 done
 date -u +%T
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-case "$g" in *H200*)
-    for r in 1 2; do
-        echo "== table (bin) round $r"
-        call_op bin "" q4_K,q6_K,q5_K,q8_0,q4_0 1,8,512,2048 llama3-ffn-down | cut -d'|' -f2,4,5,10 | tr -s ' '
-    done 2>&1 | tee $out/table.txt
-    for r in 1 2; do
-        for v in "" "INFERD_MMVT_HV=0"; do
-            echo "== [$v] round $r: $(call_op bin "$v" q6_K 1 llama3-ffn-down | cut -d'|' -f3-5)"
-            echo "trace 8192: $(env $v timeout 20 $d/bin/mmq_trace mmvt q6_K 8192 4096 1 2>&1 | head -1 | cut -d: -f2)"
-        done
-    done
-    timeout 150 python3 tests/cuda/serve_gpu.py $d/bin/inferd /tmp/q7.gguf > $out/serve.log 2>&1
-    echo "serve_gpu rc=$?"; grep -E "ready after|resident|FAIL" $out/serve.log | head -3 | cut -c1-220
-    bash bench/h200-floor-call.sh 2>&1 | tail -30 ;;
-esac
+# on an H200 #11's table with bin, the halves A/B, the ready time and the
+# floor: bench/table57-call.sh (it unpacks the carry again: a few seconds)
+case "$g" in *H200*) bash bench/table57-call.sh ;; esac
 date -u +%T
