@@ -84,50 +84,36 @@ static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, in
         cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
 }
 
-/* The copy warp's super-block s: its first plane (once both warpgroups
- * are done with the plane four slots back), its two activation halves
- * (wgrs_feed_act), its second plane. pmap: the planes' rows (plane 1's
- * ne0 bytes then plane 2's, seen as halves: cuda_tmap_f16_sw128) */
+/* The copy warp's super-block s, as two plane slots u = 2 s + i (each once
+ * both warpgroups are done with the slot four uses back). Planes form
+ * (MMQP_KH 0): slot i holds plane i's two k-halves, and super-block s's
+ * two activation halves (wgrs_feed_act) come after its first plane. KH:
+ * slot i holds k-half i of both planes, followed by activation stage u.
+ * pmap: the planes' rows (plane 1's ne0 bytes then plane 2's, seen as
+ * halves: cuda_tmap_f16_sw128, so plane p's k-half h of super-block s is
+ * at p ne0 / 2 + 128 s + 64 h) */
 template <class SM>
 static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUtensorMap *pmap,
                                                       const CUtensorMap *xmap, int32_t nbr, int32_t m0, int32_t n0,
                                                       int32_t s)
 {
-    if (MMQP_KH) {
-        /* unit u = 2 s + h: k-half h of both planes (planes p at p ne0 /
-         * 2 + 128 s + 64 h of the halves map), then activation stage u */
 #pragma unroll 1
-        for (int h = 0; h < 2; h++) {
-            const int32_t u = 2 * s + h, us = u % MMQ6P_PSL;
-            if (u >= MMQ6P_PSL)
-                cuda_mbar_wait(&S.pempty[us], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
-            if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
-                cuda_mbar_expect(&S.pfull[us], 0);
-            } else if (lane == 0) {
-                const int32_t x = 128 * s + 64 * h;
-                cuda_mbar_expect(&S.pfull[us], 2 * MMQ6W_ATILE);
-                cuda_tma_rows(S.pl[us][0], pmap, x, m0, &S.pfull[us]);
-                cuda_tma_rows(S.pl[us][1], pmap, nbr * 128 + x, m0, &S.pfull[us]);
-            }
-            wgrs_feed_act(S.bar, S.act[u % MMQ6W_ASL], sizeof(S.act[0]), xmap, u, 128 * s + 64 * h, n0);
-        }
-        return;
-    }
-#pragma unroll 1
-    for (int p = 0; p < 2; p++) {
-        const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
+    for (int i = 0; i < 2; i++) {
+        const int32_t u = 2 * s + i, ps = u % MMQ6P_PSL;
         if (u >= MMQ6P_PSL)
             cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
         if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
             cuda_mbar_expect(&S.pfull[ps], 0); /* the lever: stale planes, no copy */
         } else if (lane == 0) {
-            /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
-            const int32_t x = p * nbr * 128 + 128 * s;
+            const int32_t x0 = MMQP_KH ? 128 * s + 64 * i : i * nbr * 128 + 128 * s;
+            const int32_t x1 = MMQP_KH ? nbr * 128 + x0 : x0 + 64;
             cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
-            cuda_tma_rows(S.pl[ps][0], pmap, x, m0, &S.pfull[ps]);
-            cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, &S.pfull[ps]);
+            cuda_tma_rows(S.pl[ps][0], pmap, x0, m0, &S.pfull[ps]);
+            cuda_tma_rows(S.pl[ps][1], pmap, x1, m0, &S.pfull[ps]);
         }
-        if (p == 0)
+        if (MMQP_KH)
+            wgrs_feed_act(S.bar, S.act[u % MMQ6W_ASL], sizeof(S.act[0]), xmap, u, 128 * s + 64 * i, n0);
+        else if (i == 0)
 #pragma unroll 1
             for (int h = 0; h < 2; h++)
                 wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], sizeof(S.act[0]), xmap, 2 * s + h,
@@ -205,7 +191,9 @@ template <class SM> static __device__ __forceinline__ void mmqp_unit_done(SM &S,
 /* A consumer warpgroup's products of super-block s: its side slot and
  * activations landed, plane 1 into dd and plane 2 into de (each its own
  * accumulator set), both issued at once, one wait; both plane slots and
- * the activation halves then free (the side slot after the chain).
+ * the activation halves then free (the side slot after the chain). KH:
+ * half 0's group issued once its unit landed, half 1's once its unit did,
+ * half 0's unit free after the first wait, half 1's after the second.
  * turns (c->q6p_turns): warpgroup 1 issues super-block s only after
  * warpgroup 0 has issued it, 0 issues s + 1 after 1 has issued s, so each
  * warpgroup's products sit in the pipe ahead of the other's and its chain
@@ -216,17 +204,23 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
                                                    int w4, uint32_t sb, int32_t turns)
 {
     mmq6w_land(S.bar, s, wg, w4);
-    if (MMQP_KH) {
-        /* half 0 issued as soon as it landed, half 1 behind it; unit 2 s
-         * released once half 0's group is done */
-        if (turns && (wg == 1 || s > 0))
-            cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+    if (!MMQP_KH)
+        mmq6w_acts(S.bar, s); /* KH: each half's stage waited before its products */
+    if (turns && (wg == 1 || s > 0))
+        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+    if (MMQP_KH)
         mmqp_issue_kh(S, dd, de, s, 0, wg, sb);
-        if (!turns && s == 0 && wg == 0)
-            cuda_mbar_arrive(&S.bar.lag);
+    else
+        mmqp_issue(S, dd, s, 0, wg, sb);
+    if (!turns && s == 0 && wg == 0)
+        cuda_mbar_arrive(&S.bar.lag);
+    if (MMQP_KH)
         mmqp_issue_kh(S, dd, de, s, 1, wg, sb);
-        if (turns)
-            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
+    else
+        mmqp_issue(S, de, s, 1, wg, sb);
+    if (turns)
+        cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
+    if (MMQP_KH) { /* half 0's unit free while half 1's products run */
         wgmma_wait<1>();
         mmqp_unit_done(S, 2 * s);
         wgmma_wait<0>();
@@ -235,21 +229,12 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
         mmqp_unit_done(S, 2 * s + 1);
         if (w4 == 0)
             cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-        return;
+    } else {
+        wgmma_wait<0>();
+        mmqp_done(S, dd, 2 * s);
+        mmqp_done(S, de, 2 * s + 1);
+        mmq6w_retire(S.bar, s, wg, w4);
     }
-    mmq6w_acts(S.bar, s);
-    if (turns && (wg == 1 || s > 0))
-        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-    mmqp_issue(S, dd, s, 0, wg, sb);
-    if (!turns && s == 0 && wg == 0)
-        cuda_mbar_arrive(&S.bar.lag);
-    mmqp_issue(S, de, s, 1, wg, sb);
-    if (turns)
-        cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-    wgmma_wait<0>();
-    mmqp_done(S, dd, 2 * s);
-    mmqp_done(S, de, 2 * s + 1);
-    mmq6w_retire(S.bar, s, wg, w4);
 }
 /* The chain's v1 term from an exact int32 v1 (mmqk's chain in the CPU's
  * order: p1 = d x xd, acc = fma(p1, (float) v1, acc)); da, db the weight
