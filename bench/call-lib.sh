@@ -6,6 +6,8 @@
 #   call_op DIR VARS TYPES N SHAPES  one `bench --op` table of devcarry/DIR's inferd under
 #                                    VARS ("A=1 B=2"; "" none), its rows, cut to 100 columns
 #   call_q7 DIR VARS PP TG           the 7B-shaped model's bench (/tmp/q7.gguf: q7_make)
+#   call_ops_q7                      devcarry/bin's cuda-ops and the 7B-shaped GPU-vs-CPU gate
+#                                    (makes /tmp/q7.gguf; logs in $out)
 #   call_bits TYPES N SHAPES         devcarry/bin's bits: cuda-ops, the 7B-shaped GPU-vs-CPU
 #                                    gate (makes /tmp/q7.gguf), racecheck and synccheck of
 #                                    its bench --op products (logs in $out)
@@ -29,8 +31,8 @@ call_q7() {
     env $2 timeout 60 "$d/$1/inferd" bench --backend cuda --model /tmp/q7.gguf --pp "$3" --tg "$4" --reps 2 2>&1 |
         grep -E '\| (pp|tg)[0-9]+ ' | head -4
 }
-call_bits() {
-    timeout 150 $d/bin/test_cuda_ops > $out/ops.log 2>&1
+call_ops_q7() {
+    timeout 170 $d/bin/test_cuda_ops > $out/ops.log 2>&1
     echo "cuda-ops (bin) rc=$? $(tail -1 $out/ops.log)"
     grep -E "FAIL" $out/ops.log | head -5
     . tests/cuda/q7.sh
@@ -38,6 +40,9 @@ call_bits() {
     timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
     echo "q7 (bin) rc=$?"
     tail -1 $out/q7.log | cut -c1-200
+}
+call_bits() {
+    call_ops_q7
     local tool
     for tool in racecheck synccheck; do
         timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \

@@ -15,12 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
-timeout 170 $d/bin/test_cuda_ops > $out/ops.log 2>&1
-echo "cuda-ops (bin) rc=$? $(tail -1 $out/ops.log)"; grep -E "FAIL" $out/ops.log | head -5
-. tests/cuda/q7.sh
-q7_make $out/mk.log
-timeout 150 $d/bin/test_cuda_model q7-gpu-vs-cpu.json > $out/q7.log 2>&1
-echo "q7 (bin) rc=$?"; tail -1 $out/q7.log | cut -c1-200
+call_ops_q7
 # (lean: the session's device time was nearly spent; test_cuda's prewarm
 # list and synccheck left out, the kernels' names and barriers unchanged)
 for ty in q4_K q6_K; do
