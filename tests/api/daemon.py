@@ -154,6 +154,17 @@ class Daemon:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def wait_exit(self, bound, after):
+        """Wait up to bound seconds for the daemon to exit by itself (a
+        failure if it has not: "still running N s AFTER"); returns its exit
+        status and the seconds waited."""
+        t0 = time.time()
+        while self.proc.poll() is None and time.time() - t0 < bound:
+            time.sleep(0.05)
+        if self.proc.poll() is None:
+            raise AssertionError("still running %.0f s %s" % (bound, after))
+        return self.proc.returncode, time.time() - t0
+
     def stop(self, timeout=30.0 * SLOW):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 import daemon as D  # noqa: E402
@@ -36,14 +35,6 @@ def sanitized(exe):
     except (OSError, subprocess.SubprocessError):
         return False
     return "libasan" in out or "libtsan" in out
-
-
-def wait_exit(d, bound):
-    t0 = time.time()
-    while d.proc.poll() is None and time.time() - t0 < bound:
-        time.sleep(0.05)
-    check(d.proc.poll() is not None, "still running %.0f s after the fatal signal" % bound)
-    return d.proc.returncode
 
 
 def frames(log):
@@ -71,7 +62,7 @@ def test_crash_engine_fault(exe):
             d.post("/v1/completions", REQ, timeout=10 * D.SLOW)
         except Exception:  # the connection dies with the daemon: no answer is the expected one
             pass
-        rc = wait_exit(d, 10 * D.SLOW)
+        rc, _ = d.wait_exit(10 * D.SLOW, "after the fatal signal")
         log = d.log()
         if sanitized(exe):  # the sanitizer's report, its exit status
             check(rc != 0 and "SEGV on unknown address 0x000000000010" in log,
@@ -102,7 +93,7 @@ def test_crash_sent_abort(exe):
     d = D.Daemon(exe, args=["--n-ctx", "256"])
     try:
         d.signal(signal.SIGABRT)
-        rc = wait_exit(d, 10 * D.SLOW)
+        rc, _ = d.wait_exit(10 * D.SLOW, "after the fatal signal")
         log = d.log()
         check(rc == -signal.SIGABRT, "exit status %s, not killed by SIGABRT:\n%s" % (rc, log[-3000:]))
         if sanitized(exe):

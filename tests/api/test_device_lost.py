@@ -39,14 +39,6 @@ def start_stream(d):
     return s, D.first_event(s)
 
 
-def wait_exit(d, bound):
-    t0 = time.time()
-    while d.proc.poll() is None and time.time() - t0 < bound:
-        time.sleep(0.05)
-    check(d.proc.poll() is not None, "still running %.0f s after the device was lost" % bound)
-    return d.proc.returncode, time.time() - t0
-
-
 def test_device_lost_in_flight(exe):
     """Two requests in flight (a stream and a plain one) when the device goes;
     a half-sent request keeps the drain open so that /health and a new
@@ -103,7 +95,7 @@ def test_device_lost_in_flight(exe):
         e = D.expect_error(d.post("/v1/completions", REQ), 503)
         check("device" in e["message"], "new request: %r" % e)
 
-        rc, _ = wait_exit(d, drain_s + 5 + 15 * D.SLOW)
+        rc, _ = d.wait_exit(drain_s + 5 + 15 * D.SLOW, "after the device was lost")
         held.close()
         check(rc != 0, "exit status %d after a lost device" % rc)
         log = d.log()
@@ -127,7 +119,7 @@ def test_device_lost_exits_promptly(exe):
             return
         e = D.expect_error(d.post("/v1/completions", REQ), 503)
         check("device" in e["message"], "503 does not say why: %r" % e)
-        rc, dt = wait_exit(d, 10 * D.SLOW)
+        rc, dt = d.wait_exit(10 * D.SLOW, "after the device was lost")
         check(rc == 1, "exit status %d after a lost device" % rc)
         check("fails with INF_EDEVICE" in d.log(), d.log()[-2000:])
         print("exited %d, %.2f s after the failed request" % (rc, dt))
