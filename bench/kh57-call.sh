@@ -48,6 +48,24 @@ for v in prev bin; do
     echo "q7 $v: $(call_q7 $v "" 512 32 | tr -s ' ' | tr '\n' ' ')"
 done
 date -u +%T
+# (session 58) what paces the planes form by batch size: 256 rows ran at
+# ~120 us and 512 at ~128 (session 55), though 256 is half of 512's tiles
+# (224 against 448 blocks of one a SM: 2 waves against 4 on 132 SMs). A
+# sweep of n on prev, then ncu (one launch each, base clocks) of mmq4p at
+# 256 and 512: the DRAM's and L2's rates, the tensor pipe, the duration.
+echo "== n sweep (prev; q4_K, q6_K 4096 x 14336)"
+call_op prev "" q4_K,q6_K 128,256,384,512,640,1024 llama3-ffn-down | cut -d'|' -f2-5 | tee $out/nsweep.txt
+m=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum
+m=$m,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg
+m=$m,"regex:sm__pipe_tensor_[a-z_]*cycles_active\.avg\.pct_of_peak_sustained_active"
+for n in 256 512; do
+    echo "## mmq4p n=$n" >> $out/ncu.txt
+    timeout 60 ncu --kernel-name regex:"mmq4p_" --launch-skip 3 --launch-count 1 --metrics "$m" \
+        $d/prev/mmq_trace mmq4p q4_K 14336 4096 $n >> $out/ncu.txt 2>&1
+    echo "ncu mmq4p $n rc=$?"
+done
+grep -E "^## |duration|dram__|lts__|tensor|cycles_active" $out/ncu.txt | sed -E 's/ +/ /g' | cut -c1-150
+date -u +%T
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 # on an H200 #11's table with bin, the halves A/B, the ready time and the
 # floor: bench/table57-call.sh (it unpacks the carry again: a few seconds)
