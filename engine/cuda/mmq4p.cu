@@ -63,6 +63,20 @@ static constexpr size_t mmq4p_smem_bytes = sizeof(mmq4p_smem) + 1024;
 static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of shared memory a block");
 #endif
 
+/* MMQ4P_HR: the weight rows' heads by the row warp (1) instead of the copy
+ * warp (0). Why (bench/RESULTS.md session 58): the marks show warpgroup
+ * 0 waiting ~0.23 us of each ~2.0-us super-block at the landing while the
+ * row warp's part of the slot is ~5.6 us ahead; the copy warp queues
+ * super-block s's heads only after its plane and activation copies of s -
+ * 1, which wait for s - 3's products, so the heads' 128 scattered 16-byte
+ * rows come last. The row warp is free as soon as the slot is: its lane 0
+ * tells sfull the bytes (its one more arrival: wgrs_init's count of 33
+ * stays) and queues the copy there, a few super-blocks earlier. The same
+ * bytes into the same slot: the bits cannot move. */
+#ifndef MMQ4P_HR
+#define MMQ4P_HR 0
+#endif
+
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
  * (their first 16 bytes, one tensor copy of 128 rows: hmap) into the side
@@ -82,20 +96,30 @@ static __device__ __forceinline__ void mmq4p_feed(mmq4p_smem &S, int fw, int lan
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         mmq4p_side &L = S.ss[rs];
-        if (fw == 0) {
-            if (s >= MMQ6W_RSL)
-                cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+        /* the heads of super-block s into slot rs, once it is free */
+        auto heads = [&](mmq4p_side &H, int hs) {
             if (lane == 0) {
-                cuda_mbar_expect(&S.bar.sfull[rs], sizeof(L.hd));
-                cuda_tma_rows(&L.hd[0][0], hmap, s * (144 / 8), m0, &S.bar.sfull[rs]);
+                cuda_mbar_expect(&S.bar.sfull[hs], sizeof(H.hd));
+                cuda_tma_rows(&H.hd[0][0], hmap, s * (144 / 8), m0, &S.bar.sfull[hs]);
+            }
+        };
+        if (fw == 0) {
+            if (!MMQ4P_HR) {
+                if (s >= MMQ6W_RSL)
+                    cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+                heads(L, rs);
             }
             mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
-        wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, [](mmq4p_side &L, int r, float xd, uint4 hl) {
-            L.xd[r] = xd;
-            mmqr_min_store(L.mb, r, hl);
-        });
+        auto store = [](mmq4p_side &R, int r, float xd, uint4 hl) {
+            R.xd[r] = xd;
+            mmqr_min_store(R.mb, r, hl);
+        };
+        if (MMQ4P_HR)
+            wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, store, heads);
+        else
+            wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, store);
     }
 }
 #endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/hr58-call.sh — session 58: mmq4p's weight heads queued by the row
+# warp (cuda/mmq4p.cu MMQ4P_HR=1: bin) against the copy warp (prev, main's
+# tree at its defaults), and with the k-halves rings too (b2: MMQ4P_HR=1
+# MMQP_KH=1). In order: bin's bits (cuda-ops, the 7B-shaped gate, memcheck
+# and racecheck of the q4_K 512-row product); bench --op A/B/C, two rounds
+# interleaved; mmq_trace back to back and bin's / b2's marks; the
+# 7B-shaped pp512.
+#   ARGS="-DMMQ4P_HR=1" KERNELS="mmq4p" bench/ab-prep.sh
+#   meson configure build-ab2 -Dcuda_args="-DMMQ4P_HR=1 -DMMQP_KH=1"; ninja -C build-ab2
+#   cp build-d90/bench/mmq_trace devcarry/prev/; mkdir devcarry/b2
+#   cp build-ab2/daemon/inferd build-ab2/bench/mmq_trace devcarry/b2/; strip devcarry/*/*
+#   tar czf devcarry.tgz devcarry
+# device tool: carry ["devcarry.tgz"], command `bash bench/hr58-call.sh`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. bench/call-lib.sh
+call_head
+call_ops_q7
+for tool in memcheck racecheck; do
+    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types q4_K --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-$tool.log 2>&1
+    echo "$tool (bin q4_K 512) rc=$?"; grep -m2 -E "Error|Hazard|RACE" $out/san-$tool.log | cut -c1-160
+done
+date -u +%T
+for r in 1 2; do
+    for v in prev bin b2; do
+        echo "== $v round $r"
+        call_op $v "" q4_K 256,512,2048 llama3-ffn-down,qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
+        call_op $v "" q6_K 256,512 llama3-ffn-down,qwen7b-ffn-up | cut -d'|' -f2-5
+    done
+done 2>&1 | tee $out/ab.txt
+for r in 1 2; do
+    for v in prev bin b2; do
+        echo "$v mmq4p: $(timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+    done
+done | tee $out/trace.txt
+for v in bin b2; do
+    timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
+    echo "== marks $v"; sed -n 2,8p $out/marks-$v.txt | cut -c1-160; sed -n 26,29p $out/marks-$v.txt | cut -c1-160
+done
+for v in prev bin b2; do
+    echo "q7 $v: $(call_q7 $v "" 512 32 | tr -s ' ' | tr '\n' ' ')"
+done
+date -u +%T
