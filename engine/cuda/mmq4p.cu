@@ -77,6 +77,22 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_HR 0
 #endif
 
+/* MMQ4P_FC: (float) v1 without the int-to-float conversion (1) or with it
+ * (0). Why (bench/RESULTS.md session 58): the chain of warpgroup 0 (~0.77
+ * us a super-block) outlasts warpgroup 1's products (~0.71) it runs
+ * under, and its 64 I2F a thread run on a quarter-rate pipe (session 52:
+ * ~38% of a chain). Each plane's set starts from the bits of 1.5 x 2^23
+ * instead of zero, so it ends as the float 1.5 x 2^23 + D (the sums stay
+ * in the binade where the ulp is 1: |D1| <= 29 x 127 x 256 and |D2| <= 31
+ * x 127 x 256, both below 2^22); one exact subtraction gives each D as a
+ * float, and fma(32, D1, D2) rounds 32 D1 + D2 once, to nearest even:
+ * (float) v1, the bits the conversion gave. Two FADD and an FFMA an
+ * output for an IMAD and an I2F, and the presets. */
+#ifndef MMQ4P_FC
+#define MMQ4P_FC 0
+#endif
+#define MMQ4P_MAGIC 0x4b400000 /* the bits of 1.5 x 2^23 */
+
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
  * (their first 16 bytes, one tensor copy of 128 rows: hmap) into the side
@@ -157,13 +173,34 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         const mmq4p_side &L = S.ss[rs];
-        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
-        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
+        if (MMQ4P_FC) {
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    /* volatile: kept before the issue's wgmma.fence (a
+                     * plain copy sank past it, and ptxas then fenced
+                     * the registers itself) */
+                    asm volatile("mov.b32 %0, %1;" : "=r"(dd[j][k]) : "n"(MMQ4P_MAGIC));
+                    asm volatile("mov.b32 %0, %1;" : "=r"(de[j][k]) : "n"(MMQ4P_MAGIC));
+                }
+        }
+        mmqp_planes<!MMQ4P_FC>(S, dd, de, s, wg, w4, sb, turns);
+        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31); FC: its
+         * float's bits */
 #pragma unroll
         for (int j = 0; j < 16; j++)
 #pragma unroll
-            for (int k = 0; k < 4; k++)
-                dd[j][k] = dd[j][k] * 32 + de[j][k];
+            for (int k = 0; k < 4; k++) {
+                if (MMQ4P_FC) {
+                    const float m = __int_as_float(MMQ4P_MAGIC);
+                    const float d1 = __fsub_rn(__int_as_float(dd[j][k]), m);
+                    const float d2 = __fsub_rn(__int_as_float(de[j][k]), m);
+                    dd[j][k] = __float_as_int(__fmaf_rn(32.0f, d1, d2));
+                } else {
+                    dd[j][k] = dd[j][k] * 32 + de[j][k];
+                }
+            }
         /* the min term v2 by one f16 wgmma into the second plane's
          * registers (exact: mmqr_min_frag), under the chain's first half */
         mmqk_head hd[2];
@@ -172,7 +209,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         uint32_t fm[1][4];
         float dm[16][4];
         mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
-        mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
+        mmqp_chain_v1<MMQ4P_FC>(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
         mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }

@@ -124,7 +124,7 @@ static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUt
 /* Plane p of super-block s into D (fresh): its 8 k32 steps by
  * descriptors, A from the plane slot (warpgroup wg's 64 rows), B the
  * activations (sb: the activation ring's base), one commit group */
-template <class SM>
+template <bool FRESH, class SM>
 static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_t s, int p, int wg, uint32_t sb)
 {
     const int32_t u = 2 * s + p;
@@ -136,7 +136,7 @@ static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_
         const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
         const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
         const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-        if (j == 0)
+        if (FRESH && j == 0)
             wgmma_u8s8_ss_z(&D[0][0], da, db);
         else
             wgmma_u8s8_ss(&D[0][0], da, db);
@@ -154,7 +154,7 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
 /* MMQP_KH's products of unit u = 2 s + h (its plane halves and activation
  * stage landed): plane 1's 4 k32 steps of the half into dd, plane 2's into
  * de (fresh at h = 0), one commit group */
-template <class SM>
+template <bool FRESH, class SM>
 static __device__ __forceinline__ void mmqp_issue_kh(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int h,
                                                      int wg, uint32_t sb)
 {
@@ -172,7 +172,7 @@ static __device__ __forceinline__ void mmqp_issue_kh(SM &S, int (&dd)[16][4], in
             const uint64_t da = wgmma_desc(pa + (uint32_t)p * MMQ6W_ATILE + 32 * j, 16, 1024, 1);
             const uint64_t db = wgmma_desc(ao + 32 * j, 16, 1024, 1);
             int *d = p ? &de[0][0] : &dd[0][0];
-            if (h == 0 && j == 0)
+            if (FRESH && h == 0 && j == 0)
                 wgmma_u8s8_ss_z(d, da, db);
             else
                 wgmma_u8s8_ss(d, da, db);
@@ -188,7 +188,9 @@ template <class SM> static __device__ __forceinline__ void mmqp_unit_done(SM &S,
     cuda_mbar_arrive(&S.bar.aempty[u % MMQ6W_ASL]);
 }
 
-/* A consumer warpgroup's products of super-block s: its side slot and
+/* FRESH (the default): the sets start from zero; else from what dd and de
+ * hold (mmq4p's MMQ4P_FC: a preset offset).
+ * A consumer warpgroup's products of super-block s: its side slot and
  * activations landed, plane 1 into dd and plane 2 into de (each its own
  * accumulator set), both issued at once, one wait; both plane slots and
  * the activation halves then free (the side slot after the chain). KH:
@@ -199,7 +201,7 @@ template <class SM> static __device__ __forceinline__ void mmqp_unit_done(SM &S,
  * warpgroup's products sit in the pipe ahead of the other's and its chain
  * runs under the other's products; without, warpgroup 1 starts behind 0
  * by the lag barrier (mmqp_lag) and the two run in step. */
-template <class SM>
+template <bool FRESH = true, class SM>
 static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
                                                    int w4, uint32_t sb, int32_t turns)
 {
@@ -209,15 +211,15 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     if (turns && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
     if (MMQP_KH)
-        mmqp_issue_kh(S, dd, de, s, 0, wg, sb);
+        mmqp_issue_kh<FRESH>(S, dd, de, s, 0, wg, sb);
     else
-        mmqp_issue(S, dd, s, 0, wg, sb);
+        mmqp_issue<FRESH>(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
     if (MMQP_KH)
-        mmqp_issue_kh(S, dd, de, s, 1, wg, sb);
+        mmqp_issue_kh<FRESH>(S, dd, de, s, 1, wg, sb);
     else
-        mmqp_issue(S, de, s, 1, wg, sb);
+        mmqp_issue<FRESH>(S, de, s, 1, wg, sb);
     if (turns)
         cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
     if (MMQP_KH) { /* half 0's unit free while half 1's products run */
@@ -237,9 +239,11 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     }
 }
 /* The chain's v1 term from an exact int32 v1 (mmqk's chain in the CPU's
- * order: p1 = d x xd, acc = fma(p1, (float) v1, acc)); da, db the weight
+ * order: p1 = d x xd, acc = fma(p1, (float) v1, acc); FBITS: dd holds
+ * (float) v1's bits already, mmq4p's MMQ4P_FC); da, db the weight
  * rows A and B's d, xds the activations' d (columns 8 j + 2 t4 (+ 1)).
  * Q6_K's whole chain (mmq6w), Q4_K's first half (mmq4p). */
+template <bool FBITS = false>
 static __device__ __forceinline__ void mmqp_chain_v1(float (&acc)[16][4], const int (&dd)[16][4], float da, float db,
                                                      const float *xds, int t4)
 {
@@ -249,7 +253,8 @@ static __device__ __forceinline__ void mmqp_chain_v1(float (&acc)[16][4], const 
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-            acc[j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[j][k]);
+            const float v1 = FBITS ? __int_as_float(dd[j][k]) : (float)dd[j][k];
+            acc[j][k] = __fmaf_rn(p1, v1, acc[j][k]);
         }
     }
 }
