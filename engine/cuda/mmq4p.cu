@@ -92,6 +92,26 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_FC 0
 #endif
 #define MMQ4P_MAGIC 0x4b400000 /* the bits of 1.5 x 2^23 */
+#define MMQ4P_D1MAX (29 * 127 * QK_K) /* |D1|: P1 <= 29, |q8| <= 127 */
+#define MMQ4P_D2MAX (31 * 127 * QK_K) /* |D2|: P2 <= 31 */
+static_assert(MMQ4P_D1MAX < (1 << 22) && MMQ4P_D2MAX < (1 << 22), "mmq4p FC: a plane's sum within the ulp-1 binade");
+
+/* FC's (float) v1 from the two sets' final bits a = bits(1.5 x 2^23) + D1
+ * and b = ... + D2 (the kernel's and the host check's: the same code) */
+static __host__ __device__ __forceinline__ float mmq4p_fc_v1(int a, int b)
+{
+#if defined(__CUDA_ARCH__)
+    const float m = __int_as_float(MMQ4P_MAGIC);
+    return __fmaf_rn(32.0f, __fsub_rn(__int_as_float(a), m), __fsub_rn(__int_as_float(b), m));
+#else
+    float fa, fb, m;
+    const int mb = MMQ4P_MAGIC;
+    memcpy(&fa, &a, 4);
+    memcpy(&fb, &b, 4);
+    memcpy(&m, &mb, 4);
+    return fmaf(32.0f, fa - m, fb - m);
+#endif
+}
 
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
@@ -193,10 +213,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 if (MMQ4P_FC) {
-                    const float m = __int_as_float(MMQ4P_MAGIC);
-                    const float d1 = __fsub_rn(__int_as_float(dd[j][k]), m);
-                    const float d2 = __fsub_rn(__int_as_float(de[j][k]), m);
-                    dd[j][k] = __float_as_int(__fmaf_rn(32.0f, d1, d2));
+                    dd[j][k] = __float_as_int(mmq4p_fc_v1(dd[j][k], de[j][k]));
                 } else {
                     dd[j][k] = dd[j][k] * 32 + de[j][k];
                 }
@@ -221,7 +238,10 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
  * 0..15 at each byte of a word, with every scale 0..63: 32 P1 + P2 = q sc,
  * P2 in 0..31; (2) n_blocks random Q4_K super-blocks (d = 1, dmin = 0, so
  * engine/quant.c's dequantization gives sc q exactly): mmq4p_word's planes
- * of every word against it. Returns what differs (the first into msg). */
+ * of every word against it; (3) FC's (float) v1 (mmq4p_fc_v1) against the
+ * conversion for the sums' ends and 0, each with every D2 end and 0, and
+ * n_blocks x 500 random pairs in range. Returns what differs (the first
+ * into msg). */
 #ifndef INFERD_CUDA_TRACE
 extern "C" int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap)
 {
@@ -258,6 +278,19 @@ extern "C" int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap)
             }
         }
     }
+    const int e1[] = {-MMQ4P_D1MAX, -MMQ4P_D1MAX + 1, -1, 0, 1, MMQ4P_D1MAX - 1, MMQ4P_D1MAX};
+    const int e2[] = {-MMQ4P_D2MAX, -MMQ4P_D2MAX + 1, -1, 0, 1, MMQ4P_D2MAX - 1, MMQ4P_D2MAX};
+    auto fc = [&](int d1, int d2) {
+        const float got = mmq4p_fc_v1(MMQ4P_MAGIC + d1, MMQ4P_MAGIC + d2), want = (float)(32 * d1 + d2);
+        if (memcmp(&got, &want, 4))
+            wgrs_miss(k, "FC: D1 %d, D2 %d give %.9g, the conversion %.9g", d1, d2, (double)got, (double)want);
+    };
+    for (int a : e1)
+        for (int b : e2)
+            fc(a, b);
+    for (int64_t i = 0; i < (int64_t)n_blocks * 500; i++)
+        fc((int)(wgrs_rnd(k) % (2 * MMQ4P_D1MAX + 1)) - MMQ4P_D1MAX,
+           (int)(wgrs_rnd(k) % (2 * MMQ4P_D2MAX + 1)) - MMQ4P_D2MAX);
     return k.bad;
 }
 #endif
