@@ -128,8 +128,7 @@ int64_t cuda_mmd_host_check(int type, const void *w, int64_t ne0, int64_t n_rows
 int64_t cuda_mmqr_host_check(int n_blocks, char *msg, size_t cap);
 int64_t cuda_mmq6w_host_check(int n_blocks, char *msg, size_t cap);
 /* cuda/mmq4p.cu's Q4_K planes (every value and scale, then n_blocks random
- * super-blocks against engine/quant.c's dequantization) and its FC
- * conversion (the sums' ends, then n_blocks x 500 random pairs) */
+ * super-blocks against engine/quant.c's dequantization) */
 int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap);
 /* cuda/wcopies.cuh's table (resident F16 copies, mmq6w's Q6_K planes),
  * on the host: failed checks, the first into msg */

@@ -63,55 +63,14 @@ static constexpr size_t mmq4p_smem_bytes = sizeof(mmq4p_smem) + 1024;
 static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of shared memory a block");
 #endif
 
-/* MMQ4P_HR: the weight rows' heads by the row warp (1) instead of the copy
- * warp (0). Why (bench/RESULTS.md session 58): the marks show warpgroup
- * 0 waiting ~0.23 us of each ~2.0-us super-block at the landing while the
- * row warp's part of the slot is ~5.6 us ahead; the copy warp queues
- * super-block s's heads only after its plane and activation copies of s -
- * 1, which wait for s - 3's products, so the heads' 128 scattered 16-byte
- * rows come last. The row warp is free as soon as the slot is: its lane 0
- * tells sfull the bytes (its one more arrival: wgrs_init's count of 33
- * stays) and queues the copy there, a few super-blocks earlier. The same
- * bytes into the same slot: the bits cannot move. */
-#ifndef MMQ4P_HR
-#define MMQ4P_HR 0
+/* MMQ4P_LEVER: probe builds of bench/mmq_trace only (wrong results,
+ * timing): 1 no min term (its f16 wgmma and finish), 2 no v1 chain (the
+ * IMAD and mmqp_chain_v1). What each saves is what it costs the period
+ * (session 58: the chain's min-term step waits behind the other
+ * warpgroup's products in the tensor pipe?). 0 everywhere else. */
+#ifndef MMQ4P_LEVER
+#define MMQ4P_LEVER 0
 #endif
-
-/* MMQ4P_FC: (float) v1 without the int-to-float conversion (1) or with it
- * (0). Why (bench/RESULTS.md session 58): the chain of warpgroup 0 (~0.77
- * us a super-block) outlasts warpgroup 1's products (~0.71) it runs
- * under, and its 64 I2F a thread run on a quarter-rate pipe (session 52:
- * ~38% of a chain). Each plane's set starts from the bits of 1.5 x 2^23
- * instead of zero, so it ends as the float 1.5 x 2^23 + D (the sums stay
- * in the binade where the ulp is 1: |D1| <= 29 x 127 x 256 and |D2| <= 31
- * x 127 x 256, both below 2^22); one exact subtraction gives each D as a
- * float, and fma(32, D1, D2) rounds 32 D1 + D2 once, to nearest even:
- * (float) v1, the bits the conversion gave. Two FADD and an FFMA an
- * output for an IMAD and an I2F, and the presets. */
-#ifndef MMQ4P_FC
-#define MMQ4P_FC 0
-#endif
-#define MMQ4P_MAGIC 0x4b400000 /* the bits of 1.5 x 2^23 */
-#define MMQ4P_D1MAX (29 * 127 * QK_K) /* |D1|: P1 <= 29, |q8| <= 127 */
-#define MMQ4P_D2MAX (31 * 127 * QK_K) /* |D2|: P2 <= 31 */
-static_assert(MMQ4P_D1MAX < (1 << 22) && MMQ4P_D2MAX < (1 << 22), "mmq4p FC: a plane's sum within the ulp-1 binade");
-
-/* FC's (float) v1 from the two sets' final bits a = bits(1.5 x 2^23) + D1
- * and b = ... + D2 (the kernel's and the host check's: the same code) */
-static __host__ __device__ __forceinline__ float mmq4p_fc_v1(int a, int b)
-{
-#if defined(__CUDA_ARCH__)
-    const float m = __int_as_float(MMQ4P_MAGIC);
-    return __fmaf_rn(32.0f, __fsub_rn(__int_as_float(a), m), __fsub_rn(__int_as_float(b), m));
-#else
-    float fa, fb, m;
-    const int mb = MMQ4P_MAGIC;
-    memcpy(&fa, &a, 4);
-    memcpy(&fb, &b, 4);
-    memcpy(&m, &mb, 4);
-    return fmaf(32.0f, fa - m, fb - m);
-#endif
-}
 
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
@@ -132,30 +91,20 @@ static __device__ __forceinline__ void mmq4p_feed(mmq4p_smem &S, int fw, int lan
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         mmq4p_side &L = S.ss[rs];
-        /* the heads of super-block s into slot rs, once it is free */
-        auto heads = [&](mmq4p_side &H, int hs) {
-            if (lane == 0) {
-                cuda_mbar_expect(&S.bar.sfull[hs], sizeof(H.hd));
-                cuda_tma_rows(&H.hd[0][0], hmap, s * (144 / 8), m0, &S.bar.sfull[hs]);
-            }
-        };
         if (fw == 0) {
-            if (!MMQ4P_HR) {
-                if (s >= MMQ6W_RSL)
-                    cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
-                heads(L, rs);
+            if (s >= MMQ6W_RSL)
+                cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
+            if (lane == 0) {
+                cuda_mbar_expect(&S.bar.sfull[rs], sizeof(L.hd));
+                cuda_tma_rows(&L.hd[0][0], hmap, s * (144 / 8), m0, &S.bar.sfull[rs]);
             }
             mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
-        auto store = [](mmq4p_side &R, int r, float xd, uint4 hl) {
-            R.xd[r] = xd;
-            mmqr_min_store(R.mb, r, hl);
-        };
-        if (MMQ4P_HR)
-            wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, store, heads);
-        else
-            wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, store);
+        wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, [](mmq4p_side &L, int r, float xd, uint4 hl) {
+            L.xd[r] = xd;
+            mmqr_min_store(L.mb, r, hl);
+        });
     }
 }
 #endif
@@ -193,31 +142,14 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         const mmq4p_side &L = S.ss[rs];
-        if (MMQ4P_FC) {
-#pragma unroll
-            for (int j = 0; j < 16; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    /* volatile: kept before the issue's wgmma.fence (a
-                     * plain copy sank past it, and ptxas then fenced
-                     * the registers itself) */
-                    asm volatile("mov.b32 %0, %1;" : "=r"(dd[j][k]) : "n"(MMQ4P_MAGIC));
-                    asm volatile("mov.b32 %0, %1;" : "=r"(de[j][k]) : "n"(MMQ4P_MAGIC));
-                }
-        }
-        mmqp_planes<!MMQ4P_FC>(S, dd, de, s, wg, w4, sb, turns);
-        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31); FC: its
-         * float's bits */
+        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
+        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
         for (int j = 0; j < 16; j++)
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                if (MMQ4P_FC) {
-                    dd[j][k] = __float_as_int(mmq4p_fc_v1(dd[j][k], de[j][k]));
-                } else {
+            for (int k = 0; k < 4; k++)
+                if (MMQ4P_LEVER != 2)
                     dd[j][k] = dd[j][k] * 32 + de[j][k];
-                }
-            }
         /* the min term v2 by one f16 wgmma into the second plane's
          * registers (exact: mmqr_min_frag), under the chain's first half */
         mmqk_head hd[2];
@@ -225,9 +157,12 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         mmqk_k45_head(L.hd[rb], hd[1]);
         uint32_t fm[1][4];
         float dm[16][4];
-        mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
-        mmqp_chain_v1<MMQ4P_FC>(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
-        mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
+        if (MMQ4P_LEVER != 1)
+            mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
+        if (MMQ4P_LEVER != 2)
+            mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
+        if (MMQ4P_LEVER != 1)
+            mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
@@ -238,10 +173,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
  * 0..15 at each byte of a word, with every scale 0..63: 32 P1 + P2 = q sc,
  * P2 in 0..31; (2) n_blocks random Q4_K super-blocks (d = 1, dmin = 0, so
  * engine/quant.c's dequantization gives sc q exactly): mmq4p_word's planes
- * of every word against it; (3) FC's (float) v1 (mmq4p_fc_v1) against the
- * conversion for the sums' ends and 0, each with every D2 end and 0, and
- * n_blocks x 500 random pairs in range. Returns what differs (the first
- * into msg). */
+ * of every word against it. Returns what differs (the first into msg). */
 #ifndef INFERD_CUDA_TRACE
 extern "C" int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap)
 {
@@ -278,19 +210,6 @@ extern "C" int64_t cuda_mmq4p_host_check(int n_blocks, char *msg, size_t cap)
             }
         }
     }
-    const int e1[] = {-MMQ4P_D1MAX, -MMQ4P_D1MAX + 1, -1, 0, 1, MMQ4P_D1MAX - 1, MMQ4P_D1MAX};
-    const int e2[] = {-MMQ4P_D2MAX, -MMQ4P_D2MAX + 1, -1, 0, 1, MMQ4P_D2MAX - 1, MMQ4P_D2MAX};
-    auto fc = [&](int d1, int d2) {
-        const float got = mmq4p_fc_v1(MMQ4P_MAGIC + d1, MMQ4P_MAGIC + d2), want = (float)(32 * d1 + d2);
-        if (memcmp(&got, &want, 4))
-            wgrs_miss(k, "FC: D1 %d, D2 %d give %.9g, the conversion %.9g", d1, d2, (double)got, (double)want);
-    };
-    for (int a : e1)
-        for (int b : e2)
-            fc(a, b);
-    for (int64_t i = 0; i < (int64_t)n_blocks * 500; i++)
-        fc((int)(wgrs_rnd(k) % (2 * MMQ4P_D1MAX + 1)) - MMQ4P_D1MAX,
-           (int)(wgrs_rnd(k) % (2 * MMQ4P_D2MAX + 1)) - MMQ4P_D2MAX);
     return k.bad;
 }
 #endif

@@ -18,20 +18,6 @@
 #define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
-/* MMQP_KH: the rings in k-halves (1) instead of planes (0). 0: plane slot
- * u = 2 s + p holds plane p's two k-halves, and every slot and activation
- * stage of super-block s is released after both planes' products. 1: unit
- * u = 2 s + h holds k-half h of both planes (plane slot u % PSL) beside
- * activation stage u (ASL = PSL: the same index), the products of half 0
- * are committed as their own group, and unit 2 s is released once that
- * group is done, while half 1's products still run: the copy warp can
- * refill it about half a super-block's products earlier, and a warpgroup
- * starts on half 0 before half 1 has landed. The same products into the
- * same sets: the same integers, the same bits. */
-#ifndef MMQP_KH
-#define MMQP_KH 0
-#endif
-static_assert(!MMQP_KH || MMQ6W_ASL == MMQ6P_PSL, "mmqp: a k-half unit is a plane slot and its activation stage");
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 
 /* A planes kernel's shared memory: the activation ring, the plane ring,
@@ -84,36 +70,30 @@ static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, in
         cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
 }
 
-/* The copy warp's super-block s, as two plane slots u = 2 s + i (each once
- * both warpgroups are done with the slot four uses back). Planes form
- * (MMQP_KH 0): slot i holds plane i's two k-halves, and super-block s's
- * two activation halves (wgrs_feed_act) come after its first plane. KH:
- * slot i holds k-half i of both planes, followed by activation stage u.
- * pmap: the planes' rows (plane 1's ne0 bytes then plane 2's, seen as
- * halves: cuda_tmap_f16_sw128, so plane p's k-half h of super-block s is
- * at p ne0 / 2 + 128 s + 64 h) */
+/* The copy warp's super-block s: its first plane (once both warpgroups
+ * are done with the plane four slots back), its two activation halves
+ * (wgrs_feed_act), its second plane. pmap: the planes' rows (plane 1's
+ * ne0 bytes then plane 2's, seen as halves: cuda_tmap_f16_sw128) */
 template <class SM>
 static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUtensorMap *pmap,
                                                       const CUtensorMap *xmap, int32_t nbr, int32_t m0, int32_t n0,
                                                       int32_t s)
 {
 #pragma unroll 1
-    for (int i = 0; i < 2; i++) {
-        const int32_t u = 2 * s + i, ps = u % MMQ6P_PSL;
+    for (int p = 0; p < 2; p++) {
+        const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
         if (u >= MMQ6P_PSL)
             cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
         if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
             cuda_mbar_expect(&S.pfull[ps], 0); /* the lever: stale planes, no copy */
         } else if (lane == 0) {
-            const int32_t x0 = MMQP_KH ? 128 * s + 64 * i : i * nbr * 128 + 128 * s;
-            const int32_t x1 = MMQP_KH ? nbr * 128 + x0 : x0 + 64;
+            /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
+            const int32_t x = p * nbr * 128 + 128 * s;
             cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
-            cuda_tma_rows(S.pl[ps][0], pmap, x0, m0, &S.pfull[ps]);
-            cuda_tma_rows(S.pl[ps][1], pmap, x1, m0, &S.pfull[ps]);
+            cuda_tma_rows(S.pl[ps][0], pmap, x, m0, &S.pfull[ps]);
+            cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, &S.pfull[ps]);
         }
-        if (MMQP_KH)
-            wgrs_feed_act(S.bar, S.act[u % MMQ6W_ASL], sizeof(S.act[0]), xmap, u, 128 * s + 64 * i, n0);
-        else if (i == 0)
+        if (p == 0)
 #pragma unroll 1
             for (int h = 0; h < 2; h++)
                 wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], sizeof(S.act[0]), xmap, 2 * s + h,
@@ -124,7 +104,7 @@ static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUt
 /* Plane p of super-block s into D (fresh): its 8 k32 steps by
  * descriptors, A from the plane slot (warpgroup wg's 64 rows), B the
  * activations (sb: the activation ring's base), one commit group */
-template <bool FRESH, class SM>
+template <class SM>
 static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_t s, int p, int wg, uint32_t sb)
 {
     const int32_t u = 2 * s + p;
@@ -136,7 +116,7 @@ static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_
         const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
         const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
         const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-        if (FRESH && j == 0)
+        if (j == 0)
             wgmma_u8s8_ss_z(&D[0][0], da, db);
         else
             wgmma_u8s8_ss(&D[0][0], da, db);
@@ -151,99 +131,38 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
     cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
 }
 
-/* MMQP_KH's products of unit u = 2 s + h (its plane halves and activation
- * stage landed): plane 1's 4 k32 steps of the half into dd, plane 2's into
- * de (fresh at h = 0), one commit group */
-template <bool FRESH, class SM>
-static __device__ __forceinline__ void mmqp_issue_kh(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int h,
-                                                     int wg, uint32_t sb)
-{
-    const int32_t u = 2 * s + h;
-    cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
-    cuda_mbar_wait(&S.bar.afull[u % MMQ6W_ASL], (uint32_t)(u / MMQ6W_ASL) & 1);
-    const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
-    const uint32_t ao = sb + (uint32_t)(u % MMQ6W_ASL) * MMQ6W_ATILE;
-    if (h == 0)
-        wgmma_fence();
-#pragma unroll
-    for (int p = 0; p < 2; p++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint64_t da = wgmma_desc(pa + (uint32_t)p * MMQ6W_ATILE + 32 * j, 16, 1024, 1);
-            const uint64_t db = wgmma_desc(ao + 32 * j, 16, 1024, 1);
-            int *d = p ? &de[0][0] : &dd[0][0];
-            if (FRESH && h == 0 && j == 0)
-                wgmma_u8s8_ss_z(d, da, db);
-            else
-                wgmma_u8s8_ss(d, da, db);
-        }
-    wgmma_commit();
-}
-
-/* MMQP_KH: unit u's plane halves and activation stage read (a wait covered
- * its group): both free */
-template <class SM> static __device__ __forceinline__ void mmqp_unit_done(SM &S, int32_t u)
-{
-    cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
-    cuda_mbar_arrive(&S.bar.aempty[u % MMQ6W_ASL]);
-}
-
-/* FRESH (the default): the sets start from zero; else from what dd and de
- * hold (mmq4p's MMQ4P_FC: a preset offset).
- * A consumer warpgroup's products of super-block s: its side slot and
+/* A consumer warpgroup's products of super-block s: its side slot and
  * activations landed, plane 1 into dd and plane 2 into de (each its own
  * accumulator set), both issued at once, one wait; both plane slots and
- * the activation halves then free (the side slot after the chain). KH:
- * half 0's group issued once its unit landed, half 1's once its unit did,
- * half 0's unit free after the first wait, half 1's after the second.
+ * the activation halves then free (the side slot after the chain).
  * turns (c->q6p_turns): warpgroup 1 issues super-block s only after
  * warpgroup 0 has issued it, 0 issues s + 1 after 1 has issued s, so each
  * warpgroup's products sit in the pipe ahead of the other's and its chain
  * runs under the other's products; without, warpgroup 1 starts behind 0
  * by the lag barrier (mmqp_lag) and the two run in step. */
-template <bool FRESH = true, class SM>
+template <class SM>
 static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
                                                    int w4, uint32_t sb, int32_t turns)
 {
     mmq6w_land(S.bar, s, wg, w4);
-    if (!MMQP_KH)
-        mmq6w_acts(S.bar, s); /* KH: each half's stage waited before its products */
+    mmq6w_acts(S.bar, s);
     if (turns && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-    if (MMQP_KH)
-        mmqp_issue_kh<FRESH>(S, dd, de, s, 0, wg, sb);
-    else
-        mmqp_issue<FRESH>(S, dd, s, 0, wg, sb);
+    mmqp_issue(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
-    if (MMQP_KH)
-        mmqp_issue_kh<FRESH>(S, dd, de, s, 1, wg, sb);
-    else
-        mmqp_issue<FRESH>(S, de, s, 1, wg, sb);
+    mmqp_issue(S, de, s, 1, wg, sb);
     if (turns)
         cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-    if (MMQP_KH) { /* half 0's unit free while half 1's products run */
-        wgmma_wait<1>();
-        mmqp_unit_done(S, 2 * s);
-        wgmma_wait<0>();
-        wgmma_pin_i(&dd[0][0]);
-        wgmma_pin_i(&de[0][0]);
-        mmqp_unit_done(S, 2 * s + 1);
-        if (w4 == 0)
-            cuda_tr(s, wg ? CUDA_TR_CHAIN : CUDA_TR_PARK0);
-    } else {
-        wgmma_wait<0>();
-        mmqp_done(S, dd, 2 * s);
-        mmqp_done(S, de, 2 * s + 1);
-        mmq6w_retire(S.bar, s, wg, w4);
-    }
+    wgmma_wait<0>();
+    mmqp_done(S, dd, 2 * s);
+    mmqp_done(S, de, 2 * s + 1);
+    mmq6w_retire(S.bar, s, wg, w4);
 }
 /* The chain's v1 term from an exact int32 v1 (mmqk's chain in the CPU's
- * order: p1 = d x xd, acc = fma(p1, (float) v1, acc); FBITS: dd holds
- * (float) v1's bits already, mmq4p's MMQ4P_FC); da, db the weight
+ * order: p1 = d x xd, acc = fma(p1, (float) v1, acc)); da, db the weight
  * rows A and B's d, xds the activations' d (columns 8 j + 2 t4 (+ 1)).
  * Q6_K's whole chain (mmq6w), Q4_K's first half (mmq4p). */
-template <bool FBITS = false>
 static __device__ __forceinline__ void mmqp_chain_v1(float (&acc)[16][4], const int (&dd)[16][4], float da, float db,
                                                      const float *xds, int t4)
 {
@@ -253,8 +172,7 @@ static __device__ __forceinline__ void mmqp_chain_v1(float (&acc)[16][4], const 
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const float p1 = __fmul_rn(k < 2 ? da : db, k & 1 ? xd.y : xd.x);
-            const float v1 = FBITS ? __int_as_float(dd[j][k]) : (float)dd[j][k];
-            acc[j][k] = __fmaf_rn(p1, v1, acc[j][k]);
+            acc[j][k] = __fmaf_rn(p1, (float)dd[j][k], acc[j][k]);
         }
     }
 }

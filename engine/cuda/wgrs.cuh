@@ -234,21 +234,14 @@ static __device__ __forceinline__ void wgrs_feed_xrows(const cuda_q8k &X, int32_
     }
 }
 
-/* wgrs_feed_row's default hook: nothing once the slot is free */
-struct wgrs_no_hook {
-    template <class L> __device__ __forceinline__ void operator()(L &, int) const {}
-};
-
 /* The row warp's super-block s (wgrs_feed's fw 1; mmq4p's): what the
  * chain needs of the block's activation rows by store(slot, r, xd, hl),
  * loaded before the slot's wait (their global latency under it), then its
  * 32 arrivals. AFENCE: store() writes what a wgmma reads, so each lane
- * fences its stores for the async proxy before it arrives. freed(slot,
- * rs): every lane, right after the slot's wait, before the stores (mmq4p
- * issues the weight heads' tensor copy there). */
-template <bool AFENCE, class SM, class F, class H = wgrs_no_hook>
+ * fences its stores for the async proxy before it arrives. */
+template <bool AFENCE, class SM, class F>
 static __device__ __forceinline__ void wgrs_feed_row(SM &S, int32_t s, int lane, const cuda_q8k &X, int32_t nbr,
-                                                     int32_t n_rows, int32_t n0, F store, H freed = H())
+                                                     int32_t n_rows, int32_t n0, F store)
 {
     constexpr int RSL = sizeof(S.ss) / sizeof(S.ss[0]);
     constexpr int NR = WGRS_BN / CUDA_WARP;
@@ -261,7 +254,6 @@ static __device__ __forceinline__ void wgrs_feed_row(SM &S, int32_t s, int lane,
     });
     if (s >= RSL)
         cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / RSL - 1) & 1);
-    freed(S.ss[rs], rs);
 #pragma unroll
     for (int i = 0; i < NR; i++)
         store(S.ss[rs], lane + CUDA_WARP * i, xd[i], hl[i]);
