@@ -65,9 +65,11 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 
 /* MMQ4P_LEVER: probe builds of bench/mmq_trace only (wrong results,
  * timing): 1 no min term (its f16 wgmma and finish), 2 no v1 chain (the
- * IMAD and mmqp_chain_v1). What each saves is what it costs the period
- * (session 58: the chain's min-term step waits behind the other
- * warpgroup's products in the tensor pipe?). 0 everywhere else. */
+ * IMAD and mmqp_chain_v1; the planes' sums still read, XORed into one
+ * word that reaches acc, since sums only an empty asm pins let ptxas drop
+ * their wgmma: session 58's first lever-2 build measured that, not the
+ * chain). What each saves is what it costs the period (session 58: the
+ * min term 0.85x). 0 everywhere else. */
 #ifndef MMQ4P_LEVER
 #define MMQ4P_LEVER 0
 #endif
@@ -159,8 +161,17 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         float dm[16][4];
         if (MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
-        if (MMQ4P_LEVER != 2)
+        if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
+        } else {
+            int x = 0;
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    x ^= dd[j][k] ^ de[j][k];
+            acc[0][0][0] += (float)x;
+        }
         if (MMQ4P_LEVER != 1)
             mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
