@@ -101,10 +101,10 @@ static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUt
     }
 }
 
-/* Plane p of super-block s into D (fresh): its 8 k32 steps by
+/* Plane p of super-block s into D (fresh; else onto D): its 8 k32 steps by
  * descriptors, A from the plane slot (warpgroup wg's 64 rows), B the
  * activations (sb: the activation ring's base), one commit group */
-template <class SM>
+template <bool FRESH = true, class SM>
 static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_t s, int p, int wg, uint32_t sb)
 {
     const int32_t u = 2 * s + p;
@@ -116,7 +116,7 @@ static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_
         const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
         const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
         const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-        if (j == 0)
+        if (FRESH && j == 0)
             wgmma_u8s8_ss_z(&D[0][0], da, db);
         else
             wgmma_u8s8_ss(&D[0][0], da, db);
