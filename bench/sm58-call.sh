@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench/sm58-call.sh — session 58: mmq4p's one set with the shift between
+# the planes and the min term issued with plane 1 (cuda/mmq4p.cu
+# MMQ4P_SM=1: bin) against main at its defaults (prev). bin's bits
+# (cuda-ops, the 7B-shaped gate, racecheck of the q4_K 512-row product),
+# bench --op q4_K two rounds interleaved, mmq_trace back to back (prev, bin
+# and lev2: the no-v1-chain lever that keeps the sums read) and bin's marks.
+#   ARGS="-DMMQ4P_SM=1" KERNELS="mmq4p" bench/ab-prep.sh
+#   cp build-d90/bench/mmq_trace devcarry/prev/; mkdir devcarry/lev2
+#   nvcc <build-d90's mmq_trace command> -DMMQ4P_LEVER=2 -o devcarry/lev2/mmq_trace
+#   strip devcarry/*/*; tar czf devcarry.tgz devcarry
+# device tool: carry ["devcarry.tgz"], command `bash bench/sm58-call.sh`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. bench/call-lib.sh
+call_head
+call_ops_q7
+timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+    --types q4_K --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-racecheck.log 2>&1
+echo "racecheck (bin q4_K 512) rc=$?"
+date -u +%T
+for r in 1 2; do
+    for v in prev bin; do
+        echo "== $v round $r"
+        call_op $v "" q4_K 256,512,2048 llama3-ffn-down | cut -d'|' -f2-5
+        call_op $v "" q4_K 512 qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
+    done
+done 2>&1 | tee $out/ab.txt
+for v in prev bin lev2; do
+    echo "$v mmq4p: $(timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+done | tee $out/trace.txt
+for v in bin lev2; do
+    timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
+    echo "== marks $v"; sed -n 2,2p $out/marks-$v.txt | cut -c1-160; sed -n 26,28p $out/marks-$v.txt | cut -c1-160
+done
+date -u +%T
