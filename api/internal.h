@@ -59,6 +59,7 @@ enum http_route {
     ROUTE_DETOKENIZE,
     ROUTE_CHAT,
     ROUTE_APPLY_TEMPLATE,
+    ROUTE_MODEL, /* GET /v1/models/{id}: OpenAI's models.retrieve */
 };
 
 enum http_phase { HTTP_PHASE_BODY = 1, HTTP_PHASE_DISPATCHED, HTTP_PHASE_RESPONDED };

@@ -1,5 +1,5 @@
-/* routes — the route table and the small endpoints: /health, /v1/models,
- * /metrics, /tokenize, /detokenize, /apply-template (completions.c has
+/* routes — the route table and the small endpoints: /health, /v1/models
+ * (and /v1/models/{id}), /metrics, /tokenize, /detokenize, /apply-template (completions.c has
  * /v1/completions and /v1/chat/completions).
  *
  * Routing sees only the normalized path (http_normalize_path), the same one
@@ -38,6 +38,15 @@ static const struct {
     {"/detokenize", "POST", ROUTE_DETOKENIZE, "POST"},
 };
 
+/* GET /v1/models/{id}: the id is the rest of the path, slashes included
+ * (ids such as "Qwen/Qwen2.5-7B-Instruct", as vLLM serves them) */
+#define ROUTES_MODEL_PREFIX "/v1/models/"
+
+static int routes_method_ok(const char *method, const char *want)
+{
+    return !strcmp(method, want) || (!strcmp(method, "HEAD") && !strcmp(want, "GET"));
+}
+
 int routes_find(const char *path, const char *method, int *route, const char **allow)
 {
     *route = ROUTE_NONE;
@@ -47,10 +56,13 @@ int routes_find(const char *path, const char *method, int *route, const char **a
             continue;
         *route = routes[i].route;
         *allow = routes[i].allow;
-        if (!strcmp(method, routes[i].method) ||
-            (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
-            return 0;
-        return INF_EINVAL;
+        return routes_method_ok(method, routes[i].method) ? 0 : INF_EINVAL;
+    }
+    const size_t pl = sizeof(ROUTES_MODEL_PREFIX) - 1;
+    if (!strncmp(path, ROUTES_MODEL_PREFIX, pl) && path[pl]) {
+        *route = ROUTE_MODEL;
+        *allow = "GET, HEAD";
+        return routes_method_ok(method, "GET") ? 0 : INF_EINVAL;
     }
     return INF_ENOTFOUND;
 }
@@ -79,16 +91,33 @@ static enum MHD_Result routes_health(struct http_req *r)
 
 static time_t routes_start_time;
 
-static enum MHD_Result routes_models(struct http_req *r)
+/* the served model's object (the list's one entry, and models.retrieve's
+ * answer) */
+static json_t *routes_model_obj(const struct api *a)
 {
-    struct api *a = r->api;
     if (!routes_start_time)
         routes_start_time = time(NULL);
-    json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:i}", "id", a->cfg.model_id, "object", "model",
-                          "created", (json_int_t)routes_start_time, "owned_by", "inferd",
-                          "max_model_len", (int)a->n_ctx);
-    json_t *body = json_pack("{s:s, s:[o]}", "object", "list", "data", m);
+    return json_pack("{s:s, s:s, s:I, s:s, s:i}", "id", a->cfg.model_id, "object", "model", "created",
+                     (json_int_t)routes_start_time, "owned_by", "inferd", "max_model_len", (int)a->n_ctx);
+}
+
+static enum MHD_Result routes_models(struct http_req *r)
+{
+    json_t *body = json_pack("{s:s, s:[o]}", "object", "list", "data", routes_model_obj(r->api));
     return http_respond_json(r, 200, body);
+}
+
+/* GET /v1/models/{id}: the model's object, or the 404 a completion naming
+ * another model gets (req_model's words and code) */
+static enum MHD_Result routes_model(struct http_req *r)
+{
+    const struct api *a = r->api;
+    const char *id = r->path + sizeof(ROUTES_MODEL_PREFIX) - 1;
+    if (strcmp(id, a->cfg.model_id))
+        return http_respond_error(r, 404, NULL, "model", "model_not_found",
+                                  "the model '%.100s' does not exist (this server serves '%s')", id,
+                                  a->cfg.model_id);
+    return http_respond_json(r, 200, routes_model_obj(a));
 }
 
 static enum MHD_Result routes_metrics(struct http_req *r)
@@ -323,6 +352,8 @@ enum MHD_Result routes_dispatch(struct http_req *r)
         return routes_metrics(r);
     case ROUTE_MODELS:
         return routes_models(r);
+    case ROUTE_MODEL:
+        return routes_model(r);
     default:
         break;
     }

@@ -338,6 +338,17 @@ def test_other_endpoints(exe):
     st, j = d.json("GET", "/v1/models")
     check(st == 200 and j["object"] == "list" and j["data"][0]["id"] == MODEL
           and j["data"][0]["object"] == "model" and j["data"][0]["owned_by"] == "inferd", j)
+    # models.retrieve: the list's object; another id a 404 as a completion naming it gets
+    st, one = d.json("GET", "/v1/models/" + MODEL)
+    check(st == 200 and one == j["data"][0], (one, j))
+    for other in ("nope", "Qwen/Qwen2.5-7B-Instruct", MODEL + "x", "a%2Fb"):
+        D.expect_error(d.request("GET", "/v1/models/" + other), 404, "model", "model_not_found")
+    # the path is normalized first: a trailing slash is the list, ".." leaves /v1/models
+    st, again = d.json("GET", "/v1/models/")
+    check(st == 200 and again["object"] == "list", again)
+    D.expect_error(d.request("GET", "/v1/models/%2e%2e"), 404, None, "not_found")
+    st, hd, b = d.request("POST", "/v1/models/" + MODEL, body=b"{}")
+    check(st == 405 and hd.get("allow") == "GET, HEAD", (st, hd, b[:200]))
     st, j = d.json("GET", "/health")
     check(st == 200 and j == {"status": "ok"}, j)
     m = d.metrics()

@@ -2,7 +2,8 @@
 //
 // Non-streamed and streamed completions (with include_usage), output equal to
 // `inferd generate` for the same settings and seed, errors surfacing as the
-// client's APIError with status/param/code, the API key, models.list.
+// client's APIError with status/param/code, the API key, models.list and
+// models.retrieve.
 // usage: node test_openai.mjs <inferd binary>; exits 77 when node_modules is
 // missing (CI runs `npm ci` in tests/api first).
 import { spawn, spawnSync } from 'node:child_process';
@@ -92,6 +93,18 @@ try {
     const ids = [];
     for await (const m of client.models.list()) ids.push(m.id);
     check(ids.length === 1 && ids[0] === MODEL, JSON.stringify(ids));
+  });
+
+  await test('models.retrieve', async () => {
+    const m = await client.models.retrieve(MODEL);
+    check(m.id === MODEL && m.object === 'model' && m.owned_by === 'inferd', JSON.stringify(m));
+    let err = null;
+    try {
+      await client.models.retrieve('nope');
+    } catch (e) {
+      err = e;
+    }
+    check(err instanceof OpenAI.NotFoundError && err.status === 404 && err.code === 'model_not_found', String(err));
   });
 
   await test('completion non-stream = inferd generate', async () => {
