@@ -8,6 +8,9 @@
 #   call_q7 DIR VARS PP TG           the 7B-shaped model's bench (/tmp/q7.gguf: q7_make)
 #   call_ops_q7                      devcarry/bin's cuda-ops and the 7B-shaped GPU-vs-CPU gate
 #                                    (makes /tmp/q7.gguf; logs in $out)
+#   call_san TOOL TYPES N SHAPES [LOG]  compute-sanitizer TOOL over devcarry/bin's bench --op
+#                                    products (log $out/san-LOG.log, default TOOL): its rc and
+#                                    first reports
 #   call_bits TYPES N SHAPES         devcarry/bin's bits: cuda-ops, the 7B-shaped GPU-vs-CPU
 #                                    gate (makes /tmp/q7.gguf), racecheck and synccheck of
 #                                    its bench --op products (logs in $out)
@@ -41,12 +44,17 @@ call_ops_q7() {
     echo "q7 (bin) rc=$?"
     tail -1 $out/q7.log | cut -c1-200
 }
+call_san() {
+    local log=$out/san-${5:-$1}.log
+    timeout 90 compute-sanitizer --tool "$1" --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
+        --types "$2" --n "$3" --shapes "$4" --reps 2 > "$log" 2>&1
+    echo "$1 (bin $2 $4 n=$3) rc=$?"
+    grep -m2 -E "Error|Hazard|RACE" "$log" | cut -c1-160
+}
 call_bits() {
     call_ops_q7
     local tool
     for tool in racecheck synccheck; do
-        timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-            --types "$1" --n "$2" --shapes "$3" --reps 2 > $out/san-$tool.log 2>&1
-        echo "$tool (bin $1 $3 n=$2) rc=$?"
+        call_san $tool "$1" "$2" "$3"
     done
 }

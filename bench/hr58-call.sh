@@ -19,9 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 call_head
 call_ops_q7
 for tool in memcheck racecheck; do
-    timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-        --types q4_K --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-$tool.log 2>&1
-    echo "$tool (bin q4_K 512) rc=$?"; grep -m2 -E "Error|Hazard|RACE" $out/san-$tool.log | cut -c1-160
+    call_san $tool q4_K 512 llama3-ffn-down
 done
 date -u +%T
 for r in 1 2; do

@@ -20,9 +20,7 @@ call_ops_q7
 # list and synccheck left out, the kernels' names and barriers unchanged)
 for ty in q4_K q6_K; do
     for tool in memcheck racecheck; do
-        timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-            --types $ty --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-$tool-$ty.log 2>&1
-        echo "$tool (bin $ty 512) rc=$?"; grep -m2 -E "Error|Hazard|RACE" $out/san-$tool-$ty.log | cut -c1-160
+        call_san $tool $ty 512 llama3-ffn-down $tool-$ty
     done
 done
 date -u +%T

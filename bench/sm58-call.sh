@@ -2,7 +2,8 @@
 # bench/sm58-call.sh — session 58: mmq4p's one set with the shift between
 # the planes and the min term issued with plane 1 (cuda/mmq4p.cu
 # MMQ4P_SM=1: bin) against main at its defaults (prev). bin's bits
-# (cuda-ops, the 7B-shaped gate, racecheck of the q4_K 512-row product),
+# (cuda-ops, the 7B-shaped gate, racecheck and synccheck of the q4_K
+# 512-row product: its waits between the planes are new),
 # bench --op q4_K two rounds interleaved, mmq_trace back to back (prev, bin
 # and lev2: the no-v1-chain lever that keeps the sums read) and bin's marks.
 #   ARGS="-DMMQ4P_SM=1" KERNELS="mmq4p" bench/ab-prep.sh
@@ -15,9 +16,8 @@ cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
 call_ops_q7
-timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 $d/bin/inferd bench --op --backend cuda \
-    --types q4_K --n 512 --shapes llama3-ffn-down --reps 2 > $out/san-racecheck.log 2>&1
-echo "racecheck (bin q4_K 512) rc=$?"
+call_san racecheck q4_K 512 llama3-ffn-down
+call_san synccheck q4_K 512 llama3-ffn-down
 date -u +%T
 for r in 1 2; do
     for v in prev bin; do
