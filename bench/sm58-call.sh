@@ -34,3 +34,8 @@ for v in bin lev2; do
     echo "== marks $v"; sed -n 2,2p $out/marks-$v.txt | cut -c1-160; sed -n 26,28p $out/marks-$v.txt | cut -c1-160
 done
 date -u +%T
+# on an H200 also #11's table (bench/table57-call.sh, with bin: its q4_K
+# rows from 256 rows are MMQ4P_SM's, every other row main's kernels), the
+# halves A/B, the ready time and the one-row floor
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) bash bench/table57-call.sh ;; esac
+date -u +%T
