@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# bench/sm58-call.sh — session 58: mmq4p's one set with the shift between
-# the planes and the min term issued with plane 1 (cuda/mmq4p.cu
-# MMQ4P_SM=1: bin) against main at its defaults (prev). bin's bits
-# (cuda-ops, the 7B-shaped gate, racecheck and synccheck of the q4_K
-# 512-row product: its waits between the planes are new),
-# bench --op q4_K two rounds interleaved, mmq_trace back to back (prev, bin
-# and lev2: the no-v1-chain lever that keeps the sums read) and bin's marks.
+# bench/sm58-call.sh — session 58, for the next session's first call: mmq4p's
+# one set with the shift between the planes and the min term issued with
+# plane 1 (cuda/mmq4p.cu MMQ4P_SM=1: bin), the planes frame's consumer waits
+# by polling (cuda/mmqp.cuh MMQP_SPIN=1: b3) and both (b4), against main at
+# its defaults (prev). bin's bits (cuda-ops, the 7B-shaped gate, racecheck
+# and synccheck of the q4_K 512-row product: its waits between the planes
+# are new); bench --op q4_K (and q6_K for the waits) two rounds
+# interleaved; mmq_trace back to back (prev, bin, b3, b4 and lev2: the
+# no-v1-chain lever that keeps the sums read) and the marks of bin and b3;
+# on an H200 #11's table too. SPIN's bits: b3 and b4 are not run through
+# cuda-ops here (polling changes no arithmetic); keep either only after a
+# call with it as bin.
 #   ARGS="-DMMQ4P_SM=1" KERNELS="mmq4p" bench/ab-prep.sh
-#   cp build-d90/bench/mmq_trace devcarry/prev/; mkdir devcarry/lev2
+#   build-ab2 with -Dcuda_args="-DMMQP_SPIN=1", build-ab3 "-DMMQP_SPIN=1 -DMMQ4P_SM=1"
+#   (ninja daemon/inferd bench/mmq_trace in each); then
+#   cp build-d90/bench/mmq_trace devcarry/prev/; mkdir devcarry/lev2 devcarry/b3 devcarry/b4
 #   nvcc <build-d90's mmq_trace command> -DMMQ4P_LEVER=2 -o devcarry/lev2/mmq_trace
-#   strip devcarry/*/*; tar czf devcarry.tgz devcarry
+#   cp build-ab2/{daemon/inferd,bench/mmq_trace} devcarry/b3/ (build-ab3's to b4)
+#   strip devcarry/*/*; tar czf devcarry.tgz devcarry (~58 MB)
 # device tool: carry ["devcarry.tgz"], command `bash bench/sm58-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -20,16 +28,17 @@ call_san racecheck q4_K 512 llama3-ffn-down
 call_san synccheck q4_K 512 llama3-ffn-down
 date -u +%T
 for r in 1 2; do
-    for v in prev bin; do
+    for v in prev bin b3 b4; do
         echo "== $v round $r"
         call_op $v "" q4_K 256,512,2048 llama3-ffn-down | cut -d'|' -f2-5
-        call_op $v "" q4_K 512 qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
+        call_op $v "" q4_K,q6_K 512 qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
+        call_op $v "" q6_K 256,512 llama3-ffn-down | cut -d'|' -f2-5
     done
 done 2>&1 | tee $out/ab.txt
-for v in prev bin lev2; do
+for v in prev bin b3 b4 lev2; do
     echo "$v mmq4p: $(timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
 done | tee $out/trace.txt
-for v in bin lev2; do
+for v in bin b3 lev2; do
     timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
     echo "== marks $v"; sed -n 2,2p $out/marks-$v.txt | cut -c1-160; sed -n 26,28p $out/marks-$v.txt | cut -c1-160
 done

@@ -125,6 +125,19 @@ static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t pa
 #endif
 }
 
+/* The same by polling (test_wait, no suspension): the planes frame's
+ * consumer waits under MMQP_SPIN (cuda/mmqp.cuh), a probe of what the
+ * suspended form's wake-up costs */
+static __device__ __forceinline__ void cuda_mbar_spin(uint64_t *bar, uint32_t parity)
+{
+    asm volatile("{\n .reg .pred done;\n"
+                 "MBAR_SPIN:\n"
+                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " @!done bra MBAR_SPIN;\n}\n" ::"r"(cuda_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
 /* The tensor memory accelerator's bulk copy (sm_90 and later): `bytes`
  * (a multiple of 16) from global src to shared dst (both 16-byte
  * aligned), one instruction of one thread, completing as `bytes` of

@@ -105,7 +105,7 @@ static __device__ __forceinline__ void mmq4p_sm_products(mmq4p_smem &S, const mm
     mmq6w_land(S.bar, s, wg, w4);
     mmq6w_acts(S.bar, s);
     if (turns && (wg == 1 || s > 0))
-        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+        mmqp_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
     mmqp_issue(S, dd, s, 0, wg, sb);
     mmqr_min_issue(dm, fm, L.hd[P.ra], L.hd[P.rb], L.mb, P.t4);
     if (!turns && s == 0 && wg == 0)
