@@ -22,11 +22,11 @@ static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weigh
 /* MMQP_SPIN: the consumers' waits (landing, activations, plane slots,
  * turns) by polling (1) instead of try_wait with its suspension (0).
  * Why (bench/RESULTS.md session 58): warpgroup 0 spends ~0.22 us of each
- * ~2.04-us super-block between its chain's end and the landing mark,
- * whose barrier completed microseconds earlier; if that is a suspended
- * wait's wake-up, polling removes it (and costs the other warpgroup's
- * chain some issue slots). Not yet measured; 0 is the kernels as
- * verified. */
+ * ~2.04-us super-block between its chain's end and the landing mark, with
+ * only the landing's wait between them, on a barrier whose arrivals are
+ * microseconds ahead; if that is a suspended wait's wake-up, polling
+ * removes it (and costs the other warpgroup's chain some issue slots).
+ * Not yet measured; 0 is the kernels as verified. */
 #ifndef MMQP_SPIN
 #define MMQP_SPIN 0
 #endif
