@@ -99,13 +99,27 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
                  : "memory");
 }
 
+/* Wait for the phase of parity `parity` by polling (test_wait, no
+ * suspension): sm_80/sm_89's only form (cuda_mbar_wait's), and the planes
+ * frame's consumer waits under MMQP_SPIN (cuda/mmqp.cuh), a probe of what
+ * the suspended form's wake-up costs */
+static __device__ __forceinline__ void cuda_mbar_spin(uint64_t *bar, uint32_t parity)
+{
+    asm volatile("{\n .reg .pred done;\n"
+                 "MBAR_POLL:\n"
+                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " @!done bra MBAR_POLL;\n}\n" ::"r"(cuda_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
 /* Wait for the phase of parity `parity`. Each try_wait (sm_90 and later)
  * may suspend the thread until the phase completes (up to the hint,
  * 0x100000 ns) instead of returning at once: a waiting warp (mmqs's chain
  * warp, most of its time) then sleeps (SASS: a NANOSLEEP loop) rather than
  * spinning on the issue slots the other warps of its scheduler need.
- * sm_80/sm_89 have no try_wait: test_wait polls (the fat binary's default
- * gpu_arch builds them). */
+ * sm_80/sm_89 have no try_wait: cuda_mbar_spin polls (the fat binary's
+ * default gpu_arch builds them). */
 static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t parity)
 {
 #if __CUDA_ARCH__ >= 900
@@ -116,26 +130,8 @@ static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t pa
                  "r"(parity)
                  : "memory");
 #else
-    asm volatile("{\n .reg .pred done;\n"
-                 "MBAR_POLL:\n"
-                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
-                 " @!done bra MBAR_POLL;\n}\n" ::"r"(cuda_saddr(bar)),
-                 "r"(parity)
-                 : "memory");
+    cuda_mbar_spin(bar, parity);
 #endif
-}
-
-/* The same by polling (test_wait, no suspension): the planes frame's
- * consumer waits under MMQP_SPIN (cuda/mmqp.cuh), a probe of what the
- * suspended form's wake-up costs */
-static __device__ __forceinline__ void cuda_mbar_spin(uint64_t *bar, uint32_t parity)
-{
-    asm volatile("{\n .reg .pred done;\n"
-                 "MBAR_SPIN:\n"
-                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
-                 " @!done bra MBAR_SPIN;\n}\n" ::"r"(cuda_saddr(bar)),
-                 "r"(parity)
-                 : "memory");
 }
 
 /* The tensor memory accelerator's bulk copy (sm_90 and later): `bytes`
