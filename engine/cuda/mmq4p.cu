@@ -90,6 +90,7 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #ifndef MMQ4P_SM
 #define MMQ4P_SM 0
 #endif
+static_assert(!(MMQ4P_SM && MMQ4P_LEVER), "mmq4p: the levers take pieces out of the two-set form");
 
 #if WGMMA_DEVICE
 /* MMQ4P_SM's products of super-block s (mmqp_planes' turns and marks):
@@ -102,10 +103,7 @@ static __device__ __forceinline__ void mmq4p_sm_products(mmq4p_smem &S, const mm
                                                          const wgrs_lane &P, uint32_t sb, int32_t turns)
 {
     const int wg = P.wg, w4 = P.w4;
-    mmq6w_land(S.bar, s, wg, w4);
-    mmq6w_acts(S.bar, s);
-    if (turns && (wg == 1 || s > 0))
-        mmqp_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+    mmqp_enter(S, s, wg, w4, turns);
     mmqp_issue(S, dd, s, 0, wg, sb);
     mmqr_min_issue(dm, fm, L.hd[P.ra], L.hd[P.rb], L.mb, P.t4);
     if (!turns && s == 0 && wg == 0)
@@ -195,34 +193,26 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         const mmq4p_side &L = S.ss[rs];
+        uint32_t fm[1][4];
+        float dm[16][4];
         if (MMQ4P_SM) {
-            mmqk_head hd[2];
-            uint32_t fm[1][4];
-            float dm[16][4];
-            mmq4p_sm_products(S, L, dd, dm, fm, s, P, sb, turns);
-            mmqk_k45_head(L.hd[ra], hd[0]);
-            mmqk_k45_head(L.hd[rb], hd[1]);
-            mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
-            mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
-            wgrs_slot_done(S.bar, rs, s, wg, w4);
-            continue;
+            mmq4p_sm_products(S, L, dd, dm, fm, s, P, sb, turns); /* the min term issued there */
+        } else {
+            mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
+            /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    if (MMQ4P_LEVER != 2)
+                        dd[j][k] = dd[j][k] * 32 + de[j][k];
         }
-        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
-        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                if (MMQ4P_LEVER != 2)
-                    dd[j][k] = dd[j][k] * 32 + de[j][k];
-        /* the min term v2 by one f16 wgmma into the second plane's
-         * registers (exact: mmqr_min_frag), under the chain's first half */
         mmqk_head hd[2];
         mmqk_k45_head(L.hd[ra], hd[0]);
         mmqk_k45_head(L.hd[rb], hd[1]);
-        uint32_t fm[1][4];
-        float dm[16][4];
-        if (MMQ4P_LEVER != 1)
+        /* the min term v2 by one f16 wgmma into the second plane's
+         * registers (exact: mmqr_min_frag), under the chain's first half */
+        if (!MMQ4P_SM && MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
         if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
