@@ -92,6 +92,21 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #endif
 static_assert(!(MMQ4P_SM && MMQ4P_LEVER), "mmq4p: the levers take pieces out of the two-set form");
 
+/* MMQ4P_TM: with turns, a warpgroup hands the turn to the other after its
+ * min term's step is issued (1), or right after its planes' (0). Why
+ * (bench/RESULTS.md session 59): the min term costs the period ~0.31 us
+ * (0.85x without it) because its step, issued after the planes' wait,
+ * enters the pipe behind the other warpgroup's 16 steps, which the turn
+ * already let in; the one-set form that issues it with plane 1 (SM) was
+ * 1.04x slower (its wait between the planes). Handed after the min term,
+ * the other warpgroup's products queue behind it, and the pipe idles
+ * only for the wait's wake-up, the IMAD and the min term's issue. The
+ * same products in the same registers: the same bits. */
+#ifndef MMQ4P_TM
+#define MMQ4P_TM 0
+#endif
+static_assert(!(MMQ4P_TM && MMQ4P_SM), "mmq4p: the one-set form hands its turn after plane 2");
+
 #if WGMMA_DEVICE
 /* MMQ4P_SM's products of super-block s (mmqp_planes' turns and marks):
  * plane 1 into dd, the min term into dm (fm its fragment; the side slot's
@@ -198,7 +213,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         if (MMQ4P_SM) {
             mmq4p_sm_products(S, L, dd, dm, fm, s, P, sb, turns); /* the min term issued there */
         } else {
-            mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
+            mmqp_planes<!MMQ4P_TM>(S, dd, de, s, wg, w4, sb, turns);
             /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
             for (int j = 0; j < 16; j++)
@@ -214,6 +229,8 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * registers (exact: mmqr_min_frag), under the chain's first half */
         if (!MMQ4P_SM && MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
+        if (MMQ4P_TM && turns)
+            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
         } else {
