@@ -100,9 +100,10 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
 }
 
 /* Wait for the phase of parity `parity` by polling (test_wait, no
- * suspension): sm_80/sm_89's only form (cuda_mbar_wait's), and the planes
- * frame's consumer waits under MMQP_SPIN (cuda/mmqp.cuh), a probe of what
- * the suspended form's wake-up costs */
+ * suspension): sm_80/sm_89's only form (cuda_mbar_wait's). The planes
+ * frame's consumer waits by it measured 1.04-1.05x slower than by
+ * try_wait (bench/RESULTS.md session 59, MMQP_SPIN: the polling takes
+ * issue slots from the other warpgroup's chain) */
 static __device__ __forceinline__ void cuda_mbar_spin(uint64_t *bar, uint32_t parity)
 {
     asm volatile("{\n .reg .pred done;\n"

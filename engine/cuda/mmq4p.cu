@@ -74,71 +74,23 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_LEVER 0
 #endif
 
-/* MMQ4P_SM: the planes into one set with the shift between them and the
- * min term's step issued with the first plane (1), or two sets and the
- * min term after both (0). Why (bench/RESULTS.md session 58, call 3): the
- * min term costs ~0.31 us of the ~2.04-us super-block (0.85x without it),
- * most of it because its step, issued after the planes' wait into the
- * second set's registers, queues in the pipe behind the other
- * warpgroup's 16 steps, so the chain cannot end before those do. With
- * one set (mmq6w<false>'s order: plane 1, its wait, D1 << 5, plane 2 onto
- * it) the second set's 64 registers hold the min term's sums from the
- * landing on: its step runs right behind plane 1's, and the IMAD a sum
- * becomes a shift. The price: the wait and shift between the planes (for
- * Q6_K that order measured 1.02-1.04x the two sets, session 54). The
- * same integers (32 D1 + D2 in int32), the same chain: the same bits. */
-#ifndef MMQ4P_SM
-#define MMQ4P_SM 0
-#endif
-static_assert(!(MMQ4P_SM && MMQ4P_LEVER), "mmq4p: the levers take pieces out of the two-set form");
 
 /* MMQ4P_TM: with turns, a warpgroup hands the turn to the other after its
  * min term's step is issued (1), or right after its planes' (0). Why
  * (bench/RESULTS.md session 59): the min term costs the period ~0.31 us
  * (0.85x without it) because its step, issued after the planes' wait,
  * enters the pipe behind the other warpgroup's 16 steps, which the turn
- * already let in; the one-set form that issues it with plane 1 (SM) was
- * 1.04x slower (its wait between the planes). Handed after the min term,
+ * already let in; the one-set form that issued it with plane 1 (session
+ * 59, MMQ4P_SM, removed) was 1.03-1.05x slower (its wait between the
+ * planes). Handed after the min term,
  * the other warpgroup's products queue behind it, and the pipe idles
  * only for the wait's wake-up, the IMAD and the min term's issue. The
  * same products in the same registers: the same bits. */
 #ifndef MMQ4P_TM
 #define MMQ4P_TM 0
 #endif
-static_assert(!(MMQ4P_TM && MMQ4P_SM), "mmq4p: the one-set form hands its turn after plane 2");
 
 #if WGMMA_DEVICE
-/* MMQ4P_SM's products of super-block s (mmqp_planes' turns and marks):
- * plane 1 into dd, the min term into dm (fm its fragment; the side slot's
- * heads and B rows have landed with the slot), plane 1's wait, dd << 5,
- * plane 2 onto dd, both waited for (mmqr_min_finish's wait then finds
- * nothing running) */
-static __device__ __forceinline__ void mmq4p_sm_products(mmq4p_smem &S, const mmq4p_side &L, int (&dd)[16][4],
-                                                         float (&dm)[16][4], uint32_t (&fm)[1][4], int32_t s,
-                                                         const wgrs_lane &P, uint32_t sb, int32_t turns)
-{
-    const int wg = P.wg, w4 = P.w4;
-    mmqp_enter(S, s, wg, w4, turns);
-    mmqp_issue(S, dd, s, 0, wg, sb);
-    mmqr_min_issue(dm, fm, L.hd[P.ra], L.hd[P.rb], L.mb, P.t4);
-    if (!turns && s == 0 && wg == 0)
-        cuda_mbar_arrive(&S.bar.lag);
-    wgmma_wait<1>(); /* plane 1's group (the min term's may still run) */
-    mmqp_done(S, dd, 2 * s);
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            dd[j][k] <<= 5;
-    wgmma_pin_i(&dd[0][0]); /* the shifts stay before plane 2's fence */
-    mmqp_issue<false>(S, dd, s, 1, wg, sb);
-    if (turns)
-        cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
-    wgmma_wait<0>(); /* plane 2's group and the min term's (wait_group 1 would leave the newest, plane 2's, running) */
-    mmqp_done(S, dd, 2 * s + 1);
-    mmq6w_retire(S.bar, s, wg, w4);
-}
-
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
  * (their first 16 bytes, one tensor copy of 128 rows: hmap) into the side
  * slot once it is free, with its one arrival telling the bytes, then
@@ -210,24 +162,20 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const mmq4p_side &L = S.ss[rs];
         uint32_t fm[1][4];
         float dm[16][4];
-        if (MMQ4P_SM) {
-            mmq4p_sm_products(S, L, dd, dm, fm, s, P, sb, turns); /* the min term issued there */
-        } else {
-            mmqp_planes<!MMQ4P_TM>(S, dd, de, s, wg, w4, sb, turns);
-            /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
+        mmqp_planes<!MMQ4P_TM>(S, dd, de, s, wg, w4, sb, turns);
+        /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
-            for (int j = 0; j < 16; j++)
+        for (int j = 0; j < 16; j++)
 #pragma unroll
-                for (int k = 0; k < 4; k++)
-                    if (MMQ4P_LEVER != 2)
-                        dd[j][k] = dd[j][k] * 32 + de[j][k];
-        }
+            for (int k = 0; k < 4; k++)
+                if (MMQ4P_LEVER != 2)
+                    dd[j][k] = dd[j][k] * 32 + de[j][k];
         mmqk_head hd[2];
         mmqk_k45_head(L.hd[ra], hd[0]);
         mmqk_k45_head(L.hd[rb], hd[1]);
         /* the min term v2 by one f16 wgmma into the second plane's
          * registers (exact: mmqr_min_frag), under the chain's first half */
-        if (!MMQ4P_SM && MMQ4P_LEVER != 1)
+        if (MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
         if (MMQ4P_TM && turns)
             cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);

@@ -19,17 +19,6 @@
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
-/* MMQP_SPIN: the consumers' waits (landing, activations, plane slots,
- * turns) by polling (1) instead of try_wait with its suspension (0).
- * Why (bench/RESULTS.md session 58): warpgroup 0 spends ~0.22 us of each
- * ~2.04-us super-block between its chain's end and the landing mark, with
- * only the landing's wait between them, on a barrier whose arrivals are
- * microseconds ahead; if that is a suspended wait's wake-up, polling
- * removes it (and costs the other warpgroup's chain some issue slots).
- * Not yet measured; 0 is the kernels as verified. */
-#ifndef MMQP_SPIN
-#define MMQP_SPIN 0
-#endif
 
 /* A planes kernel's shared memory: the activation ring, the plane ring,
  * the side slots (SIDE: what each kernel's row warp stores for its chain),
@@ -43,15 +32,6 @@ template <class SIDE> struct mmqp_smem {
 };
 
 #if WGMMA_DEVICE
-/* a consumer's wait (MMQP_SPIN's choice) */
-static __device__ __forceinline__ void mmqp_wait(uint64_t *bar, uint32_t parity)
-{
-    if (MMQP_SPIN)
-        cuda_mbar_spin(bar, parity);
-    else
-        cuda_mbar_wait(bar, parity);
-}
-
 /* the plane slots' barriers (thread 0, before wgrs_start's init and sync):
  * full with the copy warp's arrival and bytes, empty with every consumer's */
 template <class SM> static __device__ __forceinline__ void mmqp_init(SM &S)
@@ -68,7 +48,7 @@ typedef wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> mmq6w_bars; /* every form's */
 /* super-block s's slot landed (the row warp's and copy warp's arrivals) */
 static __device__ __forceinline__ void mmq6w_land(mmq6w_bars &B, int32_t s, int wg, int w4)
 {
-    mmqp_wait(&B.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
+    cuda_mbar_wait(&B.sfull[s % MMQ6W_RSL], (uint32_t)(s / MMQ6W_RSL) & 1);
     if (w4 == 0)
         cuda_tr(s, wg ? CUDA_TR_LANDL : CUDA_TR_LAND0);
 }
@@ -76,8 +56,8 @@ static __device__ __forceinline__ void mmq6w_land(mmq6w_bars &B, int32_t s, int 
 /* both activation halves of super-block s landed */
 static __device__ __forceinline__ void mmq6w_acts(mmq6w_bars &B, int32_t s)
 {
-    mmqp_wait(&B.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
-    mmqp_wait(&B.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
+    cuda_mbar_wait(&B.afull[(2 * s) % MMQ6W_ASL], (uint32_t)((2 * s) / MMQ6W_ASL) & 1);
+    cuda_mbar_wait(&B.afull[(2 * s + 1) % MMQ6W_ASL], (uint32_t)((2 * s + 1) / MMQ6W_ASL) & 1);
 }
 
 /* super-block s's second plane done: its activation halves free (its
@@ -121,14 +101,14 @@ static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUt
     }
 }
 
-/* Plane p of super-block s into D (fresh; else onto D): its 8 k32 steps by
+/* Plane p of super-block s into D: its 8 k32 steps by
  * descriptors, A from the plane slot (warpgroup wg's 64 rows), B the
  * activations (sb: the activation ring's base), one commit group */
-template <bool FRESH = true, class SM>
+template <class SM>
 static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_t s, int p, int wg, uint32_t sb)
 {
     const int32_t u = 2 * s + p;
-    mmqp_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
+    cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
     const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
     wgmma_fence();
 #pragma unroll
@@ -136,7 +116,7 @@ static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_
         const uint32_t ao = sb + (uint32_t)((2 * s + j / 4) % MMQ6W_ASL) * MMQ6W_ATILE;
         const uint64_t da = wgmma_desc(pa + (uint32_t)(j / 4) * MMQ6W_ATILE + 32 * (j & 3), 16, 1024, 1);
         const uint64_t db = wgmma_desc(ao + 32 * (j & 3), 16, 1024, 1);
-        if (FRESH && j == 0)
+        if (j == 0)
             wgmma_u8s8_ss_z(&D[0][0], da, db);
         else
             wgmma_u8s8_ss(&D[0][0], da, db);
@@ -153,14 +133,14 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
 
 /* Before a consumer warpgroup's products of super-block s: its side slot
  * and both activation halves landed, and with turns (c->q6p_turns) its
- * turn (mmqp_planes'; mmq4p's one-set form's) */
+ * turn */
 template <class SM>
 static __device__ __forceinline__ void mmqp_enter(SM &S, int32_t s, int wg, int w4, int32_t turns)
 {
     mmq6w_land(S.bar, s, wg, w4);
     mmq6w_acts(S.bar, s);
     if (turns && (wg == 1 || s > 0))
-        mmqp_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
 }
 
 /* A consumer warpgroup's products of super-block s: its side slot and
