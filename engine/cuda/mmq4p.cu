@@ -74,18 +74,17 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_LEVER 0
 #endif
 
-
 /* MMQ4P_TM: with turns, a warpgroup hands the turn to the other after its
  * min term's step is issued (1), or right after its planes' (0). Why
- * (bench/RESULTS.md session 59): the min term costs the period ~0.31 us
- * (0.85x without it) because its step, issued after the planes' wait,
+ * (bench/RESULTS.md sessions 58-59): the min term costs the period ~0.31
+ * us (0.85x without it) because its step, issued after the planes' wait,
  * enters the pipe behind the other warpgroup's 16 steps, which the turn
- * already let in; the one-set form that issued it with plane 1 (session
- * 59, MMQ4P_SM, removed) was 1.03-1.05x slower (its wait between the
- * planes). Handed after the min term,
- * the other warpgroup's products queue behind it, and the pipe idles
- * only for the wait's wake-up, the IMAD and the min term's issue. The
- * same products in the same registers: the same bits. */
+ * already let in; the one-set form that issued it with plane 1
+ * (MMQ4P_SM, removed) was 1.03-1.05x slower (its wait between the
+ * planes). Handed over after the min term, the other warpgroup's
+ * products queue behind it, and the pipe idles only for the planes'
+ * wait to return, the IMAD and the min term's issue. The same products
+ * into the same registers: the same bits. */
 #ifndef MMQ4P_TM
 #define MMQ4P_TM 0
 #endif
