@@ -74,21 +74,6 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_LEVER 0
 #endif
 
-/* MMQ4P_TM: with turns, a warpgroup hands the turn to the other after its
- * min term's step is issued (1), or right after its planes' (0). Why
- * (bench/RESULTS.md sessions 58-59): the min term costs the period ~0.31
- * us (0.85x without it) because its step, issued after the planes' wait,
- * enters the pipe behind the other warpgroup's 16 steps, which the turn
- * already let in; the one-set form that issued it with plane 1
- * (MMQ4P_SM, removed) was 1.03-1.05x slower (its wait between the
- * planes). Handed over after the min term, the other warpgroup's
- * products queue behind it, and the pipe idles only for the planes'
- * wait to return, the IMAD and the min term's issue. The same products
- * into the same registers: the same bits. */
-#ifndef MMQ4P_TM
-#define MMQ4P_TM 0
-#endif
-
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
  * (their first 16 bytes, one tensor copy of 128 rows: hmap) into the side
@@ -161,7 +146,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const mmq4p_side &L = S.ss[rs];
         uint32_t fm[1][4];
         float dm[16][4];
-        mmqp_planes<!MMQ4P_TM>(S, dd, de, s, wg, w4, sb, turns);
+        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
         /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -176,8 +161,6 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * registers (exact: mmqr_min_frag), under the chain's first half */
         if (MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
-        if (MMQ4P_TM && turns)
-            cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
         if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
         } else {

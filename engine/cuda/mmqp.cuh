@@ -151,10 +151,10 @@ static __device__ __forceinline__ void mmqp_enter(SM &S, int32_t s, int wg, int 
  * warpgroup 0 has issued it, 0 issues s + 1 after 1 has issued s, so each
  * warpgroup's products sit in the pipe ahead of the other's and its chain
  * runs under the other's products; without, warpgroup 1 starts behind 0
- * by the lag barrier (mmqp_lag) and the two run in step. HAND false:
- * the caller hands the turn over itself, later (mmq4p's MMQ4P_TM, after
- * its min term's step). */
-template <bool HAND = true, class SM>
+ * by the lag barrier (mmqp_lag) and the two run in step. (Handed over
+ * later, after mmq4p's min term's step, the turn measured 1.06-1.11x
+ * slower: bench/RESULTS.md session 59, MMQ4P_TM.) */
+template <class SM>
 static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
                                                    int w4, uint32_t sb, int32_t turns)
 {
@@ -163,7 +163,7 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
     mmqp_issue(S, de, s, 1, wg, sb);
-    if (HAND && turns)
+    if (turns)
         cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
     wgmma_wait<0>();
     mmqp_done(S, dd, 2 * s);
