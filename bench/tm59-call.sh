@@ -16,9 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
-call_ops_q7
-call_san racecheck q4_K 512 llama3-ffn-down
-call_san synccheck q4_K 512 llama3-ffn-down
+call_bits q4_K 512 llama3-ffn-down
 date -u +%T
 for r in 1 2; do
     for v in prev bin; do
