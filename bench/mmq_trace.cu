@@ -18,7 +18,10 @@
  * slot stores done), x0 = mmqw's first weight slot free, x1 its raw
  * weights landed; land0 / park0 / done0 = warpgroup 0's first
  * quarter issued, its wgmma done, its chain done; landL / chain / doneL
- * the same of warpgroup 1.
+ * the same of warpgroup 1. The planes kernels' (mmq6w<true>, mmq4p):
+ * land0 / landL a warpgroup's side slot landed, x0 / x1 warpgroup 0's /
+ * 1's 16 steps issued (its turn, activations and plane slots waited for),
+ * park0 / chain their sums retired, done0 / doneL their chains done.
  *
  * It launches the backend's own dispatch (cuda_mmvt, mmqt_variant) on
  * random bytes (the time of these kernels does not depend on the values),

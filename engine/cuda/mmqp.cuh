@@ -163,6 +163,8 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
     mmqp_issue(S, de, s, 1, wg, sb);
+    if (w4 == 0) /* trace builds: when each warpgroup's 16 steps are issued (x0, x1) */
+        cuda_tr(s, wg ? CUDA_TR_X1 : CUDA_TR_X0);
     if (turns)
         cuda_mbar_arrive(&S.bar.turn[wg ^ 1]);
     wgmma_wait<0>();

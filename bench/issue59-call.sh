@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# bench/issue59-call.sh — session 59, for the next session: where the ~1.0
+# us from a warpgroup's landing to its products' retire goes in mmq4p and
+# mmq6w<true> (the probe's rate gives 16 int8 steps ~0.6 us alone, ~1.1
+# shared). mmq_trace's planes marks now include x0 / x1: each warpgroup's
+# 16 steps issued (after its turn, activation and plane-slot waits), so
+# land0 -> x0 is the waits and the issue, x0 -> park0 the steps in the
+# pipe. prev = main's mmq_trace (build-d90), lev1 = MMQ4P_LEVER=1 (no min
+# term) with the same marks. A ~6 MB carry (cudart is linked statically):
+#   mkdir -p devlev; cp build-d90/bench/mmq_trace devlev/prev
+#   nvcc <mmq_trace's command> -DMMQ4P_LEVER=1 -o devlev/lev1
+#   strip devlev/*; tar czf devlev.tgz devlev
+# device tool: carry ["devlev.tgz"], command `bash bench/issue59-call.sh`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+tar xzf devlev.tgz
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+date -u +%T
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+for v in prev lev1; do
+    timeout 30 devlev/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
+    echo "== marks $v (mmq4p)"; sed -n 1,4p $out/marks-$v.txt | cut -c1-160; sed -n 26,29p $out/marks-$v.txt | cut -c1-160
+done
+timeout 30 devlev/prev mmq6p q6_K 14336 4096 512 > $out/marks-q6.txt 2>&1
+echo "== marks prev (mmq6p)"; sed -n 1,4p $out/marks-q6.txt | cut -c1-160; sed -n 26,29p $out/marks-q6.txt | cut -c1-160
+date -u +%T
