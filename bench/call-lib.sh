@@ -1,8 +1,8 @@
 # bench/call-lib.sh — sourced by the device call scripts (bench/ab-call.sh,
 # bench/q6p*-call.sh), from the repository root on the device:
-#   call_start                       unpack devcarry.tgz; set d (devcarry), out ($OUT or
-#                                    /tmp/out) and the libraries' path
-#   call_head                        call_start, then the time and the GPU's name and clock
+#   call_start [NAME]                unpack NAME.tgz (default devcarry); set d (its folder),
+#                                    out ($OUT or /tmp/out) and the libraries' path
+#   call_head [NAME]                 call_start, then the time and the GPU's name and clock
 #   call_op DIR VARS TYPES N SHAPES  one `bench --op` table of devcarry/DIR's inferd under
 #                                    VARS ("A=1 B=2"; "" none), its rows, cut to 100 columns
 #   call_q7 DIR VARS PP TG           the 7B-shaped model's bench (/tmp/q7.gguf: q7_make)
@@ -15,14 +15,15 @@
 #                                    gate (makes /tmp/q7.gguf), racecheck and synccheck of
 #                                    its bench --op products (logs in $out)
 call_start() {
-    tar xzf devcarry.tgz
-    d=$PWD/devcarry
+    local n=${1:-devcarry}
+    tar xzf "$n.tgz"
+    d=$PWD/$n
     export LD_LIBRARY_PATH=$d/lib INFERD_SHARED=$d/shared INFERD_SRC=$PWD
     out=${OUT:-/tmp/out}
     mkdir -p "$out"
 }
 call_head() {
-    call_start
+    call_start "$@"
     date -u +%T
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 }

@@ -14,16 +14,13 @@
 # device tool: carry ["devlev.tgz"], command `bash bench/issue59-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-tar xzf devlev.tgz
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-date -u +%T
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+. bench/call-lib.sh
+call_head devlev
 for v in prev lev1; do
-    timeout 30 devlev/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
+    timeout 30 $d/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
     echo "== marks $v (mmq4p)"; sed -n 1,4p $out/marks-$v.txt | cut -c1-160; sed -n 26,29p $out/marks-$v.txt | cut -c1-160
 done
-timeout 30 devlev/prev mmq6p q6_K 14336 4096 512 > $out/marks-q6.txt 2>&1
+timeout 30 $d/prev mmq6p q6_K 14336 4096 512 > $out/marks-q6.txt 2>&1
 echo "== marks prev (mmq6p)"; sed -n 1,4p $out/marks-q6.txt | cut -c1-160; sed -n 26,29p $out/marks-q6.txt | cut -c1-160
 # ncu of one prev launch (base clocks): is the SS form's shared memory the
 # limit? (The probe's 68 cycles a step had no tensor copies beside it;
@@ -31,7 +28,7 @@ echo "== marks prev (mmq6p)"; sed -n 1,4p $out/marks-q6.txt | cut -c1-160; sed -
 # the copies, the chain's loads.) Mem Busy / Max Bandwidth include it.
 . bench/diag-lib.sh
 timeout 120 ncu --kernel-name regex:"mmq4p_" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis --metrics "$(diag_metrics)" devlev/prev mmq4p q4_K 14336 4096 512 \
+    --section MemoryWorkloadAnalysis --metrics "$(diag_metrics)" $d/prev mmq4p q4_K 14336 4096 512 \
     > $out/ncu.txt 2>&1
 echo "ncu rc=$?"
 grep -E "Duration|Mem Busy|Max Bandwidth|Mem Pipes|Shared|shared|tensor|issue_active|stalled_(long|short|wait|barrier|mio|math|lg|dispatch|no_inst)" \
