@@ -331,8 +331,7 @@ enum MHD_Result cmpl_start(struct http_req *r, struct api_req *qp)
     if (gen_submit(&c->g, a->sched, cmpl_notify, a, api_rand(a), a->cfg.retry_after_s,
                    api_now(), &e)) {
         cmpl_free(c);
-        return http_respond_error(r, e.status, NULL, e.param[0] ? e.param : NULL,
-                                  e.code[0] ? e.code : NULL, "%s", e.message);
+        return http_respond_req_error(r, &e);
     }
 
     a->metrics.prompt_tokens += (uint64_t)c->g.req.prompt_tokens;

@@ -169,6 +169,12 @@ enum MHD_Result http_respond_error(struct http_req *r, int status, const char *t
     return ok;
 }
 
+enum MHD_Result http_respond_req_error(struct http_req *r, const struct api_req_error *e)
+{
+    return http_respond_error(r, e->status, NULL, e->param[0] ? e->param : NULL, e->code[0] ? e->code : NULL, "%s",
+                              e->message);
+}
+
 void http_suspend(struct http_req *r)
 {
     if (!r->suspended) {

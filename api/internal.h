@@ -233,6 +233,8 @@ enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body);
 enum MHD_Result http_respond_error(struct http_req *r, int status, const char *type,
                                    const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* The same for a refusal the request module filled ("" fields are null). */
+enum MHD_Result http_respond_req_error(struct http_req *r, const struct api_req_error *e);
 void http_suspend(struct http_req *r);
 void http_resume(struct http_req *r);
 void http_req_unref(struct http_req *r);

@@ -101,10 +101,14 @@ int req_model(const struct api_request_ctx *x, json_t *b, struct api_req_error *
         return req_fail(e, 400, "model", NULL, "you must provide a model parameter");
     if (!json_is_string(v))
         return req_fail(e, 400, "model", NULL, "model must be a string");
-    if (strcmp(json_string_value(v), x->cfg.model_id))
+    return api_req_model_id(json_string_value(v), x->cfg.model_id, e);
+}
+
+int api_req_model_id(const char *id, const char *served, struct api_req_error *e)
+{
+    if (strcmp(id, served))
         return req_fail(e, 404, "model", "model_not_found",
-                        "the model '%.100s' does not exist (this server serves '%s')",
-                        json_string_value(v), x->cfg.model_id);
+                        "the model '%.100s' does not exist (this server serves '%s')", id, served);
     return 0;
 }
 

@@ -104,6 +104,10 @@ int api_req_parse_completion(const struct api_request_ctx *ctx, json_t *body,
 int api_req_parse_chat(const struct api_request_ctx *ctx, json_t *body, struct api_req *out,
                        struct api_req_error *err);
 void api_req_release(struct api_req *r);
+/* A request naming model id against the served model: 0 when they are
+ * the same; else -1 with err the 404 model_not_found (what a completion
+ * naming another model gets, and GET /v1/models/{id}). */
+int api_req_model_id(const char *id, const char *served, struct api_req_error *err);
 
 /* POST /apply-template: the prompt body's messages render to (with
  * add_generation_prompt, default true) and its tokens, exactly as

@@ -108,15 +108,13 @@ static enum MHD_Result routes_models(struct http_req *r)
 }
 
 /* GET /v1/models/{id}: the model's object, or the 404 a completion naming
- * another model gets (req_model's words and code) */
+ * another model gets (api_req_model_id) */
 static enum MHD_Result routes_model(struct http_req *r)
 {
     const struct api *a = r->api;
-    const char *id = r->path + sizeof(ROUTES_MODEL_PREFIX) - 1;
-    if (strcmp(id, a->cfg.model_id))
-        return http_respond_error(r, 404, NULL, "model", "model_not_found",
-                                  "the model '%.100s' does not exist (this server serves '%s')", id,
-                                  a->cfg.model_id);
+    struct api_req_error e;
+    if (api_req_model_id(r->path + sizeof(ROUTES_MODEL_PREFIX) - 1, a->cfg.model_id, &e))
+        return http_respond_req_error(r, &e);
     return http_respond_json(r, 200, routes_model_obj(a));
 }
 
@@ -332,8 +330,7 @@ enum MHD_Result routes_answer(struct http_req *r, struct api_verdict *v)
 {
     enum MHD_Result ok;
     if (!v->ok)
-        ok = http_respond_error(r, v->err.status, NULL, v->err.param[0] ? v->err.param : NULL,
-                                v->err.code[0] ? v->err.code : NULL, "%s", v->err.message);
+        ok = http_respond_req_error(r, &v->err);
     else if (r->route == ROUTE_COMPLETIONS || r->route == ROUTE_CHAT)
         ok = cmpl_start(r, &v->q); /* takes q over (zeroes it) */
     else
