@@ -99,28 +99,16 @@ static __device__ __forceinline__ void cuda_mbar_arrive(uint64_t *bar)
                  : "memory");
 }
 
-/* Wait for the phase of parity `parity` by polling (test_wait, no
- * suspension): sm_80/sm_89's only form (cuda_mbar_wait's). The planes
- * frame's consumer waits by it measured 1.04-1.05x slower than by
- * try_wait (bench/RESULTS.md session 59, MMQP_SPIN: the polling takes
- * issue slots from the other warpgroup's chain) */
-static __device__ __forceinline__ void cuda_mbar_spin(uint64_t *bar, uint32_t parity)
-{
-    asm volatile("{\n .reg .pred done;\n"
-                 "MBAR_POLL:\n"
-                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
-                 " @!done bra MBAR_POLL;\n}\n" ::"r"(cuda_saddr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
 /* Wait for the phase of parity `parity`. Each try_wait (sm_90 and later)
  * may suspend the thread until the phase completes (up to the hint,
  * 0x100000 ns) instead of returning at once: a waiting warp (mmqs's chain
  * warp, most of its time) then sleeps (SASS: a NANOSLEEP loop) rather than
  * spinning on the issue slots the other warps of its scheduler need.
- * sm_80/sm_89 have no try_wait: cuda_mbar_spin polls (the fat binary's
- * default gpu_arch builds them). */
+ * sm_80/sm_89 have no try_wait: test_wait polls (the fat binary's default
+ * gpu_arch builds them). On sm_90 the planes kernels' consumer waits by
+ * polling measured 1.04-1.05x slower (bench/RESULTS.md session 59,
+ * MMQP_SPIN: the polling takes issue slots from the other warpgroup's
+ * chain). */
 static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t parity)
 {
 #if __CUDA_ARCH__ >= 900
@@ -131,7 +119,12 @@ static __device__ __forceinline__ void cuda_mbar_wait(uint64_t *bar, uint32_t pa
                  "r"(parity)
                  : "memory");
 #else
-    cuda_mbar_spin(bar, parity);
+    asm volatile("{\n .reg .pred done;\n"
+                 "MBAR_POLL:\n"
+                 " mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n"
+                 " @!done bra MBAR_POLL;\n}\n" ::"r"(cuda_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
 #endif
 }
 

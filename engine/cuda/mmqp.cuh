@@ -131,18 +131,6 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
     cuda_mbar_arrive(&S.pempty[u % MMQ6P_PSL]);
 }
 
-/* Before a consumer warpgroup's products of super-block s: its side slot
- * and both activation halves landed, and with turns (c->q6p_turns) its
- * turn */
-template <class SM>
-static __device__ __forceinline__ void mmqp_enter(SM &S, int32_t s, int wg, int w4, int32_t turns)
-{
-    mmq6w_land(S.bar, s, wg, w4);
-    mmq6w_acts(S.bar, s);
-    if (turns && (wg == 1 || s > 0))
-        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-}
-
 /* A consumer warpgroup's products of super-block s: its side slot and
  * activations landed, plane 1 into dd and plane 2 into de (each its own
  * accumulator set), both issued at once, one wait; both plane slots and
@@ -158,7 +146,10 @@ template <class SM>
 static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
                                                    int w4, uint32_t sb, int32_t turns)
 {
-    mmqp_enter(S, s, wg, w4, turns);
+    mmq6w_land(S.bar, s, wg, w4);
+    mmq6w_acts(S.bar, s);
+    if (turns && (wg == 1 || s > 0))
+        cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
     mmqp_issue(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
