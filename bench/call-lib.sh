@@ -11,9 +11,10 @@
 #   call_san TOOL TYPES N SHAPES [LOG]  compute-sanitizer TOOL over devcarry/bin's bench --op
 #                                    products (log $out/san-LOG.log, default TOOL): its rc and
 #                                    first reports
-#   call_bits TYPES N SHAPES         devcarry/bin's bits: cuda-ops, the 7B-shaped GPU-vs-CPU
-#                                    gate (makes /tmp/q7.gguf), racecheck and synccheck of
-#                                    its bench --op products (logs in $out)
+#   call_bits TYPES N SHAPES [TOOLS] devcarry/bin's bits: cuda-ops, the 7B-shaped GPU-vs-CPU
+#                                    gate (makes /tmp/q7.gguf), then each sanitizer of TOOLS
+#                                    (default "racecheck synccheck") over its bench --op
+#                                    products (logs in $out)
 call_start() {
     local n=${1:-devcarry}
     tar xzf "$n.tgz"
@@ -55,7 +56,7 @@ call_san() {
 call_bits() {
     call_ops_q7
     local tool
-    for tool in racecheck synccheck; do
+    for tool in ${4:-racecheck synccheck}; do
         call_san $tool "$1" "$2" "$3"
     done
 }

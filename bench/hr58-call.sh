@@ -17,10 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
-call_ops_q7
-for tool in memcheck racecheck; do
-    call_san $tool q4_K 512 llama3-ffn-down
-done
+call_bits q4_K 512 llama3-ffn-down "memcheck racecheck"
 date -u +%T
 for r in 1 2; do
     for v in prev b2 bin b3; do

@@ -10,18 +10,15 @@
 #   strip devlev/*; tar czf devlev.tgz devlev
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-tar xzf devlev.tgz
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-date -u +%T
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+. bench/call-lib.sh
+call_head devlev
 for r in 1 2; do
     for v in prev lev1 lev2; do
-        echo "$v: $(timeout 30 devlev/$v mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+        echo "$v: $(timeout 30 $d/$v mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
     done
 done
 for v in prev lev1 lev2; do
-    timeout 30 devlev/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
+    timeout 30 $d/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
     echo "== marks $v"; sed -n 2,4p $out/marks-$v.txt | cut -c1-160; sed -n 26,29p $out/marks-$v.txt | cut -c1-160
 done
 date -u +%T
