@@ -148,8 +148,12 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
 {
     mmq6w_land(S.bar, s, wg, w4);
     mmq6w_acts(S.bar, s);
+    if (CUDA_TR_FINE == 1 && wg == 0 && w4 == 0)
+        cuda_tr(s, CUDA_TR_FEED);
     if (turns && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
+    if (CUDA_TR_FINE == 2 && wg == 0 && w4 == 0)
+        cuda_tr(s, CUDA_TR_FEED);
     mmqp_issue(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);

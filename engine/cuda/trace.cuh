@@ -25,6 +25,14 @@ enum {
     CUDA_TR_MARKS
 };
 
+/* CUDA_TR_FINE (bench/mmq_trace builds only): the planes kernels' feed
+ * mark of stage s is warpgroup 0's instead, once its activations (1) or
+ * also its turn (2) are waited for, so land0 -> feed -> x0 splits the
+ * time before its 16 steps are issued (bench/RESULTS.md session 60) */
+#ifndef CUDA_TR_FINE
+#define CUDA_TR_FINE 0
+#endif
+
 #ifdef INFERD_CUDA_TRACE
 #define CUDA_TR_BLOCKS 256
 #define CUDA_TR_STAGES 64
