@@ -485,6 +485,11 @@ static __device__ __forceinline__ float cuda_warp_max(float v)
 
 /* ---- op entries (one file each) --------------------------------------- */
 
+/* cuda/weights.cu */
+int cuda_be_weight_register(struct backend *be, struct backend_weight *w);
+void cuda_be_weight_release(struct backend *be, struct backend_weight *w);
+int cuda_be_weight_fuse(struct backend *be, struct backend_weight **w, int n);
+
 void cuda_op_get_rows(struct backend *be, const struct backend_weight *w, const int32_t *ids,
                       int32_t n, float *y);
 void cuda_op_gather(struct backend *be, const float *x, const int32_t *rows, int32_t n,

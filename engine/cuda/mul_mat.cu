@@ -371,7 +371,7 @@ void cuda_op_mul_mat(struct backend *be, const struct backend_weight *w, const f
 /* b continues a: slices of one fused allocation (ops->weight_fuse), b's
  * rows (and expanded rows, when both have them) right after a's, so one
  * product over a's and b's rows reads exactly the bytes the two read.
- * Only quantized weights are ever fused (cuda/backend.cu: cuBLASLt picks
+ * Only quantized weights are ever fused (cuda/weights.cu: cuBLASLt picks
  * its algorithm per F32/F16/BF16 weight shape, and a fused view would be
  * another shape with other bits). */
 static int mm_adjacent(const struct backend_weight *a, const struct backend_weight *b)

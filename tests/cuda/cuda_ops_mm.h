@@ -515,7 +515,7 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
     char *wq[FU_MAXW];
     float *wtmp = xmalloc(sizeof(float) * FU_NE0 * 256);
     int64_t bmax = 0;
-    if (!expand) /* read at each weight_register (cuda/backend.cu) */
+    if (!expand) /* read at each weight_register (cuda/weights.cu) */
         setenv("INFERD_NO_Q6K_EXPAND", "1", 1);
     for (int i = 0; i < k; i++) {
         wq[i] = xmalloc(rb * (size_t)ne1s[i]);
@@ -535,7 +535,7 @@ static void test_mul_mat_fused_set(int type, int expand, const int64_t *ne1s, in
         CHECK(!wfa[0].aux == !expand);
     void *const data0 = wfa[0].data;
     if (type == QT_F32 || type == QT_F16 || type == QT_BF16) {
-        /* float weights are not fused (cuda/backend.cu: one cuBLASLt
+        /* float weights are not fused (cuda/weights.cu: one cuBLASLt
          * algorithm per shape), and stay as they were */
         CHECK(gpu->ops->weight_fuse(gpu, wf, k) == INF_EUNSUPPORTED);
         CHECK(wfa[0].data == data0 && !wfa[0].group);

@@ -14,7 +14,7 @@
  *
  * Besides ASan/UBSan, it aborts when a result breaks the contract: an error
  * without a message or with a status other than 400/404; an error body (as
- * http.c writes it, through buf_json_str) that is not valid JSON; a valid
+ * http_respond.c writes it, through buf_json_str) that is not valid JSON; a valid
  * request whose counts are out of the limits; the same bytes giving a
  * different answer the second time (uninitialized state).
  *
@@ -149,7 +149,7 @@ static void fuzz_check(const struct api_request_result *r)
             fuzz_fail("unexpected status", r);
         if (!r->message[0])
             fuzz_fail("error without a message", r);
-        /* the error body as http.c builds it must be valid JSON */
+        /* the error body as http_respond.c builds it must be valid JSON */
         struct buf b = {0};
         if (buf_puts(&b, "{\"message\":") || buf_json_str(&b, r->message, strlen(r->message)) ||
             buf_puts(&b, ",\"param\":") || buf_json_str(&b, r->param, strlen(r->param)) ||
