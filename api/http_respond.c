@@ -91,9 +91,8 @@ enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body)
 {
     char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    if (!s) {
+    if (!s)
         return http_respond_oom(r);
-    }
     size_t n = strlen(s);
     s[n] = '\0';
     enum MHD_Result ok = http_respond(r, status, "application/json", s, n);
@@ -126,12 +125,7 @@ enum MHD_Result http_respond_error(struct http_req *r, int status, const char *t
     else
         rc |= buf_puts(&b, "null");
     rc |= buf_puts(&b, "}}\n");
-    enum MHD_Result ok;
-    if (rc) {
-        ok = http_respond_oom(r);
-    } else {
-        ok = http_respond(r, status, "application/json", b.p, b.len);
-    }
+    enum MHD_Result ok = rc ? http_respond_oom(r) : http_respond(r, status, "application/json", b.p, b.len);
     log_debug("request id=%llu error status=%d param=%s msg=\"%s\"", (unsigned long long)r->id,
               status, param ? param : "-", msg);
     buf_free(&b);

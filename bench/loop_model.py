@@ -28,7 +28,8 @@ model 0.93-1.02x, measured 1.08x, trace 1.24x) nor the single accumulator
 set (SM: model 1.13x, measured 1.03-1.05x). So what a warpgroup loses is not
 one fixed latency after its products; bench/issue59-call.sh's marks (land0
 -> feed -> x0 -> park0) are what can say where it goes, and LAT / G should
-be refitted to them before the model's other rows are believed.
+be refitted to them (act0 / turn0 / x0) before the model's other rows are
+believed.
 
 The n96 rows are periods of a block with 3 x 64 x 96 outputs (132 blocks at
 4096 x 512 rows: 22 x 6 tiles), 1.125x today's 128 x 128: a period x0.89 or
@@ -36,8 +37,6 @@ less would be a gain. Their registers are not there (3 consumer warpgroups
 get at most ~157-160 a thread; acc + two sets at n96 is 144 before
 addresses, the early form's third set 192).
 """
-import sys
-
 S, C1, C2, G, I = 0.0394, 0.50, 0.22, 0.20, 0.03
 
 
@@ -122,4 +121,3 @@ if __name__ == '__main__':
         for name, fn, n, meas in FORMS:
             p, _ = simulate(fn, n, lat=lat, rho=rho)
             print(f"  {name:28s} period x{p / base:.2f}  (measured x{meas})")
-    sys.exit(0)
