@@ -5,21 +5,21 @@
 # shared). mmq_trace's planes marks now include x0 / x1: each warpgroup's
 # 16 steps issued (after its turn, activation and plane-slot waits), so
 # land0 -> x0 is the waits and the issue, x0 -> park0 the steps in the
-# pipe. prev = main's mmq_trace (build-d90), lev1 = MMQ4P_LEVER=1 (no min
-# term) with the same marks, lev3 / lev4 = CUDA_TR_FINE=1 / 2 (session 60:
-# the feed column is warpgroup 0's mark after its activations' wait / also
-# after its turn's); then ncu of one prev launch (shared memory, tensor
-# pipe, stalls). A ~8 MB carry (cudart is linked statically):
+# pipe; since session 60 act0 / turn0 split land0 -> x0 further (warpgroup
+# 0 past its activations' wait, then its turn's; x0 after its plane slots'
+# and the issue). prev = main's mmq_trace (build-d90), lev1 =
+# MMQ4P_LEVER=1 (no min term) with the same marks; then ncu of one prev
+# launch (shared memory, tensor pipe, stalls). A ~4 MB carry (cudart is
+# linked statically):
 #   mkdir -p devlev; cp build-d90/bench/mmq_trace devlev/prev
 #   nvcc <mmq_trace's command> -DMMQ4P_LEVER=1 -o devlev/lev1
-#   nvcc <mmq_trace's command> -DCUDA_TR_FINE=1 -o devlev/lev3 (=2: lev4)
 #   strip devlev/*; tar czf devlev.tgz devlev
 # device tool: carry ["devlev.tgz"], command `bash bench/issue59-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head devlev
-for v in prev lev1 lev3 lev4; do
+for v in prev lev1; do
     timeout 30 $d/$v mmq4p q4_K 14336 4096 512 > $out/marks-$v.txt 2>&1
     echo "== marks $v (mmq4p)"; sed -n 1,4p $out/marks-$v.txt | cut -c1-160; sed -n 26,29p $out/marks-$v.txt | cut -c1-160
 done

@@ -21,7 +21,8 @@
  * the same of warpgroup 1. The planes kernels' (mmq6w<true>, mmq4p):
  * land0 / landL a warpgroup's side slot landed, x0 / x1 warpgroup 0's /
  * 1's 16 steps issued (its turn, activations and plane slots waited for),
- * park0 / chain their sums retired, done0 / doneL their chains done.
+ * park0 / chain their sums retired, done0 / doneL their chains done,
+ * act0 / turn0 warpgroup 0 past its activations' wait / its turn's.
  *
  * It launches the backend's own dispatch (cuda_mmvt, mmqt_variant) on
  * random bytes (the time of these kernels does not depend on the values),
@@ -249,7 +250,9 @@ int main(int argc, char **argv)
            start_ns.empty() ? 0.0 : *std::max_element(start_ns.begin(), start_ns.end()) / 1e3,
            median(end_ns) / 1e3, end_ns.empty() ? 0.0 : *std::max_element(end_ns.begin(), end_ns.end()) / 1e3,
            (double)(gmax - g0) / 1e3);
-    static const char *names[] = {"feed", "land0", "done0", "landL", "doneL", "park0", "chain", "x0", "x1"};
+    static const char *names[] = {"feed",  "land0", "done0", "landL", "doneL", "park0",
+                                  "chain", "x0",    "x1",    "act0",  "turn0"};
+    static_assert(sizeof(names) / sizeof(names[0]) == CUDA_TR_BLOCK, "mmq_trace: a name for each mark");
     printf("| stage | blocks |");
     for (int m = 0; m < CUDA_TR_BLOCK; m++)
         printf(" %s |", names[m]);

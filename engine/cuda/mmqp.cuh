@@ -148,12 +148,12 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
 {
     mmq6w_land(S.bar, s, wg, w4);
     mmq6w_acts(S.bar, s);
-    if (CUDA_TR_FINE == 1 && wg == 0 && w4 == 0)
-        cuda_tr(s, CUDA_TR_FEED);
+    if (wg == 0 && w4 == 0) /* trace builds: land0 -> act0 -> turn0 -> x0 split its waits */
+        cuda_tr(s, CUDA_TR_ACT0);
     if (turns && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.bar.turn[wg], (uint32_t)(wg ? s : s - 1) & 1);
-    if (CUDA_TR_FINE == 2 && wg == 0 && w4 == 0)
-        cuda_tr(s, CUDA_TR_FEED);
+    if (wg == 0 && w4 == 0)
+        cuda_tr(s, CUDA_TR_TURN0);
     mmqp_issue(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);

@@ -20,18 +20,12 @@ enum {
     CUDA_TR_CHAIN,  /* the (first) chain warp had read the stage's park */
     CUDA_TR_X0,     /* kernel-specific marks (mmqw: the producer's waits) */
     CUDA_TR_X1,
+    CUDA_TR_ACT0,   /* the planes kernels: warpgroup 0 had its activations */
+    CUDA_TR_TURN0,  /* ... and its turn (then its plane slots, its issue: x0) */
     CUDA_TR_BLOCK,  /* stage 0: the block's start (clock), 1: start
                      * (globaltimer, ns), 2: end (clock), 3: end (globaltimer) */
     CUDA_TR_MARKS
 };
-
-/* CUDA_TR_FINE (bench/mmq_trace builds only): the planes kernels' feed
- * mark of stage s is warpgroup 0's instead, once its activations (1) or
- * also its turn (2) are waited for, so land0 -> feed -> x0 splits the
- * time before its 16 steps are issued (bench/RESULTS.md session 60) */
-#ifndef CUDA_TR_FINE
-#define CUDA_TR_FINE 0
-#endif
 
 #ifdef INFERD_CUDA_TRACE
 #define CUDA_TR_BLOCKS 256

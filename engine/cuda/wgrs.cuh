@@ -260,7 +260,7 @@ static __device__ __forceinline__ void wgrs_feed_row(SM &S, int32_t s, int lane,
     if (AFENCE)
         cuda_fence_async_smem();
     cuda_mbar_arrive(&S.bar.sfull[rs]);
-    if (lane == 0 && !CUDA_TR_FINE)
+    if (lane == 0)
         cuda_tr(s, CUDA_TR_FEED);
 }
 
