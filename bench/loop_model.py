@@ -109,9 +109,15 @@ def early(f=1.0):  # not built: the min term issued before the planes (a third a
                       ('cpu', I + (C1 + C2) * f + G)]
 
 
+def ov(f=1.0, g=G):  # session 61's MMQ4P_OV: s + 1's first plane queued under s's chain (no turns)
+    return lambda w: [('iss', 'p1', 8 * S * f), ('wait', 'p1'), ('cpu', I + 0.04), ('iss', 'p0n', 8 * S * f),
+                      ('cpu', C1 * f), ('iss', 'm', S * f), ('wait', 'm'), ('cpu', C2 * f + g)]
+
+
 FORMS = [('no min term (lever)', no_min(), 2, '0.85'), ('TM', tm(), 2, '1.08 (trace 1.24)'),
          ('SM', sm(), 2, '1.03-1.05'), ('early min term', early(), 2, '-'),
-         ('n96, 3 warpgroups', main_form(0.75), 3, '-'), ('n96, 3 warpgroups, early', early(0.75), 3, '-')]
+         ('n96, 3 warpgroups', main_form(0.75), 3, '-'), ('n96, 3 warpgroups, early', early(0.75), 3, '-'),
+         ('OV (G after the chain)', ov(), 2, '-'), ('OV, no gap after the chain', ov(g=0.0), 2, '-')]
 
 if __name__ == '__main__':
     for lat, rho in ((0.15, 1.0), (0.25, 1.0), (0.35, 1.0), (0.25, 0.7)):
