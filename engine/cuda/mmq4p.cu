@@ -160,13 +160,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
      * (the min term's wait covers that plane too): no product is in flight
      * across the loop's back edge, which ptxas cannot keep in registers */
     (void)turns;
-    mmqp_lag(S, wg, 0);
-    mmq6w_land(S.bar, 0, wg, w4);
-    if (!MMQP_MB)
-        mmq6w_acts(S.bar, 0);
-    mmqp_issue(S, dd, 0, 0, wg, sb);
-    if (wg == 0)
-        cuda_mbar_arrive(&S.bar.lag);
+    mmqp_ov_first(S, dd, 0, wg, w4, sb);
 #pragma unroll 1
     for (int32_t s = 0;; s++) {
         const int rs = s % MMQ6W_RSL;
@@ -174,24 +168,15 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const bool more = s + 1 < nbr;
         uint32_t fm[1][4];
         float dm[16][4];
-        mmqp_issue(S, de, s, 1, wg, sb);
-        wgmma_wait<0>();
-        if (s == 0)
-            mmqp_done(S, dd, 0);
-        mmqp_done(S, de, 2 * s + 1);
-        mmq6w_retire(S.bar, s, wg, w4);
+        mmqp_ov_second(S, dd, de, s, s > 0, wg, w4, sb);
 #pragma unroll
         for (int j = 0; j < 16; j++)
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 de[j][k] = dd[j][k] * 32 + de[j][k];
         wgmma_pin_i(&de[0][0]); /* merged before dd is issued into again */
-        if (more) { /* s + 1's first plane into the free set, now */
-            mmq6w_land(S.bar, s + 1, wg, w4);
-            if (!MMQP_MB)
-                mmq6w_acts(S.bar, s + 1);
-            mmqp_issue(S, dd, s + 1, 0, wg, sb);
-        }
+        if (more) /* s + 1's first plane into the free set, now */
+            mmqp_ov_first(S, dd, s + 1, wg, w4, sb);
         mmqk_head hd[2];
         mmqk_k45_head(L.hd[ra], hd[0]);
         mmqk_k45_head(L.hd[rb], hd[1]);

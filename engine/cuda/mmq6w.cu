@@ -278,13 +278,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * (ptxas serializes a wgmma in flight across it). No turns. Same
          * integers, same chain: the same bits. */
         (void)turns;
-        mmqp_lag(S, wg, 0);
-        mmq6w_land(S.bar, 0, wg, w4);
-        if (!MMQP_MB)
-            mmq6w_acts(S.bar, 0);
-        mmqp_issue(S, dd, 0, 0, wg, sb);
-        if (wg == 0)
-            cuda_mbar_arrive(&S.bar.lag);
+        mmqp_ov_first(S, dd, 0, wg, w4, sb);
         wgmma_wait<0>();
         mmqp_done(S, dd, 0);
 #pragma unroll 1
@@ -292,10 +286,7 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             const int rs = s % MMQ6W_RSL;
             const mmq6p_side &Ls = S.ss[rs];
             const bool more = s + 1 < nbr;
-            mmqp_issue(S, de, s, 1, wg, sb);
-            wgmma_wait<0>();
-            mmqp_done(S, de, 2 * s + 1);
-            mmq6w_retire(S.bar, s, wg, w4);
+            mmqp_ov_second(S, dd, de, s, true, wg, w4, sb);
             mmq6w_shift(dd, Ls.s4095, t4);
 #pragma unroll
             for (int j = 0; j < 16; j++)
@@ -303,12 +294,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
                 for (int k = 0; k < 4; k++)
                     de[j][k] += dd[j][k];
             wgmma_pin_i(&de[0][0]); /* merged before dd is issued into again */
-            if (more) {
-                mmq6w_land(S.bar, s + 1, wg, w4);
-                if (!MMQP_MB)
-                    mmq6w_acts(S.bar, s + 1);
-                mmqp_issue(S, dd, s + 1, 0, wg, sb);
-            }
+            if (more)
+                mmqp_ov_first(S, dd, s + 1, wg, w4, sb);
             mmq6w_chain(acc[0], de, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
             wgrs_slot_done(S.bar, rs, s, wg, w4);
             if (!more)

@@ -223,6 +223,37 @@ template <class SM> static __device__ __forceinline__ void mmqp_lag(SM &S, int w
     if (wg == 1 && !turns)
         cuda_mbar_wait(&S.bar.lag, 0);
 }
+
+/* The OV order (session 61's MMQ4P_OV / MMQ6P_OV A/B): super-block s's
+ * first plane into D once s landed (s = 0, before the loop: warpgroup 1
+ * after 0's issue, the lag) */
+template <class SM>
+static __device__ __forceinline__ void mmqp_ov_first(SM &S, int (&D)[16][4], int32_t s, int wg, int w4, uint32_t sb)
+{
+    if (s == 0)
+        mmqp_lag(S, wg, 0);
+    mmq6w_land(S.bar, s, wg, w4);
+    if (!MMQP_MB)
+        mmq6w_acts(S.bar, s);
+    mmqp_issue(S, D, s, 0, wg, sb);
+    if (s == 0 && wg == 0)
+        cuda_mbar_arrive(&S.bar.lag);
+}
+
+/* ... and its second plane into E, issued and waited for (with the first,
+ * if no wait covered it before: d_done 0): both plane slots and the
+ * activation halves free */
+template <class SM>
+static __device__ __forceinline__ void mmqp_ov_second(SM &S, int (&D)[16][4], int (&E)[16][4], int32_t s, bool d_done,
+                                                      int wg, int w4, uint32_t sb)
+{
+    mmqp_issue(S, E, s, 1, wg, sb);
+    wgmma_wait<0>();
+    if (!d_done)
+        mmqp_done(S, D, 2 * s);
+    mmqp_done(S, E, 2 * s + 1);
+    mmq6w_retire(S.bar, s, wg, w4);
+}
 #endif
 
 #endif
