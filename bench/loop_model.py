@@ -117,7 +117,8 @@ def ov(f=1.0, g=G):  # session 61's MMQ4P_OV: s + 1's first plane queued under s
 FORMS = [('no min term (lever)', no_min(), 2, '0.85'), ('TM', tm(), 2, '1.08 (trace 1.24)'),
          ('SM', sm(), 2, '1.03-1.05'), ('early min term', early(), 2, '-'),
          ('n96, 3 warpgroups', main_form(0.75), 3, '-'), ('n96, 3 warpgroups, early', early(0.75), 3, '-'),
-         ('OV (G after the chain)', ov(), 2, '-'), ('OV, no gap after the chain', ov(g=0.0), 2, '-')]
+         ('OV (G after the chain)', ov(), 2, '1.03 (trace 0.91)'),
+         ('OV, no gap after the chain', ov(g=0.0), 2, '1.03 (trace 0.91)')]
 
 if __name__ == '__main__':
     for lat, rho in ((0.15, 1.0), (0.25, 1.0), (0.35, 1.0), (0.25, 0.7)):

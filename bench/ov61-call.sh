@@ -4,20 +4,22 @@
 # MMQ6P_OV=1: "OV") and the planes frame's one full barrier a super-block
 # (cuda/mmqp.cuh MMQP_MB=1, mmq4p and mmq6w<true>), against main at its
 # defaults (prev). bin = OV + MB (its bits: cuda-ops,
-# the 7B-shaped gate, racecheck and synccheck of q4_K and q6_K 4096 x
-# 14336 x 512), b2 = MB, b3 = OV (inferd only); bench --op two rounds
+# the 7B-shaped gate, racecheck of q4_K and q6_K 4096 x
+# 14336 x 512; no synccheck, for time), b2 = MB, b3 = OV (inferd only); bench --op two rounds
 # interleaved; mmq_trace (tr/: the four builds) back to back and the marks.
 #   ARGS="-DMMQ4P_OV=1 -DMMQ6P_OV=1 -DMMQP_MB=1" KERNELS="mmq4p mmq6w" bench/ab-prep.sh
 #   b2 / b3: a copy of build-d90 with mmq4p.cu.o / mmq6w.cu.o compiled with
 #   MB / both OV and inferd relinked (devcarry/b2, b3);
 #   tr/{prev,mb,ov,ovmb}: build-d90's mmq_trace command with the flags;
 #   strip devcarry/*/*; tar czf devcarry.tgz devcarry
+# The switches were withdrawn after this call (RESULTS session 61); their
+# code is at d6e94c2: build the carry from that tree.
 # device tool: carry ["devcarry.tgz"], command `bash bench/ov61-call.sh`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head
-call_bits q4_K 512 llama3-ffn-down
+call_bits q4_K 512 llama3-ffn-down racecheck
 call_san racecheck q6_K 512 llama3-ffn-down racecheck-q6
 date -u +%T
 for r in 1 2; do

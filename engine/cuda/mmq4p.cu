@@ -74,20 +74,6 @@ static_assert(mmq4p_smem_bytes <= 232448, "mmq4p: within sm_90's 227 KB of share
 #define MMQ4P_LEVER 0
 #endif
 
-/* MMQ4P_OV (session 61, A/B): each warpgroup queues super-block s + 1's
- * first plane as soon as s's sums are merged (v1 = 32 D1 + D2 into the
- * second set, the first set free), so its v1 chain and min term run under
- * its own next products instead of with the pipe idle; the second plane of
- * s + 1 follows the v2 chain into the second set. No turns (the lag only).
- * Why (session 61's marks, bench/RESULTS.md): in main's order warpgroup 0
- * issues again only ~1.37 us after its products retire (chain 0.89 + 0.48
- * to its next issue), so of a ~2.14-us super-block the pipe runs the two
- * warpgroups' 32 steps for 1.36 and idles ~0.7. Same integers in the same
- * chain order: the same bits. */
-#ifndef MMQ4P_OV
-#define MMQ4P_OV 0
-#endif
-
 #if WGMMA_DEVICE
 /* The feed. fw 0, the copy warp: the weight rows' heads of super-block s
  * (their first 16 bytes, one tensor copy of 128 rows: hmap) into the side
@@ -111,11 +97,10 @@ static __device__ __forceinline__ void mmq4p_feed(mmq4p_smem &S, int fw, int lan
             if (s >= MMQ6W_RSL)
                 cuda_mbar_wait(&S.bar.sempty[rs], (uint32_t)(s / MMQ6W_RSL - 1) & 1);
             if (lane == 0) {
-                /* MB: the copy warp's one arrival tells every byte */
-                cuda_mbar_expect(&S.bar.sfull[rs], sizeof(L.hd) + (MMQP_MB ? MMQP_SB_BYTES : 0));
+                cuda_mbar_expect(&S.bar.sfull[rs], sizeof(L.hd));
                 cuda_tma_rows(&L.hd[0][0], hmap, s * (144 / 8), m0, &S.bar.sfull[rs]);
             }
-            mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s, false);
+            mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
         wgrs_feed_row<true>(S, s, lane, X, nbr, n_rows, n0, [](mmq4p_side &L, int r, float xd, uint4 hl) {
@@ -154,46 +139,6 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
     float acc[1][16][4];
     int dd[16][4], de[16][4];
     wgmma_zero(&acc[0][0][0]);
-#if MMQ4P_OV
-    /* super-block 0's first plane before the loop; each pass then issues
-     * s's second plane, merges, queues s + 1's first plane, runs s's chain
-     * (the min term's wait covers that plane too): no product is in flight
-     * across the loop's back edge, which ptxas cannot keep in registers */
-    (void)turns;
-    mmqp_ov_first(S, dd, 0, wg, w4, sb);
-#pragma unroll 1
-    for (int32_t s = 0;; s++) {
-        const int rs = s % MMQ6W_RSL;
-        const mmq4p_side &L = S.ss[rs];
-        const bool more = s + 1 < nbr;
-        uint32_t fm[1][4];
-        float dm[16][4];
-        mmqp_ov_second(S, dd, de, s, s > 0, wg, w4, sb);
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                de[j][k] = dd[j][k] * 32 + de[j][k];
-        wgmma_pin_i(&de[0][0]); /* merged before dd is issued into again */
-        if (more) /* s + 1's first plane into the free set, now */
-            mmqp_ov_first(S, dd, s + 1, wg, w4, sb);
-        mmqk_head hd[2];
-        mmqk_k45_head(L.hd[ra], hd[0]);
-        mmqk_k45_head(L.hd[rb], hd[1]);
-        mmqp_chain_v1(acc[0], de, hd[0].d, hd[1].d, L.xd, t4);
-        /* the v1 chain done before the min term's issue: its set then
-         * takes v1's registers (acc, v1, s + 1's plane and it are one set
-         * too many) */
-        wgmma_pin(&acc[0][0][0]);
-        mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
-        mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4); /* its wait covers s + 1's first plane */
-        if (more)
-            mmqp_done(S, dd, 2 * s + 2);
-        wgrs_slot_done(S.bar, rs, s, wg, w4);
-        if (!more)
-            break;
-    }
-#else
     mmqp_lag(S, wg, turns);
 #pragma unroll 1
     for (int32_t s = 0; s < nbr; s++) {
@@ -231,7 +176,6 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmqr_min_finish(acc[0], dm, fm, L.xd, hd, t4);
         wgrs_slot_done(S.bar, rs, s, wg, w4);
     }
-#endif
     wgrs_store(acc, P, m0, n0, n_w, n_rows, y, E);
 #endif
 }

@@ -78,9 +78,6 @@
 #ifndef MMQ6W_LEVER
 #define MMQ6W_LEVER 0
 #endif
-#ifndef MMQ6P_OV /* session 61's A/B (the planes form's consumers, below) */
-#define MMQ6P_OV 0
-#endif
 
 #define MMQ6W_WROW (MMQ_Q6X_BYTES / 4)       /* words of an expanded super-block */
 
@@ -133,7 +130,7 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
     for (int32_t s = 0; s < nbr; s++) {
         const int rs = s % MMQ6W_RSL;
         if (fw == 0) {
-            mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s, true);
+            mmqp_feed_copy(S, lane, pmap, xmap, nbr, m0, n0, s);
             continue;
         }
         float xd[NR], wd[NR];
@@ -160,8 +157,7 @@ static __device__ __forceinline__ void mmq6p_feed(mmq6p_smem &S, int fw, int lan
         }
         cuda_mbar_arrive(&S.bar.sfull[rs]);
         if (lane == 0) {
-            if (!MMQP_MB) /* MB: the copy warp's arrival, with its bytes */
-                cuda_mbar_arrive(&S.bar.sfull[rs]);
+            cuda_mbar_arrive(&S.bar.sfull[rs]);
             cuda_tr(s, CUDA_TR_FEED);
         }
     }
@@ -269,42 +265,8 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * 1.00 on the 7B's ffn-up; the turn passed once the first plane's
          * products were done measured the same, once both were done 1.00-
          * 1.05x (the pipe idle while the other warpgroup issues). */
-        int de[16][4];
-#if MMQ6P_OV
-        /* session 61's A/B (MMQ6P_OV): super-block s + 1's first plane is
-         * queued as soon as s's sums are merged into the second set, and
-         * s's chain runs under it; s + 1's second plane goes at the next
-         * pass's start. The first plane is waited for before the back edge
-         * (ptxas serializes a wgmma in flight across it). No turns. Same
-         * integers, same chain: the same bits. */
-        (void)turns;
-        mmqp_ov_first(S, dd, 0, wg, w4, sb);
-        wgmma_wait<0>();
-        mmqp_done(S, dd, 0);
-#pragma unroll 1
-        for (int32_t s = 0;; s++) {
-            const int rs = s % MMQ6W_RSL;
-            const mmq6p_side &Ls = S.ss[rs];
-            const bool more = s + 1 < nbr;
-            mmqp_ov_second(S, dd, de, s, true, wg, w4, sb);
-            mmq6w_shift(dd, Ls.s4095, t4);
-#pragma unroll
-            for (int j = 0; j < 16; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++)
-                    de[j][k] += dd[j][k];
-            wgmma_pin_i(&de[0][0]); /* merged before dd is issued into again */
-            if (more)
-                mmqp_ov_first(S, dd, s + 1, wg, w4, sb);
-            mmq6w_chain(acc[0], de, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
-            wgrs_slot_done(S.bar, rs, s, wg, w4);
-            if (!more)
-                break;
-            wgmma_wait<0>();
-            mmqp_done(S, dd, 2 * s + 2);
-        }
-#else
         mmqp_lag(S, wg, turns);
+        int de[16][4];
 #pragma unroll 1
         for (int32_t s = 0; s < nbr; s++) {
             const int rs = s % MMQ6W_RSL;
@@ -319,7 +281,6 @@ mmq6w_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
             mmq6w_chain(acc[0], dd, Ls.wd[ra], Ls.wd[rb], Ls.xd, t4);
             wgrs_slot_done(S.bar, rs, s, wg, w4);
         }
-#endif
     } else {
     /* Two banks of 8 fragment sets (a super-block is 8 k32 steps x 2 planes
      * = 16 sets). Layout 0: step j's first plane in FX[j], its second in

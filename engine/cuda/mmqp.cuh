@@ -20,19 +20,6 @@
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 
-/* MMQP_MB (session 61, A/B): a super-block's planes and activation halves
- * complete on its side slot's barrier (sfull) instead of their own (pfull,
- * afull), so a consumer waits once a super-block where it waited five
- * times. Why (session 61's marks): each wait costs ~0.07-0.15 us though
- * the feed is ~2 super-blocks ahead, and a warpgroup runs them in series
- * with its issue. The copy warp's one arrival on sfull tells all the
- * bytes (MMQP_SB_BYTES, plus the heads' in mmq4p) before any of them can
- * land; the empties are as before. */
-#ifndef MMQP_MB
-#define MMQP_MB 0
-#endif
-#define MMQP_SB_BYTES (6 * MMQ6W_ATILE) /* two planes of two halves, two activation halves */
-
 /* A planes kernel's shared memory: the activation ring, the plane ring,
  * the side slots (SIDE: what each kernel's row warp stores for its chain),
  * the barriers (mmq6w_bars) and the plane slots' full / empty */
@@ -90,44 +77,27 @@ static __device__ __forceinline__ void mmq6w_retire(mmq6w_bars &B, int32_t s, in
 template <class SM>
 static __device__ __forceinline__ void mmqp_feed_copy(SM &S, int lane, const CUtensorMap *pmap,
                                                       const CUtensorMap *xmap, int32_t nbr, int32_t m0, int32_t n0,
-                                                      int32_t s, bool arrive)
+                                                      int32_t s)
 {
-    static_assert(!(MMQP_MB && WGRS_LEVER == 1), "MMQP_MB: no stale-planes lever");
-    uint64_t *full = &S.bar.sfull[s % MMQ6W_RSL];
-    (void)full, (void)arrive;
 #pragma unroll 1
     for (int p = 0; p < 2; p++) {
         const int32_t u = 2 * s + p, ps = u % MMQ6P_PSL;
         if (u >= MMQ6P_PSL)
             cuda_mbar_wait(&S.pempty[ps], (uint32_t)(u / MMQ6P_PSL - 1) & 1);
-        /* MB: the copy warp's arrival once the slot's phase before is
-         * past (the consumers freed s - 2's plane: they had s - 4's) */
-        if (MMQP_MB && p == 0 && arrive && lane == 0)
-            cuda_mbar_expect(full, MMQP_SB_BYTES);
         if (lane == 0 && WGRS_LEVER == 1 && u >= MMQ6P_PSL) {
             cuda_mbar_expect(&S.pfull[ps], 0); /* the lever: stale planes, no copy */
         } else if (lane == 0) {
             /* plane p's halves of super-block s: half (p ne0 + 256 s + 128 h) / 2 */
             const int32_t x = p * nbr * 128 + 128 * s;
-            uint64_t *bar = MMQP_MB ? full : &S.pfull[ps];
-            if (!MMQP_MB)
-                cuda_mbar_expect(bar, 2 * MMQ6W_ATILE);
-            cuda_tma_rows(S.pl[ps][0], pmap, x, m0, bar);
-            cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, bar);
+            cuda_mbar_expect(&S.pfull[ps], 2 * MMQ6W_ATILE);
+            cuda_tma_rows(S.pl[ps][0], pmap, x, m0, &S.pfull[ps]);
+            cuda_tma_rows(S.pl[ps][1], pmap, x + 64, m0, &S.pfull[ps]);
         }
         if (p == 0)
 #pragma unroll 1
-            for (int h = 0; h < 2; h++) {
-                const int32_t i = 2 * s + h;
-                if (!MMQP_MB) {
-                    wgrs_feed_act(S.bar, S.act[i % MMQ6W_ASL], sizeof(S.act[0]), xmap, i, 128 * s + 64 * h, n0);
-                    continue;
-                }
-                if (i >= MMQ6W_ASL)
-                    cuda_mbar_wait(&S.bar.aempty[i % MMQ6W_ASL], (uint32_t)(i / MMQ6W_ASL - 1) & 1);
-                if (lane == 0)
-                    cuda_tma_rows(S.act[i % MMQ6W_ASL], xmap, 128 * s + 64 * h, n0, full);
-            }
+            for (int h = 0; h < 2; h++)
+                wgrs_feed_act(S.bar, S.act[(2 * s + h) % MMQ6W_ASL], sizeof(S.act[0]), xmap, 2 * s + h,
+                              128 * s + 64 * h, n0);
     }
 }
 
@@ -138,8 +108,7 @@ template <class SM>
 static __device__ __forceinline__ void mmqp_issue(SM &S, int (&D)[16][4], int32_t s, int p, int wg, uint32_t sb)
 {
     const int32_t u = 2 * s + p;
-    if (!MMQP_MB) /* MB: landed with the side slot (mmq6w_land) */
-        cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
+    cuda_mbar_wait(&S.pfull[u % MMQ6P_PSL], (uint32_t)(u / MMQ6P_PSL) & 1);
     const uint32_t pa = cuda_saddr(S.pl[u % MMQ6P_PSL][0]) + (uint32_t)wg * 64 * 128;
     wgmma_fence();
 #pragma unroll
@@ -178,8 +147,7 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
                                                    int w4, uint32_t sb, int32_t turns)
 {
     mmq6w_land(S.bar, s, wg, w4);
-    if (!MMQP_MB)
-        mmq6w_acts(S.bar, s);
+    mmq6w_acts(S.bar, s);
     if (wg == 0 && w4 == 0) /* trace builds: land0 -> act0 -> turn0 -> x0 split its waits */
         cuda_tr(s, CUDA_TR_ACT0);
     if (turns && (wg == 1 || s > 0))
@@ -222,37 +190,6 @@ template <class SM> static __device__ __forceinline__ void mmqp_lag(SM &S, int w
 {
     if (wg == 1 && !turns)
         cuda_mbar_wait(&S.bar.lag, 0);
-}
-
-/* The OV order (session 61's MMQ4P_OV / MMQ6P_OV A/B): super-block s's
- * first plane into D once s landed (s = 0, before the loop: warpgroup 1
- * after 0's issue, the lag) */
-template <class SM>
-static __device__ __forceinline__ void mmqp_ov_first(SM &S, int (&D)[16][4], int32_t s, int wg, int w4, uint32_t sb)
-{
-    if (s == 0)
-        mmqp_lag(S, wg, 0);
-    mmq6w_land(S.bar, s, wg, w4);
-    if (!MMQP_MB)
-        mmq6w_acts(S.bar, s);
-    mmqp_issue(S, D, s, 0, wg, sb);
-    if (s == 0 && wg == 0)
-        cuda_mbar_arrive(&S.bar.lag);
-}
-
-/* ... and its second plane into E, issued and waited for (with the first,
- * if no wait covered it before: d_done 0): both plane slots and the
- * activation halves free */
-template <class SM>
-static __device__ __forceinline__ void mmqp_ov_second(SM &S, int (&D)[16][4], int (&E)[16][4], int32_t s, bool d_done,
-                                                      int wg, int w4, uint32_t sb)
-{
-    mmqp_issue(S, E, s, 1, wg, sb);
-    wgmma_wait<0>();
-    if (!d_done)
-        mmqp_done(S, D, 2 * s);
-    mmqp_done(S, E, 2 * s + 1);
-    mmq6w_retire(S.bar, s, wg, w4);
 }
 #endif
 
