@@ -30,12 +30,13 @@ for v in prev ovmb mb ov; do
         echo "$v $k (trace): $(grep -E 'gpu__time_duration|per_second' $out/ncu-tr-$v-${k%% *}.txt | awk '{print $(NF-1), $NF}' | tr '\n' ' ')"
     done
 done
-for v in prev b3; do
+for v in prev bin b2 b3; do
     nvidia-smi --query-gpu=power.draw,clocks.sm,temperature.gpu --format=csv,noheader -lms 50 > $out/smi-$v.txt &
     sp=$!
-    timeout 60 $d/$v/inferd bench --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down --reps 4000 \
-        > /dev/null 2>&1
+    r=$(timeout 60 $d/$v/inferd bench --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down \
+        --reps 4000 2>&1 | grep -E '^\| q4_K' | cut -d'|' -f2-5)
     kill $sp; wait $sp 2>/dev/null
+    echo "$v, 4000 products back to back: $r"
     echo "$v q4_K 512 under load (power W, SM MHz, temp; the top 5 by power): $(sort -t, -k1 -rn $out/smi-$v.txt |
         head -5 | tr '\n' ';')"
 done
