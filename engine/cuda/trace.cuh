@@ -55,10 +55,20 @@ static __device__ __forceinline__ unsigned cuda_tr_bid(void)
     return blockIdx.x + gridDim.x * blockIdx.y;
 }
 
+/* CUDA_TR_MASK: the marks a trace build records (bit m for mark m; the
+ * default all). Why (bench/RESULTS.md session 61): the marks are not free
+ * (a clock read and a global store each; prev's planes trace ran 12.6-19%
+ * more cycles than its product, a form with four marks fewer looked 9-13%
+ * faster for that alone), so a build that times the period keeps few. */
+#ifndef CUDA_TR_MASK
+#define CUDA_TR_MASK 0xffffffffu
+#endif
+
 /* lane 0 of the calling warp records mark m of stage s */
 static __device__ __forceinline__ void cuda_tr(int32_t s, int m)
 {
-    if ((threadIdx.x & 31) == 0 && cuda_tr_bid() < CUDA_TR_BLOCKS && s < CUDA_TR_STAGES)
+    if (((CUDA_TR_MASK >> m) & 1u) && (threadIdx.x & 31) == 0 && cuda_tr_bid() < CUDA_TR_BLOCKS &&
+        s < CUDA_TR_STAGES)
         cuda_tr_buf[cuda_tr_bid()][s][m] = clock64();
 }
 
