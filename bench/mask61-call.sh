@@ -5,7 +5,10 @@
 # period, one mark a super-block), none = no stage mark (the block's start
 # and end only); each back to back and by ncu (cycles at real clocks),
 # beside the product build's kernel (inferd bench --op, main's engine) in
-# the same call. A ~14 MB carry:
+# the same call; then where the product kernel's warps wait, without marks:
+# ncu's warp-state samples per SASS instruction (SourceCounters) of one
+# mmq4p launch of the product (diag_stalls: the 40 with most samples; the
+# feed warps' waits are among them). A ~14 MB carry:
 #   mkdir -p devmask/prev devmask/lib; nvcc <build-d90's mmq_trace command>
 #   -o devmask/full (and -DCUDA_TR_MASK=0x2u -o devmask/land,
 #   -DCUDA_TR_MASK=0u -o devmask/none); cp build-d90's inferd to
@@ -38,6 +41,12 @@ for t in q4_K q6_K; do
     echo "product $t (ncu): $(grep -E 'gpu__time_duration|per_second' $out/ncu-prev-$t.txt | awk '{print $(NF-1), $NF}' |
         tr '\n' ' ')"
 done
+. bench/diag-lib.sh
+timeout 120 ncu --section SourceCounters --section WarpStateStats -k regex:mmq4p_kernel --launch-skip 2 --launch-count 1 \
+    -o $out/src-q4 $d/prev/inferd bench --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down --reps 3 \
+    > $out/src-q4.log 2>&1
+echo "ncu source rc=$?"
+diag_stalls $out/src-q4.ncu-rep 40
 timeout 30 $d/land mmq4p q4_K 14336 4096 512 > $out/marks-land.txt 2>&1
 sed -n 2,2p $out/marks-land.txt | cut -c1-200; sed -n 26,29p $out/marks-land.txt | cut -c1-100
 date -u +%T
