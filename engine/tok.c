@@ -40,171 +40,7 @@
 #include "engine/tok_impl.h"
 #include "engine/unicode.h"
 
-/* ---- hashing and the string map ------------------------------------------ */
-
-static uint32_t tok_hash2(const char *a, size_t na, const char *b, size_t nb)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < na; i++)
-        h = (h ^ (unsigned char)a[i]) * 16777619u;
-    for (size_t i = 0; i < nb; i++)
-        h = (h ^ (unsigned char)b[i]) * 16777619u;
-    return h;
-}
-
-static int tok_str_eq2(const struct gguf_str *s, const char *a, size_t na, const char *b, size_t nb)
-{
-    return s->len == na + nb && (na == 0 || memcmp(s->ptr, a, na) == 0) &&
-           (nb == 0 || memcmp(s->ptr + na, b, nb) == 0);
-}
-
-/* id of the string a..b (concatenation), or -1 */
-int32_t tok_map_find2(const struct tok *t, const char *a, size_t na, const char *b, size_t nb)
-{
-    uint32_t h = tok_hash2(a, na, b, nb);
-    for (uint32_t i = h & t->map_mask;; i = (i + 1) & t->map_mask) {
-        const struct tok_slot *s = &t->map[i];
-        if (s->id < 0)
-            return -1;
-        if (s->hash == h && tok_str_eq2(&t->str[s->id], a, na, b, nb))
-            return s->id;
-    }
-}
-
-int32_t tok_map_find(const struct tok *t, const char *s, size_t n)
-{
-    return tok_map_find2(t, s, n, NULL, 0);
-}
-
-static void map_insert_slot(struct tok_slot *map, uint32_t mask, uint32_t h, int32_t id)
-{
-    uint32_t i = h & mask;
-    while (map[i].id >= 0)
-        i = (i + 1) & mask;
-    map[i].hash = h;
-    map[i].id = id;
-}
-
-static int map_grow(struct tok *t)
-{
-    uint32_t cap = (t->map_mask + 1) * 2;
-    struct tok_slot *m;
-    if (t->map_mask >= UINT32_MAX / 4) /* cap would wrap */
-        return INF_ENOMEM;
-    m = malloc((size_t)cap * sizeof(*m));
-    if (!m)
-        return INF_ENOMEM;
-    for (uint32_t i = 0; i < cap; i++)
-        m[i].id = -1;
-    for (uint32_t i = 0; i <= t->map_mask; i++)
-        if (t->map[i].id >= 0)
-            map_insert_slot(m, cap - 1, t->map[i].hash, t->map[i].id);
-    free(t->map);
-    t->map = m;
-    t->map_mask = cap - 1;
-    return 0;
-}
-
-/* Map the text of string id to id; a string already present is remapped
- * (so the last of duplicate vocab entries wins, as in llama.cpp). */
-static int map_put(struct tok *t, int32_t id)
-{
-    const struct gguf_str *s = &t->str[id];
-    uint32_t h = tok_hash2(s->ptr, s->len, NULL, 0);
-    for (uint32_t i = h & t->map_mask;; i = (i + 1) & t->map_mask) {
-        struct tok_slot *sl = &t->map[i];
-        if (sl->id < 0)
-            break;
-        if (sl->hash == h && tok_str_eq2(&t->str[sl->id], s->ptr, s->len, NULL, 0)) {
-            sl->id = id;
-            return 0;
-        }
-    }
-    if ((t->map_count + 1) * 4 > (t->map_mask + 1) * 3) {
-        int rc = map_grow(t);
-        if (rc)
-            return rc;
-    }
-    map_insert_slot(t->map, t->map_mask, h, id);
-    t->map_count++;
-    return 0;
-}
-
-static uint32_t tok_mix64(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return (uint32_t)k;
-}
-
-const struct tok_pair *tok_pair_find(const struct tok *t, int32_t l, int32_t r)
-{
-    uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
-    for (uint32_t i = tok_mix64(key) & t->pair_mask;; i = (i + 1) & t->pair_mask) {
-        const struct tok_pair *p = &t->pairs[i];
-        if (p->key == UINT64_MAX)
-            return NULL;
-        if (p->key == key)
-            return p;
-    }
-}
-
 /* ---- loading ------------------------------------------------------------- */
-
-static uint32_t pow2_at_least(uint64_t n)
-{
-    uint32_t c = 16;
-    while (c < n)
-        c *= 2;
-    return c;
-}
-
-/* Append a merge-only string (not in the vocab); *id gets its pseudo id. */
-static int str_add_extra(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id)
-{
-    const char *p = a;
-    if (t->n_str == t->cap_str) {
-        int32_t cap = t->cap_str * 2;
-        struct gguf_str *s = realloc(t->str, (size_t)cap * sizeof(*s));
-        if (!s)
-            return INF_ENOMEM;
-        t->str = s;
-        t->cap_str = cap;
-    }
-    if (nb) { /* a concatenation: keep a copy */
-        char *c;
-        if (t->n_owned == t->cap_owned) {
-            int32_t cap = t->cap_owned ? t->cap_owned * 2 : 16;
-            char **o = realloc(t->owned, (size_t)cap * sizeof(*o));
-            if (!o)
-                return INF_ENOMEM;
-            t->owned = o;
-            t->cap_owned = cap;
-        }
-        c = malloc(na + nb);
-        if (!c)
-            return INF_ENOMEM;
-        memcpy(c, a, na);
-        memcpy(c + na, b, nb);
-        t->owned[t->n_owned++] = c;
-        p = c;
-    }
-    t->str[t->n_str].ptr = p;
-    t->str[t->n_str].len = na + nb;
-    *id = t->n_str++;
-    return map_put(t, *id);
-}
-
-static int str_id(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id)
-{
-    *id = tok_map_find2(t, a, na, b, nb);
-    if (*id >= 0)
-        return 0;
-    return str_add_extra(t, a, na, b, nb, id);
-}
 
 /* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the
  * other 68 take code points 256, 257, ... in byte order. */
@@ -255,7 +91,7 @@ static int tok_load_merges(struct tok *t, const struct gguf_file *f, struct inf_
     if (!m)
         return inf_error_set(err, INF_ENOMEM, "tokenizer: out of memory for %" PRIu64 " merges", kv->n);
     gguf_arr_strs(kv, m);
-    t->pair_mask = pow2_at_least(kv->n + kv->n / 2 + 1) - 1;
+    t->pair_mask = tok_map_pow2(kv->n + kv->n / 2 + 1) - 1;
     t->pairs = malloc(((size_t)t->pair_mask + 1) * sizeof(*t->pairs));
     if (!t->pairs) {
         free(m);
@@ -278,13 +114,13 @@ static int tok_load_merges(struct tok *t, const struct gguf_file *f, struct inf_
                                r);
             break;
         }
-        if ((rc = str_id(t, s, sp, NULL, 0, &a)) || (rc = str_id(t, s + sp + 1, n - sp - 1, NULL, 0, &b)) ||
-            (rc = str_id(t, s, sp, s + sp + 1, n - sp - 1, &res))) {
+        if ((rc = tok_map_str_id(t, s, sp, NULL, 0, &a)) || (rc = tok_map_str_id(t, s + sp + 1, n - sp - 1, NULL, 0, &b)) ||
+            (rc = tok_map_str_id(t, s, sp, s + sp + 1, n - sp - 1, &res))) {
             inf_error_set(err, rc, "tokenizer: out of memory while reading merges");
             break;
         }
         uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-        uint32_t i = tok_mix64(key) & t->pair_mask;
+        uint32_t i = tok_map_mix64(key) & t->pair_mask;
         while (t->pairs[i].key != UINT64_MAX && t->pairs[i].key != key)
             i = (i + 1) & t->pair_mask;
         if (t->pairs[i].key == UINT64_MAX) { /* a repeated merge keeps its first rank */
@@ -626,7 +462,7 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct inf_error *err)
     if ((rc = tok_load_arrays(t, f, err)))
         goto fail;
 
-    t->map_mask = pow2_at_least((uint64_t)t->n_vocab * 2) - 1;
+    t->map_mask = tok_map_pow2((uint64_t)t->n_vocab * 2) - 1;
     t->map = malloc(((size_t)t->map_mask + 1) * sizeof(*t->map));
     if (!t->map) {
         rc = inf_error_set(err, INF_ENOMEM, "tokenizer: out of memory for the token map");
@@ -639,7 +475,7 @@ int tok_load(const struct gguf_file *f, struct tok **out, struct inf_error *err)
             const struct gguf_str *a = &t->str[i + TOK_PREFETCH_AHEAD];
             __builtin_prefetch(&t->map[tok_hash2(a->ptr, a->len, NULL, 0) & t->map_mask]);
         }
-        if ((rc = map_put(t, i))) {
+        if ((rc = tok_map_put(t, i))) {
             inf_error_set(err, rc, "tokenizer: out of memory for the token map");
             goto fail;
         }

@@ -85,10 +85,32 @@ struct tok {
     int spm_split; /* SPM: no token has U+2581 after a character other than U+2581 */
 };
 
-/* tok.c: the id of the string a..b (their concatenation), or -1; of one
+/* The string map's hash of a..b (their concatenation; FNV-1a), inline:
+ * tok.c's load prefetches the slots a merge will probe with it (loading
+ * is bound by the map's cache misses), tok_map.c probes with it. */
+static inline uint32_t tok_hash2(const char *a, size_t na, const char *b, size_t nb)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < na; i++)
+        h = (h ^ (unsigned char)a[i]) * 16777619u;
+    for (size_t i = 0; i < nb; i++)
+        h = (h ^ (unsigned char)b[i]) * 16777619u;
+    return h;
+}
+
+/* tok_map.c: the id of the string a..b (their concatenation), or -1; of one
  * string; the merge of (l, r) or NULL */
 int32_t tok_map_find2(const struct tok *t, const char *a, size_t na, const char *b, size_t nb);
 int32_t tok_map_find(const struct tok *t, const char *s, size_t n);
 const struct tok_pair *tok_pair_find(const struct tok *t, int32_t l, int32_t r);
+/* tok_map.c, for tok.c's load: map string id's text to id (the last of
+ * duplicates wins); append a merge-only string a..b (its pseudo id in *id);
+ * the id of a..b, appended when absent; the pair table's hash; a table size
+ * (a power of two >= n, at least 16). 0 or INF_ENOMEM. */
+int tok_map_put(struct tok *t, int32_t id);
+int tok_map_add_extra(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id);
+int tok_map_str_id(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id);
+uint32_t tok_map_mix64(uint64_t k);
+uint32_t tok_map_pow2(uint64_t n);
 
 #endif
