@@ -114,20 +114,13 @@ static int tok_load_merges(struct tok *t, const struct gguf_file *f, struct inf_
                                r);
             break;
         }
-        if ((rc = tok_map_str_id(t, s, sp, NULL, 0, &a)) || (rc = tok_map_str_id(t, s + sp + 1, n - sp - 1, NULL, 0, &b)) ||
+        if ((rc = tok_map_str_id(t, s, sp, NULL, 0, &a)) ||
+            (rc = tok_map_str_id(t, s + sp + 1, n - sp - 1, NULL, 0, &b)) ||
             (rc = tok_map_str_id(t, s, sp, s + sp + 1, n - sp - 1, &res))) {
             inf_error_set(err, rc, "tokenizer: out of memory while reading merges");
             break;
         }
-        uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-        uint32_t i = tok_map_mix64(key) & t->pair_mask;
-        while (t->pairs[i].key != UINT64_MAX && t->pairs[i].key != key)
-            i = (i + 1) & t->pair_mask;
-        if (t->pairs[i].key == UINT64_MAX) { /* a repeated merge keeps its first rank */
-            t->pairs[i].key = key;
-            t->pairs[i].rank = (int32_t)r;
-            t->pairs[i].result = res;
-        }
+        tok_map_pair_add(t, a, b, (int32_t)r, res);
     }
     free(m);
     return rc;

@@ -104,13 +104,13 @@ int32_t tok_map_find2(const struct tok *t, const char *a, size_t na, const char 
 int32_t tok_map_find(const struct tok *t, const char *s, size_t n);
 const struct tok_pair *tok_pair_find(const struct tok *t, int32_t l, int32_t r);
 /* tok_map.c, for tok.c's load: map string id's text to id (the last of
- * duplicates wins); append a merge-only string a..b (its pseudo id in *id);
- * the id of a..b, appended when absent; the pair table's hash; a table size
- * (a power of two >= n, at least 16). 0 or INF_ENOMEM. */
+ * duplicates wins); the id of a..b, appended as a merge-only string when
+ * absent (0 or INF_ENOMEM); enter the merge (l, r) -> res of rank (a
+ * repeated merge keeps its first); a table size (a power of two >= n, at
+ * least 16) */
 int tok_map_put(struct tok *t, int32_t id);
-int tok_map_add_extra(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id);
 int tok_map_str_id(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id);
-uint32_t tok_map_mix64(uint64_t k);
+void tok_map_pair_add(struct tok *t, int32_t l, int32_t r, int32_t rank, int32_t res);
 uint32_t tok_map_pow2(uint64_t n);
 
 #endif

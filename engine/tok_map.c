@@ -89,7 +89,7 @@ int tok_map_put(struct tok *t, int32_t id)
 }
 
 /* the pair table's hash of a (left, right) key */
-uint32_t tok_map_mix64(uint64_t k)
+static uint32_t tok_map_mix64(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -99,15 +99,32 @@ uint32_t tok_map_mix64(uint64_t k)
     return (uint32_t)k;
 }
 
+/* the slot of key in the pair table: its own, or the empty one (key
+ * UINT64_MAX) where its probe ends */
+static struct tok_pair *tok_map_pair_slot(const struct tok *t, uint64_t key)
+{
+    uint32_t i = tok_map_mix64(key) & t->pair_mask;
+    while (t->pairs[i].key != UINT64_MAX && t->pairs[i].key != key)
+        i = (i + 1) & t->pair_mask;
+    return &t->pairs[i];
+}
+
 const struct tok_pair *tok_pair_find(const struct tok *t, int32_t l, int32_t r)
 {
-    uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
-    for (uint32_t i = tok_map_mix64(key) & t->pair_mask;; i = (i + 1) & t->pair_mask) {
-        const struct tok_pair *p = &t->pairs[i];
-        if (p->key == UINT64_MAX)
-            return NULL;
-        if (p->key == key)
-            return p;
+    const struct tok_pair *p = tok_map_pair_slot(t, (uint64_t)(uint32_t)l << 32 | (uint32_t)r);
+    return p->key == UINT64_MAX ? NULL : p;
+}
+
+/* Enter the merge of (l, r) into res with rank; a repeated merge keeps its
+ * first rank */
+void tok_map_pair_add(struct tok *t, int32_t l, int32_t r, int32_t rank, int32_t res)
+{
+    const uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+    struct tok_pair *p = tok_map_pair_slot(t, key);
+    if (p->key == UINT64_MAX) {
+        p->key = key;
+        p->rank = rank;
+        p->result = res;
     }
 }
 
@@ -121,7 +138,7 @@ uint32_t tok_map_pow2(uint64_t n)
 }
 
 /* Append a merge-only string (not in the vocab); *id gets its pseudo id. */
-int tok_map_add_extra(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id)
+static int tok_map_add_extra(struct tok *t, const char *a, size_t na, const char *b, size_t nb, int32_t *id)
 {
     const char *p = a;
     if (t->n_str == t->cap_str) {
