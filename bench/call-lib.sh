@@ -5,6 +5,12 @@
 #   call_head [NAME]                 call_start, then the time and the GPU's name and clock
 #   call_op DIR VARS TYPES N SHAPES  one `bench --op` table of devcarry/DIR's inferd under
 #                                    VARS ("A=1 B=2"; "" none), its rows, cut to 100 columns
+#   call_rows DIR                    the planes kernels' A/B rows (sessions 58-61) of devcarry/DIR's
+#                                    inferd: q4_K 4096 x 14336 at 256, 512, 2048 rows; the 7B's ffn-up /
+#                                    ffn-down, q4_K and q6_K, at 512; q6_K 4096 x 14336 at 256, 512
+#                                    (type, shape, n, us)
+#   call_tr LABEL BIN ARGS...        one mmq_trace run (BIN ARGS): LABEL and its first line, the
+#                                    product's back-to-back time
 #   call_q7 DIR VARS PP TG           the 7B-shaped model's bench (/tmp/q7.gguf: q7_make)
 #   call_ops_q7                      devcarry/bin's cuda-ops and the 7B-shaped GPU-vs-CPU gate
 #                                    (makes /tmp/q7.gguf; logs in $out)
@@ -31,6 +37,16 @@ call_head() {
 call_op() {
     env $2 timeout 60 "$d/$1/inferd" bench --op --backend cuda --types "$3" --n "$4" --shapes "$5" 2>&1 |
         grep -E '^\| q[0-9]_' | cut -c1-100
+}
+call_rows() {
+    call_op "$1" "" q4_K 256,512,2048 llama3-ffn-down | cut -d'|' -f2-5
+    call_op "$1" "" q4_K,q6_K 512 qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
+    call_op "$1" "" q6_K 256,512 llama3-ffn-down | cut -d'|' -f2-5
+}
+call_tr() {
+    local label=$1
+    shift
+    echo "$label: $(timeout 30 "$@" 2>&1 | head -1)"
 }
 call_q7() {
     env $2 timeout 60 "$d/$1/inferd" bench --backend cuda --model /tmp/q7.gguf --pp "$3" --tg "$4" --reps 2 2>&1 |

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.." || exit 1
 call_head devlev
 for r in 1 2; do
     for v in prev lev1 lev2; do
-        echo "$v: $(timeout 30 $d/$v mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+        call_tr "$v" $d/$v mmq4p q4_K 14336 4096 512
     done
 done
 for v in prev lev1 lev2; do

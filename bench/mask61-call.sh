@@ -22,7 +22,7 @@ call_head devmask
 for r in 1 2; do
     for v in full land none; do
         for k in "mmq4p q4_K" "mmq6p q6_K"; do
-            echo "$v: $(timeout 30 $d/$v $k 14336 4096 512 2>&1 | head -1)"
+            call_tr "$v" $d/$v $k 14336 4096 512
         done
     done
 done

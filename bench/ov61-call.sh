@@ -25,17 +25,15 @@ date -u +%T
 for r in 1 2; do
     for v in prev bin b2 b3; do
         echo "== $v round $r"
-        call_op $v "" q4_K 256,512,2048 llama3-ffn-down | cut -d'|' -f2-5
-        call_op $v "" q4_K,q6_K 512 qwen7b-ffn-up,qwen7b-ffn-down | cut -d'|' -f2-5
-        call_op $v "" q6_K 256,512 llama3-ffn-down | cut -d'|' -f2-5
+        call_rows $v
     done
 done 2>&1 | tee $out/ab.txt
 for r in 1 2; do
     for v in prev ovmb mb ov; do
-        echo "$v mmq4p: $(timeout 30 $d/tr/$v mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+        call_tr "$v mmq4p" $d/tr/$v mmq4p q4_K 14336 4096 512
     done
     for v in prev ovmb mb ov; do
-        echo "$v mmq6p: $(timeout 30 $d/tr/$v mmq6p q6_K 14336 4096 512 2>&1 | head -1)"
+        call_tr "$v mmq6p" $d/tr/$v mmq6p q6_K 14336 4096 512
     done
 done | tee $out/trace.txt
 for v in ovmb mb ov; do

@@ -28,7 +28,7 @@ for r in 1 2; do
 done 2>&1 | tee $out/ab.txt
 for r in 1 2; do
     for v in prev bin tl1; do
-        echo "$v mmq4p: $(timeout 30 $d/$v/mmq_trace mmq4p q4_K 14336 4096 512 2>&1 | head -1)"
+        call_tr "$v mmq4p" $d/$v/mmq_trace mmq4p q4_K 14336 4096 512
     done
 done | tee $out/trace.txt
 for v in bin tl1; do
