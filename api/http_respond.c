@@ -93,9 +93,7 @@ enum MHD_Result http_respond_json(struct http_req *r, int status, json_t *body)
     json_decref(body);
     if (!s)
         return http_respond_oom(r);
-    size_t n = strlen(s);
-    s[n] = '\0';
-    enum MHD_Result ok = http_respond(r, status, "application/json", s, n);
+    enum MHD_Result ok = http_respond(r, status, "application/json", s, strlen(s));
     free(s);
     return ok;
 }
