@@ -42,6 +42,7 @@ for t in q4_K q6_K; do
         tr '\n' ' ')"
 done
 . bench/diag-lib.sh
+[ -n "${MASK61_NO_SRC:-}" ] && exit 0 # bench/s62-call.sh ran the samples first
 timeout 120 ncu --section SourceCounters --section WarpStateStats -k regex:mmq4p_kernel --launch-skip 2 --launch-count 1 \
     -o $out/src-q4 $d/prev/inferd bench --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down --reps 3 \
     > $out/src-q4.log 2>&1
