@@ -70,3 +70,18 @@ for r in sorted(body, key=lambda r: -num(r[ci]))[:int(sys.argv[2])]:
     print("%6.2f%%  %s" % (100 * num(r[ci]) / tot, r[src][:100]))
 PY
 }
+
+# diag_src_q4 INFERD OUT N: ncu's warp-state samples per SASS instruction
+# (SourceCounters) of one product mmq4p launch (INFERD's bench --op, q4_K
+# 4096 x 14336 x 512), the report OUT/src-q4.ncu-rep and its source CSV;
+# prints diag_stalls' N top instructions, then bench/stall_sum.py's sums by
+# opcode (session 61: the trace marks perturb the planes kernels 12-19%,
+# these samples do not)
+diag_src_q4() {
+    timeout 120 ncu --section SourceCounters --section WarpStateStats -k regex:mmq4p_kernel --launch-skip 2 \
+        --launch-count 1 -o "$2/src-q4" "$1" bench --op --backend cuda --types q4_K --n 512 \
+        --shapes llama3-ffn-down --reps 3 > "$2/src-q4.log" 2>&1
+    echo "ncu source rc=$?"
+    diag_stalls "$2/src-q4.ncu-rep" "$3"
+    python3 bench/stall_sum.py "$2/src-q4.csv" 45
+}

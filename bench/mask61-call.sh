@@ -42,12 +42,8 @@ for t in q4_K q6_K; do
         tr '\n' ' ')"
 done
 . bench/diag-lib.sh
-[ -n "${MASK61_NO_SRC:-}" ] && exit 0 # bench/s62-call.sh ran the samples first
-timeout 120 ncu --section SourceCounters --section WarpStateStats -k regex:mmq4p_kernel --launch-skip 2 --launch-count 1 \
-    -o $out/src-q4 $d/prev/inferd bench --op --backend cuda --types q4_K --n 512 --shapes llama3-ffn-down --reps 3 \
-    > $out/src-q4.log 2>&1
-echo "ncu source rc=$?"
-diag_stalls $out/src-q4.ncu-rep 40
+# (bench/s62-call.sh runs the samples first and sets MASK61_NO_SRC)
+[ -n "${MASK61_NO_SRC:-}" ] || diag_src_q4 $d/prev/inferd $out 40
 timeout 30 $d/land mmq4p q4_K 14336 4096 512 > $out/marks-land.txt 2>&1
 sed -n 2,2p $out/marks-land.txt | cut -c1-200; sed -n 26,29p $out/marks-land.txt | cut -c1-100
 date -u +%T

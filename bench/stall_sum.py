@@ -46,7 +46,9 @@ for r in body:
     op = s.split()[0] if s else "?"
     if op.startswith("@"):
         op = s.split()[1] if len(s.split()) > 1 else op
-    op = op.split(".")[0] if op not in ("WARPGROUP.DEPBAR", "WARPGROUP.ARRIVE") else op
+    # WARPGROUP.DEPBAR (the products' wait) / .ARRIVE, SYNCS.PHASECHK (an
+    # mbarrier wait) / .ARRIVE keep their second part: they are different waits
+    op = ".".join(op.split(".")[:2]) if op.startswith(("WARPGROUP.", "SYNCS.")) else op.split(".")[0]
     b = by[op]
     b[0] += num(r[c_all])
     b[1] += num(r[c_ni]) if c_ni is not None else 0
