@@ -79,9 +79,12 @@ struct backend_weight {
     struct backend_wgroup *group;
     /* Set by the model before weight_register where it will offer this
      * weight to ops->weight_fuse with its layer's neighbours (Q/K/V,
-     * gate/up) once the layer is registered: a backend may leave out the
-     * second layouts a fused group drops (CUDA: the Q4_K planes). 0 where
-     * nothing will be fused. A hint only: nothing may depend on it. */
+     * gate/up) once the layer is registered, by the members' types in the
+     * file (engine/model.c model_fuse_hint, the fusion's own rule): a
+     * backend may leave out the second layouts a fused group drops (CUDA:
+     * the Q4_K and Q6_K planes). 0 where nothing will be fused. A hint
+     * only: nothing may depend on it (a backend that then declines the
+     * fusion leaves the weight alone without those layouts). */
     int fuse_next;
 };
 

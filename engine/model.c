@@ -243,6 +243,54 @@ static int model_read_hparams(const struct gguf_file *f, const char *path,
 /* Tensors                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Which of a layer's Q, K, V (bits 0-2) and gate, up (bits 3-4)
+ * model_fuse_layer offers to ops->weight_fuse, from whether Q/K, K/V and
+ * gate/up could share one product: all three of Q/K/V when both pairs
+ * can, else the pair that can (Q4_K_M: V in Q6_K leaves Q/K). One rule for
+ * the fusion and for the hint at registration (model_fuse_hint). */
+static unsigned model_fuse_plan(int qk, int kv, int gu)
+{
+    const unsigned qkv = qk && kv ? 7u : kv ? 6u : qk ? 3u : 0u;
+    return qkv | (gu ? 24u : 0u);
+}
+
+static const char *const model_fuse_sfx[5] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight",
+                                              ".ffn_gate.weight", ".ffn_up.weight"};
+
+/* what model_fusable will see, read from the file before any member is
+ * registered: the same type and row length (the backend's second layouts,
+ * aux, are not known yet: where one member gets one and the other not,
+ * the hint says fused and the layer is not) */
+static int model_gguf_fusable(const struct gguf_tensor *a, const struct gguf_tensor *b)
+{
+    return a && b && a->type == b->type && a->ne[0] == b->ne[0];
+}
+
+/* backend_weight.fuse_next of tensor `name`: whether model_fuse_layer will
+ * offer it to weight_fuse, by the types of its layer's members in the
+ * file. (By name alone, session 55-61's hint, every Q/K/V and gate/up of
+ * a model whose neighbours differ in type was marked, and the CUDA
+ * backend left the planes off weights that then ran alone.) */
+static int model_fuse_hint(const struct model *m, const char *name)
+{
+    const size_t nl = strlen(name);
+    for (int i = 0; i < 5; i++) {
+        const size_t fl = strlen(model_fuse_sfx[i]);
+        if (nl <= fl || strcmp(name + nl - fl, model_fuse_sfx[i]) != 0)
+            continue;
+        const struct gguf_tensor *t[5];
+        for (int j = 0; j < 5; j++) {
+            char key[GGUF_MAX_NAME];
+            const int k = snprintf(key, sizeof(key), "%.*s%s", (int)(nl - fl), name, model_fuse_sfx[j]);
+            t[j] = k > 0 && (size_t)k < sizeof(key) ? gguf_find_tensor(m->gguf, key) : NULL;
+        }
+        const unsigned plan = model_fuse_plan(model_gguf_fusable(t[0], t[1]), model_gguf_fusable(t[1], t[2]),
+                                              model_gguf_fusable(t[3], t[4]));
+        return (int)((plan >> i) & 1u);
+    }
+    return 0;
+}
+
 /* Find `name` and check it is [ne0] (ne1 == 0) or [ne0, ne1]; register it with
  * the backend. Missing: *out = NULL, an error only when required. */
 static int model_tensor(struct model *m, const char *name, int64_t ne0, int64_t ne1,
@@ -287,13 +335,7 @@ static int model_tensor(struct model *m, const char *name, int64_t ne0, int64_t 
     w->ne1 = t->ne[1];
     w->row_bytes = quant_row_bytes(w->type, w->ne0);
     w->host = t->data;
-    /* the members model_fuse_layer offers to weight_fuse */
-    static const char *const fused[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".ffn_gate.weight",
-                                        ".ffn_up.weight"};
-    for (size_t i = 0; m->fuse && i < sizeof(fused) / sizeof(fused[0]); i++) {
-        const size_t nl = strlen(name), fl = strlen(fused[i]);
-        w->fuse_next |= nl > fl && !strcmp(name + nl - fl, fused[i]);
-    }
+    w->fuse_next = m->fuse && model_fuse_hint(m, name);
     int rc = m->be->ops->weight_register(m->be, w);
     if (rc != 0)
         return inf_error_set(err, rc, "model: backend %s cannot take tensor '%s': %s",
@@ -387,15 +429,16 @@ static int model_fuse_layer(struct model *m, struct model_layer *L, struct model
 {
     struct backend_weight *qkv[3] = {L->wq, L->wk, L->wv};
     struct backend_weight *gu[2] = {L->ffn_gate, L->ffn_up};
-    const int qk = model_fusable(L->wq, L->wk), kv = model_fusable(L->wk, L->wv);
+    const unsigned plan = model_fuse_plan(model_fusable(L->wq, L->wk), model_fusable(L->wk, L->wv),
+                                          model_fusable(gu[0], gu[1]));
     int rc = 0;
-    if (qk && kv)
+    if ((plan & 7u) == 7u)
         rc = model_fuse(m, qkv, 3, st, err);
-    else if (kv)
+    else if ((plan & 7u) == 6u)
         rc = model_fuse(m, qkv + 1, 2, st, err);
-    else if (qk)
+    else if ((plan & 7u) == 3u)
         rc = model_fuse(m, qkv, 2, st, err);
-    if (!rc && model_fusable(gu[0], gu[1]))
+    if (!rc && (plan & 24u))
         rc = model_fuse(m, gu, 2, st, err);
     return rc;
 }

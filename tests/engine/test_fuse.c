@@ -132,17 +132,27 @@ static int adjacent(const struct backend_weight *a, const struct backend_weight 
            (const char *)b->data == (const char *)a->data + (size_t)a->ne1 * a->row_bytes;
 }
 
-/* backend_weight.fuse_next, the model's hint at registration: set on each
- * layer's Q/K/V and gate/up where the backend fuses (want 1; whether or not
- * a fusion then succeeds), on nothing else, and on nothing at all where
- * nothing is offered (want 0) */
-static void check_hints(const struct model *m, int want)
+/* backend_weight.fuse_next, the model's hint at registration: set on
+ * exactly the Q/K/V and gate/up members the layer's rule fuses (by their
+ * types: all three of Q/K/V, else the pair of neighbours that match;
+ * gate/up when they match) where the backend fuses (offered = 1; whether
+ * or not a fusion then succeeds), on nothing else, and on nothing at all
+ * where nothing is offered (offered = 0). Where the fusion succeeded
+ * (fused = 1) the hint is also exactly the weights now in a group. */
+static void check_hints(const struct model *m, int offered, int fused)
 {
     const struct model_weights *W = model_weights(m);
     for (int32_t il = 0; il < W->n_layer; il++) {
         const struct model_layer *L = &W->layers[il];
-        CHECK(L->wq->fuse_next == want && L->wk->fuse_next == want && L->wv->fuse_next == want &&
-              L->ffn_gate->fuse_next == want && L->ffn_up->fuse_next == want);
+        const int qk = L->wq->type == L->wk->type, kv = L->wk->type == L->wv->type;
+        const int gu = L->ffn_gate->type == L->ffn_up->type;
+        const int want[5] = {offered && qk, offered && (qk || kv), offered && kv, offered && gu, offered && gu};
+        const struct backend_weight *w[5] = {L->wq, L->wk, L->wv, L->ffn_gate, L->ffn_up};
+        for (int i = 0; i < 5; i++) {
+            CHECK(w[i]->fuse_next == want[i]);
+            if (fused)
+                CHECK(!w[i]->group == !w[i]->fuse_next);
+        }
         CHECK(!L->wo->fuse_next && !L->ffn_down->fuse_next && !L->attn_norm->fuse_next && !L->ffn_norm->fuse_next);
     }
     CHECK(!W->tok_embd->fuse_next && !W->output->fuse_next);
@@ -230,7 +240,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK(check_layers(m, 0) == 0);
-    check_hints(m, 0);
+    check_hints(m, 0, 0);
     const int32_t V = model_hparams(m)->n_vocab;
     float *want = prompt_logits(m);
     model_free(m);
@@ -245,7 +255,7 @@ int main(int argc, char **argv)
     CHECK(model_load(path, fb, &m, &err) == 0);
     if (m) {
         const int groups = check_layers(m, 1);
-        check_hints(m, 1);
+        check_hints(m, 1, 1);
         printf("fused: %d groups over %d layers (%d fuse calls)\n", groups,
                model_weights(m)->n_layer, n_fused);
         CHECK(groups == n_fused); /* 0 for tiny-llama-mixed: no two neighbours share a type */
@@ -265,7 +275,7 @@ int main(int argc, char **argv)
     CHECK(model_load(path, fb, &m, &err) == 0);
     if (m) {
         CHECK(check_layers(m, 0) == 0 && n_fused == 0);
-        check_hints(m, 0);
+        check_hints(m, 0, 0);
         model_free(m);
     }
     unsetenv("INFERD_NO_FUSE");
@@ -277,6 +287,7 @@ int main(int argc, char **argv)
     CHECK(model_load(path, fb, &m, &err) == 0);
     if (m) {
         CHECK(check_layers(m, 0) == 0);
+        check_hints(m, 1, 0); /* offered, declined: the hint stays (nothing may depend on it) */
         float *got = prompt_logits(m);
         CHECK(got && memcmp(got, want, sizeof(float) * (size_t)V * NTOK) == 0);
         free(got);
