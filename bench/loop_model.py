@@ -40,8 +40,9 @@ addresses, the early form's third set 192).
 S, C1, C2, G, I = 0.0394, 0.50, 0.22, 0.20, 0.03
 
 
-def simulate(script, nwg, nsb=56, lat=0.25, rho=1.0, dt=0.0005):
-    q, fin = [], {}
+def simulate(script, nwg, nsb=56, lat=0.25, rho=1.0, dt=0.0005, glat=None):
+    q, fin, sigs = [], {}, {}
+    glat = lat if glat is None else glat
     pc, sb, work = [0] * nwg, [0] * nwg, [0.0] * nwg
     ops = [script(w) for w in range(nwg)]
     turn, t, busy, last = 0, 0.0, 0.0, 0.0
@@ -58,6 +59,13 @@ def simulate(script, nwg, nsb=56, lat=0.25, rho=1.0, dt=0.0005):
                 elif op[0] == 'wait':
                     key = (w, sb[w], op[1])
                     if key not in fin or t < fin[key] + lat:
+                        break
+                elif op[0] == 'sig':  # an event the other warpgroup's gate waits for
+                    sigs[(w, sb[w], op[1])] = t
+                elif op[0] == 'gate':  # two warpgroups: 0 at s waits for 1's event of s - 1, 1 for 0's of s
+                    idx = sb[w] - 1 if w == 0 else sb[w]
+                    key = (1 - w, idx, op[1])
+                    if idx >= 0 and (key not in sigs or t < sigs[key] + glat):
                         break
                 elif op[0] == 'cpu':
                     work[w] = op[1]
@@ -114,11 +122,18 @@ def ov(f=1.0, g=G):  # session 61's MMQ4P_OV: s + 1's first plane queued under s
                       ('cpu', C1 * f), ('iss', 'm', S * f), ('wait', 'm'), ('cpu', C2 * f + g)]
 
 
+def split(f=1.0):  # session 62's MMQ4P_SPLIT: the second plane after the other warpgroup's min term is issued
+    return lambda w: [('turn',), ('iss', 'p1', 8 * S * f), ('gate', 'm'), ('iss', 'p', 8 * S * f), ('hand',),
+                      ('wait', 'p'), ('cpu', I), ('iss', 'm', S * f), ('sig', 'm'), ('cpu', C1 * f), ('wait', 'm'),
+                      ('cpu', C2 * f + G)]
+
+
 FORMS = [('no min term (lever)', no_min(), 2, '0.85'), ('TM', tm(), 2, '1.08 (trace 1.24)'),
          ('SM', sm(), 2, '1.03-1.05'), ('early min term', early(), 2, '-'),
          ('n96, 3 warpgroups', main_form(0.75), 3, '-'), ('n96, 3 warpgroups, early', early(0.75), 3, '-'),
          ('OV (G after the chain)', ov(), 2, '1.03 (trace 0.91)'),
-         ('OV, no gap after the chain', ov(g=0.0), 2, '1.03 (trace 0.91)')]
+         ('OV, no gap after the chain', ov(g=0.0), 2, '1.03 (trace 0.91)'),
+         ('SPLIT (gate at LAT)', split(), 2, '- (session 62, not run)')]
 
 if __name__ == '__main__':
     for lat, rho in ((0.15, 1.0), (0.25, 1.0), (0.35, 1.0), (0.25, 0.7)):
@@ -128,3 +143,6 @@ if __name__ == '__main__':
         for name, fn, n, meas in FORMS:
             p, _ = simulate(fn, n, lat=lat, rho=rho)
             print(f"  {name:28s} period x{p / base:.2f}  (measured x{meas})")
+        for gl in (0.1, 0.4, 0.6):
+            p, _ = simulate(split(), 2, lat=lat, rho=rho, glat=gl)
+            print(f"  {'SPLIT, gate latency %.1f' % gl:28s} period x{p / base:.2f}")

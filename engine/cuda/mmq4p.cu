@@ -146,7 +146,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         const mmq4p_side &L = S.ss[rs];
         uint32_t fm[1][4];
         float dm[16][4];
-        mmqp_planes(S, dd, de, s, wg, w4, sb, turns);
+        mmqp_planes(S, dd, de, s, wg, w4, sb, turns, MMQ4P_SPLIT);
         /* v1 = 32 D1 + D2 (int32: every partial sum below 2^31) */
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -161,6 +161,10 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
          * registers (exact: mmqr_min_frag), under the chain's first half */
         if (MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
+#if MMQ4P_SPLIT
+        if (turns) /* the other warpgroup's second plane may go now (mmqp_planes' gate) */
+            cuda_mbar_arrive(&S.mi[wg ^ 1]);
+#endif
         if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);
         } else {

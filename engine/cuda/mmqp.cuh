@@ -18,6 +18,9 @@
 #define MMQ6W_RSL 4                          /* super-block slots (3: the feed barely ahead, session 43) */
 #define MMQ6W_ATILE (MMQH_BN * 128)          /* 128 rows x 128 int8 */
 #define MMQ6P_PSL 4                          /* plane slots: two super-blocks */
+#ifndef MMQ4P_SPLIT /* cuda/mmq4p.cu's split form (a build switch for A/B runs; 0: main's form) */
+#define MMQ4P_SPLIT 0
+#endif
 static_assert(MMQ6W_ATILE == MMQH_BM * 128, "a plane half: the block's 128 weight rows x 128 bytes");
 
 /* A planes kernel's shared memory: the activation ring, the plane ring,
@@ -29,6 +32,9 @@ template <class SIDE> struct mmqp_smem {
     SIDE ss[MMQ6W_RSL];
     wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> bar;
     uint64_t pfull[MMQ6P_PSL], pempty[MMQ6P_PSL];
+#if MMQ4P_SPLIT
+    uint64_t mi[2]; /* mmq4p's split form: warpgroup w's gate, the other warpgroup's min term issued */
+#endif
 };
 
 #if WGMMA_DEVICE
@@ -41,6 +47,11 @@ template <class SM> static __device__ __forceinline__ void mmqp_init(SM &S)
             cuda_mbar_init(&S.pfull[i], 1);
             cuda_mbar_init(&S.pempty[i], WGRS_CONS);
         }
+#if MMQ4P_SPLIT
+    if (threadIdx.x == 0)
+        for (int i = 0; i < 2; i++)
+            cuda_mbar_init(&S.mi[i], WGRS_CONS / 2);
+#endif
 }
 
 typedef wgrs_bars<MMQ6W_ASL, MMQ6W_RSL> mmq6w_bars; /* every form's */
@@ -144,7 +155,7 @@ template <class SM> static __device__ __forceinline__ void mmqp_done(SM &S, int 
  * slower: bench/RESULTS.md session 59, MMQ4P_TM.) */
 template <class SM>
 static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int (&de)[16][4], int32_t s, int wg,
-                                                   int w4, uint32_t sb, int32_t turns)
+                                                   int w4, uint32_t sb, int32_t turns, int gate = 0)
 {
     mmq6w_land(S.bar, s, wg, w4);
     mmq6w_acts(S.bar, s);
@@ -157,6 +168,14 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
     mmqp_issue(S, dd, s, 0, wg, sb);
     if (!turns && s == 0 && wg == 0)
         cuda_mbar_arrive(&S.bar.lag);
+    /* gate (mmq4p's split form, MMQ4P_SPLIT): the second plane only after
+     * the other warpgroup's latest min term is issued (warpgroup 0 at s:
+     * 1's of s - 1; 1 at s: 0's of s), so that min term waits behind this
+     * warpgroup's 8 first-plane steps, not behind all 16 */
+#if MMQ4P_SPLIT
+    if (gate && turns && (wg == 1 || s > 0))
+        cuda_mbar_wait(&S.mi[wg], (uint32_t)(wg ? s : s - 1) & 1);
+#endif
     mmqp_issue(S, de, s, 1, wg, sb);
     if (w4 == 0) /* trace builds: when each warpgroup's 16 steps are issued (x0, x1) */
         cuda_tr(s, wg ? CUDA_TR_X1 : CUDA_TR_X0);
