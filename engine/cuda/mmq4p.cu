@@ -162,8 +162,7 @@ mmq4p_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ C
         if (MMQ4P_LEVER != 1)
             mmqr_min_issue(dm, fm, L.hd[ra], L.hd[rb], L.mb, t4);
 #if MMQ4P_SPLIT
-        if (turns) /* the other warpgroup's second plane may go now (mmqp_planes' gate) */
-            cuda_mbar_arrive(&S.mi[wg ^ 1]);
+        cuda_mbar_arrive(&S.mi[wg ^ 1]); /* the other warpgroup's second plane may go now (mmqp_planes' gate) */
 #endif
         if (MMQ4P_LEVER != 2) {
             mmqp_chain_v1(acc[0], dd, hd[0].d, hd[1].d, L.xd, t4);

@@ -173,7 +173,7 @@ static __device__ __forceinline__ void mmqp_planes(SM &S, int (&dd)[16][4], int 
      * 1's of s - 1; 1 at s: 0's of s), so that min term waits behind this
      * warpgroup's 8 first-plane steps, not behind all 16 */
 #if MMQ4P_SPLIT
-    if (gate && turns && (wg == 1 || s > 0))
+    if (gate && (wg == 1 || s > 0))
         cuda_mbar_wait(&S.mi[wg], (uint32_t)(wg ? s : s - 1) & 1);
 #endif
     mmqp_issue(S, de, s, 1, wg, sb);
