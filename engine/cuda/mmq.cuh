@@ -118,8 +118,9 @@ template <int T> int cuda_q0_repack(struct cuda_ctx *c, struct backend_weight *w
  * its expanded copy, both u8 planes of every weight (mmq6w_planes' bytes)
  * in k order, a row = plane 1's ne0 bytes then plane 2's, 2 bytes a
  * weight. add: 1 made, 0 not (no budget, no expanded copy, more than 512
- * MiB: the output head, or no device memory), or a negative INF_E* code;
- * force: past the budget (prewarm's scratch weight). find: w's planes or
+ * MiB: the output head, the embedding table, a weight the model will fuse,
+ * or no device memory), or a negative INF_E* code; force: past those
+ * rules (prewarm's scratch weight). find: w's planes or
  * NULL (keyed by w->data, ne0 and ne1: a fused view never matches). drop:
  * w's, if any (weight_release; weight_fuse drops its members': a product
  * over the group's rows is a view). free: all (destroy). */

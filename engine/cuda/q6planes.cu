@@ -96,6 +96,13 @@ int cuda_q6p_add(struct cuda_ctx *c, const struct backend_weight *w, int force)
     if (!(q6 ? w->aux != NULL : w->type == QT_Q4_K && c->q4p && w->row_bytes % 16 == 0) || !w->data ||
         w->ne0 % QK_K)
         return 0;
+    /* at load, not for the embedding table (only get_rows reads it), nor
+     * for a weight the model will fuse (backend_weight.fuse_next, by the
+     * members' types): weight_fuse drops a member's planes, as a product
+     * over the group reads none, and made first they cost load time (the
+     * 7B-shaped load ~0.4-0.8 s, session 55) and hold budget until then */
+    if (!force && (w->fuse_next || strncmp(w->name, "token_embd", 10) == 0))
+        return 0;
     const size_t bytes = q6p_bytes(w);
     if ((!force && bytes > ((size_t)512 << 20)) || !cuda_wcopy_room(&c->q6p, bytes, force))
         return 0;

@@ -88,26 +88,18 @@ int cuda_be_weight_register(struct backend *be, struct backend_weight *w)
             return rc;
         else
             c->aux_bytes += cuda_mmq_expand_q6_K_bytes(w);
-        /* and mmq6w's planes where the budget allows (cuda/q6planes.cu):
-         * without them its batches expand in the kernel, same bits. Not
-         * for a weight the model will fuse (fuse_next, by the members'
-         * types): weight_fuse drops a member's planes, as a product over
-         * the group reads none; made first, they cost load time and hold
-         * budget until the fusion. */
-        if (!rc && c->q6p.budget && !w->fuse_next) {
+        /* and mmq6w's planes where the budget allows (cuda/q6planes.cu,
+         * which also leaves out a weight the model will fuse): without
+         * them its batches expand in the kernel, same bits */
+        if (!rc) {
             const int prc = cuda_q6p_add(c, w, 0);
             if (prc < 0)
                 return prc;
         }
     }
-    /* Q4_K: mmq4p's planes under the same budget (c->q4p; cuda/mmq4p.cu),
-     * not the embedding table's (only get_rows reads it), nor those of a
-     * weight the model will fuse (fuse_next: weight_fuse would drop them,
-     * and a fused group's product reads none; made and dropped they cost
-     * the 7B-shaped load ~0.4-0.8 s, session 55; since session 62 the hint
-     * follows the members' types, so a Q/K/V or gate/up that will run
-     * alone, its neighbours of another type, gets them) */
-    if (w->type == QT_Q4_K && c->q4p && c->q6p.budget && !w->fuse_next && strncmp(w->name, "token_embd", 10) != 0) {
+    /* Q4_K: mmq4p's planes under the same budget and rules (c->q4p;
+     * cuda/mmq4p.cu; cuda_q6p_add says which weights qualify) */
+    if (w->type == QT_Q4_K) {
         const int prc = cuda_q6p_add(c, w, 0);
         if (prc < 0)
             return prc;
