@@ -44,44 +44,27 @@ diag_metrics() {
     echo "$m"
 }
 
-# diag_stalls REPORT N: the N SASS instructions with the most warp stall
-# samples in an ncu report of the SourceCounters section (percent of all)
+# diag_stalls REPORT N: an ncu report of the SourceCounters section as its
+# source CSV beside it (REPORT less .ncu-rep, .csv), read by
+# bench/stall_sum.py: the warp stall samples summed by opcode, then the N
+# SASS instructions with the most (percent of all)
 diag_stalls() {
     local csv=${1%.ncu-rep}.csv
     ncu -i "$1" --page source --csv --print-source sass > "$csv" 2> "$csv.err" ||
         ncu -i "$1" --page source --csv > "$csv" 2>> "$csv.err"
     head -c 400 "$csv.err"
-    python3 - "$csv" "$2" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-hdr = next((i for i, r in enumerate(rows) if any("Sampl" in c for c in r)), None)
-if hdr is None:
-    print("no sampling columns:", rows[:2]); sys.exit(0)
-h = rows[hdr]
-ci = next(i for i, c in enumerate(h) if "Warp Stall Sampling (All" in c or c.startswith("Warp Stall Sampling"))
-src = next((i for i, c in enumerate(h) if c in ("Source", "SASS")), 1)
-body = [r for r in rows[hdr + 1:] if len(r) > ci]
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return 0.0
-tot = sum(num(r[ci]) for r in body) or 1.0
-print("instructions:", len(body), "samples:", tot)
-for r in sorted(body, key=lambda r: -num(r[ci]))[:int(sys.argv[2])]:
-    print("%6.2f%%  %s" % (100 * num(r[ci]) / tot, r[src][:100]))
-PY
+    python3 "${BASH_SOURCE[0]%/*}/stall_sum.py" "$csv" "$2"
 }
 
 # diag_src_q4 INFERD OUT N: ncu's warp-state samples per SASS instruction
 # (SourceCounters) of one product mmq4p launch (INFERD's bench --op, q4_K
 # 4096 x 14336 x 512), the report OUT/src-q4.ncu-rep and its source CSV;
-# prints diag_stalls' N top instructions, then bench/stall_sum.py's sums by
-# opcode (session 61: the trace marks perturb the planes kernels 12-19%,
-# these samples do not)
+# prints diag_stalls' sums by opcode and N top instructions (session 61:
+# the trace marks perturb the planes kernels 12-19%, these samples do not)
 diag_src_q4() {
     timeout 120 ncu --section SourceCounters --section WarpStateStats -k regex:mmq4p_kernel --launch-skip 2 \
         --launch-count 1 -o "$2/src-q4" "$1" bench --op --backend cuda --types q4_K --n 512 \
         --shapes llama3-ffn-down --reps 3 > "$2/src-q4.log" 2>&1
     echo "ncu source rc=$?"
     diag_stalls "$2/src-q4.ncu-rep" "$3"
-    python3 bench/stall_sum.py "$2/src-q4.csv" 45
 }

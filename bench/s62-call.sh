@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.." || exit 1
 . bench/call-lib.sh
 call_head devmask
 . bench/diag-lib.sh
-diag_src_q4 $d/prev/inferd $out 10
+diag_src_q4 $d/prev/inferd $out 45
 if tar tzf devcarry.tgz devcarry/prev/inferd > /dev/null 2>&1; then
     bash bench/split62-call.sh 2>&1
 else

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/stall_sum.py CSV [N] — an ncu source-page export (ncu -i R --page
 source --csv --print-source sass; bench/diag-lib.sh's diag_stalls writes it
-beside the report) summed by SASS opcode: each opcode's share of the warp
+beside the report and runs this) summed by SASS opcode: each opcode's share of the warp
 stall samples (all and not-issued) and of the executed instructions, then
 the N instructions with most samples with every per-reason column that has
 samples. Why: the trace build's marks perturb the planes kernels by 12-19%
@@ -12,7 +12,8 @@ rows = list(csv.reader(open(sys.argv[1], errors="replace")))
 n_top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 hdr = next((i for i, r in enumerate(rows) if any("Sampl" in c for c in r)), None)
 if hdr is None:
-    sys.exit("no sampling columns in %s" % sys.argv[1])
+    print("no sampling columns:", rows[:2])
+    sys.exit(0)
 h = rows[hdr]
 body = [r for r in rows[hdr + 1:] if len(r) == len(h)]
 
@@ -32,10 +33,10 @@ def col(*keys):
     return None
 
 
-c_all = col("Warp Stall Sampling (All")
+c_all = col("Warp Stall Sampling (All", "Warp Stall Sampling")
 c_ni = col("Warp Stall Sampling (Not")
 c_ex = col("Instructions Executed", "Warp Instructions Executed")
-c_src = col("Source", "SASS")
+c_src = next((i for i, c in enumerate(h) if c in ("Source", "SASS")), 1)
 c_adr = col("Address", "# Address")
 print("columns:", " | ".join(h)[:1500])
 tot = sum(num(r[c_all]) for r in body) or 1.0
